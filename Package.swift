@@ -1,0 +1,36 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "devaccess",
+    products: [
+        .executable(name: "devaccess", targets: ["devaccess"]),
+        .library(name: "DevAccessCore", targets: ["DevAccessCore"]),
+    ],
+    targets: [
+        // C libraries from Debian, each behind a small shim header.
+        .systemLibrary(name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
+        .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        .systemLibrary(name: "CAlsa", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(name: "CAcl", pkgConfig: "libacl", providers: [.apt(["libacl1-dev"])]),
+        // Header-only: kernel and libc helpers Swift cannot import directly (macros).
+        .systemLibrary(name: "CLinux"),
+
+        // The model: permissions, statuses, reasons, access evaluation. Pure, no I/O.
+        .target(name: "DevAccessCore"),
+        // Thin typed layer over libc and libacl: errno, stat, users, groups, ACLs.
+        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux"]),
+        // Authority adapters: camera (udev + V4L2), microphone (ALSA), location (gpsd).
+        .target(name: "DevAccessHardware",
+                dependencies: ["DevAccessCore", "DevAccessSystem", "CUdev", "CV4L2", "CAlsa", "CLinux"]),
+        // Commands, argument parsing and output; the executable only calls into it.
+        .target(name: "DevAccessCLI", dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware"]),
+        .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
+
+        .testTarget(name: "DevAccessCoreTests", dependencies: ["DevAccessCore"]),
+        .testTarget(name: "DevAccessHardwareTests",
+                    dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware"]),
+        .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessCLI", "DevAccessCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,115 @@
+/// Status = f(hardware, kernel access state, ledger, policy), with reasons.
+///
+/// Order: no hardware -> `unavailable`; policy forbids -> `restricted`; a recorded
+/// denial -> `denied`; otherwise what the kernel lets the user open decides between
+/// `authorized`, `limited` and `notDetermined`.
+public enum StatusEvaluator {
+    public static func evaluate(_ report: AdapterReport, for user: UserIdentity,
+                                inputs: DecisionInputs = .none) -> PermissionStatus {
+        let devices = report.devices.map { deviceStatus($0, user) }
+        let nodeReasons = devices.flatMap { accessReasons($0, user) }
+        var reasons: [Reason] = []
+        let status: AuthorizationStatus
+        let noun = report.permission.rawValue
+
+        if let unavailable = report.unavailableReason {
+            status = .unavailable
+            reasons.append(Reason(.unavailable, unavailable))
+        } else if devices.isEmpty {
+            status = .unavailable
+            reasons.append(Reason(.unavailable, "no \(noun) device found on this machine"))
+        } else if let restriction = inputs.policyRestriction {
+            status = .restricted
+            reasons.append(restriction)
+        } else if let denial = inputs.ledgerDenial {
+            status = .denied
+            reasons.append(denial)
+        } else {
+            let usable = devices.filter(\.usable).count
+            if usable == devices.count {
+                status = .authorized
+                reasons.append(Reason(.summary, "\(user.name) can use all \(devices.count) \(noun) device(s)"))
+            } else if usable > 0 {
+                status = .limited
+                reasons.append(Reason(.summary,
+                    "\(user.name) can use \(usable) of \(devices.count) \(noun) devices"))
+            } else {
+                status = .notDetermined
+                reasons.append(Reason(.summary,
+                    "\(user.name) cannot open any \(noun) device and nothing has been decided"))
+            }
+        }
+        reasons.append(contentsOf: nodeReasons)
+        reasons.append(contentsOf: report.notes)
+        return PermissionStatus(permission: report.permission, status: status, devices: devices,
+                                reasons: reasons, drift: [])
+    }
+
+    static func deviceStatus(_ device: Device, _ user: UserIdentity) -> DeviceStatus {
+        let nodes = device.nodes.map { node in
+            NodeStatus(node: node, evaluation: node.facts.map { AccessEvaluator.evaluate($0, for: user) })
+        }
+        let usable: Bool
+        switch device.route {
+        case .nodes:
+            usable = !nodes.isEmpty && nodes.allSatisfy(\.sufficient)
+        case .service(let service):
+            usable = service.openToAllLocalUsers
+        }
+        return DeviceStatus(device: device, nodes: nodes, usable: usable)
+    }
+
+    static func accessReasons(_ device: DeviceStatus, _ user: UserIdentity) -> [Reason] {
+        var reasons: [Reason] = []
+        if case .service(let service) = device.device.route {
+            reasons.append(Reason(.service, service.openToAllLocalUsers
+                ? "\(service.name) at \(service.endpoint) serves every local user; access to it is not gated"
+                : "\(service.name) at \(service.endpoint) is gated; \(user.name) is not let in"))
+        }
+        for node in device.nodes {
+            switch node.node.state {
+            case .unusable(let why):
+                reasons.append(Reason(.access, "\(node.node.path): \(why)"))
+            case .present(let facts):
+                guard let evaluation = node.evaluation else { continue }
+                reasons.append(Reason(.access, AccessExplanation.sentence(
+                    facts: facts, required: node.node.required, result: evaluation, user: user)))
+            }
+        }
+        return reasons
+    }
+}
+
+/// Turns an evaluation into a sentence that names the rule that applied.
+public enum AccessExplanation {
+    public static func sentence(facts: NodeFacts, required: AccessMode, result: AccessEvaluator.Result,
+                                user: UserIdentity) -> String {
+        let owner = facts.ownerName ?? String(facts.ownerUID)
+        let group = facts.groupName ?? String(facts.groupGID)
+        let head = "\(facts.path) (\(owner):\(group) \(facts.modeOctal)\(facts.acl == nil ? "" : " +acl")): "
+        let verdict = result.access.isSuperset(of: required)
+            ? "\(user.name) can open it \(result.access.word)"
+            : "\(user.name) has \(result.access.word), needs \(required.word)"
+        var why: String
+        switch result.decidedBy {
+        case .superuser:
+            why = "root bypasses file permissions (CAP_DAC_OVERRIDE)"
+        case .owner:
+            why = "\(user.name) owns the node"
+        case .namedUser:
+            let entry = facts.acl?.first { if case .user(let uid) = $0.tag { uid == user.uid } else { false } }
+            why = "ACL entry \(entry?.text ?? "user:\(user.name)")"
+        case .groupClass(let gids):
+            let names = gids.map { gid in
+                "'" + (user.groupName(gid) ?? (gid == facts.groupGID ? facts.groupName : nil) ?? String(gid)) + "'"
+            }
+            why = "member of group \(names.joined(separator: ", "))"
+        case .other:
+            why = "not the owner and in no group with an entry, so the 'other' bits apply"
+        }
+        if !result.maskedOut.isEmpty {
+            why += "; the ACL mask removes \(result.maskedOut.symbolic)"
+        }
+        return head + verdict + " (" + why + ")"
+    }
+}

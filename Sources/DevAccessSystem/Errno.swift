@@ -1,0 +1,43 @@
+import Glibc
+
+/// A C `errno` value with a readable name; the one error type of the syscall layer.
+public struct Errno: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: CInt
+    public init(rawValue: CInt) { self.rawValue = rawValue }
+
+    /// The calling thread's errno, read at once after the failing call.
+    public static var current: Errno { Errno(rawValue: errno) }
+
+    public static let noSuchFile = Errno(rawValue: ENOENT)
+    public static let permissionDenied = Errno(rawValue: EACCES)
+    public static let notPermitted = Errno(rawValue: EPERM)
+    public static let interrupted = Errno(rawValue: EINTR)
+    public static let tooManySymlinks = Errno(rawValue: ELOOP)
+    public static let notSupported = Errno(rawValue: EOPNOTSUPP)
+    public static let timedOut = Errno(rawValue: ETIMEDOUT)
+    public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    public static let wouldBlock = Errno(rawValue: EAGAIN)
+    public static let inProgress = Errno(rawValue: EINPROGRESS)
+    public static let noDevice = Errno(rawValue: ENXIO)
+    public static let badIoctl = Errno(rawValue: ENOTTY)
+
+    /// `strerror` text, e.g. "No such file or directory".
+    public var message: String { String(cString: strerror(rawValue)) }
+    public var description: String { message }
+
+    public static func ~= (lhs: Errno, rhs: any Error) -> Bool {
+        (rhs as? Errno) == lhs
+    }
+}
+
+/// Runs a C call that returns -1 and sets errno, retrying EINTR.
+@inline(__always)
+func valueOrErrno<T: FixedWidthInteger>(retryOnInterrupt: Bool = true, _ body: () -> T) -> Result<T, Errno> {
+    while true {
+        let value = body()
+        if value != -1 { return .success(value) }
+        let error = Errno.current
+        if retryOnInterrupt && error == .interrupted { continue }
+        return .failure(error)
+    }
+}
