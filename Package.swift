@@ -13,6 +13,9 @@ let package = Package(
         .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
         .systemLibrary(name: "CAlsa", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CAcl", pkgConfig: "libacl", providers: [.apt(["libacl1-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Header-only: kernel and libc helpers Swift cannot import directly (macros).
         .systemLibrary(name: "CLinux"),
 
@@ -23,6 +26,8 @@ let package = Package(
         // Authority adapters: camera (udev + V4L2), microphone (ALSA), location (gpsd).
         .target(name: "DevAccessHardware",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "CUdev", "CV4L2", "CAlsa", "CLinux"]),
+        // The grant ledger: SQLite, versioned schema, hash-chained audit events, journal export.
+        .target(name: "DevAccessLedger", dependencies: ["DevAccessCore", "CSQLite", "CCrypto", "CSystemd"]),
         // Commands, argument parsing and output; the executable only calls into it.
         .target(name: "DevAccessCLI", dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
@@ -30,6 +35,7 @@ let package = Package(
         .testTarget(name: "DevAccessCoreTests", dependencies: ["DevAccessCore"]),
         .testTarget(name: "DevAccessHardwareTests",
                     dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware"]),
+        .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore"]),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessCLI", "DevAccessCore"]),
     ],
     swiftLanguageModes: [.v6]

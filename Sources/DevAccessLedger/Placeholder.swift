@@ -1,0 +1,1 @@
+enum LedgerPlaceholder {} // replaced by the ledger implementation
