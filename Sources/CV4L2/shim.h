@@ -1,10 +1,15 @@
 #ifndef DEVACCESS_CV4L2_SHIM_H
 #define DEVACCESS_CV4L2_SHIM_H
+#include <sys/types.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <string.h>
 #include <linux/videodev2.h>
 #include <libv4l2.h>
+#include <sys/sysmacros.h>
+
+static inline unsigned int devaccess_v4l2_major(dev_t d) { return major(d); }
+static inline unsigned int devaccess_v4l2_minor(dev_t d) { return minor(d); }
 
 /* The ioctl code is a function-like macro; Swift sees this value instead. */
 static inline unsigned long devaccess_vidioc_querycap(void) { return VIDIOC_QUERYCAP; }

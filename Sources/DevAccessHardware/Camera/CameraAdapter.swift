@@ -1,0 +1,107 @@
+import DevAccessCore
+
+/// Cameras: udev's video4linux devices whose node captures video.
+///
+/// VIDIOC_QUERYCAP (through libv4l2) decides when the node can be opened; when it
+/// cannot (an unprivileged caller, no driver behind a mocked node), udev's
+/// ID_V4L_CAPABILITIES, which udev's v4l_id set as root, decides instead. A node
+/// neither can classify is left out and said so. A UVC camera's metadata node and
+/// vivid's output, VBI, radio, SDR and touch nodes are therefore not cameras.
+public enum CameraAdapter {
+    static let attributes = ["name", "index"]
+
+    public static func probe(udev: Udev) -> AdapterReport {
+        let nodes: [UdevDevice]
+        do {
+            nodes = try udev.devices(subsystem: "video4linux", attributes: attributes)
+        } catch {
+            return AdapterReport(permission: .camera, devices: [], unavailableReason: error.description)
+        }
+        var devices: [Device] = []
+        var notes: [Reason] = []
+        for node in nodes {
+            switch classify(node) {
+            case .camera(let device, let note):
+                devices.append(device)
+                if let note { notes.append(note) }
+            case .notCamera(let note):
+                notes.append(note)
+            }
+        }
+        return AdapterReport(permission: .camera, devices: devices, notes: notes)
+    }
+
+    public enum Classification: Sendable {
+        case camera(Device, note: Reason?)
+        case notCamera(Reason)
+    }
+
+    public static func classify(_ node: UdevDevice) -> Classification {
+        guard let devnode = node.devnode else {
+            return .notCamera(Reason(.skipped, "\(node.sysname): no device node"))
+        }
+        // The kernel names nodes by type: video*, vbi*, radio*, swradio*, v4l-touch*, v4l-subdev*.
+        guard node.sysname.hasPrefix("video") else {
+            return .notCamera(Reason(.skipped, "\(devnode): a \(nodeType(node.sysname)) node, not a video node"))
+        }
+        let capability: V4L2Capability?
+        var note: Reason?
+        do {
+            capability = try V4L2Capability.query(node: devnode, major: node.major, minor: node.minor)
+        } catch {
+            capability = nil
+            note = Reason(.probe, "\(devnode): \(error.description); classified from udev's ID_V4L_CAPABILITIES")
+        }
+        let isCapture: Bool
+        let roles: [String]
+        if let capability {
+            isCapture = capability.isVideoCapture
+            roles = capability.roles
+        } else if let udevCaps = node.properties["ID_V4L_CAPABILITIES"] {
+            roles = udevCaps.split(separator: ":").map(String.init)
+            isCapture = roles.contains("capture") && !roles.contains("touch")
+        } else {
+            return .notCamera(Reason(.skipped,
+                "\(devnode): cannot tell whether it captures video (VIDIOC_QUERYCAP not possible and udev " +
+                "has no ID_V4L_CAPABILITIES; is systemd-udevd running?)"))
+        }
+        guard isCapture else {
+            let what = roles.isEmpty ? "no capture capability" : roles.joined(separator: ", ")
+            return .notCamera(Reason(.skipped, "\(devnode): not a video capture node (\(what))"))
+        }
+        let name = node.attributes["name"] ?? capability?.card ?? node.sysname
+        var details: [String: String] = ["capabilities": roles.joined(separator: ",")]
+        if let card = capability?.card { details["card"] = card }
+        let device = Device(
+            permission: .camera,
+            id: stableID(node),
+            name: name,
+            driver: capability?.driver ?? node.parentDriver,
+            bus: capability?.busInfo ?? node.properties["ID_PATH"],
+            nodes: [DeviceNode(path: devnode, role: "capture", required: .readWrite,
+                               state: NodeState.inspect(devnode, major: node.major, minor: node.minor))],
+            details: details)
+        return .camera(device, note: note)
+    }
+
+    /// Like udev's /dev/v4l/by-path and by-id links: the port path (or the device's
+    /// serial) plus the node index, so the id survives reboots and renumbering.
+    static func stableID(_ node: UdevDevice) -> String {
+        let index = node.attributes["index"] ?? "0"
+        if let path = node.properties["ID_PATH"], !path.isEmpty {
+            return "camera:\(path)-video-index\(index)"
+        }
+        if let serial = node.properties["ID_SERIAL"], !serial.isEmpty {
+            return "camera:serial-\(serial)-video-index\(index)"
+        }
+        let base = node.parentSyspath ?? node.syspath
+        return "camera:sysfs-\(UdevDevice.sysfsID(base))-video-index\(index)"
+    }
+
+    static func nodeType(_ sysname: String) -> String {
+        for prefix in ["v4l-subdev", "v4l-touch", "swradio", "radio", "vbi"] where sysname.hasPrefix(prefix) {
+            return prefix
+        }
+        return "non-video"
+    }
+}

@@ -1,0 +1,92 @@
+import DevAccessCore
+import Foundation
+
+/// Microphones: capture PCM devices of the sound cards udev knows.
+///
+/// Cards are found through udev, not `snd_card_next`: alsa-lib only lists cards
+/// whose control node the caller can open, and status must see devices the caller
+/// cannot open. alsa-lib then tells which PCMs capture and their names; when the
+/// control node cannot be opened, the kernel's node names decide (a capture PCM's
+/// node is always `pcmC<card>D<device>c`).
+public enum MicrophoneAdapter {
+    public static func probe(udev: Udev) -> AdapterReport {
+        let sound: [UdevDevice]
+        do {
+            sound = try udev.devices(subsystem: "sound", attributes: ["id", "number"])
+        } catch {
+            return AdapterReport(permission: .microphone, devices: [], unavailableReason: error.description)
+        }
+        let cards = sound.compactMap { device -> (Int, UdevDevice)? in
+            guard device.sysname.hasPrefix("card"), let number = Int(device.sysname.dropFirst(4)) else { return nil }
+            return (number, device)
+        }
+        if cards.isEmpty {
+            return AdapterReport(permission: .microphone, devices: [],
+                                 unavailableReason: "no sound cards on this machine (udev lists none in 'sound')")
+        }
+        var devices: [Device] = []
+        var notes: [Reason] = []
+        for (number, card) in cards {
+            let nodes = sound.filter { $0.devnode != nil && $0.parentSyspath == card.syspath }
+            let (found, note) = captureDevices(card: number, cardDevice: card, nodes: nodes)
+            devices.append(contentsOf: found)
+            if let note { notes.append(note) }
+        }
+        if devices.isEmpty {
+            return AdapterReport(permission: .microphone, devices: [], unavailableReason:
+                "no capture device: \(cards.count) sound card(s), none with a capture PCM", notes: notes)
+        }
+        return AdapterReport(permission: .microphone, devices: devices, notes: notes)
+    }
+
+    static func captureDevices(card number: Int, cardDevice: UdevDevice,
+                               nodes: [UdevDevice]) -> ([Device], Reason?) {
+        let cardID = cardDevice.attributes["id"] ?? "card\(number)"
+        let control = nodes.first { $0.sysname == "controlC\(number)" }
+        let pcmNodes = Dictionary(nodes.compactMap { node -> (Int, UdevDevice)? in
+            guard let device = captureDeviceNumber(node.sysname, card: number) else { return nil }
+            return (device, node)
+        }, uniquingKeysWith: { first, _ in first })
+
+        var pcms: [(device: Int, name: String)]
+        var cardName = cardID
+        var driver = cardDevice.parentDriver
+        var note: Reason?
+        do {
+            let alsa = try AlsaCard.probe(card: number)
+            pcms = alsa.capture.map { ($0.device, $0.name) }
+            cardName = alsa.name.isEmpty ? cardID : alsa.name
+            driver = alsa.driver.isEmpty ? driver : alsa.driver
+        } catch {
+            pcms = pcmNodes.keys.sorted().map { ($0, "") }
+            note = Reason(.probe, "card \(number) (\(cardID)): \(error.description); " +
+                          "capture PCMs taken from the kernel's node names")
+        }
+        let devices = pcms.compactMap { pcm -> Device? in
+            guard let node = pcmNodes[pcm.device], let path = node.devnode else { return nil }
+            var deviceNodes = [DeviceNode(path: path, role: "capture", required: .readWrite,
+                                          state: NodeState.inspect(path, major: node.major, minor: node.minor))]
+            if let control, let controlPath = control.devnode {
+                // alsa-lib's hw plugin opens the card's control node read-write too.
+                deviceNodes.append(DeviceNode(path: controlPath, role: "control", required: .readWrite,
+                                              state: NodeState.inspect(controlPath, major: control.major,
+                                                                       minor: control.minor)))
+            }
+            let base = cardDevice.properties["ID_PATH"].flatMap { $0.isEmpty ? nil : $0 } ?? "card-\(cardID)"
+            return Device(permission: .microphone,
+                          id: "microphone:\(base)-pcm\(pcm.device)c",
+                          name: pcm.name.isEmpty ? "\(cardName) capture \(pcm.device)" : "\(cardName): \(pcm.name)",
+                          driver: driver, bus: cardDevice.properties["ID_PATH"],
+                          nodes: deviceNodes,
+                          details: ["card": String(number), "cardID": cardID, "pcm": String(pcm.device)])
+        }
+        return (devices, note)
+    }
+
+    /// `pcmC1D0c` on card 1 -> 0; playback nodes and other cards -> nil.
+    static func captureDeviceNumber(_ sysname: String, card: Int) -> Int? {
+        let prefix = "pcmC\(card)D"
+        guard sysname.hasPrefix(prefix), sysname.hasSuffix("c") else { return nil }
+        return Int(sysname.dropFirst(prefix.count).dropLast())
+    }
+}

@@ -1,0 +1,96 @@
+import CUdev
+import Glibc
+import Foundation
+
+public enum UdevError: Error, Equatable, CustomStringConvertible {
+    case contextUnavailable
+    case enumerationFailed(subsystem: String, code: CInt)
+    case monitorFailed(String)
+
+    public var description: String {
+        switch self {
+        case .contextUnavailable:
+            return "libudev could not create a context (is /sys mounted?)"
+        case .enumerationFailed(let subsystem, let code):
+            return "udev enumeration of '\(subsystem)' failed: \(String(cString: strerror(-code)))"
+        case .monitorFailed(let what):
+            return "udev monitor: \(what)"
+        }
+    }
+}
+
+/// Owns a libudev context. Not shared between threads: make one where it is used.
+public final class Udev {
+    let handle: OpaquePointer
+
+    public init() throws(UdevError) {
+        guard let handle = udev_new() else { throw .contextUnavailable }
+        self.handle = handle
+    }
+
+    deinit { udev_unref(handle) }
+
+    /// All devices of a subsystem, with the given sysfs attributes read.
+    public func devices(subsystem: String, attributes: [String] = [],
+                        parentSubsystem: String? = nil) throws(UdevError) -> [UdevDevice] {
+        guard let enumerate = udev_enumerate_new(handle) else { throw .contextUnavailable }
+        defer { udev_enumerate_unref(enumerate) }
+        var rc = udev_enumerate_add_match_subsystem(enumerate, subsystem)
+        if rc >= 0 { rc = udev_enumerate_scan_devices(enumerate) }
+        if rc < 0 { throw .enumerationFailed(subsystem: subsystem, code: rc) }
+
+        var result: [UdevDevice] = []
+        var entry = udev_enumerate_get_list_entry(enumerate)
+        while let current = entry {
+            defer { entry = udev_list_entry_get_next(current) }
+            guard let path = udev_list_entry_get_name(current),
+                  let device = udev_device_new_from_syspath(handle, path) else {
+                continue  // removed between the scan and now
+            }
+            defer { udev_device_unref(device) }
+            result.append(Udev.snapshot(device, attributes: attributes, parentSubsystem: parentSubsystem))
+        }
+        return result.sorted { $0.syspath.localizedStandardCompare($1.syspath) == .orderedAscending }
+    }
+
+    static func snapshot(_ device: OpaquePointer, attributes wanted: [String],
+                         parentSubsystem: String?) -> UdevDevice {
+        func string(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { String(cString: $0) } }
+        let devnum = udev_device_get_devnum(device)
+        var attributes: [String: String] = [:]
+        for name in wanted {
+            if let value = string(udev_device_get_sysattr_value(device, name)) {
+                attributes[name] = value.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+        }
+        // The parent pointer is owned by the child; it must not be unref'd.
+        let parent = parentSubsystem.map { udev_device_get_parent_with_subsystem_devtype(device, $0, nil) }
+            ?? udev_device_get_parent(device)
+        return UdevDevice(
+            syspath: string(udev_device_get_syspath(device)) ?? "",
+            sysname: string(udev_device_get_sysname(device)) ?? "",
+            subsystem: string(udev_device_get_subsystem(device)),
+            devnode: string(udev_device_get_devnode(device)),
+            major: devaccess_udev_major(devnum),
+            minor: devaccess_udev_minor(devnum),
+            action: string(udev_device_get_action(device)),
+            seqnum: udev_device_get_seqnum(device),
+            properties: properties(udev_device_get_properties_list_entry(device)),
+            attributes: attributes,
+            parentSyspath: parent.flatMap { string(udev_device_get_syspath($0)) },
+            parentDriver: parent.flatMap { string(udev_device_get_driver($0)) },
+            parentProperties: parent.map { properties(udev_device_get_properties_list_entry($0)) } ?? [:])
+    }
+
+    static func properties(_ first: OpaquePointer?) -> [String: String] {
+        var result: [String: String] = [:]
+        var entry = first
+        while let current = entry {
+            if let name = udev_list_entry_get_name(current) {
+                result[String(cString: name)] = udev_list_entry_get_value(current).map { String(cString: $0) } ?? ""
+            }
+            entry = udev_list_entry_get_next(current)
+        }
+        return result
+    }
+}

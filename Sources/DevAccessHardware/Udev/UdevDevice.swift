@@ -1,0 +1,49 @@
+/// A snapshot of one udev device: what libudev said about it, copied out of the
+/// C handle so it can cross threads and outlive the enumeration.
+public struct UdevDevice: Sendable, Hashable {
+    public var syspath: String
+    public var sysname: String
+    public var subsystem: String?
+    public var devnode: String?
+    /// Device number of the node, when it has one.
+    public var major: UInt32
+    public var minor: UInt32
+    public var action: String?
+    public var seqnum: UInt64
+    public var properties: [String: String]
+    /// The sysfs attributes that were asked for and exist.
+    public var attributes: [String: String]
+    /// syspath of the parent device (the hardware behind the node), if any.
+    public var parentSyspath: String?
+    public var parentDriver: String?
+    /// Properties of the parent device, for facts udev keeps on the parent (a sound card's ID_PATH).
+    public var parentProperties: [String: String]
+
+    public init(syspath: String, sysname: String, subsystem: String? = nil, devnode: String? = nil,
+                major: UInt32 = 0, minor: UInt32 = 0, action: String? = nil, seqnum: UInt64 = 0,
+                properties: [String: String] = [:], attributes: [String: String] = [:],
+                parentSyspath: String? = nil, parentDriver: String? = nil,
+                parentProperties: [String: String] = [:]) {
+        self.syspath = syspath
+        self.sysname = sysname
+        self.subsystem = subsystem
+        self.devnode = devnode
+        self.major = major
+        self.minor = minor
+        self.action = action
+        self.seqnum = seqnum
+        self.properties = properties
+        self.attributes = attributes
+        self.parentSyspath = parentSyspath
+        self.parentDriver = parentDriver
+        self.parentProperties = parentProperties
+    }
+
+    /// The sysfs path below /sys/devices, with '/' turned into '-': the last-resort
+    /// stable id when udev has not set ID_PATH (no udevd, or an unusual bus).
+    public static func sysfsID(_ syspath: String) -> String {
+        var path = Substring(syspath)
+        if let range = path.range(of: "/devices/") { path = path[range.upperBound...] }
+        return path.split(separator: "/").joined(separator: "-")
+    }
+}
