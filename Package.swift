@@ -32,11 +32,13 @@ let package = Package(
         .target(name: "DevAccessCLI", dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
 
+        // Shared by the test targets: running binaries, real users, temporary nodes.
+        .target(name: "DevAccessTestSupport", path: "Tests/DevAccessTestSupport"),
         .testTarget(name: "DevAccessCoreTests", dependencies: ["DevAccessCore"]),
         .testTarget(name: "DevAccessHardwareTests",
-                    dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware"]),
+                    dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore"]),
-        .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessCLI", "DevAccessCore"]),
+        .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -50,6 +50,11 @@ public enum AccessEvaluator {
         return Result(access: .none, decidedBy: readWrite.source, maskedOut: readWrite.maskedOut)
     }
 
+    /// Whether an `open()` asking for exactly `want` would pass the permission check.
+    public static func permits(_ want: AccessMode, on node: NodeFacts, for user: UserIdentity) -> Bool {
+        user.uid == 0 || check(node, user, want: want).granted
+    }
+
     private struct Check {
         var granted: Bool
         var source: Source

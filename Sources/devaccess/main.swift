@@ -1,1 +1,4 @@
-print("x")
+import DevAccessCLI
+import Glibc
+
+exit(await DevAccessCLI.main(Array(CommandLine.arguments.dropFirst())))

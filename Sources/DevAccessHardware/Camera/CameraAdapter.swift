@@ -28,6 +28,12 @@ public enum CameraAdapter {
                 notes.append(note)
             }
         }
+        if devices.isEmpty {
+            let why = nodes.isEmpty
+                ? "no video devices on this machine (udev lists none in 'video4linux')"
+                : "no camera: \(nodes.count) video4linux node(s), none captures video"
+            return AdapterReport(permission: .camera, devices: [], unavailableReason: why, notes: notes)
+        }
         return AdapterReport(permission: .camera, devices: devices, notes: notes)
     }
 

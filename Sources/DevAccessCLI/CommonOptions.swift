@@ -1,0 +1,71 @@
+import DevAccessCore
+import DevAccessHardware
+import DevAccessSystem
+import Glibc
+
+/// Options several commands share, and turning their text into typed values.
+enum CommonOptions {
+    static let user = OptionSpec(long: "user", short: "u", value: "USER",
+                                 help: "Evaluate for this user name or uid (default: you).")
+    static let json = OptionSpec(long: "json", short: nil, value: nil,
+                                 help: "Print JSON (schema in docs/json.md) instead of a table.")
+    static let gpsd = OptionSpec(long: "gpsd", short: nil, value: "HOST:PORT",
+                                 help: "Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947).")
+    static let gpsdTimeout = OptionSpec(long: "gpsd-timeout", short: nil, value: "MS",
+                                        help: "Give up on gpsd after MS milliseconds (default: 500).")
+
+    static let permissionsHelp = "PERMISSION is one of: "
+        + Permission.all.map(\.rawValue).joined(separator: ", ") + "."
+
+    /// The user named by --user, or the caller (from the kernel: getuid()).
+    static func identity(_ arguments: ParsedArguments, command: String) throws -> UserIdentity {
+        do {
+            if let text = arguments.value("user") {
+                return try UserDatabase.identity(for: text)
+            }
+            return try UserDatabase.identity(uid: getuid())
+        } catch {
+            switch error {
+            case .noSuchUser, .invalidUID, .noSuchUID:
+                throw UsageError(message: error.description, command: command)
+            case .lookupFailed:
+                throw CommandFailure(message: error.description)
+            }
+        }
+    }
+
+    static func permissions(_ words: [String], command: String) throws(UsageError) -> [Permission] {
+        if words.isEmpty { return Permission.all }
+        var result: [Permission] = []
+        for word in words {
+            guard let permission = Permission(parsing: word) else {
+                let names = Permission.all.map(\.rawValue)
+                throw UsageError(message: "unknown permission '\(word)'"
+                    + ArgumentParser.suggestion(word.lowercased(), among: names)
+                    + "; valid: " + names.joined(separator: ", "), command: command)
+            }
+            if !result.contains(permission) { result.append(permission) }
+        }
+        return result
+    }
+
+    static func probeOptions(_ arguments: ParsedArguments, command: String) throws(UsageError) -> ProbeOptions {
+        var options = ProbeOptions()
+        let environment = getenv("DEVACCESS_GPSD").map { String(cString: $0) }
+        if let text = arguments.value("gpsd") ?? environment {
+            do {
+                options.gpsd = try GpsdEndpoint(parsing: text)
+            } catch {
+                throw UsageError(message: "\(error)", command: command)
+            }
+        }
+        if let text = arguments.value("gpsd-timeout") {
+            guard let ms = Int(text), ms > 0, ms <= 60_000 else {
+                throw UsageError(message: "'\(text)' is not a timeout in milliseconds (1...60000) for '--gpsd-timeout'",
+                                 command: command)
+            }
+            options.gpsdTimeout = .milliseconds(ms)
+        }
+        return options
+    }
+}

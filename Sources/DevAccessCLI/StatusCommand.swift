@@ -1,0 +1,98 @@
+import DevAccessCore
+import DevAccessHardware
+import Foundation
+
+enum StatusCommand: Command {
+    static let spec = CommandSpec(
+        name: "status",
+        abstract: "Show the status of permissions for a user, and why.",
+        usage: "devaccess status [PERMISSION...] [--user USER] [--json]",
+        options: [CommonOptions.user, CommonOptions.json, CommonOptions.gpsd, CommonOptions.gpsdTimeout],
+        discussion: """
+        \(CommonOptions.permissionsHelp) Without one, all are shown.
+        Each status is computed now from the devices found, their nodes' owner, mode
+        and ACL, and the user's groups: authorized (every device opens), limited (some),
+        notDetermined (none, nothing decided), denied, restricted, unavailable.
+        """)
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
+        let user = try CommonOptions.identity(arguments, command: spec.name)
+        let options = try CommonOptions.probeOptions(arguments, command: spec.name)
+        let reports = await MachineProbe.probe(permissions, options: options)
+        let statuses = reports.map { StatusEvaluator.evaluate($0, for: user) }
+        if arguments.has("json") {
+            let document = StatusDocument(user: user.name, uid: user.uid,
+                                          permissions: statuses.map(PermissionDocument.init))
+            console.out(try JSONOutput.encode(document))
+        } else {
+            console.out(TableOutput.status(statuses, user: user))
+        }
+        return .success
+    }
+}
+
+enum CheckCommand: Command {
+    static let spec = CommandSpec(
+        name: "check",
+        abstract: "Exit with a code that tells the status of one permission; print nothing.",
+        usage: "devaccess check PERMISSION [--user USER]",
+        options: [CommonOptions.user, CommonOptions.gpsd, CommonOptions.gpsdTimeout],
+        discussion: """
+        \(CommonOptions.permissionsHelp)
+        Exit codes: 0 authorized, 2 limited, 3 denied, 4 notDetermined, 5 restricted,
+        6 unavailable, 1 error, 64 usage error.
+        """)
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        guard arguments.positionals.count == 1 else {
+            throw UsageError(message: arguments.positionals.isEmpty
+                ? "missing PERMISSION (one of: \(Permission.all.map(\.rawValue).joined(separator: ", ")))"
+                : "check takes one PERMISSION, got \(arguments.positionals.count)", command: spec.name)
+        }
+        let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)
+        let user = try CommonOptions.identity(arguments, command: spec.name)
+        let options = try CommonOptions.probeOptions(arguments, command: spec.name)
+        let reports = await MachineProbe.probe(permission, options: options)
+        guard let report = reports.first else { return .failure }
+        return ExitCode(StatusEvaluator.evaluate(report, for: user).status)
+    }
+}
+
+enum DevicesCommand: Command {
+    static let spec = CommandSpec(
+        name: "devices",
+        abstract: "List the hardware behind each permission and the state of its nodes.",
+        usage: "devaccess devices [PERMISSION...] [--json]",
+        options: [CommonOptions.json, CommonOptions.gpsd, CommonOptions.gpsdTimeout],
+        discussion: "\(CommonOptions.permissionsHelp) Without one, all are listed.")
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
+        let options = try CommonOptions.probeOptions(arguments, command: spec.name)
+        let reports = await MachineProbe.probe(permissions, options: options)
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(DevicesDocument(permissions: reports.map(InventoryDocument.init))))
+        } else {
+            console.out(TableOutput.devices(reports))
+        }
+        return .success
+    }
+}
+
+enum JSONOutput {
+    static func encode(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
+
+extension JSONOutput {
+    /// One compact line, for streams (`monitor --json`).
+    static func encodeLine(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}

@@ -1,0 +1,68 @@
+import DevAccessCore
+
+/// Plain-text output for people. No color: it is read in terminals and logs alike.
+enum TableOutput {
+    static func status(_ statuses: [PermissionStatus], user: UserIdentity) -> String {
+        var text = "user \(user.name) (uid \(user.uid))\n\n"
+        for status in statuses {
+            text += pad(status.permission.rawValue, 12) + pad(status.status.rawValue, 15)
+            text += (status.reasons.first?.message ?? "") + "\n"
+            for device in status.devices {
+                text += "    \(device.usable ? "usable " : "blocked") \(device.device.name)  [\(device.device.id)]\n"
+            }
+            for reason in status.reasons.dropFirst() {
+                text += "      - \(reason.message)\n"
+            }
+            for drift in status.drift {
+                text += "      ! drift: \(drift.message)\n"
+            }
+        }
+        return text
+    }
+
+    static func devices(_ reports: [AdapterReport]) -> String {
+        var text = ""
+        for report in reports {
+            text += "\(report.permission.rawValue):\n"
+            if let why = report.unavailableReason {
+                text += "  unavailable: \(why)\n"
+            } else if report.devices.isEmpty {
+                text += "  no devices\n"
+            }
+            for device in report.devices {
+                var line = "  \(device.name)  [\(device.id)]"
+                if let driver = device.driver { line += "  driver \(driver)" }
+                text += line + "\n"
+                if case .service(let service) = device.route {
+                    text += "    via \(service.name) at \(service.endpoint)\n"
+                }
+                for (key, value) in device.details.sorted(by: { $0.key < $1.key }) {
+                    text += "    \(key): \(value)\n"
+                }
+                for node in device.nodes {
+                    text += "    " + pad(node.role, 9) + node.path
+                    switch node.state {
+                    case .present(let facts):
+                        let owner = facts.ownerName ?? String(facts.ownerUID)
+                        let group = facts.groupName ?? String(facts.groupGID)
+                        text += "  \(facts.major):\(facts.minor)  \(owner):\(group) \(facts.modeOctal)"
+                        if let acl = facts.acl {
+                            text += "  acl " + acl.map(\.text).joined(separator: ",")
+                        }
+                    case .unusable(let why):
+                        text += "  (\(why))"
+                    }
+                    text += "\n"
+                }
+            }
+            for note in report.notes {
+                text += "  - \(note.message)\n"
+            }
+        }
+        return text
+    }
+
+    static func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}

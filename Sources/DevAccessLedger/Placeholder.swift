@@ -1,1 +1,0 @@
-enum LedgerPlaceholder {} // replaced by the ledger implementation

@@ -1,0 +1,48 @@
+import Testing
+@testable import DevAccessCLI
+
+struct ArgumentParserTests {
+    let spec = CommandSpec(name: "status", abstract: "", usage: "", options: [
+        OptionSpec(long: "user", short: "u", value: "USER", help: ""),
+        OptionSpec(long: "json", short: nil, value: nil, help: ""),
+    ], discussion: "")
+
+    @Test func parsesFlagsValuesAndPositionals() throws {
+        let parsed = try ArgumentParser.parse(["camera", "--user", "alice", "--json", "microphone"], for: spec)
+        #expect(parsed.positionals == ["camera", "microphone"])
+        #expect(parsed.value("user") == "alice")
+        #expect(parsed.has("json"))
+    }
+
+    @Test func inlineValuesAndShortOptions() throws {
+        #expect(try ArgumentParser.parse(["--user=bob"], for: spec).value("user") == "bob")
+        #expect(try ArgumentParser.parse(["-u", "bob"], for: spec).value("user") == "bob")
+    }
+
+    @Test func doubleDashEndsOptions() throws {
+        #expect(try ArgumentParser.parse(["--", "--json"], for: spec).positionals == ["--json"])
+    }
+
+    @Test func unknownOptionIsNamedWithASuggestion() {
+        #expect(throws: UsageError(message: "unknown option '--jsn' (did you mean '--json'?)", command: "status")) {
+            try ArgumentParser.parse(["--jsn"], for: spec)
+        }
+    }
+
+    @Test func missingValueIsNamed() {
+        #expect(throws: UsageError(message: "missing value for '--user USER'", command: "status")) {
+            try ArgumentParser.parse(["--user"], for: spec)
+        }
+    }
+
+    @Test func flagWithValueIsRefused() {
+        #expect(throws: UsageError(message: "option '--json' takes no value", command: "status")) {
+            try ArgumentParser.parse(["--json=yes"], for: spec)
+        }
+    }
+
+    @Test func helpIsAlwaysAccepted() throws {
+        #expect(try ArgumentParser.parse(["-h"], for: spec).has("help"))
+        #expect(spec.helpText.contains("--help"))
+    }
+}

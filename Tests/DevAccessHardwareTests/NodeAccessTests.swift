@@ -1,0 +1,113 @@
+import Testing
+import DevAccessCore
+import DevAccessSystem
+import DevAccessTestSupport
+
+/// The evaluator against the kernel: real users, real nodes, real ACLs, and a child
+/// process that really opens the node as that user. They must always agree.
+@Suite(.serialized, .enabled(if: isRoot, "needs root: creates users, device nodes and ACLs"))
+struct NodeAccessTests {
+    let directory: TemporaryDirectory
+    let alice: TestUser
+    let bob: TestUser
+    let crew: TestGroup
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        alice = try TestUser("alice")
+        bob = try TestUser("bob")
+        crew = try TestGroup("crew", members: [alice])
+    }
+
+    /// Compares the evaluator with real opens for O_RDONLY, O_WRONLY and O_RDWR.
+    func expectAgreement(_ path: String, _ user: TestUser, expected: AccessMode,
+                         sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let facts = try NodeInspector.inspect(path)
+        let identity = try UserDatabase.identity(for: user.name)
+        let result = AccessEvaluator.evaluate(facts, for: identity)
+        #expect(result.access == expected, "evaluator for \(user.name) on \(path)", sourceLocation: sourceLocation)
+        for (want, mode) in [(AccessMode.read, TestUser.OpenMode.read), (.write, .write), (.readWrite, .readWrite)] {
+            let predicted = AccessEvaluator.permits(want, on: facts, for: identity)
+            let real = try user.canOpen(path, mode)
+            #expect(predicted == real, "\(want) for \(user.name) on \(path): evaluator \(predicted), kernel \(real)",
+                    sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func ownerBitsDecideForTheOwner() throws {
+        let node = try directory.makeNullNode("owner", owner: alice.name, group: crew.name, mode: "0466")
+        try expectAgreement(node, alice, expected: .read)
+    }
+
+    @Test func owningGroupBits() throws {
+        let node = try directory.makeNullNode("group", group: crew.name, mode: "0640")
+        try expectAgreement(node, alice, expected: .read)
+        try expectAgreement(node, bob, expected: .none)
+    }
+
+    @Test func otherOnly() throws {
+        let node = try directory.makeNullNode("other", mode: "0606")
+        try expectAgreement(node, bob, expected: .readWrite)
+        try expectAgreement(node, alice, expected: .readWrite)
+    }
+
+    @Test func namedUserEntry() throws {
+        let node = try directory.makeNullNode("named-user", group: "root", mode: "0600")
+        try TestProcess.shell("setfacl -m u:\(bob.name):rw '\(node)'")
+        try expectAgreement(node, bob, expected: .readWrite)
+        try expectAgreement(node, alice, expected: .none)
+    }
+
+    @Test func namedGroupEntry() throws {
+        let node = try directory.makeNullNode("named-group", mode: "0600")
+        try TestProcess.shell("setfacl -m g:\(crew.name):rw '\(node)'")
+        try expectAgreement(node, alice, expected: .readWrite)
+        try expectAgreement(node, bob, expected: .none)
+    }
+
+    @Test func maskLimitsNamedEntries() throws {
+        let node = try directory.makeNullNode("mask", mode: "0600")
+        try TestProcess.shell("setfacl -m u:\(bob.name):rw,g:\(crew.name):rw,m::r '\(node)'")
+        let facts = try NodeInspector.inspect(node)
+        #expect(facts.acl?.contains { $0.tag == .mask && $0.permissions == .read } == true)
+        try expectAgreement(node, bob, expected: .read)
+        try expectAgreement(node, alice, expected: .read)
+    }
+
+    @Test func groupClassWithoutTheBitsBlocksOther() throws {
+        // alice matches the owning group, which has nothing; 'other' would give rw but does not apply.
+        let node = try directory.makeNullNode("blocked", group: crew.name, mode: "0606")
+        try expectAgreement(node, alice, expected: .none)
+        try expectAgreement(node, bob, expected: .readWrite)
+    }
+
+    @Test func readAndWriteFromDifferentGroupsIsNotReadWrite() throws {
+        let second = try TestGroup("second", members: [alice])
+        let node = try directory.makeNullNode("split", group: crew.name, mode: "0640")
+        try TestProcess.shell("setfacl -m g:\(second.name):w '\(node)'")
+        try expectAgreement(node, alice, expected: .read)
+        let facts = try NodeInspector.inspect(node)
+        let identity = try UserDatabase.identity(for: alice.name)
+        #expect(AccessEvaluator.permits(.write, on: facts, for: identity))
+        #expect(!AccessEvaluator.permits(.readWrite, on: facts, for: identity))
+    }
+
+    @Test func inspectorReportsOwnerGroupModeAndACL() throws {
+        let node = try directory.makeNullNode("facts", owner: alice.name, group: crew.name, mode: "0640")
+        try TestProcess.shell("setfacl -m u:\(bob.name):r '\(node)'")
+        let facts = try NodeInspector.inspect(node)
+        #expect(facts.kind == .characterDevice)
+        #expect((facts.major, facts.minor) == (1, 3))
+        #expect(facts.ownerName == alice.name && facts.groupName == crew.name)
+        #expect(facts.acl?.map(\.text) == ["user::rw-", "user:\(bob.name):r--", "group::r--", "mask::r--", "other::---"])
+    }
+
+    @Test func inspectorRefusesToFollowSymlinksAndReportsVanishedNodes() throws {
+        let node = try directory.makeNullNode("target", mode: "0666")
+        try TestProcess.shell("ln -s '\(node)' '\(directory.path)/link'")
+        #expect(try NodeInspector.inspect("\(directory.path)/link").kind == .symlink)
+        #expect(throws: NodeInspector.InspectionError.vanished("\(directory.path)/gone")) {
+            try NodeInspector.inspect("\(directory.path)/gone")
+        }
+    }
+}

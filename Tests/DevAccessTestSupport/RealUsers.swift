@@ -1,0 +1,97 @@
+import Foundation
+import Glibc
+
+/// A real system user made with `useradd` for one test, removed afterwards.
+/// Names are unique per process so parallel tests and reruns never collide.
+public final class TestUser: @unchecked Sendable {
+    public let name: String
+    public let uid: UInt32
+    public let gid: UInt32
+
+    public init(_ tag: String) throws {
+        let suffix = String(UInt32(getpid()) % 100_000) + String(UInt32.random(in: 0..<1000))
+        // useradd limits names to 32 characters.
+        name = String("da\(tag)\(suffix)".prefix(31))
+        let made = try TestProcess.shell("useradd -M -N -r -s /usr/sbin/nologin -g nogroup \(name)")
+        guard made.status == 0 else { throw SetupError("useradd \(name): \(made.stderr)") }
+        let ids = try TestProcess.shell("id -u \(name); id -g \(name)").stdout.split(separator: "\n")
+        guard ids.count == 2, let uid = UInt32(ids[0]), let gid = UInt32(ids[1]) else {
+            throw SetupError("cannot read the ids of \(name)")
+        }
+        self.uid = uid
+        self.gid = gid
+    }
+
+    deinit { _ = try? TestProcess.shell("userdel \(name) 2>/dev/null") }
+
+    /// Really tries `open()` as this user, with the groups a login would give:
+    /// `O_RDONLY` (`<`), `O_WRONLY` (`>>`) or `O_RDWR` (`<>`) from the shell.
+    public func canOpen(_ path: String, _ mode: OpenMode) throws -> Bool {
+        let result = try TestProcess.run("/usr/bin/setpriv", [
+            "--reuid=\(uid)", "--regid=\(gid)", "--init-groups", "--",
+            "/bin/sh", "-c", "exec 3\(mode.rawValue)\"$1\"", "sh", path,
+        ])
+        return result.status == 0
+    }
+
+    public enum OpenMode: String, Sendable {
+        case read = "<"
+        case write = ">>"
+        case readWrite = "<>"
+    }
+}
+
+/// A group made with `groupadd` for one test.
+public final class TestGroup: @unchecked Sendable {
+    public let name: String
+    public let gid: UInt32
+
+    public init(_ tag: String, members: [TestUser]) throws {
+        name = String("dg\(tag)\(getpid() % 100_000)\(UInt32.random(in: 0..<1000))".prefix(31))
+        guard try TestProcess.shell("groupadd -r \(name)").status == 0 else { throw SetupError("groupadd \(name)") }
+        for member in members {
+            guard try TestProcess.shell("usermod -a -G \(name) \(member.name)").status == 0 else {
+                throw SetupError("usermod -a -G \(name) \(member.name)")
+            }
+        }
+        let out = try TestProcess.shell("getent group \(name) | cut -d: -f3").stdout
+        guard let gid = UInt32(out.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw SetupError("cannot read the gid of \(name)")
+        }
+        self.gid = gid
+    }
+
+    deinit { _ = try? TestProcess.shell("groupdel \(name) 2>/dev/null") }
+}
+
+public struct SetupError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A directory under /tmp for one test, removed afterwards. Mode 0755 so that the
+/// test users can reach the nodes inside.
+public final class TemporaryDirectory: @unchecked Sendable {
+    public let path: String
+
+    public init() throws {
+        var template = Array("/tmp/devaccess-test-XXXXXX".utf8CString)
+        guard mkdtemp(&template) != nil else { throw SetupError("mkdtemp failed") }
+        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        chmod(path, 0o755)
+    }
+
+    deinit { _ = try? FileManager.default.removeItem(atPath: path) }
+
+    /// A character node with /dev/null's numbers (1:3), so that opens really succeed
+    /// when permission allows.
+    public func makeNullNode(_ name: String, owner: String = "root", group: String = "root",
+                             mode: String = "0600") throws -> String {
+        let node = "\(path)/\(name)"
+        let result = try TestProcess.shell("mknod -m \(mode) '\(node)' c 1 3 && chown \(owner):\(group) '\(node)'")
+        guard result.status == 0 else { throw SetupError("mknod \(node): \(result.stderr)") }
+        return node
+    }
+}
+
+public let isRoot = getuid() == 0
