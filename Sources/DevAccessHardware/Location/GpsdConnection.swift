@@ -1,0 +1,262 @@
+import Glibc
+import Dispatch
+import Synchronization
+import DevAccessSystem
+
+/// One resolved socket address, kept as bytes so it crosses threads as plain data.
+struct GpsdSocketAddress: Sendable {
+    var family: CInt
+    var bytes: [UInt8]
+}
+
+/// A non-blocking TCP connection to gpsd where every wait (resolve, connect, read,
+/// write) is bounded by one deadline, and incoming data is cut into lines of at most
+/// `maxLineLength` bytes.
+struct GpsdConnection: ~Copyable {
+    enum ReadOutcome {
+        case line([UInt8])
+        case deadline
+        case closed
+    }
+
+    let endpoint: GpsdEndpoint
+    let maxLineLength: Int
+    private let descriptor: FileDescriptor
+    private var buffer: [UInt8] = []
+
+    private init(endpoint: GpsdEndpoint, descriptor: consuming FileDescriptor, maxLineLength: Int) {
+        self.endpoint = endpoint
+        self.descriptor = descriptor
+        self.maxLineLength = maxLineLength
+    }
+
+    // MARK: Connecting
+
+    /// Resolves the endpoint and connects, trying each address in turn, all within `deadline`.
+    static func open(_ endpoint: GpsdEndpoint, deadline: ContinuousClock.Instant, budget: Duration,
+                     maxLineLength: Int) throws(GpsdError) -> GpsdConnection {
+        let addresses = try resolve(endpoint, deadline: deadline, budget: budget)
+        var lastError = GpsdError.unresolvable(endpoint, "no address")
+        for address in addresses {
+            let fd = socket(address.family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
+                                | CInt(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else {
+                lastError = .socket(endpoint, operation: "socket", .current)
+                continue
+            }
+            let descriptor = FileDescriptor(owning: fd)
+            switch connect(fd, to: address, deadline: deadline) {
+            case .connected:
+                return GpsdConnection(endpoint: endpoint, descriptor: descriptor, maxLineLength: maxLineLength)
+            case .timedOut:
+                // The budget is spent; later addresses would get no time either.
+                throw .connectTimedOut(endpoint, budget)
+            case .failed(let errno):
+                lastError = errno == .connectionRefused
+                    ? .refused(endpoint) : .unreachable(endpoint, errno)
+            }
+        }
+        throw lastError
+    }
+
+    private enum ConnectOutcome { case connected, timedOut, failed(Errno) }
+
+    private static func connect(_ fd: CInt, to address: GpsdSocketAddress,
+                                deadline: ContinuousClock.Instant) -> ConnectOutcome {
+        let rc = address.bytes.withUnsafeBytes { raw -> CInt in
+            guard let base = raw.baseAddress else { return -1 }
+            return Glibc.connect(fd, base.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+        }
+        if rc == 0 { return .connected }
+        let error = Errno.current
+        // EINTR on a non-blocking connect also leaves it running in the background.
+        guard error == .inProgress || error == .interrupted else { return .failed(error) }
+        switch wait(fd, for: Int16(POLLOUT), until: deadline) {
+        case .ready:
+            var soError: CInt = 0
+            var length = socklen_t(MemoryLayout<CInt>.size)
+            guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length) == 0 else { return .failed(.current) }
+            return soError == 0 ? .connected : .failed(Errno(rawValue: soError))
+        case .timedOut:
+            return .timedOut
+        case .failed(let errno):
+            return .failed(errno)
+        }
+    }
+
+    /// Numeric addresses are parsed at once (`AI_NUMERICHOST` never touches DNS); names
+    /// are resolved on a worker thread, because getaddrinfo has no timeout of its own.
+    /// When the deadline passes first, the worker is left to finish on its own.
+    static func resolve(_ endpoint: GpsdEndpoint, deadline: ContinuousClock.Instant,
+                        budget: Duration) throws(GpsdError) -> [GpsdSocketAddress] {
+        switch lookup(endpoint, numericOnly: true) {
+        case .success(let addresses): return addresses
+        case .failure(let code) where code.rawValue != EAI_NONAME:
+            throw .unresolvable(endpoint, String(cString: gai_strerror(code.rawValue)))
+        case .failure:
+            break
+        }
+        final class Slot: Sendable {
+            let result = Mutex<Result<[GpsdSocketAddress], GaiCode>?>(nil)
+            let done = DispatchSemaphore(value: 0)
+        }
+        let slot = Slot()
+        DispatchQueue.global().async {
+            let outcome = lookup(endpoint, numericOnly: false)
+            slot.result.withLock { $0 = outcome }
+            slot.done.signal()
+        }
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        let nanoseconds = max(0, Int(GpsdTime.milliseconds(remaining))) * 1_000_000
+        guard slot.done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success,
+              let outcome = slot.result.withLock({ $0 })
+        else { throw .resolutionTimedOut(endpoint, budget) }
+        switch outcome {
+        case .success(let addresses): return addresses
+        case .failure(let code): throw .unresolvable(endpoint, String(cString: gai_strerror(code.rawValue)))
+        }
+    }
+
+    struct GaiCode: Error, Sendable, Equatable {
+        var rawValue: CInt
+    }
+
+    private static func lookup(_ endpoint: GpsdEndpoint, numericOnly: Bool) -> Result<[GpsdSocketAddress], GaiCode> {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = CInt(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV | (numericOnly ? AI_NUMERICHOST : 0)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(endpoint.host, String(endpoint.port), &hints, &list)
+        guard rc == 0 else { return .failure(GaiCode(rawValue: rc)) }
+        defer { freeaddrinfo(list) }
+        var addresses: [GpsdSocketAddress] = []
+        var cursor = list
+        while let entry = cursor?.pointee {
+            if let address = entry.ai_addr, entry.ai_addrlen > 0 {
+                let bytes = Array(UnsafeRawBufferPointer(start: address, count: Int(entry.ai_addrlen)))
+                addresses.append(GpsdSocketAddress(family: entry.ai_family, bytes: bytes))
+            }
+            cursor = entry.ai_next
+        }
+        guard !addresses.isEmpty else { return .failure(GaiCode(rawValue: EAI_NONAME)) }
+        return .success(addresses)
+    }
+
+    // MARK: Waiting
+
+    private enum WaitOutcome { case ready, timedOut, failed(Errno) }
+
+    /// poll() for `events` until the deadline, retrying EINTR with the time left.
+    private static func wait(_ fd: CInt, for events: Int16, until deadline: ContinuousClock.Instant) -> WaitOutcome {
+        while true {
+            let remaining = GpsdTime.milliseconds(ContinuousClock.now.duration(to: deadline))
+            if remaining <= 0 { return .timedOut }
+            var request = pollfd(fd: fd, events: events, revents: 0)
+            let rc = poll(&request, 1, CInt(clamping: remaining))
+            if rc > 0 { return .ready }   // also POLLERR/POLLHUP: the next call reports them
+            if rc == 0 { return .timedOut }
+            let error = Errno.current
+            if error != .interrupted { return .failed(error) }
+        }
+    }
+
+    // MARK: Writing
+
+    enum WriteOutcome { case sent, deadline, closed }
+
+    /// Sends all of `text`; MSG_NOSIGNAL so a peer that already left cannot kill us with SIGPIPE.
+    func send(_ text: String, until deadline: ContinuousClock.Instant) throws(GpsdError) -> WriteOutcome {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return Glibc.send(descriptor.rawValue, base + offset, raw.count - offset, CInt(MSG_NOSIGNAL))
+            }
+            if sent >= 0 {
+                offset += sent
+                continue
+            }
+            let error = Errno.current
+            switch error {
+            case .interrupted:
+                continue
+            case .wouldBlock:
+                switch Self.wait(descriptor.rawValue, for: Int16(POLLOUT), until: deadline) {
+                case .ready: continue
+                case .timedOut: return .deadline
+                case .failed(let errno): throw .socket(endpoint, operation: "poll", errno)
+                }
+            case Errno(rawValue: EPIPE), Errno(rawValue: ECONNRESET):
+                return .closed
+            default:
+                throw .socket(endpoint, operation: "send", error)
+            }
+        }
+        return .sent
+    }
+
+    // MARK: Reading
+
+    /// The next non-empty line without its `\r\n`, or why there is none.
+    ///
+    /// Every gpsd report is one JSON object per line, so pending data that does not start
+    /// with `{` is refused at once instead of waiting for a newline that may never come.
+    mutating func nextLine(until deadline: ContinuousClock.Instant) throws(GpsdError) -> ReadOutcome {
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                guard newline <= maxLineLength else { throw .lineTooLong(endpoint, limit: maxLineLength) }
+                var line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                if line.last == UInt8(ascii: "\r") { line.removeLast() }
+                if line.allSatisfy(Self.isBlank) { continue }
+                return .line(line)
+            }
+            if let first = buffer.first(where: { !Self.isBlank($0) }), first != UInt8(ascii: "{") {
+                throw .garbage(endpoint, "it began with \(Self.preview(buffer))")
+            }
+            guard buffer.count <= maxLineLength else { throw .lineTooLong(endpoint, limit: maxLineLength) }
+
+            switch Self.wait(descriptor.rawValue, for: Int16(POLLIN), until: deadline) {
+            case .ready: break
+            case .timedOut: return .deadline
+            case .failed(let errno): throw .socket(endpoint, operation: "poll", errno)
+            }
+            let count = chunk.withUnsafeMutableBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return Glibc.read(descriptor.rawValue, base, raw.count)
+            }
+            if count > 0 {
+                buffer.append(contentsOf: chunk[..<count])
+                continue
+            }
+            if count == 0 { return .closed }
+            let error = Errno.current
+            switch error {
+            case .interrupted, .wouldBlock: continue
+            case Errno(rawValue: ECONNRESET): return .closed
+            default: throw .socket(endpoint, operation: "read", error)
+            }
+        }
+    }
+
+    private static func isBlank(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r")
+    }
+
+    /// Up to 24 bytes as quoted text, non-printable bytes as `\xNN`, for error messages.
+    static func preview(_ bytes: some Collection<UInt8>) -> String {
+        var text = ""
+        for byte in bytes.prefix(24) {
+            if byte >= 0x20 && byte < 0x7f && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                let hex = String(byte, radix: 16, uppercase: true)
+                text += "\\x" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return "\"" + text + (bytes.count > 24 ? "…" : "") + "\""
+    }
+}

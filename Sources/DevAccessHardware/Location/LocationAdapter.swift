@@ -1,0 +1,85 @@
+import DevAccessCore
+import DevAccessSystem
+
+/// The authority adapter for `location`: what gpsd says, turned into devices.
+///
+/// Every receiver gpsd lists becomes one `Device` whose node is the receiver's device
+/// file (examined with `NodeInspector`) and whose route is gpsd itself, which serves
+/// every local client (gating it through nftables is separate work). Coordinates are
+/// deliberately not copied into `details`: devices are listed to anyone, while location
+/// is served only at the accuracy a subject was granted.
+public enum LocationAdapter {
+    /// Asks gpsd at `endpoint`; never takes much longer than `timeout` and never throws:
+    /// an unreachable or misbehaving gpsd makes the report `unavailable` with the reason.
+    public static func probe(endpoint: GpsdEndpoint = .default,
+                             timeout: Duration = GpsdClient.defaultTimeout) -> AdapterReport {
+        let status: GpsdStatus
+        do {
+            status = try GpsdClient(endpoint: endpoint, timeout: timeout).query()
+        } catch {
+            return AdapterReport(permission: .location, devices: [], unavailableReason: error.description)
+        }
+        return report(for: status, inspect: inspectNode)
+    }
+
+    /// The same probe at the endpoint `DEVACCESS_GPSD` names (default 127.0.0.1:2947).
+    public static func probeFromEnvironment(timeout: Duration = GpsdClient.defaultTimeout) -> AdapterReport {
+        do {
+            return probe(endpoint: try GpsdEndpoint.fromEnvironment(), timeout: timeout)
+        } catch {
+            return AdapterReport(permission: .location, devices: [], unavailableReason: error.description)
+        }
+    }
+
+    /// Maps gpsd's answer to devices; `inspect` examines a receiver's node (tests swap it).
+    public static func report(for status: GpsdStatus,
+                              inspect: (String) -> DeviceNode.State = inspectNode) -> AdapterReport {
+        let endpoint = status.endpoint.description
+        guard !status.receivers.isEmpty else {
+            return AdapterReport(permission: .location, devices: [],
+                                 unavailableReason: "gpsd at \(endpoint) is running but reports no GPS receiver",
+                                 notes: [Reason(.unavailable, "plug a receiver in, or hand one to gpsd with "
+                                                + "`gpsdctl add /dev/ttyACM0`")])
+        }
+        let route = AccessRoute.service(ServiceAccess(name: "gpsd", endpoint: endpoint, openToAllLocalUsers: true))
+        var notes: [Reason] = []
+        let devices = status.receivers.map { receiver in
+            notes.append(Reason(.service, fixSentence(receiver)))
+            return Device(
+                permission: .location,
+                id: "location:gpsd:\(receiver.path)",
+                name: receiver.driver ?? "GPS receiver",
+                driver: receiver.driver,
+                nodes: [DeviceNode(path: receiver.path, role: "receiver", required: .read,
+                                   state: inspect(receiver.path))],
+                route: route,
+                details: ["fix": receiver.fix.mode.word, "gpsdVersion": status.release])
+        }
+        return AdapterReport(permission: .location, devices: devices, notes: notes)
+    }
+
+    /// The node state of a receiver path. gpsd also reads network sources
+    /// (`tcp://host:port`, `udp://…`, `gpsd://…`); those have no node on this machine.
+    public static func inspectNode(_ path: String) -> DeviceNode.State {
+        guard path.hasPrefix("/") else {
+            return .unusable("\(path) is a network source of gpsd, not a device node on this machine")
+        }
+        do {
+            return .present(try NodeInspector.inspect(path))
+        } catch {
+            return .unusable(error.description)
+        }
+    }
+
+    static func fixSentence(_ receiver: GpsdReceiver) -> String {
+        switch receiver.fix.mode {
+        case .threeD: return "gpsd reports a 3D fix from \(receiver.path)"
+        case .twoD: return "gpsd reports a 2D fix from \(receiver.path)"
+        case .noFix: return "no fix yet from \(receiver.path): the receiver reports no satellite fix"
+        case .notReported:
+            return receiver.isActive
+                ? "no fix yet from \(receiver.path): gpsd has no data from it yet (it may still be starting)"
+                : "no fix yet from \(receiver.path): gpsd does not have it open"
+        }
+    }
+}
