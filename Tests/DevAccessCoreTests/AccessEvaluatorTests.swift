@@ -80,7 +80,7 @@ struct AccessEvaluatorTests {
     }
 
     @Test func maskDoesNotLimitOwner() {
-        let entries = acl(user: .readWrite, mask: .none, extra: [ACLEntry(tag: .user(2000), permissions: .read)])
+        let entries = acl(user: .readWrite, mask: AccessMode.none, extra: [ACLEntry(tag: .user(2000), permissions: .read)])
         #expect(AccessEvaluator.evaluate(node(owner: 1000, acl: entries), for: user()).access == .readWrite)
     }
 
@@ -111,7 +111,7 @@ struct AccessEvaluatorTests {
     }
 
     @Test func otherIsNotMasked() {
-        let entries = acl(mask: .none, other: .read, extra: [ACLEntry(tag: .user(2000), permissions: .read)])
+        let entries = acl(mask: AccessMode.none, other: .read, extra: [ACLEntry(tag: .user(2000), permissions: .read)])
         #expect(AccessEvaluator.evaluate(node(acl: entries), for: user()).access == .read)
     }
 }
