@@ -1,0 +1,102 @@
+import Foundation
+import DevAccessCore
+
+/// A user as recorded: uid plus the name it resolved to when the record was written.
+public struct Principal: Sendable, Hashable, CustomStringConvertible {
+    public var uid: UInt32
+    public var name: String
+
+    public init(uid: UInt32, name: String) {
+        self.uid = uid
+        self.name = name
+    }
+
+    public var description: String { "\(name) (\(uid))" }
+}
+
+/// The program a grant is limited to: its canonical path and, when the admin pins it,
+/// the SHA-256 of the executable (lowercase hex).
+public struct Program: Sendable, Hashable {
+    public var path: String
+    public var sha256: String?
+
+    public init(path: String, sha256: String? = nil) {
+        self.path = path
+        self.sha256 = sha256
+    }
+}
+
+public enum Decision: String, Sendable, Hashable, CaseIterable {
+    case allow, deny
+}
+
+/// How long a decision holds: one `devaccess run`, until `expires`, or until revoked.
+public enum GrantScope: String, Sendable, Hashable, CaseIterable {
+    case once, until, always
+}
+
+/// Who or what made the decision.
+public enum DecisionMethod: String, Sendable, Hashable, CaseIterable {
+    /// The subject answered a prompt.
+    case consent
+    /// The subject proved presence with their password (PAM).
+    case authSelf = "auth_self"
+    /// An administrator decided (`devaccess grant`, `approve`).
+    case admin
+    /// Configured policy decided without asking.
+    case policy
+}
+
+/// A decision to record.
+public struct NewGrant: Sendable, Hashable {
+    public var subject: Principal
+    public var program: Program?
+    public var permission: Permission
+    /// nil: every device of the permission.
+    public var deviceID: String?
+    public var decision: Decision
+    public var scope: GrantScope
+    /// Required for `.until`, refused for `.always`, optional for `.once` (a safety stop).
+    public var expires: Date?
+    public var decidedBy: Principal
+    public var method: DecisionMethod
+    public var reason: String
+
+    public init(subject: Principal, program: Program? = nil, permission: Permission, deviceID: String? = nil,
+                decision: Decision, scope: GrantScope, expires: Date? = nil,
+                decidedBy: Principal, method: DecisionMethod, reason: String = "") {
+        self.subject = subject
+        self.program = program
+        self.permission = permission
+        self.deviceID = deviceID
+        self.decision = decision
+        self.scope = scope
+        self.expires = expires
+        self.decidedBy = decidedBy
+        self.method = method
+        self.reason = reason
+    }
+}
+
+/// A decision as stored in the ledger.
+public struct Grant: Sendable, Hashable, Identifiable {
+    public var id: Int64
+    public var subject: Principal
+    public var program: Program?
+    public var permission: Permission
+    public var deviceID: String?
+    public var decision: Decision
+    public var scope: GrantScope
+    public var created: Date
+    public var expires: Date?
+    /// When it was revoked or marked expired; nil while it stands.
+    public var revoked: Date?
+    public var decidedBy: Principal
+    public var method: DecisionMethod
+    public var reason: String
+
+    /// Neither revoked nor past its expiry at `now`.
+    public func isActive(at now: Date) -> Bool {
+        revoked == nil && (expires.map { $0 > now } ?? true)
+    }
+}

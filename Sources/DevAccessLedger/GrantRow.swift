@@ -1,0 +1,58 @@
+import DevAccessCore
+
+/// Reading and writing `grants` rows.
+enum GrantRow {
+    static let columns = """
+        id, subject_uid, user_name, program_path, program_sha256, permission, device_id, decision, scope, \
+        created_usec, expires_usec, revoked_usec, decided_by_uid, decided_by_name, how, reason
+        """
+
+    /// Decodes the row the statement is on; any value this code would not have written
+    /// is reported with the row id rather than guessed at.
+    static func read(_ row: borrowing SQLiteStatement, path: String) throws(LedgerError) -> Grant {
+        let id = row.int64(0) ?? -1
+        func bad(_ problem: String) -> LedgerError {
+            .invalidRow(path: path, table: "grants", rowID: id, problem: problem)
+        }
+        guard let subjectUID = row.int64(1).flatMap(UInt32.init(exactly:)) else { throw bad("subject_uid is not a uid") }
+        guard let userName = row.text(2) else { throw bad("user_name is NULL") }
+        guard let permission = row.text(5), !permission.isEmpty else { throw bad("permission is empty") }
+        guard let decision = row.text(7).flatMap(Decision.init(rawValue:)) else { throw bad("decision is not allow/deny") }
+        guard let scope = row.text(8).flatMap(GrantScope.init(rawValue:)) else { throw bad("scope is not once/until/always") }
+        guard let created = row.int64(9) else { throw bad("created_usec is NULL") }
+        guard let deciderUID = row.int64(12).flatMap(UInt32.init(exactly:)) else { throw bad("decided_by_uid is not a uid") }
+        guard let deciderName = row.text(13) else { throw bad("decided_by_name is NULL") }
+        guard let method = row.text(14).flatMap(DecisionMethod.init(rawValue:)) else { throw bad("how is not a known method") }
+        let program = row.text(3).map { Program(path: $0, sha256: row.text(4)) }
+        return Grant(
+            id: id, subject: Principal(uid: subjectUID, name: userName), program: program,
+            permission: Permission(rawValue: permission), deviceID: row.text(6), decision: decision, scope: scope,
+            created: Timestamp.date(created), expires: row.int64(10).map(Timestamp.date),
+            revoked: row.int64(11).map(Timestamp.date),
+            decidedBy: Principal(uid: deciderUID, name: deciderName), method: method, reason: row.text(15) ?? "")
+    }
+
+    /// Runs a SELECT of `columns` and decodes every row.
+    static func query(_ db: borrowing SQLiteDatabase, where clause: String, _ values: [SQLValue],
+                      orderBy: String = "created_usec DESC, id DESC") throws(LedgerError) -> [Grant] {
+        let statement = try db.prepare("SELECT \(columns) FROM grants WHERE \(clause) ORDER BY \(orderBy)")
+        try statement.bind(values)
+        var grants: [Grant] = []
+        while try statement.step() { grants.append(try read(statement, path: db.path)) }
+        return grants
+    }
+
+    /// The details every grant-related audit event carries.
+    static func auditDetails(_ grant: Grant) -> [String: String] {
+        var details = [
+            "grant_id": String(grant.id), "decision": grant.decision.rawValue, "scope": grant.scope.rawValue,
+            "how": grant.method.rawValue,
+        ]
+        if !grant.reason.isEmpty { details["reason"] = grant.reason }
+        if let expires = grant.expires, let micro = try? Timestamp.microseconds(expires) {
+            details["expires_usec"] = String(micro)
+        }
+        if let sha = grant.program?.sha256 { details["program_sha256"] = sha }
+        return details
+    }
+}

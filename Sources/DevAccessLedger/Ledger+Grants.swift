@@ -1,0 +1,175 @@
+import Foundation
+import DevAccessCore
+
+/// Decisions: record, revoke, reset, and the queries status and reconcile need.
+/// Every change is audited in the same transaction as the row it changes.
+extension Ledger {
+    /// Stores a decision. Audited as `grant` when an admin decided, else `decision`.
+    @discardableResult
+    public func recordGrant(_ new: NewGrant, at now: Date = Date()) throws(LedgerError) -> Grant {
+        try Self.validate(new, now: now)
+        let created = try Timestamp.microseconds(now)
+        let expires = try new.expires.map { (date: Date) throws(LedgerError) in try Timestamp.microseconds(date) }
+        return try write { db, audit throws(LedgerError) in
+            let insert = try db.prepare("""
+                INSERT INTO grants (subject_uid, user_name, program_path, program_sha256, permission, device_id,
+                    decision, scope, created_usec, expires_usec, decided_by_uid, decided_by_name, how, reason)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            try insert.run([
+                .uid(new.subject.uid), .text(new.subject.name), .optional(new.program?.path),
+                .optional(new.program?.sha256), .text(new.permission.rawValue), .optional(new.deviceID),
+                .text(new.decision.rawValue), .text(new.scope.rawValue), .integer(created), .optional(expires),
+                .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue), .text(new.reason),
+            ])
+            let id = db.lastInsertRowID
+            guard let grant = try GrantRow.query(db, where: "id = ?", [.integer(id)]).first else {
+                throw .invalidRow(path: db.path, table: "grants", rowID: id, problem: "vanished right after insert")
+            }
+            try audit.append(AuditEvent(
+                type: new.method == .admin ? .grant : .decision, time: now, actor: new.decidedBy,
+                subject: new.subject, permission: new.permission, deviceID: new.deviceID,
+                program: new.program?.path, details: GrantRow.auditDetails(grant)))
+            return grant
+        }
+    }
+
+    /// Ends the active *allow* grants of `uid` for `permission` (only those for `deviceID`
+    /// when given). Denials stay: forgetting a denial is `reset`. Returns what was revoked,
+    /// so the caller can remove the ACL entries; nothing active = nothing written.
+    @discardableResult
+    public func revoke(permission: Permission, uid: UInt32, deviceID: String? = nil, by actor: Principal,
+                       reason: String = "", at now: Date = Date()) throws(LedgerError) -> [Grant] {
+        let time = try Timestamp.microseconds(now)
+        return try write { db, audit throws(LedgerError) in
+            var clause = """
+                subject_uid = ? AND permission = ? AND decision = 'allow' AND revoked_usec IS NULL \
+                AND (expires_usec IS NULL OR expires_usec > ?)
+                """
+            var values: [SQLValue] = [.uid(uid), .text(permission.rawValue), .integer(time)]
+            if let deviceID {
+                clause += " AND device_id = ?"
+                values.append(.text(deviceID))
+            }
+            let targets = try GrantRow.query(db, where: clause, values)
+            let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
+            var revoked: [Grant] = []
+            for var grant in targets {
+                try update.run([.integer(time), .integer(grant.id)])
+                grant.revoked = Timestamp.date(time)
+                var details = GrantRow.auditDetails(grant)
+                if !reason.isEmpty { details["revoke_reason"] = reason }
+                try audit.append(AuditEvent(
+                    type: .revoke, time: now, actor: actor, subject: grant.subject, permission: permission,
+                    deviceID: grant.deviceID, program: grant.program?.path, details: details))
+                revoked.append(grant)
+            }
+            return revoked
+        }
+    }
+
+    /// Forgets every decision (allow or deny, active or not) of `subject`, for one
+    /// permission or all, so the next request asks again. The deleted rows are listed in
+    /// the `reset` event and returned.
+    @discardableResult
+    public func reset(subject: Principal, permission: Permission? = nil, by actor: Principal,
+                      at now: Date = Date()) throws(LedgerError) -> [Grant] {
+        _ = try Timestamp.microseconds(now)
+        return try write { db, audit throws(LedgerError) in
+            var clause = "subject_uid = ?"
+            var values: [SQLValue] = [.uid(subject.uid)]
+            if let permission {
+                clause += " AND permission = ?"
+                values.append(.text(permission.rawValue))
+            }
+            let deleted = try GrantRow.query(db, where: clause, values, orderBy: "id")
+            try db.prepare("DELETE FROM grants WHERE \(clause)").run(values)
+            try audit.append(AuditEvent(
+                type: .reset, time: now, actor: actor, subject: subject, permission: permission,
+                details: ["deleted": String(deleted.count),
+                          "grant_ids": deleted.map { String($0.id) }.joined(separator: ",")]))
+            return deleted
+        }
+    }
+
+    /// Decisions, newest first; by default only those standing at `now`.
+    public func grants(uid: UInt32? = nil, permission: Permission? = nil, includeInactive: Bool = false,
+                       now: Date = Date()) throws(LedgerError) -> [Grant] {
+        let time = try Timestamp.microseconds(now)
+        var conditions = ["1"]
+        var values: [SQLValue] = []
+        if let uid {
+            conditions.append("subject_uid = ?")
+            values.append(.uid(uid))
+        }
+        if let permission {
+            conditions.append("permission = ?")
+            values.append(.text(permission.rawValue))
+        }
+        if !includeInactive {
+            conditions.append("revoked_usec IS NULL AND (expires_usec IS NULL OR expires_usec > ?)")
+            values.append(.integer(time))
+        }
+        let clause = conditions.joined(separator: " AND ")
+        return try read { db throws(LedgerError) in try GrantRow.query(db, where: clause, values) }
+    }
+
+    /// The decisions (allow and deny) standing for `uid` and `permission` at `now`, newest first.
+    public func activeGrants(uid: UInt32, permission: Permission, now: Date = Date()) throws(LedgerError) -> [Grant] {
+        try grants(uid: uid, permission: permission, includeInactive: false, now: now)
+    }
+
+    /// Grants whose expiry has passed but that were never ended: what reconcile must
+    /// remove (e.g. after the daemon was down). Oldest expiry first.
+    public func expiredUnrevoked(now: Date = Date()) throws(LedgerError) -> [Grant] {
+        let time = try Timestamp.microseconds(now)
+        return try read { db throws(LedgerError) in
+            try GrantRow.query(db, where: "revoked_usec IS NULL AND expires_usec IS NOT NULL AND expires_usec <= ?",
+                               [.integer(time)], orderBy: "expires_usec, id")
+        }
+    }
+
+    /// Ends the given grants as expired (one `expiry` event each). Ids that are unknown,
+    /// already ended or not yet expired at `now` are skipped; the ended grants are returned.
+    @discardableResult
+    public func markExpired(_ ids: [Int64], by actor: Principal? = nil, at now: Date = Date()) throws(LedgerError) -> [Grant] {
+        let time = try Timestamp.microseconds(now)
+        return try write { db, audit throws(LedgerError) in
+            let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
+            var ended: [Grant] = []
+            for id in ids {
+                let clause = "id = ? AND revoked_usec IS NULL AND expires_usec IS NOT NULL AND expires_usec <= ?"
+                guard var grant = try GrantRow.query(db, where: clause, [.integer(id), .integer(time)]).first else { continue }
+                try update.run([.integer(time), .integer(id)])
+                grant.revoked = Timestamp.date(time)
+                try audit.append(AuditEvent(
+                    type: .expiry, time: now, actor: actor, subject: grant.subject, permission: grant.permission,
+                    deviceID: grant.deviceID, program: grant.program?.path, details: GrantRow.auditDetails(grant)))
+                ended.append(grant)
+            }
+            return ended
+        }
+    }
+
+    static func validate(_ new: NewGrant, now: Date) throws(LedgerError) {
+        if new.permission.rawValue.isEmpty { throw .invalidArgument("the permission name is empty") }
+        switch (new.scope, new.expires) {
+        case (.until, nil):
+            throw .invalidArgument("scope 'until' needs an expiry time")
+        case (.always, _?):
+            throw .invalidArgument("scope 'always' cannot have an expiry time (use 'until')")
+        case (_, let expires?) where expires <= now:
+            throw .invalidArgument("the expiry time is not in the future")
+        default:
+            break
+        }
+        if let sha = new.program?.sha256 {
+            guard sha.utf8.count == 64, Hex.decode(sha.utf8) != nil else {
+                throw .invalidArgument("program SHA-256 '\(sha)' is not 64 hex digits")
+            }
+        }
+        if let path = new.program?.path, !path.hasPrefix("/") {
+            throw .invalidArgument("program path '\(path)' is not absolute")
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import Synchronization
+
+/// The grant ledger: one SQLite file holding decisions, the ACL entries devaccess made,
+/// and the hash-chained audit trail.
+///
+/// A `final class` around a `Mutex`-guarded connection rather than an actor: the CLI
+/// calls it from plain synchronous code, every call is short blocking I/O that an actor
+/// would also run on (and block) a cooperative thread, and one connection must be used
+/// by one thread at a time anyway. Several processes (daemon, root CLI) may open the same
+/// file: SQLite's own locking plus `BEGIN IMMEDIATE` and a busy timeout order their writes.
+public final class Ledger: Sendable {
+    public enum OpenMode: Sendable, Hashable {
+        /// Creates and migrates the file when needed; the broker and root CLI.
+        case readWrite
+        /// Never writes (`query_only`); for status queries by unprivileged users.
+        case readOnly
+    }
+
+    public static let fileName = "ledger.db"
+    public static let systemStateDirectory = "/var/lib/devaccess"
+    /// The schema version this build writes and understands.
+    public static var schemaVersion: Int32 { Schema.currentVersion }
+
+    /// `$DEVACCESS_STATE_DIR` when set and not empty, else `/var/lib/devaccess`.
+    public static var defaultStateDirectory: String {
+        stateDirectory(environment: ProcessInfo.processInfo.environment)
+    }
+
+    public static var defaultPath: String { defaultStateDirectory + "/" + fileName }
+
+    static func stateDirectory(environment: [String: String]) -> String {
+        if let directory = environment["DEVACCESS_STATE_DIR"], !directory.isEmpty { return directory }
+        return systemStateDirectory
+    }
+
+    public let path: String
+    public let mode: OpenMode
+    private let journal: JournalExport
+    private let connection: Mutex<SQLiteDatabase>
+
+    /// Opens the ledger at `path`. Every refusal (corrupt, foreign, newer schema,
+    /// unwritable) happens before anything is written to the file.
+    public init(path: String = Ledger.defaultPath, mode: OpenMode = .readWrite,
+                journal: JournalExport = .enabled, busyTimeout: Duration = .seconds(5)) throws(LedgerError) {
+        let database = try SQLiteDatabase.open(path: path, readOnly: mode == .readOnly)
+        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        try database.setBusyTimeout(milliseconds: Int32(clamping: milliseconds))
+        let state = try Migrator.inspect(database)
+        try Migrator.check(state, path: path)
+        switch mode {
+        case .readOnly:
+            guard state.version == Schema.currentVersion else {
+                throw .schemaOutdated(path: path, found: state.version, known: Schema.currentVersion)
+            }
+            try database.execute("PRAGMA query_only = ON")
+        case .readWrite:
+            // SQLite silently falls back to read-only when the OS refuses O_RDWR (immutable
+            // file, read-only mount, root squash): say so now instead of on the first write.
+            if database.isReadOnly {
+                throw .readOnly(path: path, SQLiteFailure(code: 8, message: "the operating system refused write access"))
+            }
+            // WAL: readers (status queries) never block the broker's writes, and FULL makes
+            // every committed decision survive a power cut.
+            let journalMode = try database.text("PRAGMA journal_mode = WAL")
+            guard journalMode == "wal" else {
+                throw .sqlite(path: path, operation: "enabling WAL",
+                              SQLiteFailure(code: 1, message: "journal_mode stayed \(journalMode ?? "unknown")"))
+            }
+            try database.execute("PRAGMA synchronous = FULL")
+            try database.execute("PRAGMA foreign_keys = ON")
+            if state.version < Schema.currentVersion { try Migrator.migrate(database) }
+        }
+        self.path = path
+        self.mode = mode
+        self.journal = journal
+        self.connection = Mutex(database)
+    }
+
+    /// Opens `<directory>/ledger.db`, creating the directory (mode 0755) when writable.
+    public convenience init(stateDirectory: String = Ledger.defaultStateDirectory, mode: OpenMode = .readWrite,
+                            journal: JournalExport = .enabled) throws(LedgerError) {
+        if mode == .readWrite {
+            do {
+                try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o755])
+            } catch {
+                throw .stateDirectory(path: stateDirectory, reason: error.localizedDescription)
+            }
+        }
+        try self.init(path: stateDirectory + "/" + Ledger.fileName, mode: mode, journal: journal)
+    }
+
+    /// The schema version stored in the file.
+    public func storedSchemaVersion() throws(LedgerError) -> Int32 {
+        try read { db throws(LedgerError) in Int32(truncatingIfNeeded: try db.integer("PRAGMA user_version") ?? 0) }
+    }
+
+    // MARK: - Transactions
+
+    /// Runs `body` in a read transaction: one consistent snapshot, even while another
+    /// process writes.
+    func read<R: Sendable>(_ body: (borrowing SQLiteDatabase) throws(LedgerError) -> R) throws(LedgerError) -> R {
+        try connection.withLock { (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending R in
+            try database.transaction(immediate: false, body)
+        }
+    }
+
+    /// Runs `body` in a write transaction with an audit writer; the rows and the events
+    /// it appends commit together or not at all. Events go to the journal after commit.
+    func write<R: Sendable>(_ body: (borrowing SQLiteDatabase, inout AuditWriter) throws(LedgerError) -> R)
+        throws(LedgerError) -> R
+    {
+        guard mode == .readWrite else { throw .readOnly(path: path, nil) }
+        let export = journal == .enabled
+        let (result, recorded) = try connection.withLock {
+            (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending (R, [RecordedAuditEvent]) in
+            try database.transaction(immediate: true) { db throws(LedgerError) in
+                var writer = try AuditWriter(db, keepRecords: export)
+                let result = try body(db, &writer)
+                try writer.finish()
+                return (result, writer.records)
+            }
+        }
+        if export { JournalExporter.send(recorded) }
+        return result
+    }
+}

@@ -1,0 +1,102 @@
+/// The ledger's schema history. Each migration is applied once, in order, inside one
+/// transaction with the `PRAGMA user_version` bump, so a file is always at exactly one
+/// version. Never edit a shipped migration: add a new one.
+enum Schema {
+    struct Migration {
+        let version: Int32
+        let summary: String
+        let sql: String
+    }
+
+    /// `PRAGMA application_id` of a ledger ("DVAC"), so `file(1)`-style checks and this
+    /// code can tell a ledger from any other SQLite file.
+    static let applicationID: Int32 = 0x4456_4143
+
+    /// SHA-256 of nothing before the first event: the chain's genesis `prev_hash`.
+    static let genesisHash = String(repeating: "0", count: 64)
+
+    static let migrations: [Migration] = [
+        Migration(version: 1, summary: "grants and hash-chained audit events", sql: """
+            PRAGMA application_id = \(applicationID);
+            CREATE TABLE grants (
+                id              INTEGER PRIMARY KEY,
+                subject_uid     INTEGER NOT NULL,
+                user_name       TEXT    NOT NULL,
+                program_path    TEXT,
+                program_sha256  TEXT,
+                permission      TEXT    NOT NULL,
+                device_id       TEXT,
+                decision        TEXT    NOT NULL CHECK (decision IN ('allow', 'deny')),
+                scope           TEXT    NOT NULL CHECK (scope IN ('once', 'until', 'always')),
+                created_usec    INTEGER NOT NULL,
+                expires_usec    INTEGER,
+                revoked_usec    INTEGER,
+                decided_by_uid  INTEGER NOT NULL,
+                decided_by_name TEXT    NOT NULL,
+                how             TEXT    NOT NULL CHECK (how IN ('consent', 'auth_self', 'admin', 'policy')),
+                reason          TEXT    NOT NULL DEFAULT ''
+            );
+            CREATE TABLE audit_events (
+                seq          INTEGER PRIMARY KEY,
+                time_usec    INTEGER NOT NULL,
+                type         TEXT    NOT NULL,
+                actor_uid    INTEGER,
+                actor_name   TEXT,
+                subject_uid  INTEGER,
+                subject_name TEXT,
+                permission   TEXT,
+                device_id    TEXT,
+                program      TEXT,
+                node_path    TEXT,
+                details      TEXT    NOT NULL DEFAULT '{}',
+                prev_hash    TEXT    NOT NULL,
+                hash         TEXT    NOT NULL
+            );
+            """),
+        // What enforcement and fast reconcile need on top of version 1.
+        Migration(version: 2, summary: "device names, chain head, ACL entry records, indexes", sql: """
+            -- Enrichment: the device's human name at the time of the event. Nullable, and the
+            -- canonical encoding skips NULL fields, so version 1 events keep their hashes.
+            ALTER TABLE audit_events ADD COLUMN device_name TEXT;
+
+            -- The last appended event. Appends continue from here rather than from MAX(seq),
+            -- so deleting the newest events leaves a gap that verify() reports.
+            CREATE TABLE chain_head (
+                id   INTEGER PRIMARY KEY CHECK (id = 1),
+                seq  INTEGER NOT NULL,
+                hash TEXT    NOT NULL
+            );
+            INSERT INTO chain_head (id, seq, hash)
+                SELECT 1, COALESCE(MAX(seq), 0),
+                       COALESCE((SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1), '\(genesisHash)')
+                FROM audit_events;
+
+            -- The ACL entries devaccess itself created, so revoke/expiry remove exactly those
+            -- and anything else on a node is reported as drift rather than deleted.
+            CREATE TABLE acl_entries (
+                id           INTEGER PRIMARY KEY,
+                node_path    TEXT    NOT NULL,
+                device_id    TEXT    NOT NULL,
+                major        INTEGER NOT NULL,
+                minor        INTEGER NOT NULL,
+                uid          INTEGER,
+                gid          INTEGER,
+                permissions  TEXT    NOT NULL,
+                grant_id     INTEGER REFERENCES grants(id) ON DELETE SET NULL,
+                created_usec INTEGER NOT NULL,
+                CHECK ((uid IS NULL) <> (gid IS NULL))
+            );
+            CREATE UNIQUE INDEX acl_entries_node_user ON acl_entries (node_path, uid) WHERE uid IS NOT NULL;
+            CREATE UNIQUE INDEX acl_entries_node_group ON acl_entries (node_path, gid) WHERE gid IS NOT NULL;
+            CREATE INDEX acl_entries_device ON acl_entries (device_id);
+
+            CREATE INDEX grants_subject ON grants (subject_uid, permission);
+            CREATE INDEX grants_pending_expiry ON grants (expires_usec)
+                WHERE revoked_usec IS NULL AND expires_usec IS NOT NULL;
+            CREATE INDEX audit_events_time ON audit_events (time_usec);
+            CREATE INDEX audit_events_subject ON audit_events (subject_uid, time_usec);
+            """),
+    ]
+
+    static var currentVersion: Int32 { migrations.last?.version ?? 0 }
+}
