@@ -72,7 +72,7 @@ public struct GpsdEndpoint: Sendable, Hashable, CustomStringConvertible {
                 host = Substring(trimmed)
             }
             guard !host.isEmpty else { throw fail("the host is missing") }
-            guard Self.isHostName(host) else {
+            guard colons > 1 || Self.isHostName(host) else {
                 throw fail("\"\(host)\" is not a host name or address (letters, digits, \"-\" and \".\" only)")
             }
         }
