@@ -266,6 +266,47 @@ struct LocationAdapterTests {
         #expect(report.unavailableReason?.contains("Unrecognized request") == true)
     }
 
+    /// A peer that floods well-formed reports but never the device list is cut off at the deadline.
+    @Test func floodOfIrrelevantReportsIsBounded() throws {
+        let unit = Array(String(repeating: "{\"class\":\"SKY\",\"satellites\":[]}\n", count: 100).utf8)
+        let server = try GpsdFakeServer(.endless(prefix: Array(Self.banner.utf8), unit: unit))
+        defer { server.stop() }
+        let (report, elapsed) = timed {
+            LocationAdapter.probe(endpoint: GpsdEndpoint(host: "127.0.0.1", port: server.port), timeout: Self.budget)
+        }
+        #expect(report.unavailableReason?.contains("did not answer within 500 ms") == true,
+                "\(String(describing: report.unavailableReason))")
+        #expect(elapsed < Self.budget + Self.slack, "took \(elapsed)")
+    }
+
+    /// Receiver nodes: a symlink is reported by its target; a non-device is refused.
+    @Test func receiverNodeInspection() throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("devaccess-gps-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let link = directory.appendingPathComponent("gps0").path
+        let file = directory.appendingPathComponent("plain").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/dev/null")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+
+        guard case .present(let facts) = LocationAdapter.inspectNode(link) else {
+            Issue.record("a symlink to a character device must be present: \(LocationAdapter.inspectNode(link))")
+            return
+        }
+        #expect(facts.path == "/dev/null" && facts.kind == .characterDevice)
+        guard case .unusable(let why) = LocationAdapter.inspectNode(file) else {
+            Issue.record("a regular file is not a receiver")
+            return
+        }
+        #expect(why.contains("not a character device"))
+        guard case .unusable(let gone) = LocationAdapter.inspectNode(directory.appendingPathComponent("no").path) else {
+            Issue.record("a missing node must be unusable")
+            return
+        }
+        #expect(gone.contains("no longer exists"))
+    }
+
     // MARK: Scripted gpsd (exact reports, no timing from a real receiver)
 
     static let devices = "{\"class\":\"DEVICES\",\"devices\":[{\"class\":\"DEVICE\",\"path\":\"/dev/ttyACM7\","
@@ -590,8 +631,12 @@ final class GpsdFakeServer: Sendable {
         case silent
         /// Write these bytes, then close or hold the connection.
         case send([UInt8], thenClose: Bool)
+        /// `prefix`, then `unit` again and again until the client hangs up.
+        case endless(prefix: [UInt8], unit: [UInt8])
+
         /// "{" and then "a" forever, never a newline.
-        case endlessLine
+        static let endlessLine = Behavior.endless(prefix: Array("{".utf8),
+                                                  unit: [UInt8](repeating: UInt8(ascii: "a"), count: 4096))
     }
 
     let port: UInt16
@@ -630,16 +675,15 @@ final class GpsdFakeServer: Sendable {
             case .send(let bytes, let thenClose):
                 _ = bytes.withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }
                 if thenClose { Glibc.close(client) } else { held.append(client) }
-            case .endlessLine:
+            case .endless(let prefix, let unit):
                 held.append(client)
                 var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
                 setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                _ = Glibc.send(client, "{", 1, CInt(MSG_NOSIGNAL))
-                let filler = [UInt8](repeating: UInt8(ascii: "a"), count: 4096)
+                _ = prefix.withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }
                 var total = 0
-                // Stops when the client hangs up (EPIPE/ECONNRESET) or after 16 MiB.
-                while total < 16 << 20, !stopped.load(ordering: .sequentiallyConsistent) {
-                    let sent = filler.withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }
+                // Stops when the client hangs up (EPIPE/ECONNRESET) or after 64 MiB.
+                while total < 64 << 20, !stopped.load(ordering: .sequentiallyConsistent) {
+                    let sent = unit.withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }
                     if sent > 0 { total += sent } else if errno != EAGAIN && errno != EINTR { break }
                 }
             }

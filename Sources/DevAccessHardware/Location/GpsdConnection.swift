@@ -206,6 +206,9 @@ struct GpsdConnection: ~Copyable {
     mutating func nextLine(until deadline: ContinuousClock.Instant) throws(GpsdError) -> ReadOutcome {
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
+            // Checked per line too: a peer flooding well-formed but useless reports must
+            // not keep the caller past its deadline.
+            if ContinuousClock.now >= deadline { return .deadline }
             if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
                 guard newline <= maxLineLength else { throw .lineTooLong(endpoint, limit: maxLineLength) }
                 var line = Array(buffer[..<newline])
@@ -250,7 +253,9 @@ struct GpsdConnection: ~Copyable {
     static func preview(_ bytes: some Collection<UInt8>) -> String {
         var text = ""
         for byte in bytes.prefix(24) {
-            if byte >= 0x20 && byte < 0x7f && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                text += "\\" + String(Unicode.Scalar(byte))
+            } else if byte >= 0x20 && byte < 0x7f {
                 text.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
                 let hex = String(byte, radix: 16, uppercase: true)

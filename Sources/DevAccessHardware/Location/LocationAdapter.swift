@@ -1,3 +1,4 @@
+import Glibc
 import DevAccessCore
 import DevAccessSystem
 
@@ -60,15 +61,28 @@ public enum LocationAdapter {
 
     /// The node state of a receiver path. gpsd also reads network sources
     /// (`tcp://host:port`, `udp://…`, `gpsd://…`); those have no node on this machine.
+    /// A symlink (udev rules often add `/dev/gps0 -> ttyACM0`) is reported by its target,
+    /// whose owner, mode and ACL are what decide access.
     public static func inspectNode(_ path: String) -> DeviceNode.State {
         guard path.hasPrefix("/") else {
             return .unusable("\(path) is a network source of gpsd, not a device node on this machine")
         }
+        var target = path
+        if let resolved = realpath(path, nil) {
+            target = String(cString: resolved)
+            free(resolved)
+        }
+        let facts: NodeFacts
         do {
-            return .present(try NodeInspector.inspect(path))
+            facts = try NodeInspector.inspect(target)
         } catch {
             return .unusable(error.description)
         }
+        guard facts.kind == .characterDevice else {
+            return .unusable("\(target) is a \(facts.kind.rawValue), not a character device as a GPS receiver's "
+                             + "serial port is")
+        }
+        return .present(facts)
     }
 
     static func fixSentence(_ receiver: GpsdReceiver) -> String {
