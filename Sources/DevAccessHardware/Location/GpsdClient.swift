@@ -34,8 +34,8 @@ public struct GpsdClient: Sendable {
     ///
     /// Returns once every active receiver has reported whether it has a fix, or when
     /// the deadline passes after the device list came (then a receiver that has not
-    /// spoken yet keeps `.notReported`). Fails only when the device list itself cannot
-    /// be had in time.
+    /// spoken yet keeps `.notReported`). Fails when the device list cannot be had in
+    /// time, or when the peer sends anything that is not gpsd's protocol.
     public func query() throws(GpsdError) -> GpsdStatus {
         let deadline = ContinuousClock.now.advanced(by: timeout)
         var connection = try GpsdConnection.open(endpoint, deadline: deadline, budget: timeout,
