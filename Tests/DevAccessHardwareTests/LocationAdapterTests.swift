@@ -488,7 +488,7 @@ final class GpsFakeProcess: Sendable {
         let port = try freeLoopbackPort()
         guard let gpsd = GpsFakeProcess.executable("gpsd") else { throw TestSetupError("gpsd not found") }
         try self.init(port: port, arguments: [gpsd, "-N", "-S", String(port),
-                                              "-F", NSTemporaryDirectory() + "devaccess-gpsd-\(port).sock"])
+                                              "-F", Self.bareControlSocket(port)])
     }
 
     private init(port: UInt16, arguments: [String]) throws {
@@ -522,6 +522,18 @@ final class GpsFakeProcess: Sendable {
         // gpsd is gpsfake's child, not ours; make sure it goes with the group.
         kill(-processGroup, SIGKILL)
         unlink(logPath)
+        // gpsd drops root before it exits, so it cannot remove its control socket from /tmp.
+        for socket in controlSockets { unlink(socket) }
+    }
+
+    /// gpsfake names gpsd's control socket after its own pid; the bare gpsd gets ours.
+    private var controlSockets: [String] {
+        ["/tmp/gpsfake-\(processGroup).sock", NSTemporaryDirectory() + "gpsfake-\(processGroup).sock",
+         Self.bareControlSocket(port)]
+    }
+
+    static func bareControlSocket(_ port: UInt16) -> String {
+        NSTemporaryDirectory() + "devaccess-gpsd-\(port).sock"
     }
 
     static func executable(_ name: String) -> String? {
