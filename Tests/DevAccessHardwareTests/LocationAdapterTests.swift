@@ -195,6 +195,23 @@ struct LocationAdapterTests {
         #expect(elapsed < Self.budget + Self.slack)
     }
 
+    /// Host names go through getaddrinfo on a worker thread, still within the budget.
+    @Test func hostNamesResolveWithinBudget() throws {
+        let port = try freeLoopbackPort()
+        let local = LocationAdapter.probe(endpoint: GpsdEndpoint(host: "localhost", port: port), timeout: Self.budget)
+        #expect(local.unavailableReason?.contains("connection refused") == true,
+                "\(String(describing: local.unavailableReason))")
+
+        // .invalid never resolves (RFC 6761); without DNS the lookup may instead run out of time.
+        let (report, elapsed) = timed {
+            LocationAdapter.probe(endpoint: GpsdEndpoint(host: "gpsd.devaccess.invalid", port: 2947),
+                                  timeout: Self.budget)
+        }
+        let reason = try #require(report.unavailableReason)
+        #expect(reason.contains("does not resolve") || reason.contains("did not resolve"), "\(reason)")
+        #expect(elapsed < Self.budget + Self.slack)
+    }
+
     /// (4) Accepts and never writes: unavailable once the budget is spent, not later.
     @Test func hangingListenerTimesOut() throws {
         let server = try GpsdFakeServer(.silent)
