@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import CSQLite
 
 /// The grant ledger: one SQLite file holding decisions, the ACL entries devaccess made,
 /// and the hash-chained audit trail.
@@ -58,15 +59,17 @@ public final class Ledger: Sendable {
             // SQLite silently falls back to read-only when the OS refuses O_RDWR (immutable
             // file, read-only mount, root squash): say so now instead of on the first write.
             if database.isReadOnly {
-                throw .readOnly(path: path, SQLiteFailure(code: 8, message: "the operating system refused write access"))
+                throw .readOnly(path: path, SQLiteFailure(code: SQLITE_READONLY,
+                                                          message: "the operating system refused write access"))
             }
             // WAL: readers (status queries) never block the broker's writes, and FULL makes
             // every committed decision survive a power cut.
             let journalMode = try database.text("PRAGMA journal_mode = WAL")
             guard journalMode == "wal" else {
                 throw .sqlite(path: path, operation: "enabling WAL",
-                              SQLiteFailure(code: 1, message: "journal_mode stayed \(journalMode ?? "unknown")"))
+                              SQLiteFailure(code: SQLITE_ERROR, message: "journal_mode stayed \(journalMode ?? "unknown")"))
             }
+            try database.persistWAL()
             try database.execute("PRAGMA synchronous = FULL")
             try database.execute("PRAGMA foreign_keys = ON")
             if state.version < Schema.currentVersion { try Migrator.migrate(database) }

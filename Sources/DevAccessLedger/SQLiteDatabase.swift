@@ -73,6 +73,15 @@ struct SQLiteDatabase: ~Copyable, @unchecked Sendable {
         guard rc == SQLITE_OK else { throw error(rc, "setting the busy timeout") }
     }
 
+    /// Keeps the -wal and -shm files when the last writer closes. Without them an
+    /// unprivileged read-only open fails (it may not create them in a root-owned
+    /// directory), so `devaccess status` would break whenever the broker is stopped.
+    func persistWAL() throws(LedgerError) {
+        var on: Int32 = 1
+        let rc = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+        guard rc == SQLITE_OK else { throw error(rc, "keeping the WAL files") }
+    }
+
     /// True when SQLite opened the file read-only although write access was asked for
     /// (it falls back silently when the OS refuses `O_RDWR`, e.g. an immutable file).
     var isReadOnly: Bool { sqlite3_db_readonly(handle, "main") == 1 }

@@ -163,7 +163,7 @@ struct SchemaTests {
     @Test(.enabled(if: getuid() == 0, "chattr needs CAP_LINUX_IMMUTABLE"))
     func immutableFileIsReportedReadOnly() throws {
         let dir = TemporaryLedgerDirectory()
-        _ = try openLedger(dir)  // created, then closed (WAL files removed on close)
+        _ = try openLedger(dir)  // created, then closed
         let before = try FileSnapshot(dir.ledgerPath)
         try chattr("+i", dir.ledgerPath)
         defer { try? chattr("-i", dir.ledgerPath) }
@@ -213,5 +213,37 @@ struct SchemaTests {
         try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteNoPermission) }
+    }
+}
+
+/// An unprivileged reader (status queries) must be able to open the ledger read-only
+/// while the broker is stopped, in a directory it cannot write.
+@Suite("Unprivileged read-only access")
+struct UnprivilegedReadTests {
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")
+                   && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+                   "needs root, setpriv and the sqlite3 CLI"))
+    func readableByNobodyAfterTheWriterCloses() throws {
+        let dir = TemporaryLedgerDirectory()
+        chmod(dir.path, 0o755)
+        do {
+            let ledger = try openLedger(dir)
+            try ledger.recordGrant(NewGrant(subject: alice, permission: .camera, decision: .allow, scope: .always,
+                                            decidedBy: alice, method: .consent))
+        }
+        // The WAL files outlive the writer, so a reader need not create them.
+        #expect(directoryEntries(dir.path) == ["ledger.db", "ledger.db-shm", "ledger.db-wal"])
+        let process = Process()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
+                             "/usr/bin/sqlite3", "-readonly", dir.ledgerPath, "SELECT user_name FROM grants"]
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        process.waitUntilExit()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "sqlite3 as nobody: \(text)")
+        #expect(text == "alice\n")
     }
 }
