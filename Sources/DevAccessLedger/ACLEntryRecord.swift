@@ -20,6 +20,19 @@ public struct ACLEntryRecord: Sendable, Hashable, Identifiable {
     /// The grant it enforces; nil for entries of `devaccess run` groups or after a reset.
     public var grantID: Int64?
     public var created: Date
+
+    public init(id: Int64, nodePath: String, deviceID: String, major: UInt32, minor: UInt32, qualifier: Qualifier,
+                permissions: AccessMode, grantID: Int64? = nil, created: Date) {
+        self.id = id
+        self.nodePath = nodePath
+        self.deviceID = deviceID
+        self.major = major
+        self.minor = minor
+        self.qualifier = qualifier
+        self.permissions = permissions
+        self.grantID = grantID
+        self.created = created
+    }
 }
 
 /// An entry to record as added.

@@ -43,4 +43,12 @@ public struct RecordedAuditEvent: Sendable, Hashable {
     public var detailsJSON: String
     public var prevHash: String
     public var hash: String
+
+    public init(seq: Int64, event: AuditEvent, detailsJSON: String, prevHash: String, hash: String) {
+        self.seq = seq
+        self.event = event
+        self.detailsJSON = detailsJSON
+        self.prevHash = prevHash
+        self.hash = hash
+    }
 }

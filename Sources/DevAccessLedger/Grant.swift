@@ -95,6 +95,24 @@ public struct Grant: Sendable, Hashable, Identifiable {
     public var method: DecisionMethod
     public var reason: String
 
+    public init(id: Int64, subject: Principal, program: Program? = nil, permission: Permission, deviceID: String? = nil,
+                decision: Decision, scope: GrantScope, created: Date, expires: Date? = nil, revoked: Date? = nil,
+                decidedBy: Principal, method: DecisionMethod, reason: String = "") {
+        self.id = id
+        self.subject = subject
+        self.program = program
+        self.permission = permission
+        self.deviceID = deviceID
+        self.decision = decision
+        self.scope = scope
+        self.created = created
+        self.expires = expires
+        self.revoked = revoked
+        self.decidedBy = decidedBy
+        self.method = method
+        self.reason = reason
+    }
+
     /// Neither revoked nor past its expiry at `now`.
     public func isActive(at now: Date) -> Bool {
         revoked == nil && (expires.map { $0 > now } ?? true)

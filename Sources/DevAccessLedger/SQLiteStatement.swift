@@ -77,7 +77,8 @@ struct SQLiteStatement: ~Copyable {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
         default:
-            let failure = error(rc, "running \(String(cString: sqlite3_sql(handle)).prefix(60))")
+            let sql = sqlite3_sql(handle).map { String(cString: $0) } ?? "a statement"
+            let failure = error(rc, "running \(sql.prefix(60))")
             sqlite3_reset(handle)
             throw failure
         }

@@ -145,6 +145,19 @@ struct AuditChainTests {
         #expect(text == "devaccess-audit-v1\nseq:1:7\ntime_usec:2:-3\ntype:3:x\ny\n")
     }
 
+    /// One bad event fails the whole batch: no rows, no moved chain head.
+    @Test func failedBatchWritesNothing() throws {
+        let (_, ledger) = try tenEvents()
+        var bad = sampleEvent(12)
+        bad.time = Date(timeIntervalSince1970: .infinity)
+        #expect(throws: LedgerError.self) {
+            try ledger.append(contentsOf: [sampleEvent(11), bad])
+        }
+        #expect(try ledger.eventCount() == 10)
+        #expect(try ledger.append(sampleEvent(11)).seq == 11)
+        #expect(try ledger.verify() == .intact(count: 11))
+    }
+
     @Test func concurrentWritersKeepOneChain() async throws {
         let dir = TemporaryLedgerDirectory()
         let first = try openLedger(dir)
