@@ -1,0 +1,624 @@
+#!/usr/bin/env python3
+"""Host-side assertions on one VM scenario's recorded results.
+
+Usage: check.py SCENARIO RESULTS_DIR
+
+The guest only records (devaccess output, udev's database, sysfs names, real
+open() outcomes, uevents); every expectation lives here, so a failure is
+reported as "FAIL <scenario>: <expectation>: <what was seen>". Writes
+RESULTS_DIR/check.json ({passed, failed, timing}) and exits 1 on any failure.
+
+Ground truth comes from the kernel, never from devaccess: camera nodes are the
+nodes vivid names "*-vid-cap"; microphones are the PCMs /proc/asound/pcm lists
+with a capture stream; access is what a real open() as the user did.
+"""
+
+import json
+import os
+import re
+import statistics
+import sys
+
+# `devaccess check` exit codes by status.
+CHECK_EXIT = {
+    "authorized": 0,
+    "limited": 2,
+    "denied": 3,
+    "notDetermined": 4,
+    "restricted": 5,
+    "unavailable": 6,
+}
+STATUSES = set(CHECK_EXIT)
+ACCESS_VALUES = {"none", "read", "write", "readwrite"}
+
+
+class Check:
+    """Collects expectations for one scenario and prints each result."""
+
+    def __init__(self, scenario, results):
+        self.scenario = scenario
+        self.results = results
+        self.out = os.path.join(results, "out")
+        self.passed = 0
+        self.failed = 0
+        self.timing = {}
+
+    def expect(self, ok, expectation, seen=""):
+        if ok:
+            self.passed += 1
+            print(f"  PASS {self.scenario}: {expectation}")
+        else:
+            self.failed += 1
+            detail = f": {seen}" if seen != "" else ""
+            print(f"  FAIL {self.scenario}: {expectation}{detail}")
+        return ok
+
+    def equal(self, seen, want, expectation):
+        return self.expect(seen == want, expectation, f"got {seen!r}, want {want!r}")
+
+    # --- reading recorded files -------------------------------------------
+
+    def path(self, name):
+        return os.path.join(self.out, name)
+
+    def text(self, name, default=None):
+        try:
+            with open(self.path(name), encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return default
+
+    def rc(self, name):
+        t = self.text(name + ".rc")
+        return int(t) if t and t.strip().lstrip("-").isdigit() else None
+
+    def stderr_tail(self, name):
+        err = (self.text(name + ".err") or "").strip().splitlines()
+        return " | ".join(err[-3:]) if err else "(no stderr)"
+
+    def command_json(self, name, what):
+        """Parsed stdout of a recorded devaccess command, or None (a failure)."""
+        rc = self.rc(name)
+        out = self.text(name + ".out")
+        if out is None or rc is None:
+            self.expect(False, f"{what} was run", "no output recorded (the VM stopped early?)")
+            return None
+        try:
+            data = json.loads(out)
+        except ValueError as e:
+            self.expect(False, f"{what} prints JSON",
+                        f"exit {rc}, {e}; stdout {out[:200]!r}; stderr {self.stderr_tail(name)}")
+            return None
+        self.expect(isinstance(data, dict), f"{what} prints a JSON object", type(data).__name__)
+        return data if isinstance(data, dict) else None
+
+
+# --- kernel-side facts ------------------------------------------------------
+
+def parse_udevdb(text):
+    """udevadm info --export-db -> {devnode: {"path":..., "props": {...}}}
+    plus {devpath: props} for devices without nodes (sound cards)."""
+    by_node, by_path = {}, {}
+    for block in (text or "").split("\n\n"):
+        path, node, props = None, None, {}
+        for line in block.splitlines():
+            if line.startswith("P: "):
+                path = line[3:]
+            elif line.startswith("N: "):
+                node = "/dev/" + line[3:]
+            elif line.startswith("E: ") and "=" in line:
+                k, v = line[3:].split("=", 1)
+                props[k] = v
+        if path:
+            by_path[path] = props
+        if node:
+            by_node[node] = {"path": path, "props": props}
+    return by_node, by_path
+
+
+def tags(props):
+    return {t for t in props.get("TAGS", "").split(":") if t}
+
+
+def parse_v4l_nodes(text):
+    """inv-v4l-nodes.tsv -> {devnode: (name, index)}"""
+    nodes = {}
+    for line in (text or "").splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3:
+            nodes[parts[0]] = (parts[1], parts[2])
+    return nodes
+
+
+def parse_bus_info(text):
+    """v4l2-ctl --info per node -> {devnode: bus info}"""
+    bus, node = {}, None
+    for line in (text or "").splitlines():
+        if line.startswith("### "):
+            node = line[4:].strip()
+        m = re.match(r"\s*Bus info\s*:\s*(.*)$", line)
+        if m and node and node not in bus:
+            bus[node] = m.group(1).strip()
+    return bus
+
+
+def parse_asound_pcm(text):
+    """/proc/asound/pcm -> [(card, device, has_playback, has_capture)]"""
+    pcms = []
+    for line in (text or "").splitlines():
+        m = re.match(r"(\d+)-(\d+):", line)
+        if m:
+            pcms.append((int(m.group(1)), int(m.group(2)), "playback" in line, "capture" in line))
+    return pcms
+
+
+def parse_stat(text):
+    """stat -c '%n %F %U %G %a %t:%T' lines -> {node: (owner, group, mode int)}"""
+    st = {}
+    for line in (text or "").splitlines():
+        m = re.match(r"(\S+) character special file (\S+) (\S+) ([0-7]+) ", line)
+        if m:
+            st[m.group(1)] = (m.group(2), m.group(3), int(m.group(4), 8))
+    return st
+
+
+def parse_opens(text):
+    """probe_opens TSV -> {node: {"read": bool, "write": bool, "readwrite": bool}}"""
+    res = {}
+    for line in (text or "").splitlines():
+        parts = line.split("\t")
+        if len(parts) == 4:
+            _user, node, mode, outcome = parts
+            res.setdefault(node, {})[mode] = outcome
+    return res
+
+
+def permitted(outcome):
+    """The kernel's permission check passed (the driver may still refuse,
+    e.g. EINVAL for a write-only open of a capture PCM)."""
+    return outcome == "ok" or str(outcome).startswith("driver:")
+
+
+def real_access(outcomes):
+    r = permitted(outcomes.get("read"))
+    w = permitted(outcomes.get("write"))
+    return {(True, True): "readwrite", (True, False): "read",
+            (False, True): "write", (False, False): "none"}[(r, w)]
+
+
+def covers(access, required):
+    have = {"none": set(), "read": {"r"}, "write": {"w"}, "readwrite": {"r", "w"}}
+    return have.get(required, {"r", "w"}) <= have.get(access, set())
+
+
+class Inventory:
+    """What the kernel and udev say exists, for one recording prefix."""
+
+    def __init__(self, c, prefix):
+        self.by_node, self.by_path = parse_udevdb(c.text(f"{prefix}-udevdb.out"))
+        self.v4l = parse_v4l_nodes(c.text(f"{prefix}-v4l-nodes.tsv"))
+        self.bus = parse_bus_info(c.text(f"{prefix}-v4l2-info.txt"))
+        self.stat = parse_stat(c.text(f"{prefix}-nodes.out"))
+        self.pcms = parse_asound_pcm(c.text(f"{prefix}-pcm.out"))
+        # Cameras: vivid's capture nodes, by the name the driver gave them.
+        self.cameras = {n: name for n, (name, _i) in self.v4l.items()
+                        if n.startswith("/dev/video") and name.endswith("-vid-cap")}
+        self.not_cameras = set(self.v4l) - set(self.cameras)
+        self.microphones = {}
+        for card, dev, _p, cap in self.pcms:
+            if cap:
+                self.microphones[(card, dev)] = {
+                    "capture": f"/dev/snd/pcmC{card}D{dev}c",
+                    "control": f"/dev/snd/controlC{card}",
+                    "id_path": self.card_id_path(card),
+                }
+        self.playback_only_cards = {card for card, _d, _p, _c in self.pcms} - {
+            card for card, _d, _p, cap in self.pcms if cap}
+
+    def card_id_path(self, card):
+        for path, props in self.by_path.items():
+            if path.endswith(f"/sound/card{card}"):
+                return props.get("ID_PATH")
+        return None
+
+    def camera_contract_id(self, node):
+        props = self.by_node.get(node, {}).get("props", {})
+        index = self.v4l.get(node, ("", "?"))[1]
+        return f"camera:{props.get('ID_PATH', '?')}-video-index{index}"
+
+    def microphone_contract_id(self, card, dev):
+        return f"microphone:{self.card_id_path(card)}-pcm{dev}c"
+
+
+def perm_entry(c, data, perm, what):
+    """The object for PERMISSION in a status/devices JSON's "permissions"."""
+    if data is None:
+        return None
+    entries = [p for p in data.get("permissions", []) if isinstance(p, dict)
+               and p.get("permission") == perm]
+    if not c.expect(len(entries) == 1, f"{what} has exactly one '{perm}' entry",
+                    f"{len(entries)} entries"):
+        return None
+    return entries[0]
+
+
+def all_nodes(device):
+    return [n for n in device.get("nodes", []) if isinstance(n, dict)]
+
+
+# --- shared expectations ------------------------------------------------------
+
+def check_kernel_sanity(c, inv, cameras, mic_count):
+    """The drivers made what the scenario relies on (guards the harness)."""
+    c.equal(len(inv.cameras), cameras, "kernel: vivid created the expected number of *-vid-cap nodes")
+    c.equal(len(inv.microphones), mic_count,
+            "kernel: /proc/asound/pcm lists the expected number of capture PCMs")
+
+
+def check_udev_rules(c, inv):
+    """70-devaccess.rules tags exactly the capture nodes."""
+    tagged = {n for n, d in inv.by_node.items() if "devaccess" in tags(d["props"])}
+    want_cam = set(inv.cameras)
+    want_mic = {m["capture"] for m in inv.microphones.values()}
+    c.equal(sorted(tagged), sorted(want_cam | want_mic),
+            "udev: TAG devaccess on exactly the video capture nodes and capture PCMs")
+    for node in sorted(want_cam):
+        c.equal(inv.by_node.get(node, {}).get("props", {}).get("DEVACCESS_PERMISSION"), "camera",
+                f"udev: {node} ({inv.cameras[node]}) has DEVACCESS_PERMISSION=camera")
+    for node in sorted(want_mic):
+        c.equal(inv.by_node.get(node, {}).get("props", {}).get("DEVACCESS_PERMISSION"), "microphone",
+                f"udev: {node} has DEVACCESS_PERMISSION=microphone")
+    others = sorted(n for n, d in inv.by_node.items()
+                    if "DEVACCESS_PERMISSION" in d["props"] and n not in want_cam | want_mic)
+    c.equal(others, [], "udev: no output/metadata/touch/vbi/radio/playback node has DEVACCESS_PERMISSION")
+    touch = [n for n in inv.v4l if "touch" in n]
+    c.expect(all(":capture:" in inv.by_node.get(n, {}).get("props", {}).get("ID_V4L_CAPABILITIES", "")
+                 for n in touch) and bool(touch),
+             "udev: v4l-touch nodes report :capture: (why the rule matches KERNEL==video*)")
+
+
+def check_inventory(c, inv, devices, what, single_instance):
+    """devaccess's camera and microphone devices match the kernel's."""
+    cam = perm_entry(c, devices, "camera", what)
+    if cam is not None:
+        devs = [d for d in cam.get("devices", []) if isinstance(d, dict)]
+        names = sorted(d.get("name") for d in devs)
+        c.equal(names, sorted(inv.cameras.values()), f"{what}: camera names are exactly the *-vid-cap nodes")
+        ids = [d.get("id") for d in devs]
+        c.expect(len(set(ids)) == len(ids) and all(isinstance(i, str) for i in ids),
+                 f"{what}: camera ids are unique", ids)
+        listed = {n.get("path") for d in devs for n in all_nodes(d)}
+        wrong = sorted(listed & inv.not_cameras)
+        c.equal(wrong, [], f"{what}: no output/metadata/touch/vbi/radio node is part of a camera")
+        by_name = {d.get("name"): d for d in devs}
+        for node, name in sorted(inv.cameras.items()):
+            d = by_name.get(name)
+            if d is None:
+                continue
+            caps = [n for n in all_nodes(d) if n.get("role") == "capture"]
+            c.equal([n.get("path") for n in caps], [node], f"{what}: {name} has capture node {node}")
+            c.equal(d.get("driver"), "vivid", f"{what}: {name} driver")
+            c.equal(d.get("bus"), inv.bus.get(node), f"{what}: {name} bus is VIDIOC_QUERYCAP's bus_info")
+            contract = inv.camera_contract_id(node)
+            if single_instance:
+                c.equal(d.get("id"), contract, f"{what}: {name} id is camera:ID_PATH-video-indexN")
+            else:
+                c.expect(isinstance(d.get("id"), str) and d["id"].startswith(contract),
+                         f"{what}: {name} id starts with {contract}", d.get("id"))
+            for n in caps:
+                st = inv.stat.get(node)
+                if st:
+                    mode = n.get("mode")
+                    try:
+                        mode_ok = int(str(mode), 8) == st[2]
+                    except ValueError:
+                        mode_ok = False
+                    c.expect(n.get("owner") == st[0] and n.get("group") == st[1] and mode_ok,
+                             f"{what}: {node} owner/group/mode match stat()",
+                             f"got {n.get('owner')}:{n.get('group')} {mode}, "
+                             f"want {st[0]}:{st[1]} {st[2]:04o}")
+
+    mic = perm_entry(c, devices, "microphone", what)
+    if mic is not None:
+        devs = [d for d in mic.get("devices", []) if isinstance(d, dict)]
+        want_ids = sorted(inv.microphone_contract_id(card, dev) for card, dev in inv.microphones)
+        c.equal(sorted(d.get("id") for d in devs), want_ids,
+                f"{what}: microphones are exactly the capture PCMs (microphone:CARD_ID_PATH-pcmNc)")
+        paths = {n.get("path") for d in devs for n in all_nodes(d)}
+        playback = sorted(p for p in paths if isinstance(p, str) and re.search(r"pcmC\d+D\d+p$", p))
+        c.equal(playback, [], f"{what}: no playback PCM is a microphone node")
+        for pb_card in sorted(inv.playback_only_cards):
+            c.expect(not any(f"controlC{pb_card}" in str(p) or f"pcmC{pb_card}D" in str(p) for p in paths),
+                     f"{what}: playback-only card {pb_card} is not a microphone", sorted(paths))
+        by_id = {d.get("id"): d for d in devs}
+        for (card, dev), m in sorted(inv.microphones.items()):
+            d = by_id.get(inv.microphone_contract_id(card, dev))
+            if d is None:
+                continue
+            roles = sorted((n.get("role"), n.get("path")) for n in all_nodes(d))
+            c.equal(roles, sorted([("capture", m["capture"]), ("control", m["control"])]),
+                    f"{what}: microphone card {card} device {dev} has its capture PCM and control nodes")
+
+
+def check_opens_sane(c, prefix, opens):
+    """The probe itself worked: only ok/denied/driver outcomes, and v4l2-ctl
+    --info (a real VIDIOC_QUERYCAP) works exactly where read-write opens do."""
+    odd = sorted((n, m, o) for n, d in opens.items() for m, o in d.items()
+                 if o != "ok" and o != "denied" and not o.startswith("driver:"))
+    c.equal(odd, [], f"[{prefix}] real open()s fail only with EACCES (or a driver's own error)")
+    for node, d in sorted(opens.items()):
+        if "v4l2-info" in d:
+            c.equal(d["v4l2-info"] == "ok", permitted(d.get("readwrite")),
+                    f"[{prefix}] v4l2-ctl --info on {node} works exactly when open(O_RDWR) does")
+
+
+def check_status(c, prefix, want, opens=None, user=None, uid=None, reasons=None):
+    """status --json and check agree with WANT ({perm: status}), and each
+    node's "access" (and each device's "usable") agrees with a real open()."""
+    what = f"[{prefix}] status --json" + (f" --user {user}" if user else "")
+    data = c.command_json(f"{prefix}-status", what)
+    if data is not None and user:
+        c.equal(data.get("user"), user, f"{what}: names the user")
+        if uid is not None:
+            c.equal(data.get("uid"), uid, f"{what}: reports the user's uid")
+    for perm, status in want.items():
+        entry = perm_entry(c, data, perm, what)
+        got = entry.get("status") if entry else None
+        if entry is not None:
+            c.equal(got, status, f"{what}: {perm} is {status}")
+        rc = c.rc(f"{prefix}-check-{perm}")
+        c.equal(rc, CHECK_EXIT[status], f"[{prefix}] check {perm}: exit code for {status}")
+        if entry is None or opens is None:
+            continue
+        devices = [d for d in entry.get("devices", []) if isinstance(d, dict)]
+        usable_real = []
+        for d in devices:
+            dev_real = True
+            for n in all_nodes(d):
+                node = n.get("path")
+                if node not in opens:
+                    continue
+                real = real_access(opens[node])
+                c.equal(n.get("access"), real,
+                        f"{what}: {perm} {d.get('name')} {node} access agrees with real open()")
+                if n.get("required") and not covers(real, n["required"]):
+                    dev_real = False
+            if any(n.get("path") in opens for n in all_nodes(d)):
+                c.equal(d.get("usable"), dev_real,
+                        f"{what}: {perm} {d.get('name')} usable agrees with real open()")
+                usable_real.append(dev_real)
+        if usable_real:
+            derived = ("authorized" if all(usable_real)
+                       else "limited" if any(usable_real) else "notDetermined")
+            c.equal(derived, status, f"[{prefix}] real open()s as the user give {perm} {status}")
+    for perm, needle in (reasons or {}).items():
+        entry = perm_entry(c, data, perm, what)
+        msgs = [r.get("message", "") for r in (entry or {}).get("reasons", [])
+                if isinstance(r, dict) and r.get("kind") == "access"]
+        c.expect(any(needle in m for m in msgs),
+                 f"{what}: an access reason for {perm} mentions {needle!r}", msgs)
+
+
+def uid_of(c, user):
+    t = c.text(f"uid-{user}")
+    return int(t) if t and t.strip().isdigit() else None
+
+
+# --- scenarios ----------------------------------------------------------------
+
+def check_single(c):
+    inv = Inventory(c, "inv")
+    check_kernel_sanity(c, inv, cameras=1, mic_count=3)
+    c.expect(bool(inv.playback_only_cards), "kernel: snd-pcsp gave a playback-only card")
+    check_udev_rules(c, inv)
+    devices = c.command_json("root-devices", "devices --json")
+    check_inventory(c, inv, devices, "devices --json", single_instance=True)
+    status = c.command_json("root-status", "status --json")
+    check_inventory(c, inv, status, "status --json", single_instance=True)
+    loc = perm_entry(c, devices, "location", "devices --json")
+    if loc is not None:
+        c.expect(loc.get("devices") == [] and loc.get("unavailableReason"),
+                 "devices --json: location (no gpsd in the VM) has no devices and an unavailableReason",
+                 loc)
+    root_opens = parse_opens(c.text("root-opens.tsv"))
+    user_opens = parse_opens(c.text("user-opens.tsv"))
+    check_opens_sane(c, "root", root_opens)
+    check_opens_sane(c, "user", user_opens)
+    c.expect(all(real_access(o) == "readwrite" for o in root_opens.values()) and bool(root_opens),
+             "kernel: root really opens every camera/microphone node read-write")
+    c.expect(all(real_access(o) == "none" for o in user_opens.values()) and bool(user_opens),
+             "kernel: the fresh user cannot open any camera/microphone node")
+    want_root = {"camera": "authorized", "microphone": "authorized", "location": "unavailable"}
+    check_status(c, "root", want_root, opens=root_opens)
+    want_user = {"camera": "notDetermined", "microphone": "notDetermined", "location": "unavailable"}
+    check_status(c, "user", want_user, opens=user_opens, user="vmuser", uid=uid_of(c, "vmuser"))
+
+
+def check_access(c):
+    inv = Inventory(c, "inv")
+    check_kernel_sanity(c, inv, cameras=2, mic_count=3)
+    check_udev_rules(c, inv)
+    c.expect("Video Capture Multiplanar" in (c.text("inv-v4l2-info.txt") or ""),
+             "kernel: the second vivid instance is a multi-planar capture device")
+    devices = c.command_json("A-devices", "devices --json")
+    check_inventory(c, inv, devices, "devices --json", single_instance=False)
+    uid = uid_of(c, "vmuser")
+    steps = {
+        "A": ({"camera": "notDetermined", "microphone": "notDetermined"}, None),
+        "B": ({"camera": "authorized", "microphone": "authorized"},
+              {"camera": "video", "microphone": "audio"}),
+        "C": ({"camera": "limited", "microphone": "limited"}, None),
+        "D": ({"camera": "authorized", "microphone": "limited"}, None),
+    }
+    for step, (want, reasons) in steps.items():
+        opens = parse_opens(c.text(f"{step}-opens.tsv"))
+        c.expect(bool(opens), f"[{step}] real open()s were recorded")
+        check_opens_sane(c, step, opens)
+        check_status(c, step, want, opens=opens, user="vmuser", uid=uid, reasons=reasons)
+
+
+def parse_uevents(text):
+    """udevadm monitor --kernel --udev --property ->
+    {seqnum: {"KERNEL": seconds, "UDEV": seconds, "props": {...}}}"""
+    events = {}
+    for block in (text or "").split("\n\n"):
+        lines = block.strip().splitlines()
+        if not lines:
+            continue
+        m = re.match(r"(KERNEL|UDEV)\s*\[(\d+\.\d+)\]", lines[0])
+        if not m:
+            continue
+        props = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
+        seq = props.get("SEQNUM")
+        if seq and seq.isdigit():
+            e = events.setdefault(int(seq), {"props": {}})
+            e[m.group(1)] = float(m.group(2))
+            e["props"].update(props)
+    return events
+
+
+def check_hotplug(c):
+    before = Inventory(c, "before")
+    check_kernel_sanity(c, before, cameras=2, mic_count=3)
+    after = Inventory(c, "after-modprobe-vivid")
+    c.equal(sorted(after.cameras.values()), sorted(before.cameras.values()),
+            "kernel: modprobe vivid brought the same cameras back")
+
+    c.equal((c.text("monitor-state") or "").strip(), "running",
+            "monitor --json is still running after the hotplug steps",)
+    raw = (c.text("monitor.jsonl") or "").splitlines()
+    events, bad = [], []
+    for line in raw:
+        if not line.strip():
+            continue
+        try:
+            e = json.loads(line)
+            events.append(e) if isinstance(e, dict) else bad.append(line)
+        except ValueError:
+            bad.append(line)
+    c.equal(bad, [], "monitor --json prints one JSON object per line")
+    c.expect(bool(events), "monitor --json printed events",
+             f"none; stderr: {(c.text('monitor.err') or '').strip()[:300]!r}")
+    cam = [e for e in events if e.get("permission") == "camera"]
+    mic = [e for e in events if e.get("permission") == "microphone"]
+
+    for e in cam + mic:
+        ok = (isinstance(e.get("seqnum"), int) and isinstance(e.get("monotonicUsec"), int)
+              and e.get("event") in ("add", "remove", "change") and e.get("status") in STATUSES)
+        if not c.expect(ok, "monitor event has event, seqnum, monotonicUsec and status", e):
+            break
+
+    cam_nodes = set(before.cameras)
+    removes = [e for e in cam if e.get("event") == "remove"]
+    adds = [e for e in cam if e.get("event") == "add"]
+    c.equal(sorted(e.get("devnode") for e in removes), sorted(cam_nodes),
+            "rmmod vivid: one camera remove event per capture node")
+    c.equal(sorted(e.get("devnode") for e in adds), sorted(after.cameras),
+            "modprobe vivid: one camera add event per capture node")
+    c.equal(sorted(e.get("devnode") for e in cam if e.get("devnode") not in cam_nodes | set(after.cameras)),
+            [], "no camera event for output/metadata/touch/vbi/radio nodes")
+    before_status = c.command_json("before-status", "[before] status --json")
+    before_cam = perm_entry(c, before_status, "camera", "[before] status")
+    before_ids = sorted(d.get("id") for d in (before_cam or {}).get("devices", []))
+    c.equal(sorted(e.get("id") for e in removes), before_ids, "remove events carry the cameras' ids")
+    c.equal(sorted(e.get("id") for e in adds), before_ids, "add events carry the same (stable) ids")
+    if removes:
+        c.equal(removes[-1].get("status"), "unavailable", "status after the last camera remove event")
+    check_status(c, "after-rmmod-vivid", {"camera": "unavailable", "microphone": "authorized"})
+    if adds:
+        c.equal(adds[-1].get("status"), "authorized", "status after the last camera add event")
+    check_status(c, "after-modprobe-vivid", {"camera": "authorized", "microphone": "authorized"})
+
+    loop = {m["capture"] for (card, _d), m in before.microphones.items() if card == 1}
+    mrem = [e for e in mic if e.get("event") == "remove"]
+    madd = [e for e in mic if e.get("event") == "add"]
+    c.equal(sorted(e.get("devnode") for e in mrem), sorted(loop),
+            "rmmod snd-aloop: one microphone remove event per Loopback capture PCM")
+    c.equal(sorted(e.get("devnode") for e in madd), sorted(loop),
+            "modprobe snd-aloop: one microphone add event per Loopback capture PCM")
+    if mrem:
+        c.equal(mrem[-1].get("status"), "authorized", "microphone stays authorized (Dummy remains)")
+    check_status(c, "after-rmmod-aloop", {"microphone": "authorized"})
+    check_status(c, "after-modprobe-aloop", {"camera": "authorized", "microphone": "authorized"})
+
+    # Delay from the kernel uevent (udevadm's receipt, CLOCK_MONOTONIC) to the
+    # line devaccess printed, matched by SEQNUM; udevd's own rule processing
+    # (KERNEL -> UDEV) is measured alongside for scale.
+    uevents = parse_uevents(c.text("uevents.txt"))
+    delays, udev_delays, unmatched = [], [], []
+    for e in cam + mic:
+        u = uevents.get(e.get("seqnum"))
+        if not u or "KERNEL" not in u or not isinstance(e.get("monotonicUsec"), int):
+            unmatched.append(e.get("seqnum"))
+            continue
+        delays.append(e["monotonicUsec"] / 1000.0 - u["KERNEL"] * 1000.0)
+        if "UDEV" in u:
+            udev_delays.append((u["UDEV"] - u["KERNEL"]) * 1000.0)
+    c.equal(unmatched, [], "every camera/microphone event matches a kernel uevent by SEQNUM")
+    if delays:
+        c.expect(min(delays) >= 0, "events are printed after their kernel uevent (same clock)",
+                 f"min delay {min(delays):.1f} ms")
+        c.expect(max(delays) < 10000, "every event is printed within 10 s of its uevent (TCG)",
+                 f"max delay {max(delays):.1f} ms")
+        c.timing["uevent_to_event_ms"] = summary(delays)
+    if udev_delays:
+        c.timing["uevent_to_udev_ms"] = summary(udev_delays)
+
+
+def summary(values):
+    values = sorted(values)
+    return {"n": len(values), "min": round(values[0], 1),
+            "median": round(statistics.median(values), 1), "max": round(values[-1], 1)}
+
+
+SCENARIOS = {"single": check_single, "access": check_access, "hotplug": check_hotplug}
+
+
+def read_timing(c):
+    """Boot and run times from the console log (host seconds since qemu start)."""
+    log = ""
+    try:
+        with open(os.path.join(c.results, "console.log"), encoding="utf-8", errors="replace") as f:
+            log = f.read()
+    except FileNotFoundError:
+        pass
+    for key, marker in (("boot_s", "VM-READY"), ("udev_ready_s", "udevd ready"), ("done_s", "VM-DONE")):
+        m = re.search(r"^(\d+\.\d+) .*" + re.escape(marker), log, re.M)
+        if m:
+            c.timing[key] = float(m.group(1))
+    try:
+        with open(os.path.join(c.results, "wall-seconds")) as f:
+            c.timing["wall_s"] = float(f.read())
+    except (FileNotFoundError, ValueError):
+        pass
+    return log
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in SCENARIOS:
+        print(f"usage: check.py {{{'|'.join(SCENARIOS)}}} RESULTS_DIR", file=sys.stderr)
+        return 64
+    c = Check(sys.argv[1], sys.argv[2])
+    log = read_timing(c)
+    exit_code = c.text("exit-code")
+    finished = c.expect(exit_code is not None, "the VM ran the scenario to the end",
+                        "no exit code recorded; console tail: "
+                        + " | ".join(log.strip().splitlines()[-5:]))
+    if finished:
+        c.equal(exit_code.strip(), "0", "the guest scenario script exited 0")
+        SCENARIOS[c.scenario](c)
+    t = c.timing
+    timing = (f"{c.scenario}: boot {t.get('boot_s', '?')} s, udevd ready {t.get('udev_ready_s', '?')} s, "
+              f"whole VM {t.get('wall_s', '?')} s")
+    if "uevent_to_event_ms" in t:
+        timing += f"; uevent->devaccess event ms {t['uevent_to_event_ms']}"
+    if "uevent_to_udev_ms" in t:
+        timing += f"; uevent->udevd done ms {t['uevent_to_udev_ms']}"
+    print(f"  {c.scenario}: {c.passed} passed, {c.failed} failed")
+    with open(os.path.join(c.results, "check.json"), "w") as f:
+        json.dump({"passed": c.passed, "failed": c.failed, "timing": timing, "raw": t}, f, indent=1)
+    return 0 if c.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+# shellcheck shell=bash
+# Helpers for guest-side scenario scripts (sourced by guest-main.sh).
+# Scenario scripts only record facts into $OUT; the host asserts on them, so a
+# failed expectation is reported with its scenario name on the host.
+
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+
+log() { printf '[%8s] %s: %s\n' "$(uptime_s)" "$VM_SCENARIO" "$*"; }
+
+vm_finish() {
+  local rc=$1
+  trap - EXIT
+  jobs -p | xargs -r kill 2>/dev/null || true
+  uptime_s >"$OUT/end-uptime"
+  printf '%s\n' "$rc" >"$OUT/exit-code"
+  sync
+  echo "VM-DONE rc=$rc"
+  echo o >/proc/sysrq-trigger
+  # Busy-wait: a sleeping PID 1 can panic when the 9p root goes away.
+  while :; do :; done
+}
+
+# rec NAME CMD... : run CMD, keep its stdout, stderr and exit code as
+# $OUT/NAME.{out,err,rc}. Never fails, so one broken step still lets the
+# others report.
+rec() {
+  local name=$1 rc=0
+  shift
+  "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" </dev/null || rc=$?
+  printf '%s\n' "$rc" >"$OUT/$name.rc"
+  return 0
+}
+
+# The devaccess binary under test (path from the host's --bin).
+da() { "$VM_BIN" "$@"; }
+
+have_devaccess() { [[ -x $VM_BIN ]]; }
+
+settle() { udevadm settle --timeout=60; }
+
+# Kernel-side inventory, independent of devaccess: what sysfs, udev and the
+# drivers say. The host compares devaccess's answers with it.
+record_inventory() {
+  local p=$1 d n
+  rec "$p-udevdb" udevadm info --export-db
+  {
+    for d in /sys/class/video4linux/*; do
+      [[ -e $d ]] || continue
+      n=${d##*/}
+      printf '%s\t%s\t%s\n' "/dev/$n" "$(cat "$d/name")" "$(cat "$d/index" 2>/dev/null || echo -)"
+    done
+  } >"$OUT/$p-v4l-nodes.tsv"
+  {
+    for d in /dev/video*; do
+      [[ -e $d ]] || continue
+      printf '### %s\n' "$d"
+      v4l2-ctl -d "$d" --info 2>&1 || true
+    done
+  } >"$OUT/$p-v4l2-info.txt"
+  cp /proc/asound/pcm "$OUT/$p-pcm.out"
+  rec "$p-nodes" stat -c '%n %F %U %G %a %t:%T' /dev/video* /dev/snd/*
+  rec "$p-getfacl" getfacl -p /dev/video* /dev/snd/pcm* /dev/snd/control*
+}
+
+# devaccess's view: status/devices as JSON and check's exit code, for one user
+# ("" = the invoking user, root).
+record_devaccess() {
+  local p=$1 user=${2:-} perm
+  local -a as=()
+  [[ -n $user ]] && as=(--user "$user")
+  rec "$p-status" da status "${as[@]}" --json
+  rec "$p-devices" da devices --json
+  for perm in camera microphone location; do
+    rec "$p-check-$perm" da check "$perm" "${as[@]}"
+  done
+}
+
+# The kernel's own verdict: really open each NODE as USER, with that user's
+# groups as a login would have them, for read, write and read-write (see
+# probe-opens.sh). Appends TSV lines to $OUT/PREFIX-opens.tsv.
+probe_opens() {
+  local user=$1 p=$2
+  shift 2
+  timeout 60 setpriv --reuid="$user" --regid="$user" --init-groups -- \
+    bash "$VM_TREE/Tests/VM/lib/probe-opens.sh" "$@" >>"$OUT/$p-opens.tsv" 2>>"$OUT/$p-opens.err" \
+    || log "probe-opens as $user failed (exit $?)"
+}
+
+# Capture nodes by the kernel's naming (vivid names its capture node
+# vivid-NNN-vid-cap), and ALSA capture PCM + control nodes.
+camera_nodes() {
+  local d
+  for d in /sys/class/video4linux/video*; do
+    [[ -e $d ]] || continue
+    [[ $(cat "$d/name") == *-vid-cap ]] && printf '/dev/%s\n' "${d##*/}"
+  done
+  return 0
+}
+microphone_nodes() { ls /dev/snd/pcmC*D*c /dev/snd/controlC* 2>/dev/null || true; }
+
+# The drivers every scenario uses: vivid with the given parameters, snd-dummy
+# and snd-aloop at fixed card indexes so node names are predictable.
+load_drivers() {
+  modprobe vivid "$@"
+  modprobe snd-dummy index=0
+  modprobe snd-aloop index=1
+  settle
+}
+
+# An unprivileged login user with its own group, like a desktop user before
+# anyone grants anything. Its uid is recorded for the host.
+make_user() {
+  useradd --no-create-home --user-group --shell /bin/sh "$1"
+  id -u "$1" >"$OUT/uid-$1"
+}
+
+# wait_quiet FILE: wait until FILE stops growing for 2 s (at most 30 s), so
+# the events a step caused have all been printed before the next step.
+wait_quiet() {
+  local file=$1 last=-1 size stable=0 i
+  for ((i = 0; i < 60; i++)); do
+    size=$(stat -c %s "$file" 2>/dev/null || echo 0)
+    if [[ $size == "$last" ]]; then
+      ((++stable >= 4)) && return 0
+    else
+      stable=0
+      last=$size
+    fi
+    sleep 0.5
+  done
+}
+
+# wait_for_socket PID: wait until PID holds a socket (its udev monitor), at
+# most 20 s, so no event is missed for a monitor that is still starting.
+wait_for_socket() {
+  local pid=$1 i
+  for ((i = 0; i < 80; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    if find "/proc/$pid/fd" -lname 'socket:*' 2>/dev/null | grep -q .; then
+      return 0
+    fi
+    sleep 0.25
+  done
+  return 1
+}
+
+# mark NAME: note when a step starts (CLOCK_MONOTONIC-ish guest uptime, s).
+mark() { printf '%s\t%s\n' "$1" "$(uptime_s)" >>"$OUT/marks.tsv"; log "$1"; }

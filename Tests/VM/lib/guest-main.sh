@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs inside the VM as PID 1 (after the initramfs switch_roots into the host's
+# root): starts udevd with the project's rules, runs one scenario script, and
+# leaves its results in /run/vm/out (the host's read-write share).
+set -euo pipefail
+
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root LC_ALL=C.UTF-8 TERM=dumb
+: "${VM_TREE:?config.sh must set VM_TREE}" "${VM_SCENARIO:?}" "${VM_BIN:?}"
+OUT=/run/vm/out
+mkdir -p "$OUT"
+
+# shellcheck source=Tests/VM/lib/guest-lib.sh
+. "$VM_TREE/Tests/VM/lib/guest-lib.sh"
+trap 'vm_finish $?' EXIT
+
+uptime_s >"$OUT/boot-uptime"
+echo "VM-READY uptime=$(cat "$OUT/boot-uptime")"
+hostname devaccess-vm
+
+# The project's rules, exactly as shipped, on top of the host's stock rules.
+mkdir -p /etc/udev/rules.d
+cp "$VM_TREE"/udev-rules/*.rules /etc/udev/rules.d/ 2>/dev/null || true
+ls /etc/udev/rules.d >"$OUT/rules-installed.txt"
+
+/lib/systemd/systemd-udevd --daemon
+udevadm trigger --action=add
+udevadm settle --timeout=60
+uptime_s >"$OUT/udev-ready-uptime"
+log "udevd ready"
+
+scenario=$VM_TREE/Tests/VM/scenarios/$VM_SCENARIO.sh
+[[ -f $scenario ]] || { log "no scenario file $scenario"; exit 70; }
+# shellcheck source=/dev/null
+. "$scenario"

@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# vivid with two instances (the second multi-planar), snd-dummy and snd-aloop:
+# classification of two cameras, then one unprivileged user through four
+# access states, each compared with real open()s of the nodes as that user:
+#   A  nodes as udev leaves them (root:video / root:audio 0660)  -> notDetermined
+#   B  user in groups video and audio                            -> authorized
+#   C  out of the groups, ACL u:vmuser:rw on the first camera and
+#      on card 0's capture PCM + control                         -> limited
+#   D  ACL on every camera node                                   -> camera authorized
+# Checked by check_access in Tests/VM/lib/check.py.
+load_drivers n_devs=2 multiplanar=1,2
+record_inventory inv
+make_user vmuser
+mapfile -t cams < <(camera_nodes)
+mapfile -t mics < <(microphone_nodes)
+
+step() {
+  rec "$1-getfacl" getfacl -p "${cams[@]}" "${mics[@]}"
+  rec "$1-groups" id vmuser
+  record_devaccess "$1" vmuser
+  probe_opens vmuser "$1" "${cams[@]}" "${mics[@]}"
+}
+
+mark A
+step A
+
+mark B
+usermod -a -G video,audio vmuser
+step B
+
+mark C
+gpasswd -d vmuser video >/dev/null
+gpasswd -d vmuser audio >/dev/null
+setfacl -m u:vmuser:rw "${cams[0]}" /dev/snd/pcmC0D0c /dev/snd/controlC0
+step C
+
+mark D
+for c in "${cams[@]}"; do setfacl -m u:vmuser:rw "$c"; done
+step D
+mark finished
