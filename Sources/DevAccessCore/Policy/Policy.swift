@@ -1,0 +1,141 @@
+/// What policy says happens when a subject asks for a permission.
+public enum PolicyAction: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Granted without asking.
+    case allow
+    /// Forbidden: the status is `restricted` and no request can change it.
+    case deny
+    /// The requesting user confirms at their own terminal.
+    case ask
+    /// The requesting user proves presence with their password (PAM).
+    case authSelf = "auth_self"
+    /// Queued until an administrator approves.
+    case authAdmin = "auth_admin"
+
+    public var description: String { rawValue }
+}
+
+/// Where a setting came from, for error messages and reasons: `file:line`.
+public struct PolicyOrigin: Sendable, Hashable, CustomStringConvertible {
+    public var file: String
+    public var line: Int
+    public init(file: String, line: Int) {
+        self.file = file
+        self.line = line
+    }
+    public var description: String { "\(file):\(line)" }
+}
+
+/// The per-permission default: `[camera]` `Default=ask` `MaxDuration=8h` `Keep=15m`.
+public struct PermissionPolicy: Sendable, Hashable {
+    public var action: PolicyAction
+    /// Longest grant policy allows; nil = no limit (`always` allowed).
+    public var maxDurationSeconds: Int64?
+    /// How long an answer to ask/auth_self/auth_admin is kept when the request names no scope.
+    public var keepSeconds: Int64?
+    public var origin: PolicyOrigin?
+
+    public init(action: PolicyAction, maxDurationSeconds: Int64? = nil, keepSeconds: Int64? = nil,
+                origin: PolicyOrigin? = nil) {
+        self.action = action
+        self.maxDurationSeconds = maxDurationSeconds
+        self.keepSeconds = keepSeconds
+        self.origin = origin
+    }
+
+    /// Used for a permission the configuration does not mention.
+    public static let builtIn = PermissionPolicy(action: .ask)
+}
+
+/// A `[Rule]` section: who it is for, and what happens.
+public struct PolicyRule: Sendable, Hashable {
+    /// Empty = every permission.
+    public var permissions: Set<Permission>
+    /// User names or decimal uids; empty = any user. Any one matching is enough.
+    public var users: [String]
+    /// Group names or decimal gids; empty = any.
+    public var groups: [String]
+    /// Canonical executable paths; empty = any program (and requests with no program).
+    public var programs: [String]
+    public var action: PolicyAction
+    public var maxDurationSeconds: Int64?
+    public var keepSeconds: Int64?
+    public var origin: PolicyOrigin
+
+    public init(permissions: Set<Permission> = [], users: [String] = [], groups: [String] = [],
+                programs: [String] = [], action: PolicyAction, maxDurationSeconds: Int64? = nil,
+                keepSeconds: Int64? = nil, origin: PolicyOrigin) {
+        self.permissions = permissions
+        self.users = users
+        self.groups = groups
+        self.programs = programs
+        self.action = action
+        self.maxDurationSeconds = maxDurationSeconds
+        self.keepSeconds = keepSeconds
+        self.origin = origin
+    }
+
+    /// Every criterion present must match (AND); within one, any value matches (OR).
+    public func matches(_ permission: Permission, user: UserIdentity, program: String?) -> Bool {
+        if !permissions.isEmpty && !permissions.contains(permission) { return false }
+        if !users.isEmpty && !users.contains(where: { $0 == user.name || $0 == String(user.uid) }) { return false }
+        if !groups.isEmpty && !groups.contains(where: { wanted in
+            user.groups.contains { $0.name == wanted || String($0.gid) == wanted }
+        }) { return false }
+        if !programs.isEmpty {
+            guard let program, programs.contains(program) else { return false }
+        }
+        return true
+    }
+}
+
+/// The decision policy gives for one subject and permission, and why.
+public struct PolicyDecision: Sendable, Hashable {
+    public var action: PolicyAction
+    public var maxDurationSeconds: Int64?
+    public var keepSeconds: Int64?
+    /// nil when no file said anything (the built-in default).
+    public var origin: PolicyOrigin?
+
+    /// The sentence for status reasons.
+    public func explanation(_ permission: Permission, user: UserIdentity) -> String {
+        let place = origin.map { " (\($0))" } ?? " (built-in default)"
+        switch action {
+        case .deny: return "policy forbids \(permission.rawValue) for \(user.name)\(place)"
+        case .allow: return "policy allows \(permission.rawValue) for \(user.name) without asking\(place)"
+        case .ask: return "policy: \(user.name) is asked to confirm\(place)"
+        case .authSelf: return "policy: \(user.name) must enter their password\(place)"
+        case .authAdmin: return "policy: an administrator must approve\(place)"
+        }
+    }
+}
+
+/// Defaults per permission plus rules; the last matching rule wins, so drop-ins
+/// (read after the main file, in name order) override it, as in systemd.
+public struct Policy: Sendable, Hashable {
+    public var defaults: [Permission: PermissionPolicy]
+    public var rules: [PolicyRule]
+
+    public init(defaults: [Permission: PermissionPolicy] = [:], rules: [PolicyRule] = []) {
+        self.defaults = defaults
+        self.rules = rules
+    }
+
+    public func decision(for permission: Permission, user: UserIdentity, program: String? = nil) -> PolicyDecision {
+        if let rule = rules.last(where: { $0.matches(permission, user: user, program: program) }) {
+            let fallback = defaults[permission]
+            return PolicyDecision(action: rule.action,
+                                  maxDurationSeconds: rule.maxDurationSeconds ?? fallback?.maxDurationSeconds,
+                                  keepSeconds: rule.keepSeconds ?? fallback?.keepSeconds, origin: rule.origin)
+        }
+        let base = defaults[permission] ?? .builtIn
+        return PolicyDecision(action: base.action, maxDurationSeconds: base.maxDurationSeconds,
+                              keepSeconds: base.keepSeconds, origin: base.origin)
+    }
+
+    /// The status input: a `deny` decision makes the permission `restricted`.
+    public func restriction(for permission: Permission, user: UserIdentity, program: String? = nil) -> Reason? {
+        let decision = decision(for: permission, user: user, program: program)
+        guard decision.action == .deny else { return nil }
+        return Reason(.policy, decision.explanation(permission, user: user))
+    }
+}
