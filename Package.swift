@@ -15,14 +15,15 @@ let package = Package(
         .systemLibrary(name: "CAcl", pkgConfig: "libacl", providers: [.apt(["libacl1-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CPam", providers: [.apt(["libpam0g-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Header-only: kernel and libc helpers Swift cannot import directly (macros).
         .systemLibrary(name: "CLinux"),
 
         // The model: permissions, statuses, reasons, access evaluation. Pure, no I/O.
         .target(name: "DevAccessCore"),
-        // Thin typed layer over libc and libacl: errno, stat, users, groups, ACLs.
-        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux"]),
+        // Thin typed layer over libc, libacl and PAM: errno, stat, users, groups, ACLs, passwords.
+        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux", "CPam"]),
         // Authority adapters: camera (udev + V4L2), microphone (ALSA), location (gpsd).
         .target(name: "DevAccessHardware",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "CUdev", "CV4L2", "CAlsa", "CLinux"]),

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+import DevAccessSystem
+import DevAccessTestSupport
+
+/// PAM with a real user and a real password (pam_unix through the `devaccess`
+/// service file the project ships).
+@Suite(.serialized, .enabled(if: isRoot, "needs root: creates a user with a password and a PAM service file"))
+struct PasswordCheckTests {
+    let user: TestUser
+    /// A throwaway service name, so a test never depends on (or changes) an installed file.
+    let service = "devaccess-test-\(getpid())"
+
+    init() throws {
+        user = try TestUser("pam")
+        let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../config/pam.d/devaccess").standardized.path
+        try TestProcess.shell("cp '\(shipped)' /etc/pam.d/\(service)")
+        let set = try TestProcess.shell("echo '\(user.name):correct horse 42' | chpasswd")
+        #expect(set.status == 0, "chpasswd: \(set.stderr)")
+    }
+
+    @Test func rightPasswordPassesWrongOneIsRejected() throws {
+        defer { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(service)") }
+        try PasswordCheck.verify(user: user.name, password: "correct horse 42", service: service)
+        do {
+            try PasswordCheck.verify(user: user.name, password: "wrong", service: service)
+            Issue.record("a wrong password was accepted")
+        } catch {
+            #expect(error.isRejection, "\(error)")
+            #expect(error.stage == "authenticate")
+        }
+    }
+
+    @Test func lockedAccountIsRejected() throws {
+        defer { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(service)") }
+        try TestProcess.shell("usermod -L \(user.name)")
+        #expect(throws: PasswordCheck.Failure.self) {
+            try PasswordCheck.verify(user: user.name, password: "correct horse 42", service: service)
+        }
+    }
+}
