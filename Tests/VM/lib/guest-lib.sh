@@ -51,7 +51,8 @@ record_inventory() {
     done
   } >"$OUT/$p-v4l-nodes.tsv"
   {
-    for d in /dev/video*; do
+    # Only capture nodes: v4l2-ctl costs about a second per node under TCG.
+    for d in $(camera_nodes); do
       [[ -e $d ]] || continue
       printf '### %s\n' "$d"
       v4l2-ctl -d "$d" --info 2>&1 || true
@@ -62,17 +63,24 @@ record_inventory() {
   rec "$p-getfacl" getfacl -p /dev/video* /dev/snd/pcm* /dev/snd/control*
 }
 
-# devaccess's view: status/devices as JSON and check's exit code, for one user
-# ("" = the invoking user, root).
-record_devaccess() {
-  local p=$1 user=${2:-} perm
-  local -a as=()
+# devaccess's view for one user ("" = the invoking user, root): status --json
+# and check's exit code for each PERMISSION (default: all three).
+record_status() {
+  local p=$1 user=$2 perm
+  shift 2
+  local -a as=() perms=("$@")
+  ((${#perms[@]})) || perms=(camera microphone location)
   [[ -n $user ]] && as=(--user "$user")
   rec "$p-status" da status "${as[@]}" --json
-  rec "$p-devices" da devices --json
-  for perm in camera microphone location; do
+  for perm in "${perms[@]}"; do
     rec "$p-check-$perm" da check "$perm" "${as[@]}"
   done
+}
+
+# status for all permissions plus the devices inventory.
+record_devaccess() {
+  record_status "$1" "${2:-}"
+  rec "$1-devices" da devices --json
 }
 
 # The kernel's own verdict: really open each NODE as USER, with that user's

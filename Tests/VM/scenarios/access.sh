@@ -17,11 +17,12 @@ mapfile -t mics < <(microphone_nodes)
 step() {
   rec "$1-getfacl" getfacl -p "${cams[@]}" "${mics[@]}"
   rec "$1-groups" id vmuser
-  record_devaccess "$1" vmuser
+  record_status "$1" vmuser camera microphone
   probe_opens vmuser "$1" "${cams[@]}" "${mics[@]}"
 }
 
 mark A
+rec A-devices da devices --json
 step A
 
 mark B

@@ -26,26 +26,26 @@ mark rmmod-vivid
 rmmod vivid
 settle
 wait_quiet "$OUT/monitor.jsonl"
-record_devaccess after-rmmod-vivid
+record_status after-rmmod-vivid "" camera microphone
 
 mark modprobe-vivid
 modprobe vivid n_devs=2
 settle
 wait_quiet "$OUT/monitor.jsonl"
 record_inventory after-modprobe-vivid
-record_devaccess after-modprobe-vivid
+record_status after-modprobe-vivid "" camera microphone
 
 mark rmmod-aloop
 rmmod snd-aloop
 settle
 wait_quiet "$OUT/monitor.jsonl"
-record_devaccess after-rmmod-aloop
+record_status after-rmmod-aloop "" camera microphone
 
 mark modprobe-aloop
 modprobe snd-aloop index=1
 settle
 wait_quiet "$OUT/monitor.jsonl"
-record_devaccess after-modprobe-aloop
+record_status after-modprobe-aloop "" camera microphone
 mark finished
 
 # The monitor must still be running after all that.
