@@ -1,0 +1,83 @@
+import Foundation
+import DevAccessCore
+import DevAccessLedger
+
+/// The standing user-wide decisions of the ledger, and which one applies to a device.
+///
+/// Rule: the newest active decision whose device matches wins (a grant without a device
+/// covers every device of the permission). So `deny camera` after `grant camera --device X`
+/// denies X too, and a later `grant --device X` lets X in again while the rest stays denied.
+/// Program grants (for `devaccess run`) and `once` grants are enforced through the run's
+/// group, not user ACL entries, so they are left out here.
+public struct Decisions: Sendable {
+    /// Newest first (created, then id).
+    public let grants: [Grant]
+
+    public init(active grants: [Grant]) {
+        self.grants = grants
+            .filter { $0.program == nil && $0.scope != .once }
+            .sorted { ($0.created, $0.id) > ($1.created, $1.id) }
+    }
+
+    public static let empty = Decisions(active: [])
+
+    /// The decision that applies to `uid` on device `deviceID` of `permission`, if any.
+    public func decision(uid: UInt32, permission: Permission, deviceID: String) -> Grant? {
+        grants.first { $0.subject.uid == uid && $0.permission == permission && ($0.deviceID == nil || $0.deviceID == deviceID) }
+    }
+
+    /// Every user with a standing decision about `permission` (or any permission).
+    public func subjects(permission: Permission? = nil) -> Set<UInt32> {
+        Set(grants.filter { permission == nil || $0.permission == permission }.map(\.subject.uid))
+    }
+
+    public func grants(uid: UInt32, permission: Permission) -> [Grant] {
+        grants.filter { $0.subject.uid == uid && $0.permission == permission }
+    }
+
+    /// What the ledger says for `user` about the devices in `report`, for `StatusEvaluator`:
+    /// a denial when no device is allowed and at least one is denied; the allowed devices;
+    /// and one `.ledger` reason per decision that stands.
+    public func inputs(uid: UInt32, userName: String, report: AdapterReport) -> (DecisionInputs, [Reason]) {
+        let standing = grants(uid: uid, permission: report.permission)
+        guard !standing.isEmpty else { return (.none, []) }
+        let effective = report.devices.map { decision(uid: uid, permission: report.permission, deviceID: $0.id) }
+        let allowed = effective.compactMap { $0 }.filter { $0.decision == .allow }
+        let denied = effective.compactMap { $0 }.filter { $0.decision == .deny }
+        var inputs = DecisionInputs()
+        var seen = Set<String?>()
+        inputs.ledgerAllows = allowed.map(\.deviceID).filter { seen.insert($0).inserted }
+        if allowed.isEmpty, let newest = denied.first ?? standing.first(where: { $0.decision == .deny && $0.deviceID == nil }) {
+            inputs.ledgerDenial = Reason(.ledger, "\(userName) is denied \(report.permission.rawValue): "
+                + Self.describe(newest))
+        }
+        let presentIDs = Set(report.devices.map(\.id))
+        let effectiveIDs = Set(effective.compactMap { $0?.id })
+        var reasons: [Reason] = []
+        for grant in standing {
+            var text = "grant \(grant.id) \(grant.decision == .allow ? "allows" : "denies") \(userName) "
+                + "\(report.permission.rawValue) on " + (grant.deviceID.map { "device \($0)" } ?? "every device")
+                + " (" + Self.terms(grant) + ")"
+            if let device = grant.deviceID, !presentIDs.contains(device) {
+                text += "; that device is not present now"
+            } else if !effectiveIDs.contains(grant.id) && !report.devices.isEmpty {
+                text += "; a newer decision overrides it"
+            }
+            reasons.append(Reason(.ledger, text))
+        }
+        return (inputs, reasons)
+    }
+
+    /// "grant 7 (deny, always; decided by root (0) via admin on 2026-11-29T10:00:00Z)".
+    public static func describe(_ grant: Grant) -> String {
+        "grant \(grant.id) (\(grant.decision.rawValue), \(terms(grant)))"
+    }
+
+    /// "until 2026-12-01T00:00:00Z; decided by root (0) via admin on ...", plus the reason.
+    public static func terms(_ grant: Grant) -> String {
+        var text = grant.scope == .always ? "always" : grant.expires.map { "until \(ISOTime.format($0))" } ?? grant.scope.rawValue
+        text += "; decided by \(grant.decidedBy) via \(grant.method.rawValue) on \(ISOTime.format(grant.created))"
+        if !grant.reason.isEmpty { text += ": \(grant.reason)" }
+        return text
+    }
+}

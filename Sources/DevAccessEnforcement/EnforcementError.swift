@@ -1,0 +1,27 @@
+import DevAccessCore
+import DevAccessLedger
+
+/// Why an engine operation did not run. Nothing was written when one of these is thrown
+/// before the ledger changed (unknown device); ledger failures carry the ledger's own case.
+public enum EnforcementError: Error, Sendable, Hashable, CustomStringConvertible {
+    case ledger(LedgerError)
+    /// `--device ID` names no device of the permission that exists now.
+    case unknownDevice(id: String, permission: Permission, known: [String], unavailable: String?)
+
+    public var description: String {
+        switch self {
+        case .ledger(let error):
+            return error.description
+        case .unknownDevice(let id, let permission, let known, let unavailable):
+            var text = "no \(permission.rawValue) device with id '\(id)'"
+            if !known.isEmpty {
+                text += "; devices now: " + known.joined(separator: ", ")
+            } else if let unavailable {
+                text += " (\(unavailable))"
+            } else {
+                text += " (no \(permission.rawValue) device is present)"
+            }
+            return text + "; see 'devaccess devices'"
+        }
+    }
+}

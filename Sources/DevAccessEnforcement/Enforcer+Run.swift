@@ -1,0 +1,277 @@
+import Foundation
+import Glibc
+import DevAccessCore
+import DevAccessLedger
+import DevAccessSystem
+
+extension Enforcer {
+    /// One engine pass for the users in `scope` (nil = everyone): end expired grants (of
+    /// everyone), make the nodes agree with the ledger, then look for drift on the nodes as
+    /// they are afterwards.
+    func run(scope: Set<UInt32>?) throws(LedgerError) -> EnforcementReport {
+        var report = EnforcementReport()
+        let due = try ledger.expiredUnrevoked(now: clock())
+        if !due.isEmpty {
+            report.expired = try ledger.markExpired(due.map(\.id), by: actor, at: clock())
+        }
+        var uids = scope
+        if var widened = uids {
+            // Users whose grants just ended get their entries removed in this same pass.
+            widened.formUnion(report.expired.map(\.subject.uid))
+            uids = widened
+        }
+        let decisions = Decisions(active: try ledger.grants(now: clock()))
+        let records = try ledger.aclEntries().filter { record in
+            // Group entries belong to `devaccess run`; user entries outside the scope wait their turn.
+            guard case .user(let uid) = record.qualifier else { return false }
+            return uids?.contains(uid) ?? true
+        }
+        let reports = nodePermissions.map { devices.report(for: $0) }
+        var pass = ApplyPass(enforcer: self, decisions: decisions, reports: reports, report: report)
+        try pass.apply(records: records, uids: uids)
+        report = pass.report
+
+        let fresh = nodePermissions.map { devices.report(for: $0) }
+        let freshRecords = try ledger.aclEntries()
+        var subjects = DriftAnalyzer.subjects(reports: fresh, decisions: decisions, records: freshRecords)
+        if let uids { subjects.formIntersection(uids) }
+        for uid in subjects.sorted() {
+            let user = identities(uid)
+                ?? UserIdentity(uid: uid, name: String(uid), primaryGID: UInt32.max, groups: [])
+            for permissionReport in fresh {
+                report.drift += DriftAnalyzer.drift(report: permissionReport, user: user, decisions: decisions,
+                                                    records: freshRecords)
+            }
+        }
+        return report
+    }
+}
+
+/// Makes the nodes agree with the decisions, one (node, user) pair at a time.
+///
+/// Order, so that a crash anywhere converges on the next run and devaccess never holds an
+/// entry it has no record of:
+/// - add: record the entry (intent) -> edit the ACL. A crash in between leaves a record
+///   without an entry, which the next pass re-adds (or removes, if the grant ended).
+/// - remove: the grant row was ended first (revoke, expiry, reset) -> edit the ACL ->
+///   drop the record. A crash in between leaves a record without an entry, which the next
+///   pass drops.
+/// An entry on a node without a record is not devaccess's: reported as drift, never changed.
+struct ApplyPass {
+    let enforcer: Enforcer
+    let decisions: Decisions
+    let reports: [AdapterReport]
+    var report: EnforcementReport
+
+    private var ledger: Ledger { enforcer.ledger }
+
+    struct Key: Hashable {
+        var path: String
+        var uid: UInt32
+    }
+
+    mutating func apply(records: [ACLEntryRecord], uids: Set<UInt32>?) throws(LedgerError) {
+        var recorded: [Key: ACLEntryRecord] = [:]
+        for record in records {
+            if case .user(let uid) = record.qualifier { recorded[Key(path: record.nodePath, uid: uid)] = record }
+        }
+        var handled = Set<Key>()
+        for permissionReport in reports {
+            var subjects = decisions.subjects(permission: permissionReport.permission)
+            if let uids { subjects.formIntersection(uids) }
+            for device in permissionReport.devices where device.route == .nodes {
+                for uid in subjects.sorted() {
+                    guard let grant = decisions.decision(uid: uid, permission: permissionReport.permission,
+                                                         deviceID: device.id),
+                          grant.decision == .allow else { continue }
+                    for node in device.nodes {
+                        let key = Key(path: node.path, uid: uid)
+                        // A node shared by two devices (an ALSA control node) is handled once.
+                        guard handled.insert(key).inserted else { continue }
+                        try ensure(node, of: device, permission: permissionReport.permission, grant: grant,
+                                   record: recorded[key])
+                    }
+                }
+            }
+        }
+        for record in records {
+            guard case .user(let uid) = record.qualifier, !handled.contains(Key(path: record.nodePath, uid: uid))
+            else { continue }
+            try retire(record, uid: uid)
+        }
+    }
+
+    // MARK: - Adding
+
+    private mutating func ensure(_ node: DeviceNode, of device: Device, permission: Permission, grant: Grant,
+                                 record: ACLEntryRecord?) throws(LedgerError) {
+        let uid = grant.subject.uid
+        let name = grant.subject.name
+        guard case .present(let facts) = node.state else {
+            if case .unusable(let why) = node.state { try refuseUnusable(node, why: why, device: device, grant: grant) }
+            return
+        }
+        let entry = NodeACL.userEntry(facts, uid: uid)
+        let sufficient = entry.map { $0.effective.isSuperset(of: node.required) } ?? false
+        // Not devaccess's entry: drift reports it; devaccess does not take it over or widen it.
+        if record == nil && entry != nil { return }
+        if let record, sufficient {
+            if record.major != facts.major || record.minor != facts.minor || record.deviceID != device.id {
+                try ledger.recordACLEntryAdded(newEntry(node, facts, device, grant), by: enforcer.actor,
+                                               subject: grant.subject, permission: permission,
+                                               deviceName: device.name, at: enforcer.clock())
+            }
+            return
+        }
+        try ledger.recordACLEntryAdded(newEntry(node, facts, device, grant), by: enforcer.actor, subject: grant.subject,
+                                       permission: permission, deviceName: device.name, at: enforcer.clock())
+        CrashPoint.afterLedgerWrite.hit()
+        let added = Result { () throws(ACLWriter.WriteError) -> Bool in
+            try ACLWriter.addUserEntry(path: node.path, expectedMajor: facts.major, expectedMinor: facts.minor,
+                                       uid: uid, permissions: node.required)
+        }
+        if case .failure(let error) = added {
+            try undoIntent(node.path, uid: uid, grant: grant, permission: permission, device: device, error: error)
+            return
+        }
+        CrashPoint.afterACLEdit.hit()
+        let entryText = ACLEntry(tag: .user(uid), permissions: node.required, qualifierName: name).text
+        report.changes.append(EnforcementChange(
+            action: .aclAdded, nodePath: node.path, uid: uid, userName: name, permission: permission,
+            deviceID: device.id, grantID: grant.id,
+            message: "added \(entryText) on \(node.path) (\(permission.rawValue) \(device.name), grant \(grant.id))"
+                + (record == nil ? "" : "; it was missing (node re-created or an earlier run was interrupted)")))
+    }
+
+    private func newEntry(_ node: DeviceNode, _ facts: NodeFacts, _ device: Device, _ grant: Grant) -> NewACLEntry {
+        NewACLEntry(nodePath: node.path, deviceID: device.id, major: facts.major, minor: facts.minor,
+                    qualifier: .user(grant.subject.uid), permissions: node.required, grantID: grant.id)
+    }
+
+    /// The edit did not happen: drop the record written as intent, and say why.
+    private mutating func undoIntent(_ path: String, uid: UInt32, grant: Grant, permission: Permission, device: Device,
+                                     error: ACLWriter.WriteError) throws(LedgerError) {
+        try ledger.recordACLEntryRemoved(nodePath: path, qualifier: .user(uid), by: enforcer.actor,
+                                         subject: grant.subject, permission: permission, deviceName: device.name,
+                                         at: enforcer.clock())
+        switch error {
+        case .vanished:
+            report.notes.append("\(path) went away before its ACL entry could be added; it is added when the node returns")
+        case .notCharacterDevice, .wrongDevice:
+            try problem(.refused, path: path, uid: uid, name: grant.subject.name, permission: permission,
+                        deviceID: device.id, "not applied for grant \(grant.id): \(error.description)")
+        case .failed:
+            try problem(.failed, path: path, uid: uid, name: grant.subject.name, permission: permission,
+                        deviceID: device.id, "not applied for grant \(grant.id): \(error.description)")
+        }
+    }
+
+    private mutating func refuseUnusable(_ node: DeviceNode, why: String, device: Device, grant: Grant) throws(LedgerError) {
+        var info = stat()
+        if lstat(node.path, &info) != 0 && errno == ENOENT {
+            report.notes.append("\(node.path) of \(device.id) is gone; its entry for \(grant.subject.name) is added when it returns")
+            return
+        }
+        try problem(.refused, path: node.path, uid: grant.subject.uid, name: grant.subject.name,
+                    permission: device.permission, deviceID: device.id,
+                    "not applied for grant \(grant.id): \(why)")
+    }
+
+    // MARK: - Removing
+
+    /// A record no standing grant explains on a present node: remove the entry, then the record.
+    private mutating func retire(_ record: ACLEntryRecord, uid: UInt32) throws(LedgerError) {
+        let name = enforcer.identities(uid)?.name ?? String(uid)
+        let subject = Principal(uid: uid, name: name)
+        let permission = try permissionOf(record)
+        let present = reports.flatMap(\.devices)
+        if let permission,
+           decisions.decision(uid: uid, permission: permission, deviceID: record.deviceID)?.decision == .allow,
+           !present.contains(where: { $0.id == record.deviceID }),
+           !present.contains(where: { $0.nodes.contains { $0.path == record.nodePath } }) {
+            report.notes.append("kept the record of \(name)'s entry on \(record.nodePath): its grant stands and "
+                + "\(record.deviceID) is not present now")
+            return
+        }
+        let entryText = ACLEntry(tag: .user(uid), permissions: record.permissions, qualifierName: name).text
+        func change(_ action: EnforcementChange.Action, _ message: String) {
+            report.changes.append(EnforcementChange(action: action, nodePath: record.nodePath, uid: uid, userName: name,
+                                                    permission: permission, deviceID: record.deviceID,
+                                                    grantID: record.grantID, message: message))
+        }
+        CrashPoint.afterLedgerWrite.hit()
+        let outcome = Result { () throws(ACLWriter.WriteError) -> Bool in
+            try ACLWriter.removeUserEntry(path: record.nodePath, expectedMajor: record.major,
+                                          expectedMinor: record.minor, uid: uid)
+        }
+        switch outcome {
+        case .success(let removed):
+            CrashPoint.afterACLEdit.hit()
+            try forget(record, subject: subject, permission: permission)
+            change(removed ? .aclRemoved : .recordDropped, removed
+                   ? "removed \(entryText) from \(record.nodePath) (no grant stands for it)"
+                   : "dropped the record of \(entryText) on \(record.nodePath): the entry was already gone")
+        case .failure(.vanished):
+            try forget(record, subject: subject, permission: permission)
+            change(.recordDropped, "dropped the record of \(entryText) on \(record.nodePath): the node is gone, "
+                   + "and the entry with it")
+        case .failure(let error) where error.isWrongDevice:
+            try forget(record, subject: subject, permission: permission)
+            change(.recordDropped, "dropped the record of \(entryText) on \(record.nodePath): \(error.description); "
+                   + "the entry went with the old node")
+        case .failure(let error) where error.isNotCharacterDevice:
+            // Whatever stands there now is not the node devaccess edited: never touch it.
+            try forget(record, subject: subject, permission: permission)
+            try problem(.refused, path: record.nodePath, uid: uid, name: name, permission: permission,
+                        deviceID: record.deviceID, "left untouched: \(error.description)")
+        case .failure(let error):
+            // The entry may still be there: keep the record so the next run tries again.
+            try problem(.failed, path: record.nodePath, uid: uid, name: name, permission: permission,
+                        deviceID: record.deviceID, "could not remove \(entryText): \(error.description)")
+        }
+    }
+
+    private func forget(_ record: ACLEntryRecord, subject: Principal, permission: Permission?) throws(LedgerError) {
+        try ledger.recordACLEntryRemoved(nodePath: record.nodePath, qualifier: record.qualifier, by: enforcer.actor,
+                                         subject: subject, permission: permission, at: enforcer.clock())
+    }
+
+    /// The permission a record serves: from its grant (standing or ended), else from the
+    /// device it names, when that device is present.
+    private func permissionOf(_ record: ACLEntryRecord) throws(LedgerError) -> Permission? {
+        if let id = record.grantID {
+            if let grant = decisions.grants.first(where: { $0.id == id }) { return grant.permission }
+            if case .user(let uid) = record.qualifier,
+               let grant = try ledger.grants(uid: uid, includeInactive: true).first(where: { $0.id == id }) {
+                return grant.permission
+            }
+        }
+        return reports.first { $0.devices.contains { $0.id == record.deviceID } }?.permission
+    }
+
+    // MARK: - Problems
+
+    private mutating func problem(_ kind: EnforcementProblem.Kind, path: String, uid: UInt32, name: String,
+                                  permission: Permission?, deviceID: String?, _ message: String) throws(LedgerError) {
+        report.problems.append(EnforcementProblem(kind: kind, nodePath: path, uid: uid, userName: name,
+                                                  permission: permission, deviceID: deviceID,
+                                                  message: "\(path): \(message)"))
+        if kind == .refused {
+            try ledger.append(AuditEvent(type: .refused, time: enforcer.clock(), actor: enforcer.actor,
+                                         subject: Principal(uid: uid, name: name), permission: permission,
+                                         deviceID: deviceID, nodePath: path, details: ["reason": message]))
+        }
+    }
+}
+
+extension ACLWriter.WriteError {
+    var isWrongDevice: Bool {
+        if case .wrongDevice = self { return true }
+        return false
+    }
+
+    var isNotCharacterDevice: Bool {
+        if case .notCharacterDevice = self { return true }
+        return false
+    }
+}

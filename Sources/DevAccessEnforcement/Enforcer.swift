@@ -1,0 +1,206 @@
+import Foundation
+import Glibc
+import DevAccessCore
+import DevAccessLedger
+import DevAccessSystem
+
+/// The enforcement engine: records decisions in the ledger and makes device nodes agree.
+///
+/// Every operation writes its intent to the ledger first and then edits ACLs, so a crash
+/// at any point leaves a state the next run repairs (see `ApplyPass`). Every operation
+/// also ends the grants whose time ran out and removes their entries.
+///
+/// A struct of values and a `Sendable` ledger: operations are short, blocking, and run
+/// one after another from the CLI (or later the broker's queue).
+public struct Enforcer: Sendable {
+    public let ledger: Ledger
+    public let devices: any DeviceSource
+    /// Who is acting (root for the admin CLI); recorded in every audit event.
+    public let actor: Principal
+    /// Permissions whose devices get user ACL entries. Location is not among them: gpsd
+    /// serves every local client, so a receiver's node is not what a user opens.
+    public var nodePermissions: [Permission]
+    public var clock: @Sendable () -> Date
+    /// Users as a login would have them (for drift: which groups open a denied node).
+    public var identities: @Sendable (UInt32) -> UserIdentity?
+
+    public init(ledger: Ledger, devices: any DeviceSource, actor: Principal,
+                nodePermissions: [Permission] = [.camera, .microphone],
+                clock: @escaping @Sendable () -> Date = { Date() },
+                identities: @escaping @Sendable (UInt32) -> UserIdentity? = { try? UserDatabase.identity(uid: $0) }) {
+        self.ledger = ledger
+        self.devices = devices
+        self.actor = actor
+        self.nodePermissions = nodePermissions
+        self.clock = clock
+        self.identities = identities
+    }
+
+    // MARK: - Decisions
+
+    /// An admin decision to record and enforce.
+    public struct DecisionRequest: Sendable, Hashable {
+        public var subject: Principal
+        public var permission: Permission
+        public var deviceID: String?
+        public var decision: Decision
+        public var scope: GrantScope
+        public var expires: Date?
+        public var reason: String
+
+        public init(subject: Principal, permission: Permission, deviceID: String? = nil, decision: Decision,
+                    scope: GrantScope, expires: Date? = nil, reason: String = "") {
+            self.subject = subject
+            self.permission = permission
+            self.deviceID = deviceID
+            self.decision = decision
+            self.scope = scope
+            self.expires = expires
+            self.reason = reason
+        }
+    }
+
+    public struct DecisionOutcome: Sendable, Hashable {
+        public var grant: Grant
+        /// Allow grants this decision ended: the same device scope for a grant, any for a denial.
+        public var ended: [Grant]
+        public var report: EnforcementReport
+    }
+
+    /// Records an allow or deny and applies it. A grant replaces the user's allow grants
+    /// of the same device scope (so `--for 1h` after `--always` really ends in an hour); a
+    /// denial ends the allow grants it covers. A denial recorded earlier stays in the ledger
+    /// but no longer applies: the newest decision wins (see `Decisions`).
+    public func decide(_ request: DecisionRequest) throws(EnforcementError) -> DecisionOutcome {
+        if let deviceID = request.deviceID { try requireDevice(deviceID, permission: request.permission) }
+        let new = NewGrant(subject: request.subject, permission: request.permission, deviceID: request.deviceID,
+                           decision: request.decision, scope: request.scope, expires: request.expires,
+                           decidedBy: actor, method: .admin, reason: request.reason)
+        try Self.validateTerm(request, now: clock())
+        return try ledgerWork { () throws(LedgerError) -> DecisionOutcome in
+            var ended: [Grant] = []
+            let grant: Grant
+            let standing = try coveredAllows(request)
+            if request.decision == .allow {
+                // Ended before the new row is written; a crash in between leaves the user without
+                // this allow until the command is run again, never with an allow nobody decided.
+                if !standing.isEmpty {
+                    ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
+                                              deviceID: request.deviceID, by: actor,
+                                              reason: "replaced by a new grant", at: clock())
+                }
+                grant = try ledger.recordGrant(new, at: clock())
+            } else {
+                // The denial is written first: from then on it wins over the allows it covers.
+                grant = try ledger.recordGrant(new, at: clock())
+                if !standing.isEmpty {
+                    ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
+                                              deviceID: request.deviceID, by: actor,
+                                              reason: "denied by grant \(grant.id)", at: clock())
+                }
+            }
+            var report = try run(scope: [request.subject.uid])
+            if !nodePermissions.contains(request.permission) {
+                report.notes.append(Self.serviceNote(request.permission))
+            }
+            return DecisionOutcome(grant: grant, ended: ended, report: report)
+        }
+    }
+
+    public struct RevokeOutcome: Sendable, Hashable {
+        public var revoked: [Grant]
+        /// Standing allow grants for every device that still cover `--device ID` after the revoke.
+        public var stillCovering: [Grant]
+        public var report: EnforcementReport
+    }
+
+    /// Ends the user's allow grants (for one device when given) and removes their entries.
+    public func revoke(permission: Permission, subject: Principal, deviceID: String? = nil,
+                       reason: String = "") throws(EnforcementError) -> RevokeOutcome {
+        try ledgerWork { () throws(LedgerError) -> RevokeOutcome in
+            let revoked = try ledger.revoke(permission: permission, uid: subject.uid, deviceID: deviceID, by: actor,
+                                            reason: reason, at: clock())
+            let report = try run(scope: [subject.uid])
+            var covering: [Grant] = []
+            if deviceID != nil {
+                let decisions = Decisions(active: try ledger.activeGrants(uid: subject.uid, permission: permission,
+                                                                          now: clock()))
+                covering = decisions.grants.filter { $0.decision == .allow && $0.deviceID == nil }
+            }
+            return RevokeOutcome(revoked: revoked, stillCovering: covering, report: report)
+        }
+    }
+
+    public struct ResetOutcome: Sendable, Hashable {
+        public var deleted: [Grant]
+        public var report: EnforcementReport
+    }
+
+    /// Forgets every decision of the user (for one permission or all) and removes the
+    /// entries devaccess made for them; the next request asks again.
+    public func reset(subject: Principal, permission: Permission? = nil) throws(EnforcementError) -> ResetOutcome {
+        try ledgerWork { () throws(LedgerError) -> ResetOutcome in
+            let deleted = try ledger.reset(subject: subject, permission: permission, by: actor, at: clock())
+            return ResetOutcome(deleted: deleted, report: try run(scope: [subject.uid]))
+        }
+    }
+
+    /// Applies the whole ledger to the machine: ends expired grants, adds missing entries,
+    /// removes devaccess's entries that no grant stands behind, and reports drift.
+    public func reconcile() throws(EnforcementError) -> EnforcementReport {
+        try ledgerWork { () throws(LedgerError) -> EnforcementReport in
+            var report = try run(scope: nil)
+            let served = Set(try ledger.grants(now: clock()).map(\.permission)).subtracting(nodePermissions)
+            for permission in served.sorted() { report.notes.append(Self.serviceNote(permission)) }
+            return report
+        }
+    }
+
+    /// The device with `id`, if the permission has one now.
+    public func requireDevice(_ id: String, permission: Permission) throws(EnforcementError) {
+        let report = devices.report(for: permission)
+        guard report.devices.contains(where: { $0.id == id }) else {
+            throw .unknownDevice(id: id, permission: permission, known: report.devices.map(\.id),
+                                 unavailable: report.unavailableReason)
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func serviceNote(_ permission: Permission) -> String {
+        "\(permission.rawValue): the decision is recorded, but no device node gets an ACL entry: "
+            + (permission == .location
+               ? "gpsd serves location to every local client, so access is not gated by nodes (gating gpsd is later work)"
+               : "devaccess does not enforce this permission through device nodes")
+    }
+
+    /// The ledger checks the same when it records; checked here first because a grant
+    /// may end older grants before its own row is written.
+    static func validateTerm(_ request: DecisionRequest, now: Date) throws(EnforcementError) {
+        switch (request.scope, request.expires) {
+        case (.until, nil):
+            throw .ledger(.invalidArgument("scope 'until' needs an expiry time"))
+        case (.always, _?):
+            throw .ledger(.invalidArgument("scope 'always' cannot have an expiry time"))
+        case (_, let expires?) where expires <= now:
+            throw .ledger(.invalidArgument("the expiry time \(ISOTime.format(expires)) is not in the future"))
+        default:
+            break
+        }
+    }
+
+    /// The user's standing allows that a new decision would end.
+    private func coveredAllows(_ request: DecisionRequest) throws(LedgerError) -> [Grant] {
+        try ledger.activeGrants(uid: request.subject.uid, permission: request.permission, now: clock()).filter {
+            $0.decision == .allow && (request.deviceID == nil || $0.deviceID == request.deviceID)
+        }
+    }
+
+    private func ledgerWork<R>(_ body: () throws(LedgerError) -> R) throws(EnforcementError) -> R {
+        do {
+            return try body()
+        } catch {
+            throw .ledger(error)
+        }
+    }
+}

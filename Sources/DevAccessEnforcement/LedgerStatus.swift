@@ -1,0 +1,69 @@
+import Foundation
+import Glibc
+import DevAccessCore
+import DevAccessLedger
+
+/// What status knows about the ledger: nothing yet, its decisions, or why it cannot be read.
+public enum LedgerReading: Sendable {
+    /// No ledger file: nothing has been decided.
+    case absent(path: String)
+    case loaded(LedgerSnapshot)
+    /// The file exists but cannot be used; statuses come from the nodes alone.
+    case unreadable(path: String, problem: String)
+}
+
+/// The decisions standing at one moment and the ACL entries devaccess recorded.
+public struct LedgerSnapshot: Sendable {
+    public var path: String
+    public var decisions: Decisions
+    public var records: [ACLEntryRecord]
+
+    public init(path: String, decisions: Decisions, records: [ACLEntryRecord]) {
+        self.path = path
+        self.decisions = decisions
+        self.records = records
+    }
+}
+
+public enum LedgerStatus {
+    /// Reads `<stateDirectory>/ledger.db` read-only, never creating or migrating it, so an
+    /// unprivileged `status` works and a damaged ledger never stops status.
+    public static func read(stateDirectory: String, uid: UInt32? = nil, now: Date = Date()) -> LedgerReading {
+        let path = stateDirectory + "/" + Ledger.fileName
+        var info = stat()
+        if lstat(path, &info) != 0 && errno == ENOENT { return .absent(path: path) }
+        do {
+            let ledger = try Ledger(path: path, mode: .readOnly, journal: .disabled)
+            let grants = try ledger.grants(uid: uid, now: now)
+            let records = try ledger.aclEntries()
+            return .loaded(LedgerSnapshot(path: path, decisions: Decisions(active: grants), records: records))
+        } catch {
+            return .unreadable(path: path, problem: error.description)
+        }
+    }
+
+    /// The status of one permission with the ledger's decisions and the drift between the
+    /// ledger and the nodes. Drift appears both in `reasons` and in `drift`.
+    public static func evaluate(_ report: AdapterReport, for user: UserIdentity, ledger: LedgerReading) -> PermissionStatus {
+        switch ledger {
+        case .absent(let path):
+            var status = StatusEvaluator.evaluate(report, for: user)
+            status.reasons.append(Reason(.ledger, "no ledger at \(path): nothing has been decided"))
+            return status
+        case .unreadable(_, let problem):
+            var status = StatusEvaluator.evaluate(report, for: user)
+            status.reasons.insert(Reason(.ledger, "the ledger cannot be read, so decisions are not shown "
+                + "and this status comes from the nodes alone: \(problem)"), at: min(1, status.reasons.count))
+            return status
+        case .loaded(let snapshot):
+            let (inputs, ledgerReasons) = snapshot.decisions.inputs(uid: user.uid, userName: user.name, report: report)
+            var status = StatusEvaluator.evaluate(report, for: user, inputs: inputs)
+            status.reasons.insert(contentsOf: ledgerReasons, at: min(1, status.reasons.count))
+            let drift = DriftAnalyzer.drift(report: report, user: user, decisions: snapshot.decisions,
+                                            records: snapshot.records)
+            status.drift = drift.map(\.reason)
+            status.reasons.append(contentsOf: status.drift)
+            return status
+        }
+    }
+}

@@ -1,0 +1,1 @@
+print("devaccess-bench: not yet")
