@@ -29,9 +29,17 @@ let package = Package(
                 dependencies: ["DevAccessCore", "DevAccessSystem", "CUdev", "CV4L2", "CAlsa", "CLinux"]),
         // The grant ledger: SQLite, versioned schema, hash-chained audit events, journal export.
         .target(name: "DevAccessLedger", dependencies: ["DevAccessCore", "CSQLite", "CCrypto", "CSystemd"]),
+        // Turns ledger decisions into ACL entries on device nodes and back; reconcile, drift.
+        .target(name: "DevAccessEnforcement",
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger"]),
         // Commands, argument parsing and output; the executable only calls into it.
-        .target(name: "DevAccessCLI", dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware"]),
+        .target(name: "DevAccessCLI",
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
+                               "DevAccessEnforcement"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
+        // Benchmark, run by hand (root): ledger appends and grant+ACL apply against sqlite3 and setfacl.
+        .executableTarget(name: "devaccess-bench",
+                          dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement"]),
 
         // Shared by the test targets: running binaries, real users, temporary nodes.
         .target(name: "DevAccessTestSupport", path: "Tests/DevAccessTestSupport"),
@@ -41,6 +49,9 @@ let package = Package(
                     exclude: ["Fixtures"]),
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore"]),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessTestSupport"]),
+        .testTarget(name: "DevAccessEnforcementTests",
+                    dependencies: ["DevAccessEnforcement", "DevAccessCore", "DevAccessSystem", "DevAccessLedger",
+                                   "DevAccessTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
