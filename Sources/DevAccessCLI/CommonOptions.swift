@@ -1,5 +1,6 @@
 import DevAccessCore
 import DevAccessHardware
+import DevAccessLedger
 import DevAccessSystem
 import Glibc
 
@@ -13,6 +14,18 @@ enum CommonOptions {
                                  help: "Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947).")
     static let gpsdTimeout = OptionSpec(long: "gpsd-timeout", short: nil, value: "MS",
                                         help: "Give up on gpsd after MS milliseconds (default: 500).")
+
+    static let stateDir = OptionSpec(long: "state-dir", short: nil, value: "DIR",
+                                     help: "Ledger directory (default: $DEVACCESS_STATE_DIR or /var/lib/devaccess).")
+
+    /// `--state-dir`, else `$DEVACCESS_STATE_DIR`, else `/var/lib/devaccess`.
+    static func stateDirectory(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String {
+        guard let text = arguments.value("state-dir") else { return Ledger.defaultStateDirectory }
+        guard !text.isEmpty, !text.contains("\0") else {
+            throw UsageError(message: "'--state-dir' needs a directory", command: command)
+        }
+        return text
+    }
 
     static let permissionsHelp = "PERMISSION is one of: "
         + Permission.all.map(\.rawValue).joined(separator: ", ") + "."

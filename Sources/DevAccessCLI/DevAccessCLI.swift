@@ -11,6 +11,13 @@ public enum DevAccessCLI {
         CommandEntry(spec: CheckCommand.spec, run: CheckCommand.run),
         CommandEntry(spec: DevicesCommand.spec, run: DevicesCommand.run),
         CommandEntry(spec: MonitorCommand.spec, run: MonitorCommand.run),
+        CommandEntry(spec: GrantCommand.spec, run: GrantCommand.run),
+        CommandEntry(spec: DenyCommand.spec, run: DenyCommand.run),
+        CommandEntry(spec: RevokeCommand.spec, run: RevokeCommand.run),
+        CommandEntry(spec: ResetCommand.spec, run: ResetCommand.run),
+        CommandEntry(spec: ListCommand.spec, run: ListCommand.run),
+        CommandEntry(spec: ReconcileCommand.spec, run: ReconcileCommand.run),
+        CommandEntry(spec: AuditCommand.spec, run: AuditCommand.run),
     ]
 
     public static func main(_ arguments: [String]) async -> Int32 {
@@ -78,14 +85,15 @@ public enum DevAccessCLI {
 
         """
         for command in commands {
-            text += "  " + command.spec.name.padding(toLength: 10, withPad: " ", startingAt: 0)
+            text += "  " + command.spec.name.padding(toLength: 11, withPad: " ", startingAt: 0)
                 + command.spec.abstract + "\n"
         }
         text += """
 
         Run 'devaccess COMMAND --help' for the options of a command.
         Exit codes: 0 success/authorized, 1 error, 2 limited, 3 denied, 4 notDetermined,
-        5 restricted, 6 unavailable, 64 usage error. See devaccess(1).
+        5 restricted, 6 unavailable, 64 usage error, 65 audit chain broken, 74 ledger unusable,
+        75 ledger busy, 77 needs root. See devaccess(1).
         """
         return text
     }

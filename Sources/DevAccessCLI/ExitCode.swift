@@ -14,6 +14,15 @@ public enum ExitCode: Int32, Sendable {
     case brokerUnreachable = 69
     /// Bad command line (sysexits EX_USAGE).
     case usage = 64
+    /// `audit --verify` found an edited, removed, reordered or inserted event (EX_DATAERR).
+    case auditBroken = 65
+    /// The ledger cannot be used: corrupt, not a ledger, written by a newer devaccess,
+    /// read-only, disk full (EX_IOERR). Nothing was written.
+    case ledgerUnusable = 74
+    /// Another process held the ledger locked too long; try again (EX_TEMPFAIL).
+    case ledgerBusy = 75
+    /// An admin command run without root; later the broker will take it (EX_NOPERM).
+    case noPermission = 77
 
     public static let success = ExitCode.authorized
 

@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessEnforcement
 import DevAccessHardware
 import Foundation
 
@@ -7,26 +8,37 @@ enum StatusCommand: Command {
         name: "status",
         abstract: "Show the status of permissions for a user, and why.",
         usage: "devaccess status [PERMISSION...] [--user USER] [--json]",
-        options: [CommonOptions.user, CommonOptions.json, CommonOptions.gpsd, CommonOptions.gpsdTimeout],
+        options: [CommonOptions.user, CommonOptions.json, CommonOptions.gpsd, CommonOptions.gpsdTimeout,
+                  CommonOptions.stateDir],
         discussion: """
         \(CommonOptions.permissionsHelp) Without one, all are shown.
         Each status is computed now from the devices found, their nodes' owner, mode
-        and ACL, and the user's groups: authorized (every device opens), limited (some),
-        notDetermined (none, nothing decided), denied, restricted, unavailable.
+        and ACL, the user's groups, and the ledger's decisions: authorized (every device
+        opens), limited (some), notDetermined (none, nothing decided), denied (a recorded
+        denial, even if a group still opens the node), restricted, unavailable.
+        Drift (the ledger and the nodes disagree) is listed with '! drift:'.
         """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
         let user = try CommonOptions.identity(arguments, command: spec.name)
         let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let reports = await MachineProbe.probe(permissions, options: options)
-        let statuses = reports.map { StatusEvaluator.evaluate($0, for: user) }
+        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
+        let reports = try await DeviceSources.reports(permissions, options: options)
+        let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
+        let statuses = reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger) }
         if arguments.has("json") {
             let document = StatusDocument(user: user.name, uid: user.uid,
                                           permissions: statuses.map(PermissionDocument.init))
             console.out(try JSONOutput.encode(document))
         } else {
-            console.out(TableOutput.status(statuses, user: user))
+            // The table prints drift on its own lines; in the reasons it would show twice.
+            let shown = statuses.map { status in
+                var trimmed = status
+                trimmed.reasons.removeAll { $0.kind == .drift }
+                return trimmed
+            }
+            console.out(TableOutput.status(shown, user: user))
         }
         return .success
     }
@@ -37,7 +49,7 @@ enum CheckCommand: Command {
         name: "check",
         abstract: "Exit with a code that tells the status of one permission; print nothing.",
         usage: "devaccess check PERMISSION [--user USER]",
-        options: [CommonOptions.user, CommonOptions.gpsd, CommonOptions.gpsdTimeout],
+        options: [CommonOptions.user, CommonOptions.gpsd, CommonOptions.gpsdTimeout, CommonOptions.stateDir],
         discussion: """
         \(CommonOptions.permissionsHelp)
         Exit codes: 0 authorized, 2 limited, 3 denied, 4 notDetermined, 5 restricted,
@@ -53,9 +65,11 @@ enum CheckCommand: Command {
         let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)
         let user = try CommonOptions.identity(arguments, command: spec.name)
         let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let reports = await MachineProbe.probe(permission, options: options)
+        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
+        let reports = try await DeviceSources.reports(permission, options: options)
         guard let report = reports.first else { return .failure }
-        return ExitCode(StatusEvaluator.evaluate(report, for: user).status)
+        let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
+        return ExitCode(LedgerStatus.evaluate(report, for: user, ledger: ledger).status)
     }
 }
 
@@ -70,7 +84,7 @@ enum DevicesCommand: Command {
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
         let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let reports = await MachineProbe.probe(permissions, options: options)
+        let reports = try await DeviceSources.reports(permissions, options: options)
         if arguments.has("json") {
             console.out(try JSONOutput.encode(DevicesDocument(permissions: reports.map(InventoryDocument.init))))
         } else {

@@ -1,0 +1,89 @@
+import DevAccessCore
+import DevAccessEnforcement
+import DevAccessLedger
+import Foundation
+
+/// `grant` and `deny`: record an admin decision in the ledger and apply it to the nodes.
+enum DecisionCommand {
+    static let device = OptionSpec(long: "device", short: nil, value: "ID",
+                                   help: "Only this device (stable id from 'devaccess devices'); default: every device.")
+    static let reason = OptionSpec(long: "reason", short: nil, value: "TEXT", help: "Why, for the audit trail.")
+    static let adminUser = OptionSpec(long: "user", short: "u", value: "USER", help: "The user (name or uid). Required.")
+
+    static func spec(_ decision: Decision) -> CommandSpec {
+        let name = decision == .allow ? "grant" : "deny"
+        return CommandSpec(
+            name: name,
+            abstract: decision == .allow
+                ? "Let a user use a permission's devices (admin): record it and add ACL entries."
+                : "Forbid a user a permission (admin): record a sticky denial and remove devaccess's entries.",
+            usage: "devaccess \(name) PERMISSION --user USER [--device ID] [--for DURATION | --until TIME | --always]",
+            options: [adminUser, device] + GrantTerm.options + [reason, CommonOptions.stateDir],
+            discussion: """
+            \(CommonOptions.permissionsHelp)
+            \(decision == .allow ? """
+            The grant is written to the ledger first, then 'user:USER:rw-' is added to every node of
+            the matching devices (mask recalculated), each node checked first to be the character
+            device udev reports. A grant replaces the user's earlier grants for the same devices.
+            Entries devaccess did not make are never changed; they are reported as drift.
+            """ : """
+            The denial is written to the ledger, the user's standing grants it covers end, and the
+            entries devaccess made for them are removed. Status is then 'denied' until a newer grant
+            or 'devaccess reset'. Access the user still has through a group or by hand-made ACL
+            entries is not removed; it is reported as drift.
+            """)
+            The newest standing decision for a device wins. Location decisions are recorded but put no
+            ACL on nodes: gpsd serves every local client.
+            Needs root. Exit codes: 0 done, 1 recorded but some node was refused or failed (see the
+            messages; fix and run 'devaccess reconcile'), 64 usage error, 74/75 ledger unusable/busy,
+            77 not root.
+            """)
+    }
+
+    static func run(_ decision: Decision, _ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        let name = decision == .allow ? "grant" : "deny"
+        guard arguments.positionals.count == 1 else {
+            throw UsageError(message: arguments.positionals.isEmpty
+                ? "missing PERMISSION (one of: \(Permission.all.map(\.rawValue).joined(separator: ", ")))"
+                : "\(name) takes one PERMISSION, got '\(arguments.positionals.joined(separator: " "))'", command: name)
+        }
+        let permission = try CommonOptions.permissions(arguments.positionals, command: name)[0]
+        let now = Date()
+        let term = try GrantTerm.parse(arguments, command: name, now: now)
+        if let deviceID = arguments.value("device"), deviceID.isEmpty {
+            throw UsageError(message: "'--device' needs a device id", command: name)
+        }
+        let subject = try AdminAccess.subject(arguments, command: name)
+        try AdminAccess.requireRoot(name)
+        let engine = try AdminAccess.engine(arguments, command: name)
+        let request = Enforcer.DecisionRequest(
+            subject: subject, permission: permission, deviceID: arguments.value("device"), decision: decision,
+            scope: term.scope, expires: term.expires, reason: arguments.value("reason") ?? "")
+        let outcome = try AdminAccess.run(name) { () throws(EnforcementError) in try engine.decide(request) }
+        var lines = ["recorded " + EnforcementText.grantLine(outcome.grant)]
+        for ended in outcome.ended {
+            lines.append("ended " + EnforcementText.grantLine(ended) + (decision == .allow ? " (replaced)" : " (denied now)"))
+        }
+        console.out(lines.joined(separator: "\n"))
+        let code = EnforcementText.print(outcome.report, console: console, quietWhenUnchanged: true)
+        if code != .success {
+            console.error("devaccess: grant \(outcome.grant.id) is recorded, but not every node could be changed; "
+                + "fix what is named above and run 'devaccess reconcile'")
+        }
+        return code
+    }
+}
+
+enum GrantCommand: Command {
+    static let spec = DecisionCommand.spec(.allow)
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        try await DecisionCommand.run(.allow, arguments, console: console)
+    }
+}
+
+enum DenyCommand: Command {
+    static let spec = DecisionCommand.spec(.deny)
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        try await DecisionCommand.run(.deny, arguments, console: console)
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessTestSupport
+
+/// Admin commands seen from outside: help, usage errors naming the bad word, the root
+/// check, and that a refused command writes nothing.
+@Suite(.serialized, .enabled(if: getuid() == 0, "needs root: admin commands, test users"))
+struct AdminCommandTests {
+    static let commands = ["grant", "deny", "revoke", "reset", "list", "reconcile", "audit"]
+
+    @Test func everyAdminCommandHasHelp() throws {
+        for command in Self.commands {
+            let help = try TestProcess.devaccess([command, "--help"])
+            #expect(help.status == 0, "\(command) --help")
+            #expect(help.stdout.contains("Usage: devaccess \(command)"), "\(command) --help")
+            #expect(help.stdout.contains("Exit codes"), "\(command) --help")
+        }
+        let top = try TestProcess.devaccess(["--help"])
+        for command in Self.commands { #expect(top.stdout.contains("  \(command) ")) }
+        #expect(top.stdout.contains("77 needs root"))
+    }
+
+    @Test func nonRootGetsExitCode77AndNothingIsWritten() throws {
+        let fx = try AdminFixture("nonroot")
+        try fx.camera("video0")
+        let arguments: [[String]] = [
+            ["grant", "camera", "--user", fx.alice.name], ["deny", "camera", "--user", fx.alice.name],
+            ["revoke", "camera", "--user", fx.alice.name], ["reset", "--user", fx.alice.name], ["list"],
+            ["reconcile"], ["audit", "--verify"],
+        ]
+        for words in arguments {
+            let result = try fx.run(as: fx.alice, words)
+            #expect(result.status == 77, "\(words): \(result.stderr)")
+            #expect(result.stderr.contains("needs root or the broker (devaccessd, not yet available)"), "\(words)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: fx.ledgerPath))
+    }
+
+    @Test func badInputIsAUsageErrorNamingTheWord() throws {
+        let fx = try AdminFixture("usage")
+        try fx.camera("video0")
+        let user = fx.alice.name
+        let cases: [([String], String)] = [
+            (["grant", "camera", "--user", user, "--for", "5x"], "'5x' is not a duration"),
+            (["grant", "camera", "--user", user, "--for", "90"], "'90' is not a duration"),
+            (["grant", "camera", "--user", user, "--for", "0s"], "'0s' is not a duration"),
+            (["grant", "camera", "--user", user, "--for", "99999999999d"], "'99999999999d' is not a duration"),
+            (["grant", "camera", "--user", user, "--until", "tomorrow"], "'tomorrow' is not a time for '--until'"),
+            (["grant", "camera", "--user", user, "--until", "2026-02-30T10:00Z"], "'2026-02-30T10:00Z' is not a time"),
+            (["grant", "camera", "--user", user, "--until", "2020-01-01T00:00:00Z"], "is not in the future"),
+            (["grant", "camera", "--user", user, "--for", "1h", "--always"], "'--for' and '--always' cannot be combined"),
+            (["grant", "camra", "--user", user], "unknown permission 'camra' (did you mean 'camera'?)"),
+            (["grant", "camera"], "missing '--user USER'"),
+            (["grant", "camera", "--user", "no-such-user-xyz"], "no user named 'no-such-user-xyz'"),
+            (["grant", "camera", "--user", user, "--device", "camera:nope"], "no camera device with id 'camera:nope'"),
+            (["deny", "camera", "microphone", "--user", user], "deny takes one PERMISSION"),
+            (["revoke", "camera"], "missing '--user USER'"),
+            (["reset", "camera", "location", "--user", user], "reset takes at most one PERMISSION"),
+            (["list", "--permission", "gps"], "unknown permission 'gps'"),
+            (["audit"], "missing '--verify'"),
+            (["reconcile", "now"], "unexpected argument 'now'"),
+            (["grant", "camera", "--user", user, "--frm", "1h"], "unknown option '--frm' (did you mean '--for'?)"),
+        ]
+        for (words, message) in cases {
+            let result = try fx.run(words)
+            #expect(result.status == 64, "\(words): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(words): \(result.stderr)")
+        }
+        // None of them wrote a decision (the one that got as far as the device check opened the ledger).
+        let list = try fx.run(["list", "--all", "--json"])
+        #expect(list.status == 0)
+        #expect((try fx.json(list)["grants"] as? [Any])?.isEmpty == true)
+    }
+
+    @Test func timesAndDurationsAreAccepted() throws {
+        let fx = try AdminFixture("terms")
+        try fx.camera("video0")
+        for term in [["--for", "90s"], ["--for", "1h30m"], ["--until", "2099-12-01T18:00:00Z"],
+                     ["--until", "2099-12-01T18:00+01:00"], ["--until", "2099-12-01T18:00"], ["--always"], []] {
+            let result = try fx.run(["grant", "camera", "--user", fx.alice.name] + term)
+            #expect(result.status == 0, "\(term): \(result.stderr)")
+        }
+        let list = try fx.json(try fx.run(["list", "--all", "--json"]))
+        let grants = try #require(list["grants"] as? [[String: Any]])
+        #expect(grants.count == 7)
+        let offset = grants.first { $0["expires"] as? String == "2099-12-01T17:00:00Z" }
+        #expect(offset != nil)
+    }
+
+    @Test func listJSONHasTheDocumentedShape() throws {
+        let fx = try AdminFixture("list")
+        try fx.camera("video0")
+        #expect(try fx.run(["grant", "camera", "--user", fx.alice.name, "--for", "1h", "--reason", "exam"]).status == 0)
+        #expect(try fx.run(["revoke", "camera", "--user", fx.alice.name]).status == 0)
+        #expect(try fx.run(["deny", "microphone", "--user", String(fx.alice.uid)]).status == 0)
+
+        let standing = try fx.json(try fx.run(["list", "--json"]))
+        #expect(standing["ledger"] as? String == fx.ledgerPath)
+        let grants = try #require(standing["grants"] as? [[String: Any]])
+        #expect(grants.count == 1)
+        let denial = try #require(grants.first)
+        #expect(denial["permission"] as? String == "microphone")
+        #expect(denial["decision"] as? String == "deny")
+        #expect(denial["scope"] as? String == "always")
+        #expect(denial["user"] as? String == fx.alice.name)
+        #expect(denial["uid"] as? Int == Int(fx.alice.uid))
+        #expect(denial["active"] as? Bool == true)
+        #expect(denial["decidedBy"] as? String == "root")
+        #expect(denial["how"] as? String == "admin")
+        #expect(denial["expires"] == nil && denial["device"] == nil)
+
+        let all = try #require(try fx.json(try fx.run(["list", "--all", "--json", "--permission", "camera"]))["grants"]
+            as? [[String: Any]])
+        #expect(all.count == 1)
+        #expect(all.first?["active"] as? Bool == false)
+        #expect(all.first?["ended"] is String && all.first?["expires"] is String)
+        #expect(all.first?["reason"] as? String == "exam")
+
+        let table = try fx.run(["list", "--user", fx.alice.name])
+        #expect(table.status == 0)
+        #expect(table.stdout.contains("microphone") && table.stdout.contains("deny") && !table.stdout.contains("camera"))
+    }
+
+    @Test func stateDirOptionWinsOverTheEnvironment() throws {
+        let fx = try AdminFixture("statedir")
+        try fx.camera("video0")
+        let other = try TemporaryDirectory()
+        #expect(try fx.run(["grant", "camera", "--user", fx.alice.name, "--state-dir", other.path]).status == 0)
+        #expect(FileManager.default.fileExists(atPath: other.path + "/ledger.db"))
+        #expect(!FileManager.default.fileExists(atPath: fx.ledgerPath))
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import Glibc
+import DevAccessTestSupport
+
+/// The real `devaccess` binary against real nodes (mknod 1:3) and real users, with a
+/// temporary ledger directory. Devices are declared through the DEBUG-only
+/// `DEVACCESS_TEST_DEVICES` file, since udev does not know mknod'd nodes.
+final class AdminFixture: @unchecked Sendable {
+    let nodes: TemporaryDirectory
+    let state: TemporaryDirectory
+    let alice: TestUser
+    private var devices: [[String: Any]] = []
+
+    init(_ tag: String) throws {
+        nodes = try TemporaryDirectory()
+        state = try TemporaryDirectory()
+        alice = try TestUser("\(tag)")
+    }
+
+    var devicesFile: String { nodes.path + "/devices.json" }
+    var ledgerPath: String { state.path + "/ledger.db" }
+
+    var environment: [String: String] {
+        ["DEVACCESS_TEST_DEVICES": devicesFile, "DEVACCESS_STATE_DIR": state.path, "DEVACCESS_GPSD": "127.0.0.1:9"]
+    }
+
+    /// A camera whose capture node is made now; returns the node's path.
+    @discardableResult
+    func camera(_ name: String, group: String = "root", mode: String = "0600") throws -> String {
+        let path = try nodes.makeNullNode(name, group: group, mode: mode)
+        try declare(name: name, path: path)
+        return path
+    }
+
+    /// Declares a camera at `path` (which may be anything: the test decides what is planted there).
+    func declare(name: String, path: String) throws {
+        devices.append(["permission": "camera", "id": "camera:test-\(name)", "name": "Test camera \(name)",
+                        "nodes": [["path": path, "major": 1, "minor": 3]]])
+        let data = try JSONSerialization.data(withJSONObject: ["devices": devices])
+        try data.write(to: URL(fileURLWithPath: devicesFile))
+    }
+
+    func run(_ arguments: [String], extra: [String: String] = [:]) throws -> ProcessOutput {
+        try TestProcess.devaccess(arguments, environment: environment.merging(extra) { _, new in new })
+    }
+
+    /// Runs the binary as `user` (not root), with that user's groups.
+    func run(as user: TestUser, _ arguments: [String]) throws -> ProcessOutput {
+        try TestProcess.run("/usr/bin/setpriv",
+                            ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--",
+                             TestProcess.devaccessBinary] + arguments, environment: environment)
+    }
+
+    func json(_ output: ProcessOutput) throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any] else {
+            throw SetupError("not a JSON object: \(output.stdout)")
+        }
+        return object
+    }
+
+    func sql(_ statement: String) throws -> ProcessOutput {
+        try TestProcess.run("/usr/bin/sqlite3", [ledgerPath, statement])
+    }
+
+    func fileBytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+    func getfacl(_ path: String) throws -> String {
+        try TestProcess.run("/usr/bin/getfacl", ["-P", "-c", "-n", path]).stdout
+    }
+}
