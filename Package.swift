@@ -5,6 +5,7 @@ let package = Package(
     name: "devaccess",
     products: [
         .executable(name: "devaccess", targets: ["devaccess"]),
+        .executable(name: "devaccessd", targets: ["devaccessd"]),
         .library(name: "DevAccessCore", targets: ["DevAccessCore"]),
     ],
     targets: [
@@ -37,6 +38,13 @@ let package = Package(
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
+        // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
+        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore"]),
+        // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
+        .target(name: "DevAccessBroker",
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
+                               "DevAccessProtocol", "CSystemd"]),
+        .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
         // Benchmark, run by hand (root): ledger appends and grant+ACL apply against sqlite3 and setfacl.
         .executableTarget(name: "devaccess-bench",
                           dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement"]),
@@ -49,6 +57,10 @@ let package = Package(
                     exclude: ["Fixtures"]),
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore"]),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessTestSupport"]),
+        .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore"]),
+        .testTarget(name: "DevAccessBrokerTests",
+                    dependencies: ["DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
+                                   "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEnforcementTests",
                     dependencies: ["DevAccessEnforcement", "DevAccessCore", "DevAccessSystem", "DevAccessLedger",
                                    "DevAccessTestSupport"]),

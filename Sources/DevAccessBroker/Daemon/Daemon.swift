@@ -1,0 +1,114 @@
+import Glibc
+import CSystemd
+import Foundation
+import DevAccessCore
+import DevAccessLedger
+import DevAccessProtocol
+
+/// devaccessd's shell: options, signals, logging, ledger, socket, readiness, shutdown.
+/// `main` returns the exit status: 0 after a clean stop, 1 when it cannot start,
+/// 64 for a bad command line.
+public enum Daemon {
+    public static let version = "0.1.0"
+
+    public static func main(_ arguments: [String]) -> Int32 {
+        // Before any thread exists, so every thread inherits the mask and SIGTERM/SIGINT
+        // arrive only through the signalfd the event loop polls.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&signals, signal) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let environment = ProcessInfo.processInfo.environment
+        let options: DaemonOptions
+        switch Result(catching: { () throws(DaemonOptions.UsageError) in
+            try DaemonOptions.parse(arguments, environment: environment)
+        }) {
+        case .failure(let error):
+            writeStderr("devaccessd: \(error.message)\nSee 'devaccessd --help' for usage.\n")
+            return 64
+        case .success((_, .help)):
+            writeStdout(DaemonOptions.help + "\n")
+            return 0
+        case .success((_, .version)):
+            writeStdout("devaccessd \(version)\n")
+            return 0
+        case .success((let parsed, .serve)):
+            options = parsed
+        }
+
+        let signalDescriptor = signalfd(-1, &signals, CInt(SFD_CLOEXEC) | CInt(SFD_NONBLOCK))
+
+        let log = BrokerLog(target: options.logTarget ?? BrokerLog.detectTarget(), minimum: options.logLevel)
+        guard signalDescriptor >= 0 else {
+            log.error("cannot create a signalfd", ["error": String(cString: strerror(errno))])
+            return 1
+        }
+        if getuid() != 0 {
+            log.warning("not running as root: program paths of other users' processes cannot be read, "
+                        + "and no ACL can be changed", ["uid": String(getuid())])
+        }
+        raiseDescriptorLimit(log)
+
+        let ledger: Ledger
+        do {
+            ledger = try Ledger(stateDirectory: options.stateDirectory)
+        } catch {
+            log.error("cannot open the ledger", ["error": error.description, "state_dir": options.stateDirectory])
+            notify("STATUS=cannot open the ledger in \(options.stateDirectory)")
+            return 1
+        }
+
+        let service = BrokerService(probe: FreshProbe(probe: FreshProbe.hardware(options.probe)),
+                                    rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger, log: log)
+        let server: BrokerServer
+        do {
+            server = try BrokerServer(socketPath: options.socketPath, handler: service, log: log, limits: options.limits)
+        } catch {
+            log.error("cannot listen", ["error": error.description])
+            notify("STATUS=\(error.description)")
+            return 1
+        }
+        log.info("listening", ["socket": options.socketPath, "state_dir": options.stateDirectory,
+                               "admin_group": options.adminGroup, "version": version, "pid": String(getpid())])
+        notify("READY=1\nSTATUS=listening on \(options.socketPath)\nMAINPID=\(getpid())")
+        server.run(signalDescriptor: signalDescriptor) {
+            notify("STOPPING=1\nSTATUS=shutting down")
+        }
+        log.info("stopped")
+        return 0
+    }
+
+    /// sd_notify(3) when started by systemd (NOTIFY_SOCKET set); nothing otherwise.
+    static func notify(_ state: String) {
+        _ = sd_notify(0, state)
+    }
+
+    /// Every connection costs a descriptor; lift the soft limit towards the hard one.
+    private static func raiseDescriptorLimit(_ log: BrokerLog) {
+        var limit = rlimit()
+        guard getrlimit(CInt(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        let wanted = min(limit.rlim_max, 65536)
+        guard limit.rlim_cur < wanted else { return }
+        limit.rlim_cur = wanted
+        if setrlimit(CInt(RLIMIT_NOFILE.rawValue), &limit) != 0 {
+            log.warning("cannot raise the descriptor limit", ["error": String(cString: strerror(errno))])
+        }
+    }
+
+    private static func writeStdout(_ text: String) { write(STDOUT_FILENO, text) }
+    private static func writeStderr(_ text: String) { write(STDERR_FILENO, text) }
+
+    private static func write(_ fd: CInt, _ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+}

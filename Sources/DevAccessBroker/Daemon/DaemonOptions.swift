@@ -1,0 +1,138 @@
+import Glibc
+import DevAccessCore
+import DevAccessHardware
+import DevAccessLedger
+import DevAccessProtocol
+
+/// devaccessd's command line. Every option has a default that fits the systemd unit.
+public struct DaemonOptions: Sendable {
+    public var socketPath = BrokerProtocol.defaultSocketPath
+    public var stateDirectory = Ledger.defaultStateDirectory
+    public var adminGroup = "devaccess-admin"
+    public var probe = ProbeOptions()
+    public var limits = BrokerServer.Limits()
+    public var logLevel = BrokerLog.Level.info
+    /// nil: journal when stderr is connected to journald, else stderr.
+    public var logTarget: BrokerLog.Target?
+
+    public enum Action: Sendable, Equatable {
+        case serve
+        case help
+        case version
+    }
+
+    public struct UsageError: Error, Sendable, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
+    public init() {}
+
+    public static let help = """
+        devaccessd \(Daemon.version) - the devaccess broker: answers status and requests over a Unix socket
+
+        Usage: devaccessd [OPTIONS]
+
+        Options:
+          --socket PATH          Listen here (default: \(BrokerProtocol.defaultSocketPath)).
+          --state-dir DIR        Ledger directory (default: $DEVACCESS_STATE_DIR or \(Ledger.systemStateDirectory)).
+          --admin-group NAME     Members may act for other users (default: devaccess-admin).
+          --gpsd HOST:PORT       Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947).
+          --gpsd-timeout MS      Give up on gpsd after MS milliseconds (default: 500).
+          --max-connections N    Clients served at once; more are told 'busy' (default: 1024).
+          --idle-timeout SEC     Close idle connections after SEC seconds (default: 60).
+          --log-level LEVEL      error, warning, notice, info or debug (default: info).
+          --log-target TARGET    auto, journal or stderr (default: auto: the journal when
+                                 stderr is connected to it).
+          -h, --help             Show this help and exit.
+          --version              Print the version and exit.
+
+        Runs in the foreground as root (see devaccessd.service); reports readiness with
+        sd_notify(3) and stops cleanly on SIGTERM or SIGINT. See devaccessd(8).
+        """
+
+    /// Parses `arguments` (without the program name).
+    public static func parse(_ arguments: [String],
+                             environment: [String: String]) throws(UsageError) -> (DaemonOptions, Action) {
+        var options = DaemonOptions()
+        if let directory = environment["DEVACCESS_STATE_DIR"], !directory.isEmpty { options.stateDirectory = directory }
+        if let text = environment[GpsdEndpoint.environmentVariable], !text.isEmpty {
+            do {
+                options.probe.gpsd = try GpsdEndpoint(parsing: text)
+            } catch {
+                throw UsageError(message: "\(GpsdEndpoint.environmentVariable): \(error)")
+            }
+        }
+        var index = 0
+        func value(_ name: String, inline: String?) throws(UsageError) -> String {
+            if let inline { return inline }
+            guard index < arguments.count else { throw UsageError(message: "missing value for '\(name)'") }
+            index += 1
+            return arguments[index - 1]
+        }
+        func number(_ name: String, _ text: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int {
+            guard let number = Int(text), range.contains(number) else {
+                throw UsageError(message: "'\(text)' is not a number in \(range.lowerBound)...\(range.upperBound) for '\(name)'")
+            }
+            return number
+        }
+        while index < arguments.count {
+            let word = arguments[index]
+            index += 1
+            var name = word
+            var inline: String?
+            if word.hasPrefix("--"), let equals = word.firstIndex(of: "=") {
+                name = String(word[..<equals])
+                inline = String(word[word.index(after: equals)...])
+            }
+            switch name {
+            case "-h", "--help":
+                return (options, .help)
+            case "--version":
+                return (options, .version)
+            case "--socket":
+                let path = try value(name, inline: inline)
+                guard path.hasPrefix("/") else { throw UsageError(message: "'--socket' needs an absolute path, got '\(path)'") }
+                options.socketPath = path
+            case "--state-dir":
+                let path = try value(name, inline: inline)
+                guard !path.isEmpty else { throw UsageError(message: "'--state-dir' needs a directory") }
+                options.stateDirectory = path
+            case "--admin-group":
+                let group = try value(name, inline: inline)
+                guard !group.isEmpty else { throw UsageError(message: "'--admin-group' needs a group name") }
+                options.adminGroup = group
+            case "--gpsd":
+                let text = try value(name, inline: inline)
+                do {
+                    options.probe.gpsd = try GpsdEndpoint(parsing: text)
+                } catch {
+                    throw UsageError(message: "\(error)")
+                }
+            case "--gpsd-timeout":
+                options.probe.gpsdTimeout = .milliseconds(try number(name, try value(name, inline: inline), 1...60_000))
+            case "--max-connections":
+                options.limits.maxConnections = try number(name, try value(name, inline: inline), 1...1_000_000)
+            case "--idle-timeout":
+                options.limits.idleTimeout = .seconds(try number(name, try value(name, inline: inline), 1...86_400))
+            case "--log-level":
+                let text = try value(name, inline: inline)
+                guard let level = BrokerLog.Level(name: text) else {
+                    throw UsageError(message: "'\(text)' is not a log level (error, warning, notice, info, debug)")
+                }
+                options.logLevel = level
+            case "--log-target":
+                let text = try value(name, inline: inline)
+                switch text {
+                case "auto": options.logTarget = nil
+                case "journal": options.logTarget = .journal
+                case "stderr": options.logTarget = .stderr
+                default: throw UsageError(message: "'\(text)' is not a log target (auto, journal, stderr)")
+                }
+            default:
+                throw UsageError(message: word.hasPrefix("-") ? "unknown option '\(word)'" : "unexpected argument '\(word)'")
+            }
+        }
+        return (options, .serve)
+    }
+}

@@ -1,0 +1,115 @@
+import Glibc
+import CSystemd
+import DevAccessSystem
+import DevAccessProtocol
+
+/// Who is on the other end of a connection, as the kernel says: never from a message.
+///
+/// - uid, gid, pid: `SO_PEERCRED` (the credentials at `connect()` time).
+/// - groups: `SO_PEERGROUPS` (the supplementary groups of the connecting process).
+/// - program: `/proc/PID/exe`, read while the connection is open and pinned to the
+///   connecting process through a pidfd (`SO_PEERPIDFD`, else `pidfd_open(pid)`):
+///   open `/proc/PID`, check the pidfd's process is still alive (so the pid was not
+///   recycled and the directory is that process's), then read `exe` relative to it.
+public struct Peer: Sendable, Hashable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+    public var groups: [UInt32]
+    /// The executable the peer ran when the broker accepted it; nil with `programProblem`.
+    public var program: String?
+    public var programProblem: String?
+    /// How the pid was pinned: `SO_PEERPIDFD` or `pidfd_open`.
+    public var pidfdSource: String?
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32], program: String? = nil,
+                programProblem: String? = nil, pidfdSource: String? = nil) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+        self.program = program
+        self.programProblem = programProblem
+        self.pidfdSource = pidfdSource
+    }
+
+    /// Whether the peer's process credentials hold `gid` (primary or supplementary).
+    public func isMember(of gid: UInt32) -> Bool {
+        self.gid == gid || groups.contains(gid)
+    }
+
+    /// Reads the identity of the process connected on `fd`. Fails only when
+    /// `SO_PEERCRED` does (then nothing about the peer is known and it is turned away).
+    public static func identify(socket fd: CInt) -> Result<Peer, Errno> {
+        var credentials = devaccess_ucred()
+        var length = socklen_t(MemoryLayout<devaccess_ucred>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
+            return .failure(Errno.current)
+        }
+        var peer = Peer(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: peerGroups(fd))
+        identifyProgram(&peer, socket: fd)
+        return .success(peer)
+    }
+
+    private static func peerGroups(_ fd: CInt) -> [UInt32] {
+        var count = 64
+        while count <= 65536 {
+            var groups = [gid_t](repeating: 0, count: count)
+            var length = socklen_t(count * MemoryLayout<gid_t>.size)
+            if getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, &groups, &length) == 0 {
+                return Array(groups.prefix(Int(length) / MemoryLayout<gid_t>.size))
+            }
+            // ERANGE: `length` now holds the size needed.
+            guard errno == ERANGE else { return [] }
+            count = max(count * 2, Int(length) / MemoryLayout<gid_t>.size)
+        }
+        return []
+    }
+
+    private static func identifyProgram(_ peer: inout Peer, socket fd: CInt) {
+        guard peer.pid > 0 else {
+            peer.programProblem = "the peer's pid is not visible in the broker's pid namespace"
+            return
+        }
+        var pidfd: CInt = -1
+        var length = socklen_t(MemoryLayout<CInt>.size)
+        if getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) == 0, pidfd >= 0 {
+            peer.pidfdSource = "SO_PEERPIDFD"
+        } else {
+            // Kernels before 6.5: pin the pid now. The process could in theory have exited
+            // and its pid been reused since connect(); SO_PEERPIDFD closes that gap.
+            pidfd = devaccess_pidfd_open(peer.pid, 0)
+            guard pidfd >= 0 else {
+                peer.programProblem = "pidfd_open(\(peer.pid)): \(Errno.current) (the peer exited?)"
+                return
+            }
+            peer.pidfdSource = "pidfd_open"
+        }
+        defer { Socket.close(pidfd) }
+        let directory = open("/proc/\(peer.pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else {
+            peer.programProblem = "/proc/\(peer.pid): \(Errno.current)"
+            return
+        }
+        defer { Socket.close(directory) }
+        // The /proc directory is the pinned process's only if that process still runs
+        // now, after the directory was opened: a pidfd polls readable once it exits.
+        guard isAlive(pidfd) else {
+            peer.programProblem = "the peer process \(peer.pid) exited before its program could be read"
+            return
+        }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlinkat(directory, "exe", &buffer, buffer.count - 1)
+        guard count >= 0 else {
+            // EACCES when the broker is not root; ENOENT for kernel threads.
+            peer.programProblem = "/proc/\(peer.pid)/exe: \(Errno.current)"
+            return
+        }
+        peer.program = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func isAlive(_ pidfd: CInt) -> Bool {
+        var descriptor = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
+    }
+}

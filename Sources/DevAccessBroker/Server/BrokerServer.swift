@@ -1,0 +1,485 @@
+import Glibc
+import CSystemd
+import Synchronization
+import DevAccessSystem
+import DevAccessProtocol
+
+/// Answers one decoded request from one peer. Runs on the Swift concurrency pool,
+/// never on the event loop, so slow work (probes, NSS, the ledger) cannot stall I/O.
+public protocol RequestHandler: Sendable {
+    func handle(_ request: RequestEnvelope, from peer: Peer) async -> Reply
+}
+
+/// The broker's transport: one thread runs a `poll(2)` loop that accepts, reads,
+/// frames, decodes and writes for every connection; each decoded request becomes a
+/// task, and its reply comes back through a mailbox that wakes the loop (eventfd).
+///
+/// Per connection, requests are answered one at a time and in order. Anything that
+/// breaks the protocol gets an error frame, then the connection closes; the loop
+/// itself never throws after start and never trusts a length, an id or a byte.
+public final class BrokerServer: Sendable {
+    public struct Limits: Sendable {
+        /// Connections served at once; more are answered `busy` and closed.
+        public var maxConnections: Int
+        /// A connection with no request in flight and no traffic for this long is
+        /// closed (with a `timeout` error if a message was half sent).
+        public var idleTimeout: Duration
+        /// How long shutdown waits for in-flight requests to be answered.
+        public var shutdownGrace: Duration
+        /// How long a closing connection keeps reading (and discarding) so its peer
+        /// reads the last reply before end of stream.
+        public var linger: Duration
+
+        public init(maxConnections: Int = 1024, idleTimeout: Duration = .seconds(60),
+                    shutdownGrace: Duration = .seconds(2), linger: Duration = .seconds(1)) {
+            self.maxConnections = maxConnections
+            self.idleTimeout = idleTimeout
+            self.shutdownGrace = shutdownGrace
+            self.linger = linger
+        }
+    }
+
+    public let socketPath: String
+    public let limits: Limits
+    private let handler: any RequestHandler
+    private let log: BrokerLog
+    private let listenerDescriptor: CInt
+    private let wakeDescriptor: CInt
+    private let mailbox = Mutex<Mailbox>(Mailbox())
+    // The listener is used only by the loop thread; kept here to close it on stop.
+    private let listenerBox: ListenerBox
+
+    struct Mailbox {
+        var completions: [(UInt64, [UInt8])] = []
+        var stopRequested = false
+        var stopReason = ""
+    }
+
+    /// Binds the socket now (so a caller can report readiness once this returns);
+    /// `run()` serves it.
+    public init(socketPath: String, handler: any RequestHandler, log: BrokerLog, limits: Limits = Limits()) throws(ListenError) {
+        let listener = try Listener(path: socketPath)
+        let wake: CInt
+        do {
+            wake = try Socket.makeEventFD()
+        } catch {
+            listener.close()
+            throw ListenError(path: socketPath, problem: "eventfd(): \(error)")
+        }
+        self.socketPath = socketPath
+        self.limits = limits
+        self.handler = handler
+        self.log = log
+        listenerDescriptor = listener.descriptor
+        wakeDescriptor = wake
+        listenerBox = ListenerBox(listener)
+    }
+
+    /// Asks `run()` to stop: stop accepting, remove the socket, answer what is in
+    /// flight (up to `shutdownGrace`), close everything, return. Any thread.
+    public func stop(reason: String = "stop requested") {
+        mailbox.withLock {
+            $0.stopRequested = true
+            $0.stopReason = reason
+        }
+        wake()
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
+    }
+
+    private func post(_ connection: UInt64, _ line: [UInt8]) {
+        mailbox.withLock { $0.completions.append((connection, line)) }
+        wake()
+    }
+
+    /// Serves until `stop()` or until `signalDescriptor` (a signalfd) becomes readable.
+    /// `onStopping` runs once when shutdown begins (sd_notify STOPPING=1).
+    public func run(signalDescriptor: CInt? = nil, onStopping: () -> Void = {}) {
+        var loop = EventLoop(server: self, signalDescriptor: signalDescriptor)
+        loop.run(onStopping: onStopping)
+    }
+
+    deinit {
+        // Only now: tasks still answering hold the server and may post until they end.
+        Socket.close(wakeDescriptor)
+        listenerBox.close()
+    }
+
+    // MARK: - The loop (confined to the thread that called run())
+
+    private struct EventLoop {
+        let server: BrokerServer
+        let signalDescriptor: CInt?
+        var connections: [UInt64: Connection] = [:]
+        var nextID: UInt64 = 1
+        var stopping = false
+        var stopDeadline: ContinuousClock.Instant?
+        var acceptPausedUntil: ContinuousClock.Instant?
+        var lastSweep = ContinuousClock.now
+        var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var log: BrokerLog { server.log }
+
+        init(server: BrokerServer, signalDescriptor: CInt?) {
+            self.server = server
+            self.signalDescriptor = signalDescriptor
+        }
+
+        mutating func run(onStopping: () -> Void) {
+            var descriptors: [pollfd] = []
+            var owners: [Connection?] = []
+            while true {
+                let now = ContinuousClock.now
+                if stopping && (connections.isEmpty || stopDeadline.map { now >= $0 } ?? true) { break }
+
+                descriptors.removeAll(keepingCapacity: true)
+                owners.removeAll(keepingCapacity: true)
+                descriptors.append(pollfd(fd: server.wakeDescriptor, events: Int16(POLLIN), revents: 0))
+                owners.append(nil)
+                if let signalDescriptor, !stopping {
+                    descriptors.append(pollfd(fd: signalDescriptor, events: Int16(POLLIN), revents: 0))
+                    owners.append(nil)
+                }
+                if let until = acceptPausedUntil, now >= until { acceptPausedUntil = nil }
+                if !stopping && acceptPausedUntil == nil {
+                    descriptors.append(pollfd(fd: server.listenerDescriptor, events: Int16(POLLIN), revents: 0))
+                    owners.append(nil)
+                }
+                for connection in connections.values {
+                    descriptors.append(pollfd(fd: connection.descriptor, events: connection.pollEvents, revents: 0))
+                    owners.append(connection)
+                }
+
+                let ready = poll(&descriptors, nfds_t(descriptors.count), 250)
+                if ready < 0 && errno != EINTR {
+                    log.error("poll failed; stopping", ["error": Errno.current.description])
+                    break
+                }
+                for index in descriptors.indices where descriptors[index].revents != 0 {
+                    let descriptor = descriptors[index]
+                    if let connection = owners[index] {
+                        service(connection, revents: descriptor.revents)
+                    } else if descriptor.fd == server.wakeDescriptor {
+                        drainMailbox(onStopping: onStopping)
+                    } else if descriptor.fd == signalDescriptor {
+                        readSignal(onStopping: onStopping)
+                    } else if descriptor.fd == server.listenerDescriptor {
+                        acceptAll()
+                    }
+                }
+                sweep()
+            }
+            if !stopping { beginStop(reason: "event loop failed", onStopping: onStopping) }
+            for connection in Array(connections.values) { close(connection) }
+        }
+
+        // MARK: accept
+
+        mutating func acceptAll() {
+            while true {
+                let fd = accept4(server.listenerDescriptor, nil, nil,
+                                 CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue))
+                if fd >= 0 {
+                    admit(fd)
+                    continue
+                }
+                let error = Errno.current
+                switch error.rawValue {
+                case EAGAIN:
+                    return
+                case EINTR, ECONNABORTED, EPROTO:
+                    continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    log.warning("cannot accept more connections now; pausing accept for 100 ms",
+                                ["error": error.description, "connections": String(connections.count)])
+                    acceptPausedUntil = ContinuousClock.now + .milliseconds(100)
+                    return
+                default:
+                    log.error("accept failed", ["error": error.description])
+                    return
+                }
+            }
+        }
+
+        mutating func admit(_ fd: CInt) {
+            let peer: Peer
+            switch Peer.identify(socket: fd) {
+            case .success(let identified):
+                peer = identified
+            case .failure(let error):
+                log.warning("connection without peer credentials refused", ["error": error.description])
+                Socket.close(fd)
+                return
+            }
+            if connections.count >= server.limits.maxConnections {
+                log.warning("too many connections; turning a client away",
+                            ["limit": String(server.limits.maxConnections), "uid": String(peer.uid), "pid": String(peer.pid)])
+                var line = MessageCodec.encode(ReplyEnvelope(id: 0, reply: .error(ProtocolError(
+                    .busy, context: "connection",
+                    reason: "the broker serves \(server.limits.maxConnections) connections already; try again later"))))
+                line.append(0x0a)
+                _ = line.withUnsafeBytes { Socket.send(fd, $0) }
+                Socket.close(fd)
+                return
+            }
+            let connection = Connection(id: nextID, descriptor: fd, peer: peer, now: ContinuousClock.now)
+            nextID += 1
+            connections[connection.id] = connection
+            if log.isEnabled(.debug) {
+                log.debug("client connected", ["connection": String(connection.id), "uid": String(peer.uid),
+                                                "pid": String(peer.pid), "program": peer.program ?? "-"])
+            }
+        }
+
+        // MARK: per connection
+
+        mutating func service(_ connection: Connection, revents: Int16) {
+            guard connections[connection.id] != nil else { return }
+            // POLLHUP: both directions are shut (the peer closed its socket), so nobody
+            // can read a reply any more. A peer that only shut down its sending side
+            // (and waits for replies) shows as readable end-of-stream instead.
+            if revents & (Int16(POLLNVAL) | Int16(POLLERR) | Int16(POLLHUP)) != 0 {
+                close(connection)
+                return
+            }
+            if revents & Int16(POLLOUT) != 0 {
+                flush(connection)
+                guard connections[connection.id] != nil else { return }
+            }
+            if revents & Int16(POLLIN) != 0 {
+                read(connection)
+            }
+        }
+
+        mutating func read(_ connection: Connection) {
+            let received = readBuffer.withUnsafeMutableBytes { raw in
+                recv(connection.descriptor, raw.baseAddress, raw.count, 0)
+            }
+            if received < 0 {
+                let error = Errno.current
+                if error == .wouldBlock || error == .interrupted { return }
+                // ECONNRESET and friends: the peer is gone; nobody is left to answer.
+                close(connection)
+                return
+            }
+            connection.lastActivity = ContinuousClock.now
+            if case .lingering(let until, let discarded) = connection.phase {
+                if received == 0 || discarded + received > 1 << 20 {
+                    close(connection)
+                } else {
+                    connection.phase = .lingering(until: until, discarded: discarded + received)
+                }
+                return
+            }
+            guard connection.isOpen else { return }
+            if received == 0 {
+                connection.readEOF = true
+            } else {
+                readBuffer.withUnsafeBytes { raw in
+                    connection.framer.append(UnsafeRawBufferPointer(rebasing: raw[0..<received]))
+                }
+            }
+            process(connection)
+        }
+
+        /// Takes complete messages off the connection's buffer while no request is in flight.
+        mutating func process(_ connection: Connection) {
+            while connection.isOpen && !connection.inFlight {
+                switch connection.framer.next() {
+                case .line(let line):
+                    dispatch(line, on: connection)
+                case .tooLarge:
+                    reject(connection, id: 0, ProtocolError(.tooLarge, context: "message",
+                        reason: "more than \(BrokerProtocol.maxRequestSize) bytes arrived without a newline; "
+                            + "a message is at most \(BrokerProtocol.maxRequestSize) bytes"))
+                case .needMore:
+                    if connection.readEOF {
+                        if connection.framer.pendingByteCount > 0 {
+                            reject(connection, id: 0, ProtocolError(.truncated, context: "message",
+                                reason: "the connection ended after \(connection.framer.pendingByteCount) bytes "
+                                    + "of a message that had no newline"))
+                        } else {
+                            connection.phase = .closing
+                        }
+                    }
+                    settle(connection)
+                    return
+                }
+            }
+            settle(connection)
+        }
+
+        mutating func dispatch(_ line: [UInt8], on connection: Connection) {
+            let envelope: RequestEnvelope
+            do {
+                envelope = try MessageCodec.decodeRequest(line)
+            } catch {
+                reject(connection, id: error.id, error.error)
+                return
+            }
+            connection.inFlight = true
+            let server = self.server
+            let peer = connection.peer
+            let id = connection.id
+            Task {
+                let reply = await server.handler.handle(envelope, from: peer)
+                var line = MessageCodec.encode(ReplyEnvelope(id: envelope.id, reply: reply))
+                if line.count > BrokerProtocol.maxReplySize {
+                    line = MessageCodec.encode(ReplyEnvelope(id: envelope.id, reply: .error(ProtocolError(
+                        .internal, context: envelope.request.type,
+                        reason: "the reply would exceed \(BrokerProtocol.maxReplySize) bytes; ask for fewer permissions"))))
+                }
+                server.post(id, line)
+            }
+        }
+
+        mutating func reject(_ connection: Connection, id: Int64, _ error: ProtocolError) {
+            let peer = connection.peer
+            log.info("rejected a message", ["code": error.code.rawValue, "context": error.context, "reason": error.reason,
+                                            "uid": String(peer.uid), "pid": String(peer.pid),
+                                            "program": peer.program ?? "-"])
+            connection.enqueue(MessageCodec.encode(ReplyEnvelope(id: id, reply: .error(error))))
+            if error.code.closesConnection { connection.phase = .closing }
+            flush(connection)
+        }
+
+        mutating func flush(_ connection: Connection) {
+            while connection.hasOutput {
+                let result = connection.outbox.withUnsafeBytes { raw in
+                    Socket.send(connection.descriptor, UnsafeRawBufferPointer(rebasing: raw[connection.outboxOffset...]))
+                }
+                switch result {
+                case .success(0):
+                    return  // socket buffer full: POLLOUT will bring us back
+                case .success(let count):
+                    connection.outboxOffset += count
+                    connection.lastActivity = ContinuousClock.now
+                case .failure:
+                    close(connection)  // EPIPE, ECONNRESET: the peer left
+                    return
+                }
+            }
+            settle(connection)
+        }
+
+        /// Moves a closing connection on once everything owed to it is written.
+        mutating func settle(_ connection: Connection) {
+            guard connections[connection.id] != nil, !connection.inFlight, !connection.hasOutput else { return }
+            guard case .closing = connection.phase else { return }
+            if connection.readEOF {
+                close(connection)
+                return
+            }
+            shutdown(connection.descriptor, CInt(SHUT_WR))
+            connection.phase = .lingering(until: ContinuousClock.now + server.limits.linger, discarded: 0)
+        }
+
+        mutating func close(_ connection: Connection) {
+            guard connections.removeValue(forKey: connection.id) != nil else { return }
+            Socket.close(connection.descriptor)
+            if log.isEnabled(.debug) {
+                log.debug("client disconnected", ["connection": String(connection.id), "uid": String(connection.peer.uid)])
+            }
+        }
+
+        // MARK: mailbox, signals, timers
+
+        mutating func drainMailbox(onStopping: () -> Void) {
+            var counter: UInt64 = 0
+            _ = Glibc.read(server.wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
+            let (completions, stop, reason) = server.mailbox.withLock { box -> ([(UInt64, [UInt8])], Bool, String) in
+                let taken = box.completions
+                box.completions.removeAll(keepingCapacity: true)
+                return (taken, box.stopRequested, box.stopReason)
+            }
+            for (id, line) in completions {
+                guard let connection = connections[id] else { continue }  // the client left meanwhile
+                connection.inFlight = false
+                connection.enqueue(line)
+                flush(connection)
+                guard connections[id] != nil else { continue }
+                process(connection)
+            }
+            if stop && !stopping { beginStop(reason: reason, onStopping: onStopping) }
+        }
+
+        mutating func readSignal(onStopping: () -> Void) {
+            guard let signalDescriptor else { return }
+            var info = signalfd_siginfo()
+            let count = Glibc.read(signalDescriptor, &info, MemoryLayout<signalfd_siginfo>.size)
+            guard count == MemoryLayout<signalfd_siginfo>.size else { return }
+            let name = info.ssi_signo == UInt32(SIGTERM) ? "SIGTERM" : info.ssi_signo == UInt32(SIGINT) ? "SIGINT"
+                : "signal \(info.ssi_signo)"
+            if info.ssi_signo == UInt32(SIGHUP) {
+                log.info("SIGHUP received; there is no configuration to reload yet")
+                return
+            }
+            beginStop(reason: "\(name) from pid \(info.ssi_pid)", onStopping: onStopping)
+        }
+
+        mutating func beginStop(reason: String, onStopping: () -> Void) {
+            stopping = true
+            stopDeadline = ContinuousClock.now + server.limits.shutdownGrace
+            log.info("shutting down", ["reason": reason, "connections": String(connections.count)])
+            onStopping()
+            server.listenerBox.close()
+            for connection in Array(connections.values) {
+                switch connection.phase {
+                case .open:
+                    connection.phase = .closing
+                    settle(connection)
+                case .closing, .lingering:
+                    break
+                }
+                if !connection.inFlight && !connection.hasOutput && connections[connection.id] != nil {
+                    close(connection)
+                }
+            }
+        }
+
+        mutating func sweep() {
+            let now = ContinuousClock.now
+            guard now - lastSweep >= .milliseconds(250) else { return }
+            lastSweep = now
+            for connection in Array(connections.values) {
+                switch connection.phase {
+                case .lingering(let until, _):
+                    if now >= until { close(connection) }
+                case .open:
+                    guard !connection.inFlight, now - connection.lastActivity >= server.limits.idleTimeout else { continue }
+                    if connection.framer.pendingByteCount > 0 {
+                        reject(connection, id: 0, ProtocolError(.timeout, context: "message",
+                            reason: "a message stayed incomplete (no newline) for \(server.limits.idleTimeout)"))
+                    } else {
+                        close(connection)
+                    }
+                case .closing:
+                    // Still owed a reply or still writing; a peer that never reads is dropped.
+                    if !connection.inFlight && now - connection.lastActivity >= server.limits.idleTimeout {
+                        close(connection)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Holds the listener so that stopping can close it exactly once.
+final class ListenerBox: Sendable {
+    private let listener: Mutex<Listener?>
+
+    init(_ listener: Listener) {
+        self.listener = Mutex(listener)
+    }
+
+    func close() {
+        let taken = listener.withLock { box -> Listener? in
+            let current = box
+            box = nil
+            return current
+        }
+        taken?.close()
+    }
+}

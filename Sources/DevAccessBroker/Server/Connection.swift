@@ -1,0 +1,78 @@
+import Glibc
+import DevAccessProtocol
+
+/// One client connection. Owned by the event loop thread; never shared.
+final class Connection {
+    enum Phase {
+        /// Reading requests and answering them.
+        case open
+        /// No more requests are read; close once the in-flight request is answered
+        /// and every reply is written.
+        case closing
+        /// Replies written and our side shut down; reading and discarding until the
+        /// peer closes or `until`, so it reads our last reply before end of stream
+        /// instead of a reset.
+        case lingering(until: ContinuousClock.Instant, discarded: Int)
+    }
+
+    let id: UInt64
+    let descriptor: CInt
+    let peer: Peer
+    var framer = LineFramer(maxLineLength: BrokerProtocol.maxRequestSize)
+    var outbox: [UInt8] = []
+    var outboxOffset = 0
+    /// A request is being handled; the next one waits (replies stay in order).
+    var inFlight = false
+    /// The peer shut down its sending side.
+    var readEOF = false
+    var phase = Phase.open
+    var lastActivity: ContinuousClock.Instant
+
+    init(id: UInt64, descriptor: CInt, peer: Peer, now: ContinuousClock.Instant) {
+        self.id = id
+        self.descriptor = descriptor
+        self.peer = peer
+        lastActivity = now
+    }
+
+    var hasOutput: Bool { outboxOffset < outbox.count }
+
+    var isOpen: Bool {
+        if case .open = phase { return true }
+        return false
+    }
+
+    var isLingering: Bool {
+        if case .lingering = phase { return true }
+        return false
+    }
+
+    func enqueue(_ line: [UInt8]) {
+        if outboxOffset > 0 && outboxOffset == outbox.count {
+            outbox.removeAll(keepingCapacity: true)
+            outboxOffset = 0
+        }
+        outbox.append(contentsOf: line)
+        outbox.append(0x0a)
+    }
+
+    /// Poll events wanted now.
+    var pollEvents: Int16 {
+        var events: Int16 = 0
+        switch phase {
+        case .open:
+            // Back-pressure: while a request is in flight, read only until one more
+            // message is buffered; stop reading while replies pile up unread.
+            if !readEOF && (!inFlight || framer.pendingByteCount <= BrokerProtocol.maxRequestSize)
+                && outbox.count - outboxOffset < 1 << 20 {
+                events |= Int16(POLLIN)
+            }
+        case .closing:
+            break
+        case .lingering:
+            events |= Int16(POLLIN)
+        }
+        if hasOutput { events |= Int16(POLLOUT) }
+        return events
+    }
+}

@@ -1,0 +1,271 @@
+import Glibc
+import DevAccessCore
+
+/// Why a call to the broker failed. `unreachable` and `timedOut` mean "no broker to
+/// talk to" (the CLI exits 69); `rejected` carries the broker's own error frame.
+public enum BrokerClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Nothing listens at the path, the connection was refused, or the path cannot be used.
+    case unreachable(path: String, reason: String)
+    /// The broker did not accept, take or answer the message within the timeout.
+    case timedOut(path: String, operation: String, seconds: Double)
+    /// The broker closed the connection before answering.
+    case closed(path: String)
+    /// The broker's reply broke the protocol.
+    case badReply(path: String, ProtocolError)
+    /// The broker answered with an error frame.
+    case rejected(ProtocolError)
+    /// A socket call failed after the connection was made.
+    case io(path: String, operation: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let path, let reason):
+            return "cannot reach devaccessd at \(path): \(reason)"
+        case .timedOut(let path, let operation, let seconds):
+            return "devaccessd at \(path) did not \(operation) within \(seconds) s"
+        case .closed(let path):
+            return "devaccessd at \(path) closed the connection without answering"
+        case .badReply(let path, let error):
+            return "devaccessd at \(path) sent a reply that breaks the protocol: \(error)"
+        case .rejected(let error):
+            return "devaccessd refused (\(error.code)): \(error.reason)"
+        case .io(let path, let operation, let reason):
+            return "talking to devaccessd at \(path): \(operation) failed: \(reason)"
+        }
+    }
+}
+
+/// A blocking client for devaccessd: one connection, used from one thread at a time.
+///
+/// Every wait (connect, send, receive) is bounded by `timeout`. Replies are decoded
+/// as strictly as the broker decodes requests.
+public final class BrokerClient {
+    public let socketPath: String
+    public var timeout: Duration
+    private let descriptor: CInt
+    private var framer = LineFramer(maxLineLength: BrokerProtocol.maxReplySize)
+    private var nextID: Int64 = 1
+    private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+
+    /// `$DEVACCESS_SOCKET` when set and not empty, else /run/devaccess/broker.sock.
+    public static var configuredSocketPath: String {
+        if let value = getenv(BrokerProtocol.socketEnvironmentVariable), value.pointee != 0 {
+            return String(cString: value)
+        }
+        return BrokerProtocol.defaultSocketPath
+    }
+
+    public init(socketPath: String = BrokerClient.configuredSocketPath,
+                timeout: Duration = .seconds(10)) throws(BrokerClientError) {
+        self.socketPath = socketPath
+        self.timeout = timeout
+        descriptor = try Self.connect(socketPath, deadline: ContinuousClock.now + timeout, timeout: timeout)
+    }
+
+    deinit { _ = Glibc.close(descriptor) }
+
+    // MARK: Requests
+
+    /// Sends `request` and waits for its reply; an error frame is returned, not thrown.
+    public func send(_ request: Request) throws(BrokerClientError) -> Reply {
+        let id = nextID
+        nextID += 1
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request))
+        line.append(0x0a)
+        let deadline = ContinuousClock.now + timeout
+        try write(line, deadline: deadline)
+        let envelope = try readReply(deadline: deadline)
+        guard envelope.id == id || (envelope.id == 0 && isError(envelope.reply)) else {
+            throw .badReply(path: socketPath, ProtocolError(.badMessage, context: "$.id",
+                            reason: "reply id \(envelope.id) does not answer request \(id)"))
+        }
+        return envelope.reply
+    }
+
+    public func hello() throws(BrokerClientError) -> HelloReply {
+        switch try send(.hello) {
+        case .hello(let reply): return reply
+        case .error(let error): throw .rejected(error)
+        case let other: throw unexpected(other, for: "hello")
+        }
+    }
+
+    public func status(_ permissions: [Permission]? = nil, user: String? = nil) throws(BrokerClientError) -> StatusReply {
+        switch try send(.status(StatusQuery(permissions: permissions, user: user))) {
+        case .status(let reply): return reply
+        case .error(let error): throw .rejected(error)
+        case let other: throw unexpected(other, for: "status")
+        }
+    }
+
+    // MARK: Raw access (tests, fuzzing, benchmarks)
+
+    /// Writes bytes as they are, no framing added.
+    public func writeRaw(_ bytes: [UInt8]) throws(BrokerClientError) {
+        try write(bytes, deadline: ContinuousClock.now + timeout)
+    }
+
+    /// Reads the next reply, whatever request it answers.
+    public func readReply() throws(BrokerClientError) -> ReplyEnvelope {
+        try readReply(deadline: ContinuousClock.now + timeout)
+    }
+
+    /// Ends the sending direction (the broker sees end of stream) and keeps reading.
+    public func shutdownWriting() {
+        _ = shutdown(descriptor, CInt(SHUT_WR))
+    }
+
+    // MARK: Socket work
+
+    private func isError(_ reply: Reply) -> Bool {
+        if case .error = reply { return true }
+        return false
+    }
+
+    private func unexpected(_ reply: Reply, for request: String) -> BrokerClientError {
+        .badReply(path: socketPath, ProtocolError(.badMessage, context: "$.type",
+                  reason: "a '\(reply.type)' reply does not answer a '\(request)' request"))
+    }
+
+    private static func connect(_ path: String, deadline: ContinuousClock.Instant,
+                                timeout: Duration) throws(BrokerClientError) -> CInt {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !pathBytes.isEmpty, pathBytes.count < capacity, !pathBytes.contains(0) else {
+            throw .unreachable(path: path, reason: "not a usable socket path (at most \(capacity - 1) bytes)")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+        }
+        let fd = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw .io(path: path, operation: "socket()", reason: String(cString: strerror(errno))) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + 1)
+        while true {
+            let rc = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, length) }
+            }
+            if rc == 0 { return fd }
+            let error = errno
+            switch error {
+            case EINTR:
+                continue
+            case EAGAIN:
+                // The broker's accept queue is full: it is busy, not gone. Retry until the deadline.
+                if ContinuousClock.now >= deadline {
+                    _ = Glibc.close(fd)
+                    throw .timedOut(path: path, operation: "accept the connection", seconds: seconds(timeout))
+                }
+                usleep(1000)
+            case EINPROGRESS:
+                do {
+                    try waitFor(fd, events: Int16(POLLOUT), deadline: deadline, path: path,
+                                operation: "accept the connection", timeout: timeout)
+                } catch {
+                    _ = Glibc.close(fd)
+                    throw error
+                }
+                var soError: CInt = 0
+                var size = socklen_t(MemoryLayout<CInt>.size)
+                _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &size)
+                if soError == 0 { return fd }
+                _ = Glibc.close(fd)
+                throw .unreachable(path: path, reason: String(cString: strerror(soError)))
+            default:
+                _ = Glibc.close(fd)
+                let hint: String
+                switch error {
+                case ENOENT: hint = " (no socket there: is devaccessd running?)"
+                case ECONNREFUSED: hint = " (nothing accepts on it: devaccessd is not running)"
+                case EACCES: hint = " (the socket or its directory is not accessible to this user)"
+                default: hint = ""
+                }
+                throw .unreachable(path: path, reason: String(cString: strerror(error)) + hint)
+            }
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private static func waitFor(_ fd: CInt, events: Int16, deadline: ContinuousClock.Instant, path: String,
+                                operation: String, timeout: Duration) throws(BrokerClientError) {
+        while true {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            if remaining <= .zero { throw .timedOut(path: path, operation: operation, seconds: seconds(timeout)) }
+            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
+            var descriptor = pollfd(fd: fd, events: events, revents: 0)
+            let ready = poll(&descriptor, 1, CInt(clamping: milliseconds))
+            if ready > 0 { return }
+            if ready < 0 && errno != EINTR {
+                throw .io(path: path, operation: "poll()", reason: String(cString: strerror(errno)))
+            }
+        }
+    }
+
+    private func write(_ bytes: [UInt8], deadline: ContinuousClock.Instant) throws(BrokerClientError) {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { raw in
+                Glibc.send(descriptor, raw.baseAddress! + offset, raw.count - offset, CInt(MSG_NOSIGNAL))
+            }
+            if sent >= 0 {
+                offset += sent
+                continue
+            }
+            let error = errno
+            switch error {
+            case EINTR: continue
+            case EAGAIN:
+                try Self.waitFor(descriptor, events: Int16(POLLOUT), deadline: deadline, path: socketPath,
+                                 operation: "take the request", timeout: timeout)
+            case EPIPE, ECONNRESET:
+                throw .closed(path: socketPath)
+            default:
+                throw .io(path: socketPath, operation: "send()", reason: String(cString: strerror(error)))
+            }
+        }
+    }
+
+    private func readReply(deadline: ContinuousClock.Instant) throws(BrokerClientError) -> ReplyEnvelope {
+        while true {
+            switch framer.next() {
+            case .line(let line):
+                do {
+                    return try MessageCodec.decodeReply(line)
+                } catch {
+                    throw .badReply(path: socketPath, error)
+                }
+            case .tooLarge:
+                throw .badReply(path: socketPath, ProtocolError(.tooLarge, context: "reply",
+                                reason: "more than \(BrokerProtocol.maxReplySize) bytes without a newline"))
+            case .needMore:
+                break
+            }
+            try Self.waitFor(descriptor, events: Int16(POLLIN), deadline: deadline, path: socketPath,
+                             operation: "answer", timeout: timeout)
+            let received = buffer.withUnsafeMutableBytes { raw in
+                recv(descriptor, raw.baseAddress, raw.count, 0)
+            }
+            if received > 0 {
+                buffer.withUnsafeBytes { raw in framer.append(UnsafeRawBufferPointer(rebasing: raw[0..<received])) }
+                continue
+            }
+            if received == 0 {
+                if framer.pendingByteCount > 0 {
+                    throw .badReply(path: socketPath, ProtocolError(.truncated, context: "reply",
+                                    reason: "the connection ended in the middle of a reply"))
+                }
+                throw .closed(path: socketPath)
+            }
+            let error = errno
+            switch error {
+            case EINTR, EAGAIN: continue
+            case ECONNRESET: throw .closed(path: socketPath)
+            default: throw .io(path: socketPath, operation: "recv()", reason: String(cString: strerror(error)))
+            }
+        }
+    }
+}

@@ -1,0 +1,4 @@
+import DevAccessBroker
+import Glibc
+
+exit(Daemon.main(Array(CommandLine.arguments.dropFirst())))
