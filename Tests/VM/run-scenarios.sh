@@ -4,7 +4,10 @@
 # read-only, runs the freshly built devaccess inside against the guest's real
 # devices, and asserts on the recorded results here on the host.
 #
-# Usage: Tests/VM/run-scenarios.sh [--bin PATH] [--timeout SECONDS] [--list] [SCENARIO...]
+# Usage: Tests/VM/run-scenarios.sh [--bin PATH] [--timeout SECONDS] [--verbose] [--list] [SCENARIO...]
+#   --bin PATH   devaccess binary to test (default .build/debug/devaccess)
+#   --timeout S  kill a VM after S seconds and fail its scenario (default 150)
+#   --verbose    print passing expectations too, not only failures
 # Exit 0 only if every expectation of every scenario passed.
 set -euo pipefail
 
@@ -12,12 +15,13 @@ vm_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tree=$(cd "$vm_dir/../.." && pwd)
 cache=${DEVACCESS_VM_CACHE:-$vm_dir/cache}
 bin=$tree/.build/debug/devaccess
-boot_timeout=120
+boot_timeout=150
+verbose=0
 
 die() { printf 'run-scenarios: %s\n' "$*" >&2; exit 2; }
 
 usage() {
-  sed -n '2,8s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
   exit "${1:-0}"
 }
 
@@ -35,6 +39,7 @@ while (($#)); do
     --bin) [[ $# -ge 2 ]] || die "--bin needs a path"; bin=$2; shift 2 ;;
     --bin=*) bin=${1#--bin=}; shift ;;
     --timeout) [[ $# -ge 2 ]] || die "--timeout needs seconds"; boot_timeout=$2; shift 2 ;;
+    --verbose|-v) verbose=1; shift ;;
     --list) all_scenarios; exit 0 ;;
     -h|--help) usage 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
@@ -46,6 +51,8 @@ for s in "${scenarios[@]}"; do
   [[ -f $vm_dir/scenarios/$s.sh ]] || die "no such scenario '$s' (have: $(all_scenarios | tr '\n' ' '))"
 done
 
+# The guest reads the host's whole tree with the host's permissions.
+((EUID == 0)) || die "must run as root (the VM shares the host's / and loads modules in the guest)"
 for tool in qemu-system-x86_64 python3 timeout; do
   command -v "$tool" >/dev/null \
     || die "missing '$tool': apt-get install \$(grep -v '^#' Tests/VM/packages.txt)"
@@ -114,10 +121,10 @@ summary=()
 for s in "${scenarios[@]}"; do
   echo "=== scenario $s"
   run_vm "$s"
-  set +e
-  python3 "$vm_dir/lib/check.py" "$s" "$results/$s"
-  crc=$?
-  set -e
+  check_args=("$s" "$results/$s")
+  ((verbose)) && check_args=(--verbose "${check_args[@]}")
+  crc=0
+  python3 "$vm_dir/lib/check.py" "${check_args[@]}" || crc=$?
   read -r p f < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["passed"], d["failed"])' \
                    "$results/$s/check.json" 2>/dev/null || echo "0 1")
   total_pass=$((total_pass + p))

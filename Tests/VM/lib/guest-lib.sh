@@ -21,13 +21,14 @@ vm_finish() {
 }
 
 # rec NAME CMD... : run CMD, keep its stdout, stderr and exit code as
-# $OUT/NAME.{out,err,rc}. Never fails, so one broken step still lets the
+# $OUT/NAME.{out,err,rc} (and its wall time in NAME.ms). Never fails, so one broken step still lets the
 # others report.
 rec() {
-  local name=$1 rc=0
+  local name=$1 rc=0 t0=${EPOCHREALTIME/./}
   shift
   "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" </dev/null || rc=$?
   printf '%s\n' "$rc" >"$OUT/$name.rc"
+  printf '%s\n' $(((${EPOCHREALTIME/./} - t0) / 1000)) >"$OUT/$name.ms"
   return 0
 }
 
