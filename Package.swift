@@ -36,14 +36,14 @@ let package = Package(
         // Commands, argument parsing and output; the executable only calls into it.
         .target(name: "DevAccessCLI",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement"]),
+                               "DevAccessEnforcement", "DevAccessProtocol"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
         .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessProtocol", "CSystemd"]),
+                               "DevAccessEnforcement", "DevAccessProtocol", "CSystemd"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
         // Benchmark, run by hand (root): ledger appends and grant+ACL apply against sqlite3 and setfacl.
         .executableTarget(name: "devaccess-bench",

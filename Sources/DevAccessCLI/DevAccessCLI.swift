@@ -18,6 +18,7 @@ public enum DevAccessCLI {
         CommandEntry(spec: ListCommand.spec, run: ListCommand.run),
         CommandEntry(spec: ReconcileCommand.spec, run: ReconcileCommand.run),
         CommandEntry(spec: AuditCommand.spec, run: AuditCommand.run),
+        CommandEntry(spec: DoctorCommand.spec, run: DoctorCommand.run),
     ]
 
     public static func main(_ arguments: [String]) async -> Int32 {

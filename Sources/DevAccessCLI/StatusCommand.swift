@@ -7,9 +7,9 @@ enum StatusCommand: Command {
     static let spec = CommandSpec(
         name: "status",
         abstract: "Show the status of permissions for a user, and why.",
-        usage: "devaccess status [PERMISSION...] [--user USER] [--json]",
+        usage: "devaccess status [PERMISSION...] [--user USER] [--json] [--broker [--socket PATH]]",
         options: [CommonOptions.user, CommonOptions.json, CommonOptions.gpsd, CommonOptions.gpsdTimeout,
-                  CommonOptions.stateDir],
+                  CommonOptions.stateDir, BrokerOptions.broker, BrokerOptions.socket],
         discussion: """
         \(CommonOptions.permissionsHelp) Without one, all are shown.
         Each status is computed now from the devices found, their nodes' owner, mode
@@ -17,10 +17,16 @@ enum StatusCommand: Command {
         opens), limited (some), notDetermined (none, nothing decided), denied (a recorded
         denial, even if a group still opens the node), restricted, unavailable.
         Drift (the ledger and the nodes disagree) is listed with '! drift:'.
+        With --broker, devaccessd computes the same statuses for you as the kernel
+        identifies you (--user only for yourself, or as root or devaccess-admin);
+        exit 69 when it cannot be reached, 77 when it refuses.
         """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
+        if arguments.has("broker") || arguments.value("socket") != nil {
+            return try BrokerStatus.run(permissions, arguments, console: console, command: spec.name)
+        }
         let user = try CommonOptions.identity(arguments, command: spec.name)
         let options = try CommonOptions.probeOptions(arguments, command: spec.name)
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)

@@ -3,6 +3,7 @@ import CSystemd
 import Foundation
 import DevAccessCore
 import DevAccessLedger
+import DevAccessEnforcement
 import DevAccessProtocol
 
 /// devaccessd's shell: options, signals, logging, ledger, socket, readiness, shutdown.
@@ -60,7 +61,7 @@ public enum Daemon {
             return 1
         }
 
-        let service = BrokerService(probe: FreshProbe(probe: FreshProbe.hardware(options.probe)),
+        let service = BrokerService(probe: FreshProbe(probe: probe(options, log: log)),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger, log: log)
         let server: BrokerServer
         do {
@@ -78,6 +79,24 @@ public enum Daemon {
         }
         log.info("stopped")
         return 0
+    }
+
+    /// The real adapters; in DEBUG builds only, `DEVACCESS_TEST_DEVICES` names a file of
+    /// declared devices (as for the devaccess CLI) so tests can run the daemon against
+    /// nodes they made with mknod. Release builds ignore it.
+    private static func probe(_ options: DaemonOptions, log: BrokerLog) -> FreshProbe.Probe {
+        #if DEBUG
+        if let path = ProcessInfo.processInfo.environment["DEVACCESS_TEST_DEVICES"] {
+            do {
+                let declared = try DeclaredDeviceSource(contentsOf: path)
+                log.warning("TEST ONLY: devices come from a declaration file, not udev and gpsd", ["file": path])
+                return { declared.report(for: $0) }
+            } catch {
+                log.error("ignoring DEVACCESS_TEST_DEVICES", ["error": error.description])
+            }
+        }
+        #endif
+        return FreshProbe.hardware(options.probe)
     }
 
     /// sd_notify(3) when started by systemd (NOTIFY_SOCKET set); nothing otherwise.

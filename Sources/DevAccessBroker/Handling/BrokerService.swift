@@ -2,11 +2,14 @@ import Foundation
 import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
+import DevAccessEnforcement
 import DevAccessProtocol
 
-/// What devaccessd answers: `hello`, `status` (fresh probe + StatusEvaluator for the
-/// peer, or for another user when the peer is an admin) and `request` (refused as
-/// not implemented until the consent flows exist: nothing is granted or recorded).
+/// What devaccessd answers: `hello`, `status` (a fresh probe evaluated with the
+/// ledger's decisions and drift, exactly as `devaccess status` computes it locally,
+/// for the peer, or for another user when the peer is an admin) and `request`
+/// (refused as not implemented until the consent flows exist: nothing is granted or
+/// recorded).
 ///
 /// Everything a peer may not do is answered `permission-denied` and appended to the
 /// ledger as a `refused` event with the peer's kernel identity.
@@ -63,8 +66,22 @@ public final class BrokerService: RequestHandler {
         }
         let permissions = query.permissions ?? Permission.all
         let reports = await probe.reports(permissions)
-        let statuses = reports.map { StatusEvaluator.evaluate($0, for: subject) }
+        let reading = ledgerReading(uid: subject.uid)
+        let statuses = reports.map { LedgerStatus.evaluate($0, for: subject, ledger: reading) }
         return .status(StatusReply(user: subject.name, uid: subject.uid, permissions: statuses))
+    }
+
+    /// The subject's standing decisions and the recorded ACL entries, read now.
+    private func ledgerReading(uid: UInt32) -> LedgerReading {
+        guard let ledger else { return .absent(path: "(no ledger)") }
+        do {
+            let grants = try ledger.grants(uid: uid)
+            let records = try ledger.aclEntries()
+            return .loaded(LedgerSnapshot(path: ledger.path, decisions: Decisions(active: grants), records: records))
+        } catch {
+            log.error("cannot read the ledger for a status", ["error": error.description])
+            return .unreadable(path: ledger.path, problem: error.description)
+        }
     }
 
     /// The peer's user as a fresh login sees it (as `devaccess status` does locally);

@@ -1,0 +1,74 @@
+import DevAccessCore
+import DevAccessProtocol
+
+/// Options for talking to devaccessd instead of probing in-process.
+enum BrokerOptions {
+    static let broker = OptionSpec(long: "broker", short: nil, value: nil,
+                                   help: "Ask devaccessd instead of probing here (exit 69 when it cannot be reached).")
+    static let socket = OptionSpec(long: "socket", short: nil, value: "PATH",
+                                   help: "devaccessd's socket (default: $DEVACCESS_SOCKET or /run/devaccess/broker.sock).")
+
+    static func socketPath(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String {
+        guard let path = arguments.value("socket") else { return BrokerClient.configuredSocketPath }
+        guard path.hasPrefix("/") || path.hasPrefix(".") else {
+            throw UsageError(message: "'--socket' needs a path to a socket, got '\(path)'", command: command)
+        }
+        return path
+    }
+
+    /// Maps a failed broker call to the exit code and message scripts rely on.
+    static func failure(_ error: BrokerClientError, command: String) -> any Error {
+        switch error {
+        case .unreachable, .timedOut, .closed:
+            return CommandFailure(message: "\(error); start it with 'systemctl start devaccessd', or drop --broker "
+                                      + "to compute the status here", code: .brokerUnreachable)
+        case .rejected(let frame) where frame.code == .busy:
+            return CommandFailure(message: "\(error)", code: .brokerUnreachable)
+        case .rejected(let frame) where frame.code == .noSuchUser:
+            return UsageError(message: frame.reason, command: command)
+        case .rejected(let frame) where frame.code == .permissionDenied:
+            return CommandFailure(message: "\(error)", code: .noPermission)
+        case .rejected, .badReply, .io:
+            return CommandFailure(message: "\(error)")
+        }
+    }
+}
+
+/// `devaccess status --broker`: the same statuses and output, computed by devaccessd
+/// for the caller as the kernel identifies it (or for --user, which the broker allows
+/// only for yourself, root and members of devaccess-admin).
+enum BrokerStatus {
+    static func run(_ permissions: [Permission], _ arguments: ParsedArguments, console: Console,
+                    command: String) throws -> ExitCode {
+        guard arguments.has("broker") else {
+            throw UsageError(message: "'--socket' goes with '--broker'", command: command)
+        }
+        for local in ["gpsd", "gpsd-timeout", "state-dir"] where arguments.value(local) != nil {
+            throw UsageError(message: "'--\(local)' applies to local probes; with '--broker' devaccessd uses its own",
+                             command: command)
+        }
+        let path = try BrokerOptions.socketPath(arguments, command: command)
+        let reply: StatusReply
+        do {
+            let client = try BrokerClient(socketPath: path, timeout: .seconds(30))
+            reply = try client.status(permissions == Permission.all ? nil : permissions, user: arguments.value("user"))
+        } catch {
+            throw BrokerOptions.failure(error, command: command)
+        }
+        let user = UserIdentity(uid: reply.uid, name: reply.user, primaryGID: 0, groups: [])
+        if arguments.has("json") {
+            let document = StatusDocument(user: reply.user, uid: reply.uid,
+                                          permissions: reply.permissions.map(PermissionDocument.init))
+            console.out(try JSONOutput.encode(document))
+        } else {
+            // As for the local table: drift has its own lines, so it leaves the reasons.
+            let shown = reply.permissions.map { status in
+                var trimmed = status
+                trimmed.reasons.removeAll { $0.kind == .drift }
+                return trimmed
+            }
+            console.out(TableOutput.status(shown, user: user))
+        }
+        return .success
+    }
+}

@@ -1,0 +1,254 @@
+import DevAccessCore
+import DevAccessLedger
+import DevAccessProtocol
+import Foundation
+import Glibc
+
+/// `devaccess doctor`: checks the installation piece by piece and says what to do
+/// about each problem. Exit 0 when nothing failed (warnings allowed), 1 otherwise.
+enum DoctorCommand: Command {
+    static let spec = CommandSpec(
+        name: "doctor",
+        abstract: "Check the installation: files, groups, directories, the broker and the ledger.",
+        usage: "devaccess doctor [--json] [--socket PATH] [--state-dir DIR] [--root DIR]",
+        options: [CommonOptions.json, BrokerOptions.socket, CommonOptions.stateDir,
+                  OptionSpec(long: "root", short: nil, value: "DIR",
+                             help: "Look for installed files under DIR (a DESTDIR staging tree).")],
+        discussion: """
+        Each check prints ok, warn or fail with what was found. Checks: the devaccessd
+        binary, its systemd unit, sysusers.d and tmpfiles.d files, the udev rules, the
+        policy file, man pages, the groups devaccess-admin/-camera/-microphone/-location,
+        the state and runtime directories, the broker socket (answers hello) and the
+        ledger (opens, audit chain verifies; needs read access, so run as root).
+        Exit codes: 0 no check failed, 1 at least one failed, 64 usage error.
+        """)
+
+    enum Outcome: String, Encodable {
+        case ok, warn, fail
+    }
+
+    struct Check: Encodable {
+        var name: String
+        var status: Outcome
+        var message: String
+    }
+
+    struct Report: Encodable {
+        var checks: [Check]
+        var ok: Int
+        var warn: Int
+        var fail: Int
+    }
+
+    static let groups = ["devaccess-admin", "devaccess-camera", "devaccess-microphone", "devaccess-location"]
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        guard arguments.positionals.isEmpty else {
+            throw UsageError(message: "doctor takes no arguments, got '\(arguments.positionals[0])'", command: spec.name)
+        }
+        let root = arguments.value("root").map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } ?? ""
+        let socket = try BrokerOptions.socketPath(arguments, command: spec.name)
+        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
+        let doctor = Doctor(root: root)
+        let checks = [
+            doctor.daemonBinary(),
+            doctor.unit(),
+            doctor.configFile("sysusers", "devaccess.conf", in: ["/etc/sysusers.d", "/usr/local/lib/sysusers.d",
+                                                               "/usr/lib/sysusers.d"],
+                              hint: "install config/devaccess.sysusers as sysusers.d/devaccess.conf (scripts/install.sh)"),
+            doctor.configFile("tmpfiles", "devaccess.conf", in: ["/etc/tmpfiles.d", "/usr/local/lib/tmpfiles.d",
+                                                               "/usr/lib/tmpfiles.d"],
+                              hint: "install config/devaccess.tmpfiles as tmpfiles.d/devaccess.conf (scripts/install.sh)"),
+            doctor.udevRules(),
+            doctor.policy(),
+            doctor.manPages(),
+            doctor.groupsExist(groups),
+            doctor.directory("state-dir", stateDirectory, missing: .fail,
+                             hint: "created by systemd-tmpfiles --create or by devaccessd at start"),
+            doctor.directory("runtime-dir", (socket as NSString).deletingLastPathComponent, missing: .warn,
+                             hint: "created at boot by systemd-tmpfiles and by devaccessd at start"),
+            doctor.broker(socket),
+            doctor.ledger(stateDirectory),
+        ]
+        let report = Report(checks: checks, ok: checks.filter { $0.status == .ok }.count,
+                            warn: checks.filter { $0.status == .warn }.count,
+                            fail: checks.filter { $0.status == .fail }.count)
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(report))
+        } else {
+            var text = ""
+            for check in checks {
+                text += TableOutput.pad(check.status.rawValue, 6) + TableOutput.pad(check.name, 13) + check.message + "\n"
+            }
+            text += "\n\(report.ok) ok, \(report.warn) warn, \(report.fail) fail"
+            console.out(text)
+        }
+        return report.fail == 0 ? .success : .failure
+    }
+}
+
+/// The individual checks. Paths are looked up under `root` (empty: the live system).
+struct Doctor {
+    typealias Check = DoctorCommand.Check
+    let root: String
+
+    func path(_ path: String) -> String { root + path }
+
+    func exists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(self.path(path), &info) == 0
+    }
+
+    func first(_ name: String, in directories: [String]) -> String? {
+        directories.map { $0 + "/" + name }.first(where: exists)
+    }
+
+    func daemonBinary() -> Check {
+        var directories = ["/usr/sbin", "/usr/local/sbin", "/usr/bin", "/usr/local/bin", "/usr/libexec/devaccess"]
+        if root.isEmpty, let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            directories.append((exe as NSString).deletingLastPathComponent)
+        }
+        guard let found = first("devaccessd", in: directories) else {
+            return Check(name: "devaccessd", status: .fail,
+                         message: "no devaccessd in \(directories.joined(separator: ", ")); run scripts/install.sh")
+        }
+        guard access(path(found), X_OK) == 0 else {
+            return Check(name: "devaccessd", status: .fail, message: "\(found) is not executable")
+        }
+        return Check(name: "devaccessd", status: .ok, message: found)
+    }
+
+    func unit() -> Check {
+        let directories = ["/etc/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
+                           "/lib/systemd/system"]
+        guard let found = first("devaccessd.service", in: directories) else {
+            return Check(name: "unit", status: .fail,
+                         message: "no devaccessd.service in \(directories.joined(separator: ", ")); run scripts/install.sh")
+        }
+        guard let text = try? String(contentsOfFile: path(found), encoding: .utf8) else {
+            return Check(name: "unit", status: .fail, message: "\(found) cannot be read")
+        }
+        let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let exec = lines.first(where: { $0.hasPrefix("ExecStart=") }) else {
+            return Check(name: "unit", status: .fail, message: "\(found) has no ExecStart=")
+        }
+        let binary = exec.dropFirst("ExecStart=".count).split(separator: " ").first.map(String.init) ?? ""
+        guard access(path(binary), X_OK) == 0 else {
+            return Check(name: "unit", status: .fail, message: "\(found) starts \(binary), which is not there")
+        }
+        guard lines.contains("Type=notify") else {
+            return Check(name: "unit", status: .warn, message: "\(found) is not Type=notify; readiness is not waited for")
+        }
+        return Check(name: "unit", status: .ok, message: "\(found) (ExecStart \(binary))")
+    }
+
+    func configFile(_ name: String, _ file: String, in directories: [String], hint: String) -> Check {
+        guard let found = first(file, in: directories) else {
+            return Check(name: name, status: .fail, message: "no \(file) in \(directories.joined(separator: ", ")); \(hint)")
+        }
+        return Check(name: name, status: .ok, message: found)
+    }
+
+    func udevRules() -> Check {
+        let read = ["/etc/udev/rules.d", "/run/udev/rules.d", "/usr/lib/udev/rules.d", "/lib/udev/rules.d"]
+        if let found = first("70-devaccess.rules", in: read) {
+            return Check(name: "udev-rules", status: .ok, message: found)
+        }
+        if let ignored = first("70-devaccess.rules", in: ["/usr/local/lib/udev/rules.d"]) {
+            return Check(name: "udev-rules", status: .warn,
+                         message: "\(ignored) is in a directory udev does not read; move it to /etc/udev/rules.d")
+        }
+        return Check(name: "udev-rules", status: .fail,
+                     message: "no 70-devaccess.rules in \(read.joined(separator: ", ")); run scripts/install.sh")
+    }
+
+    func policy() -> Check {
+        let file = "/etc/devaccess/devaccess.conf"
+        guard exists(file) else {
+            return Check(name: "config", status: .warn, message: "no \(file): built-in defaults apply")
+        }
+        return Check(name: "config", status: .ok, message: file)
+    }
+
+    func manPages() -> Check {
+        let directories = ["/usr/share/man", "/usr/local/share/man"]
+        let pages = [("man1", "devaccess.1"), ("man8", "devaccessd.8")]
+        let missing = pages.filter { section, page in
+            !directories.contains { exists("\($0)/\(section)/\(page)") || exists("\($0)/\(section)/\(page).gz") }
+        }.map(\.1)
+        guard missing.isEmpty else {
+            return Check(name: "man-pages", status: .warn, message: "not installed: \(missing.joined(separator: ", "))")
+        }
+        return Check(name: "man-pages", status: .ok, message: "devaccess(1), devaccessd(8)")
+    }
+
+    func groupsExist(_ names: [String]) -> Check {
+        var found: [String] = []
+        var missing: [String] = []
+        for name in names {
+            if let entry = getgrnam(name) {
+                found.append("\(name) (\(entry.pointee.gr_gid))")
+            } else {
+                missing.append(name)
+            }
+        }
+        guard missing.isEmpty else {
+            return Check(name: "groups", status: .fail, message: "missing: \(missing.joined(separator: ", ")); "
+                             + "run systemd-sysusers (or groupadd -r each)")
+        }
+        return Check(name: "groups", status: .ok, message: found.joined(separator: ", "))
+    }
+
+    /// Root-owned and writable by nobody else: the ledger and socket live there.
+    func directory(_ name: String, _ directory: String, missing: DoctorCommand.Outcome, hint: String) -> Check {
+        var info = stat()
+        guard lstat(directory, &info) == 0 else {
+            return Check(name: name, status: missing, message: "\(directory) does not exist; \(hint)")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            return Check(name: name, status: .fail, message: "\(directory) is not a directory")
+        }
+        let mode = String(info.st_mode & 0o7777, radix: 8)
+        guard info.st_uid == 0 else {
+            return Check(name: name, status: .fail,
+                         message: "\(directory) belongs to uid \(info.st_uid), not root; chown root:root \(directory)")
+        }
+        guard info.st_mode & 0o022 == 0 else {
+            return Check(name: name, status: .fail,
+                         message: "\(directory) has mode \(mode): others can write; chmod 0755 \(directory)")
+        }
+        return Check(name: name, status: .ok, message: "\(directory) (root, mode \(mode))")
+    }
+
+    func broker(_ socket: String) -> Check {
+        do {
+            let hello = try BrokerClient(socketPath: socket, timeout: .seconds(3)).hello()
+            let peer = hello.peer
+            return Check(name: "socket", status: .ok, message: "\(hello.server) answers at \(socket); it sees you as "
+                             + "\(peer.user ?? "uid \(peer.uid)") (uid \(peer.uid))\(peer.admin ? ", an admin" : "")")
+        } catch {
+            return Check(name: "socket", status: .fail, message: "\(error)")
+        }
+    }
+
+    func ledger(_ stateDirectory: String) -> Check {
+        let file = stateDirectory + "/" + Ledger.fileName
+        guard access(file, F_OK) == 0 else {
+            return Check(name: "ledger", status: .fail, message: "no ledger at \(file); devaccessd creates it at start")
+        }
+        guard access(file, R_OK) == 0 else {
+            return Check(name: "ledger", status: .warn,
+                         message: "\(file) is not readable as uid \(getuid()); run doctor as root to verify it")
+        }
+        do {
+            let ledger = try Ledger(path: file, mode: .readOnly, journal: .disabled)
+            let verification = try ledger.verify()
+            guard verification.isIntact else {
+                return Check(name: "ledger", status: .fail, message: "\(file): \(verification); see 'devaccess audit --verify'")
+            }
+            return Check(name: "ledger", status: .ok, message: "\(file): \(verification)")
+        } catch {
+            return Check(name: "ledger", status: .fail, message: error.description)
+        }
+    }
+}

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Installs devaccess: the devaccess and devaccessd binaries, the systemd unit, the
+# sysusers.d and tmpfiles.d files, the udev rules, the default policy, the PAM service
+# and the man pages. Then, when installing into the live system (no DESTDIR), creates
+# the groups and directories and reloads udev and systemd -- each only when its tool
+# is present, so it works (and never fails) on machines without systemd as PID 1.
+#
+# Environment (defaults in brackets):
+#   PREFIX        [/usr/local]   BINDIR [$PREFIX/bin]   SBINDIR [$PREFIX/sbin]
+#   MANDIR        [$PREFIX/share/man]   SYSCONFDIR [/etc]
+#   UNITDIR       [$PREFIX/lib/systemd/system]   (systemd reads /usr/local/lib/systemd/system too)
+#   SYSUSERSDIR   [$PREFIX/lib/sysusers.d]       TMPFILESDIR [$PREFIX/lib/tmpfiles.d]
+#   UDEVRULESDIR  [/usr/lib/udev/rules.d when PREFIX=/usr, else $SYSCONFDIR/udev/rules.d:
+#                  udev does not read /usr/local]
+#   DESTDIR       [empty]  staging root for packaging; nothing is activated when set
+#   BUILD_DIR     [.build/release]  where the binaries are; built with
+#                 'swift build -c release' when missing and swift is on PATH
+#
+# Files in udev-rules/ ending in .rules are installed as active rules; anything else
+# there (opt-in rules such as deny-by-default, READMEs) goes to
+# $PREFIX/share/devaccess/udev-rules/ for the admin to enable by hand.
+# Existing policy and PAM files are never overwritten: the new one is put beside it
+# with a .new suffix.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+
+case "${1:-}" in
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    "") ;;
+    *) echo "install.sh: unknown argument '$1' (settings come from the environment; see --help)" >&2; exit 64 ;;
+esac
+
+PREFIX=${PREFIX:-/usr/local}
+PREFIX=${PREFIX%/}
+BINDIR=${BINDIR:-$PREFIX/bin}
+SBINDIR=${SBINDIR:-$PREFIX/sbin}
+MANDIR=${MANDIR:-$PREFIX/share/man}
+SYSCONFDIR=${SYSCONFDIR:-/etc}
+UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
+SYSUSERSDIR=${SYSUSERSDIR:-$PREFIX/lib/sysusers.d}
+TMPFILESDIR=${TMPFILESDIR:-$PREFIX/lib/tmpfiles.d}
+if [ -z "${UDEVRULESDIR:-}" ]; then
+    if [ "$PREFIX" = /usr ]; then UDEVRULESDIR=/usr/lib/udev/rules.d; else UDEVRULESDIR=$SYSCONFDIR/udev/rules.d; fi
+fi
+DATADIR=$PREFIX/share/devaccess
+DESTDIR=${DESTDIR:-}
+DESTDIR=${DESTDIR%/}
+BUILD_DIR=${BUILD_DIR:-$root/.build/release}
+
+say() { echo "install.sh: $*"; }
+warn() { echo "install.sh: $*" >&2; }
+
+if [ -z "$DESTDIR" ] && [ "$(id -u)" -ne 0 ]; then
+    warn "installing into the live system needs root (or set DESTDIR to stage the files)"
+    exit 1
+fi
+
+# --- binaries -------------------------------------------------------------------
+if [ ! -x "$BUILD_DIR/devaccess" ] || [ ! -x "$BUILD_DIR/devaccessd" ]; then
+    if command -v swift >/dev/null 2>&1 && [ "$BUILD_DIR" = "$root/.build/release" ]; then
+        say "building release binaries (swift build -c release)"
+        (cd "$root" && swift build -c release --product devaccess && swift build -c release --product devaccessd)
+    else
+        warn "no devaccess/devaccessd in $BUILD_DIR; build them first (swift build -c release) or set BUILD_DIR"
+        exit 1
+    fi
+fi
+
+put() {  # put MODE SOURCE TARGET: install one file, creating directories
+    install -D -m "$1" "$2" "$DESTDIR$3"
+    say "installed $3"
+}
+
+put_config() {  # like put, but never overwrites a file an admin may have edited
+    local target=$DESTDIR$3
+    if [ -e "$target" ] && ! cmp -s "$2" "$target"; then
+        install -D -m "$1" "$2" "$target.new"
+        say "kept $3 (differs from the shipped one); the new one is $3.new"
+    else
+        put "$1" "$2" "$3"
+    fi
+}
+
+put 0755 "$BUILD_DIR/devaccess" "$BINDIR/devaccess"
+put 0755 "$BUILD_DIR/devaccessd" "$SBINDIR/devaccessd"
+
+# --- systemd unit, groups, directories -------------------------------------------
+unit=$(mktemp)
+trap 'rm -f "$unit"' EXIT
+sed "s|^ExecStart=/usr/sbin/devaccessd|ExecStart=$SBINDIR/devaccessd|" "$root/config/devaccessd.service" > "$unit"
+put 0644 "$unit" "$UNITDIR/devaccessd.service"
+put 0644 "$root/config/devaccess.sysusers" "$SYSUSERSDIR/devaccess.conf"
+put 0644 "$root/config/devaccess.tmpfiles" "$TMPFILESDIR/devaccess.conf"
+
+# --- udev rules -------------------------------------------------------------------
+for file in "$root"/udev-rules/*; do
+    [ -f "$file" ] || continue
+    name=$(basename "$file")
+    case "$name" in
+        *.rules) put 0644 "$file" "$UDEVRULESDIR/$name" ;;
+        *) put 0644 "$file" "$DATADIR/udev-rules/$name" ;;
+    esac
+done
+
+# --- policy, PAM ----------------------------------------------------------------------
+if [ -f "$root/config/devaccess.conf" ]; then
+    put_config 0644 "$root/config/devaccess.conf" "$SYSCONFDIR/devaccess/devaccess.conf"
+fi
+if [ -d "$root/config/pam.d" ]; then
+    for file in "$root"/config/pam.d/*; do
+        [ -f "$file" ] && put_config 0644 "$file" "$SYSCONFDIR/pam.d/$(basename "$file")"
+    done
+fi
+
+# --- man pages ----------------------------------------------------------------------
+for page in "$root"/docs/*.1 "$root"/docs/*.5 "$root"/docs/*.8; do
+    [ -f "$page" ] || continue
+    section=${page##*.}
+    put 0644 "$page" "$MANDIR/man$section/$(basename "$page")"
+done
+
+if [ -n "$DESTDIR" ]; then
+    say "staged under $DESTDIR; nothing activated"
+    exit 0
+fi
+
+# --- activation (live system only; every step optional) ---------------------------------
+if command -v systemd-sysusers >/dev/null 2>&1; then
+    if systemd-sysusers "$SYSUSERSDIR/devaccess.conf"; then
+        say "groups created (systemd-sysusers)"
+    else
+        warn "systemd-sysusers failed; create the groups by hand"
+    fi
+else
+    for group in devaccess-admin devaccess-camera devaccess-microphone devaccess-location; do
+        getent group "$group" >/dev/null || groupadd -r "$group" || warn "groupadd $group failed"
+    done
+    say "groups created (groupadd)"
+fi
+if command -v systemd-tmpfiles >/dev/null 2>&1; then
+    if systemd-tmpfiles --create "$TMPFILESDIR/devaccess.conf"; then
+        say "directories created (systemd-tmpfiles)"
+    else
+        warn "systemd-tmpfiles failed; create /run/devaccess and /var/lib/devaccess (root, 0755)"
+    fi
+else
+    install -d -m 0755 -o root -g root /run/devaccess /var/lib/devaccess
+    say "directories created"
+fi
+if command -v udevadm >/dev/null 2>&1 && udevadm control --reload 2>/dev/null; then
+    udevadm trigger --action=change --subsystem-match=video4linux --subsystem-match=sound \
+        --subsystem-match=tty 2>/dev/null || true
+    say "udev rules reloaded and applied"
+else
+    say "udevd is not running; the rules apply from its next start"
+fi
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl daemon-reload || warn "systemctl daemon-reload failed"
+    say "start the broker with: systemctl enable --now devaccessd"
+else
+    say "systemd is not running: start the broker by hand: $SBINDIR/devaccessd &"
+fi
+say "check the installation with: devaccess doctor"
