@@ -139,8 +139,7 @@ public enum DriftAnalyzer {
             let names = gids.map { gid in
                 "'" + (user.groupName(gid) ?? (gid == facts.groupGID ? facts.groupName : nil) ?? String(gid)) + "'"
             }
-            return "through group \(names.joined(separator: ", ")) (remove \(user.name) from it, or use the "
-                + "deny-by-default udev rules)"
+            return "through group \(names.joined(separator: ", ")) (take \(user.name) out of it for the denial to hold)"
         case .namedUser:
             let entry = entryText ?? "user:\(user.name)"
             return ours ? "through devaccess's entry \(entry); 'devaccess reconcile' removes it"

@@ -90,6 +90,18 @@ struct EnforcementCommandTests {
         #expect(table.stdout.components(separatedBy: "! drift:").count == 2)
     }
 
+    @Test func usersSeeTheirOwnDenialWithoutRoot() throws {
+        let fx = try AdminFixture("cliself")
+        try fx.camera("video0")
+        #expect(try fx.run(["deny", "camera", "--user", fx.alice.name]).status == 0)
+        // The ledger is root's; status opens it read-only as the user.
+        #expect(try fx.run(as: fx.alice, ["check", "camera"]).status == 3)
+        let status = try fx.run(as: fx.alice, ["status", "camera"])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains("denied"))
+        #expect(status.stdout.contains("grant 1 denies \(fx.alice.name) camera"))
+    }
+
     @Test func foreignEntryIsNeverRemoved() throws {
         let fx = try AdminFixture("cliforeign")
         let bob = try TestUser("clifb")
