@@ -6,7 +6,7 @@
 #
 # Usage: Tests/VM/run-scenarios.sh [--bin PATH] [--timeout SECONDS] [--verbose] [--list] [SCENARIO...]
 #   --bin PATH   devaccess binary to test (default .build/debug/devaccess)
-#   --timeout S  kill a VM after S seconds and fail its scenario (default 150)
+#   --timeout S  kill a VM after S seconds and fail its scenario (default 240)
 #   --verbose    print passing expectations too, not only failures
 # Exit 0 only if every expectation of every scenario passed.
 set -euo pipefail
@@ -15,7 +15,7 @@ vm_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tree=$(cd "$vm_dir/../.." && pwd)
 cache=${DEVACCESS_VM_CACHE:-$vm_dir/cache}
 bin=$tree/.build/debug/devaccess
-boot_timeout=150
+boot_timeout=240
 verbose=0
 
 die() { printf 'run-scenarios: %s\n' "$*" >&2; exit 2; }

@@ -124,7 +124,8 @@ def parse_udevdb(text):
 
 
 def tags(props):
-    return {t for t in props.get("TAGS", "").split(":") if t}
+    """The device's current tags (TAGS also keeps tags removed since)."""
+    return {t for t in props.get("CURRENT_TAGS", props.get("TAGS", "")).split(":") if t}
 
 
 def parse_v4l_nodes(text):
@@ -254,6 +255,35 @@ def all_nodes(device):
 
 
 # --- shared expectations ------------------------------------------------------
+
+def check_deny_by_default(c, inv):
+    """72-devaccess-deny-by-default.rules: capture nodes lose "uaccess";
+    playback PCMs, control nodes and non-capture video nodes keep it."""
+    capture = set(inv.cameras) | {m["capture"] for m in inv.microphones.values()}
+    keep = {n for n, d in inv.by_node.items()
+            if (n.startswith("/dev/snd/") or n in inv.v4l) and n not in capture
+            and d["props"].get("SUBSYSTEM") in ("sound", "video4linux") and "timer" not in n}
+    still = sorted(n for n in capture if "uaccess" in tags(inv.by_node.get(n, {}).get("props", {})))
+    c.equal(still, [], "udev deny-by-default: no camera/microphone capture node keeps the uaccess tag")
+    lost = sorted(n for n in keep if "uaccess" not in tags(inv.by_node[n]["props"]))
+    c.equal(lost, [], "udev deny-by-default: playback, control and non-capture video nodes keep uaccess")
+    c.expect(any(n.startswith("/dev/snd/pcmC") and n.endswith("p") for n in keep),
+             "udev deny-by-default: there were playback PCMs to compare with")
+    # /run/udev/tags/uaccess keeps them (tags are sticky there); logind
+    # (v247+) skips devices whose *current* tags lack uaccess, as checked above.
+
+
+def check_gps_rule(c):
+    props = {}
+    for port in ("ttyS1", "ttyS2"):
+        text = c.text(f"gps-{port}.out") or ""
+        props[port] = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    c.expect("devaccess" in tags(props["ttyS1"]) and props["ttyS1"].get("DEVACCESS_PERMISSION") == "location",
+             "udev: a serial port with ID_GPS=1 is tagged devaccess, DEVACCESS_PERMISSION=location",
+             props["ttyS1"])
+    c.expect("devaccess" not in tags(props["ttyS2"]) and "DEVACCESS_PERMISSION" not in props["ttyS2"],
+             "udev: another serial port is not tagged", props["ttyS2"])
+
 
 def check_kernel_sanity(c, inv, cameras, mic_count):
     """The drivers made what the scenario relies on (guards the harness)."""
@@ -418,6 +448,8 @@ def check_single(c):
     check_kernel_sanity(c, inv, cameras=1, mic_count=3)
     c.expect(bool(inv.playback_only_cards), "kernel: snd-pcsp gave a playback-only card")
     check_udev_rules(c, inv)
+    check_deny_by_default(c, inv)
+    check_gps_rule(c)
     devices = c.command_json("root-devices", "devices --json")
     check_inventory(c, inv, devices, "devices --json", single_instance=True)
     status = c.command_json("root-status", "status --json")

@@ -18,9 +18,12 @@ uptime_s >"$OUT/boot-uptime"
 echo "VM-READY uptime=$(cat "$OUT/boot-uptime")"
 hostname devaccess-vm
 
-# The project's rules, exactly as shipped, on top of the host's stock rules.
+# The project's rules, exactly as shipped, on top of the host's stock rules;
+# opt-in ones (marked OPT-IN) only where a scenario installs them.
 mkdir -p /etc/udev/rules.d
-cp "$VM_TREE"/udev-rules/*.rules /etc/udev/rules.d/ 2>/dev/null || true
+for f in "$VM_TREE"/udev-rules/*.rules; do
+  [[ -f $f ]] && ! grep -q 'OPT-IN' "$f" && cp "$f" /etc/udev/rules.d/
+done
 ls /etc/udev/rules.d >"$OUT/rules-installed.txt"
 
 /lib/systemd/systemd-udevd --daemon
