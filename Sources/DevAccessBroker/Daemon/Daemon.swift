@@ -15,9 +15,14 @@ public enum Daemon {
     public static func main(_ arguments: [String]) -> Int32 {
         // Before any thread exists, so every thread inherits the mask and SIGTERM/SIGINT
         // arrive only through the signalfd the event loop polls.
+        // An inherited SIG_IGN (nohup, some supervisors) would discard the signal before
+        // the signalfd sees it, so the dispositions are reset first.
         var signals = sigset_t()
         sigemptyset(&signals)
-        for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&signals, signal) }
+        for number in [SIGTERM, SIGINT, SIGHUP] {
+            signal(number, SIG_DFL)
+            sigaddset(&signals, number)
+        }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 

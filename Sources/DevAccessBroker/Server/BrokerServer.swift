@@ -4,7 +4,7 @@ import Synchronization
 import DevAccessSystem
 import DevAccessProtocol
 
-/// Answers one decoded request from one peer. Runs on the Swift concurrency pool,
+/// Answers one decoded request from one peer. Runs on the server's handler threads,
 /// never on the event loop, so slow work (probes, NSS, the ledger) cannot stall I/O.
 public protocol RequestHandler: Sendable {
     func handle(_ request: RequestEnvelope, from peer: Peer) async -> Reply
@@ -12,7 +12,8 @@ public protocol RequestHandler: Sendable {
 
 /// The broker's transport: one thread runs a `poll(2)` loop that accepts, reads,
 /// frames, decodes and writes for every connection; each decoded request becomes a
-/// task, and its reply comes back through a mailbox that wakes the loop (eventfd).
+/// task on the handler threads (`HandlerExecutor`), and its reply comes back through a
+/// mailbox that wakes the loop (eventfd).
 ///
 /// Per connection, requests are answered one at a time and in order. Anything that
 /// breaks the protocol gets an error frame, then the connection closes; the loop
@@ -29,19 +30,23 @@ public final class BrokerServer: Sendable {
         /// How long a closing connection keeps reading (and discarding) so its peer
         /// reads the last reply before end of stream.
         public var linger: Duration
+        /// Threads that run request handlers (probes have their own).
+        public var handlerThreads: Int
 
         public init(maxConnections: Int = 1024, idleTimeout: Duration = .seconds(60),
-                    shutdownGrace: Duration = .seconds(2), linger: Duration = .seconds(1)) {
+                    shutdownGrace: Duration = .seconds(2), linger: Duration = .seconds(1), handlerThreads: Int = 4) {
             self.maxConnections = maxConnections
             self.idleTimeout = idleTimeout
             self.shutdownGrace = shutdownGrace
             self.linger = linger
+            self.handlerThreads = handlerThreads
         }
     }
 
     public let socketPath: String
     public let limits: Limits
     private let handler: any RequestHandler
+    private let executor: HandlerExecutor
     private let log: BrokerLog
     private let listenerDescriptor: CInt
     private let wakeDescriptor: CInt
@@ -69,6 +74,7 @@ public final class BrokerServer: Sendable {
         self.socketPath = socketPath
         self.limits = limits
         self.handler = handler
+        executor = HandlerExecutor(threads: limits.handlerThreads)
         self.log = log
         listenerDescriptor = listener.descriptor
         wakeDescriptor = wake
@@ -323,7 +329,7 @@ public final class BrokerServer: Sendable {
             let server = self.server
             let peer = connection.peer
             let id = connection.id
-            Task {
+            Task(executorPreference: server.executor) {
                 let reply = await server.handler.handle(envelope, from: peer)
                 var line = MessageCodec.encode(ReplyEnvelope(id: envelope.id, reply: reply))
                 if line.count > BrokerProtocol.maxReplySize {
@@ -368,7 +374,7 @@ public final class BrokerServer: Sendable {
         mutating func settle(_ connection: Connection) {
             guard connections[connection.id] != nil, !connection.inFlight, !connection.hasOutput else { return }
             guard case .closing = connection.phase else { return }
-            if connection.readEOF {
+            if connection.readEOF || stopping {
                 close(connection)
                 return
             }

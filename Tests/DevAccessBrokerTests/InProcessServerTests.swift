@@ -1,0 +1,173 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+import DevAccessCore
+@testable import DevAccessBroker
+import DevAccessProtocol
+import DevAccessTestSupport
+
+/// The server and its parts in-process, with a stub handler: no root needed.
+/// Handlers run on the server's own threads, so tests blocking the shared concurrency
+/// pool around them (synchronous tests in parallel) cannot stall the server.
+@Suite(.serialized)
+struct InProcessServerTests {
+    /// `status` takes a second; `hello` answers at once.
+    struct SlowStatusHandler: RequestHandler {
+        func handle(_ request: RequestEnvelope, from peer: Peer) async -> Reply {
+            if case .status = request.request {
+                try? await Task.sleep(for: .seconds(1))
+                return .status(StatusReply(user: "stub", uid: peer.uid, permissions: []))
+            }
+            return .hello(HelloReply(server: "stub", peer: PeerInfo(uid: peer.uid, gid: peer.gid, pid: peer.pid,
+                                                                    groups: peer.groups, user: nil,
+                                                                    program: peer.program, admin: false)))
+        }
+    }
+
+    final class Served: Sendable {
+        let server: BrokerServer
+        let finished = DispatchSemaphore(value: 0)
+
+        init(_ path: String, limits: BrokerServer.Limits = BrokerServer.Limits()) throws {
+            server = try BrokerServer(socketPath: path, handler: SlowStatusHandler(), log: BrokerLog(target: .none),
+                                      limits: limits)
+            let thread = Thread { [server, finished] in
+                server.run()
+                finished.signal()
+            }
+            thread.start()
+        }
+    }
+
+    @Test func aSlowRequestDoesNotHoldUpOtherClients() throws {
+        let directory = try TemporaryDirectory()
+        let served = try Served(directory.path + "/s.sock")
+        let slow = try BrokerClient(socketPath: served.server.socketPath)
+        try slow.writeRaw(MessageCodec.encode(RequestEnvelope(id: 1, request: .status(StatusQuery()))) + [0x0a])
+        let started = ContinuousClock.now
+        for _ in 0..<20 { _ = try BrokerClient(socketPath: served.server.socketPath).hello() }
+        #expect(ContinuousClock.now - started < .milliseconds(800), "hellos answered while the status waits")
+        #expect(try slow.readReply().reply.type == "status")
+        served.server.stop()
+        #expect(served.finished.wait(timeout: .now() + 5) == .success)
+        #expect(!FileManager.default.fileExists(atPath: served.server.socketPath))
+    }
+
+    @Test func stopWaitsForRequestsInFlight() throws {
+        let directory = try TemporaryDirectory()
+        let served = try Served(directory.path + "/s.sock")
+        let client = try BrokerClient(socketPath: served.server.socketPath)
+        try client.writeRaw(MessageCodec.encode(RequestEnvelope(id: 3, request: .status(StatusQuery()))) + [0x0a])
+        usleep(100_000)
+        served.server.stop()
+        #expect(try client.readReply().id == 3, "answered within the shutdown grace")
+        #expect(served.finished.wait(timeout: .now() + 5) == .success)
+    }
+
+    @Test func peerIdentityOfThisProcess() throws {
+        var pair: [CInt] = [0, 0]
+        #expect(socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer { close(pair[0]); close(pair[1]) }
+        let peer = try Peer.identify(socket: pair[0]).get()
+        #expect(peer.uid == getuid())
+        #expect(peer.gid == getgid())
+        #expect(peer.pid == getpid())
+        let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        #expect(peer.program == exe)
+        #expect(peer.pidfdSource != nil)
+    }
+
+    @Test func anExitedPeerHasNoProgram() throws {
+        // The child connects, then exits; the broker identifies it afterwards.
+        let directory = try TemporaryDirectory()
+        let path = directory.path + "/s.sock"
+        let listener = try Listener(path: path)
+        defer { listener.close() }
+        let child = try TestProcess.run("/usr/bin/python3", ["-c",
+            "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); import os; os._exit(0)", path])
+        #expect(child.status == 0)
+        var fd: CInt = -1
+        for _ in 0..<100 where fd < 0 {
+            fd = accept(listener.descriptor, nil, nil)
+            if fd < 0 { usleep(10_000) }
+        }
+        defer { close(fd) }
+        let peer = try Peer.identify(socket: fd).get()
+        #expect(peer.program == nil)
+        #expect(peer.programProblem != nil, "says why: \(peer.programProblem ?? "")")
+    }
+
+    @Test func logfmtQuotesWhatNeedsQuoting() {
+        #expect(BrokerLog.quote("plain") == "plain")
+        #expect(BrokerLog.quote("two words") == "\"two words\"")
+        #expect(BrokerLog.quote("") == "\"\"")
+        #expect(BrokerLog.quote("a=b") == "\"a=b\"")
+        #expect(BrokerLog.quote("say \"hi\"\n\\") == #""say \"hi\"\n\\""#)
+        #expect(BrokerLog.quote("\u{1}") == "\"\\u0001\"")
+        #expect(BrokerLog.logfmt(.warning, "too many", ["limit": "2", "path": "/run/x y"])
+                == "level=warning msg=\"too many\" limit=2 path=\"/run/x y\"\n")
+        #expect(BrokerLog.journalFields(.info, "listening", ["state_dir": "/x"])
+                == ["MESSAGE=listening", "PRIORITY=6", "SYSLOG_IDENTIFIER=devaccessd", "DEVACCESS_STATE_DIR=/x"])
+    }
+
+    @Test func daemonOptions() throws {
+        let (defaults, action) = try DaemonOptions.parse([], environment: [:])
+        #expect(action == .serve)
+        #expect(defaults.socketPath == "/run/devaccess/broker.sock")
+        #expect(defaults.stateDirectory == "/var/lib/devaccess")
+        #expect(defaults.adminGroup == "devaccess-admin")
+        let (options, _) = try DaemonOptions.parse(
+            ["--socket=/tmp/x.sock", "--state-dir", "/tmp/s", "--max-connections", "5", "--log-level", "debug"],
+            environment: ["DEVACCESS_STATE_DIR": "/ignored"])
+        #expect(options.socketPath == "/tmp/x.sock")
+        #expect(options.stateDirectory == "/tmp/s")
+        #expect(options.limits.maxConnections == 5)
+        #expect(options.logLevel == .debug)
+        #expect(try DaemonOptions.parse([], environment: ["DEVACCESS_STATE_DIR": "/env"]).0.stateDirectory == "/env")
+        #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["--log-level", "loud"], environment: [:]) }
+        #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["--socket"], environment: [:]) }
+        #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["extra"], environment: [:]) }
+        #expect(try DaemonOptions.parse(["--help", "--bogus"], environment: [:]).1 == .help)
+    }
+
+    @Test func onlyAdminsActForOthers() {
+        let rules = AccessRules(adminGroup: "group-that-does-not-exist-\(getpid())")
+        let user = Peer(pid: 10, uid: 1000, gid: 1000, groups: [])
+        let root = Peer(pid: 11, uid: 0, gid: 0, groups: [])
+        for operation in Operation.allCases {
+            #expect(rules.allows(operation, for: root), "root may \(operation)")
+            #expect(rules.allows(operation, for: user) == (operation.privilege == .anyone), "\(operation)")
+        }
+        #expect(Set(Operation.allCases.filter { $0.privilege == .anyone }) == [.hello, .statusOfSelf, .requestForSelf])
+    }
+
+    @Test func freshProbeStartsAfterTheRequestArrives() async {
+        // Every report carries the probe's sequence number; a request made after probe N
+        // finished must get a later one.
+        let counter = Mutex(0)
+        let probe = FreshProbe(permissions: [.camera]) { permission in
+            let number = counter.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            usleep(20_000)
+            return AdapterReport(permission: permission, devices: [], unavailableReason: "probe \(number)")
+        }
+        let first = await probe.report(.camera)
+        let second = await probe.report(.camera)
+        #expect(first.unavailableReason == "probe 1")
+        #expect(second.unavailableReason == "probe 2")
+        // Fifty at once share far fewer probes than fifty.
+        let reports = await withTaskGroup(of: AdapterReport.self) { group in
+            for _ in 0..<50 { group.addTask { await probe.report(.camera) } }
+            var all: [AdapterReport] = []
+            for await report in group { all.append(report) }
+            return all
+        }
+        let distinct = Set(reports.compactMap(\.unavailableReason))
+        #expect(reports.count == 50)
+        #expect(distinct.count < 50)
+        #expect(!distinct.contains("probe 2"), "no request joins a probe that started before it")
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessProtocol
+import DevAccessTestSupport
+
+/// scripts/install.sh into a staging tree, and `devaccess doctor` checking it against a
+/// running broker and its ledger.
+extension DaemonTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    static func install(into destination: String, buildDirectory: String? = nil) throws -> ProcessOutput {
+        let build = buildDirectory ?? URL(fileURLWithPath: TestProcess.devaccessBinary).deletingLastPathComponent().path
+        return try TestProcess.run("/bin/bash", [repository + "/scripts/install.sh"],
+                                   environment: ["DESTDIR": destination, "BUILD_DIR": build, "PREFIX": "/usr/local"])
+    }
+
+    static func doctor(_ arguments: [String]) throws -> (status: Int32, checks: [String: (String, String)], raw: String) {
+        let result = try TestProcess.devaccess(["doctor", "--json"] + arguments)
+        let document = try json(result.stdout)
+        var checks: [String: (String, String)] = [:]
+        for check in document["checks"] as? [[String: Any]] ?? [] {
+            checks[check["name"] as? String ?? "?"] = (check["status"] as? String ?? "?", check["message"] as? String ?? "")
+        }
+        return (result.status, checks, result.stdout)
+    }
+
+    @Test func installStagesEveryFileAndNeverActivatesIntoADestdir() throws {
+        let stage = try TemporaryDirectory()
+        let result = try Self.install(into: stage.path)
+        #expect(result.status == 0, "\(result.stderr)")
+        for file in ["/usr/local/bin/devaccess", "/usr/local/sbin/devaccessd",
+                     "/usr/local/lib/systemd/system/devaccessd.service", "/usr/local/lib/sysusers.d/devaccess.conf",
+                     "/usr/local/lib/tmpfiles.d/devaccess.conf", "/etc/udev/rules.d/70-devaccess.rules",
+                     "/etc/devaccess/devaccess.conf", "/usr/local/share/man/man1/devaccess.1",
+                     "/usr/local/share/man/man8/devaccessd.8"] {
+            #expect(FileManager.default.fileExists(atPath: stage.path + file), "\(file)")
+        }
+        #expect(FileManager.default.isExecutableFile(atPath: stage.path + "/usr/local/sbin/devaccessd"))
+        let unit = try String(contentsOfFile: stage.path + "/usr/local/lib/systemd/system/devaccessd.service", encoding: .utf8)
+        #expect(unit.contains("\nExecStart=/usr/local/sbin/devaccessd\n"), "ExecStart follows PREFIX")
+        #expect(result.stdout.contains("nothing activated"))
+        // A policy file the admin edited is kept; the shipped one goes beside it.
+        let policy = stage.path + "/etc/devaccess/devaccess.conf"
+        try Data("# edited\n".utf8).write(to: URL(fileURLWithPath: policy))
+        #expect(try Self.install(into: stage.path).status == 0)
+        #expect(try String(contentsOfFile: policy, encoding: .utf8) == "# edited\n")
+        #expect(FileManager.default.fileExists(atPath: policy + ".new"))
+    }
+
+    @Test func installWithoutBinariesSaysWhatToDo() throws {
+        let stage = try TemporaryDirectory()
+        let empty = try TemporaryDirectory()
+        let result = try Self.install(into: stage.path, buildDirectory: empty.path)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("build them first"))
+    }
+
+    @Test func doctorChecksAStagedInstallTheBrokerAndTheLedger() throws {
+        let stage = try TemporaryDirectory()
+        #expect(try Self.install(into: stage.path).status == 0)
+        let daemon = try RunningDaemon()
+        // Something in the ledger for the chain check: a refused request.
+        let user = try TestUser("doc")
+        #expect(try user.devaccess(["status", "--broker", "--socket", daemon.socketPath, "--user", "root"]).status == 77)
+
+        let arguments = ["--root", stage.path, "--socket", daemon.socketPath, "--state-dir", daemon.stateDirectory]
+        let healthy = try Self.doctor(arguments)
+        for name in ["devaccessd", "unit", "sysusers", "tmpfiles", "udev-rules", "config", "man-pages", "state-dir",
+                     "runtime-dir", "socket", "ledger"] {
+            #expect(healthy.checks[name]?.0 == "ok", "\(name): \(healthy.checks[name] ?? ("missing", ""))")
+        }
+        #expect(healthy.checks["ledger"]?.1.contains("intact: 1 events") == true)
+        #expect(healthy.checks["groups"] != nil)
+        let failures = healthy.checks.values.filter { $0.0 == "fail" }.count
+        #expect(healthy.status == (failures == 0 ? 0 : 1), "\(healthy.raw)")
+
+        // Broker stopped: the socket check fails and so does doctor.
+        #expect(daemon.stop() == 0)
+        let stopped = try Self.doctor(arguments)
+        #expect(stopped.checks["socket"]?.0 == "fail")
+        #expect(stopped.status == 1)
+
+        // An edited audit event breaks the chain.
+        let database = daemon.stateDirectory + "/ledger.db"
+        let edit = try TestProcess.run("/usr/bin/sqlite3", [database, "UPDATE audit_events SET actor_name = 'someone' WHERE seq = 1"])
+        #expect(edit.status == 0, "\(edit.stderr)")
+        let tampered = try Self.doctor(arguments)
+        #expect(tampered.checks["ledger"]?.0 == "fail")
+        #expect(tampered.checks["ledger"]?.1.contains("broken") == true, "\(tampered.checks["ledger"] ?? ("", ""))")
+    }
+
+    @Test func doctorOnAnEmptyTreeFailsAndSaysWhatIsMissing() throws {
+        let empty = try TemporaryDirectory()
+        let result = try Self.doctor(["--root", empty.path, "--socket", empty.path + "/none.sock",
+                                      "--state-dir", empty.path + "/state"])
+        #expect(result.status == 1)
+        #expect(result.checks["unit"]?.0 == "fail")
+        #expect(result.checks["unit"]?.1.contains("run scripts/install.sh") == true)
+        #expect(result.checks["config"]?.0 == "warn")
+        #expect(result.checks["socket"]?.0 == "fail")
+        #expect(result.checks["state-dir"]?.0 == "fail")
+        let table = try TestProcess.devaccess(["doctor", "--root", empty.path, "--socket", empty.path + "/none.sock"])
+        #expect(table.stdout.contains("fail  socket"))
+    }
+
+    @Test func statusThroughAnUnreachableBrokerExits69() throws {
+        let empty = try TemporaryDirectory()
+        let result = try TestProcess.devaccess(["status", "--broker", "--socket", empty.path + "/none.sock"])
+        #expect(result.status == 69)
+        #expect(result.stderr.contains("cannot reach devaccessd at \(empty.path)/none.sock"))
+        #expect(result.stdout.isEmpty)
+        let environment = try TestProcess.devaccess(["status", "--broker"],
+                                                    environment: ["DEVACCESS_SOCKET": empty.path + "/other.sock"])
+        #expect(environment.status == 69)
+        #expect(environment.stderr.contains("other.sock"))
+        #expect(try TestProcess.devaccess(["status", "--socket", "/x.sock"]).status == 64, "--socket needs --broker")
+        #expect(try TestProcess.devaccess(["status", "--broker", "--gpsd", "127.0.0.1:1"]).status == 64)
+    }
+}
