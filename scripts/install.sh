@@ -16,9 +16,9 @@
 #   BUILD_DIR     [.build/release]  where the binaries are; built with
 #                 'swift build -c release' when missing and swift is on PATH
 #
-# Files in udev-rules/ ending in .rules are installed as active rules; anything else
-# there (opt-in rules such as deny-by-default, READMEs) goes to
-# $PREFIX/share/devaccess/udev-rules/ for the admin to enable by hand.
+# Files in udev-rules/ ending in .rules are installed as active rules, except those
+# whose first lines say OPT-IN (deny-by-default); those and anything else there
+# (READMEs) go to $PREFIX/share/devaccess/udev-rules/ for the admin to enable by hand.
 # Existing policy and PAM files are never overwritten: the new one is put beside it
 # with a .new suffix.
 set -euo pipefail
@@ -27,7 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 
 case "${1:-}" in
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     "") ;;
     *) echo "install.sh: unknown argument '$1' (settings come from the environment; see --help)" >&2; exit 64 ;;
 esac
@@ -95,13 +95,15 @@ put 0644 "$root/config/devaccess.sysusers" "$SYSUSERSDIR/devaccess.conf"
 put 0644 "$root/config/devaccess.tmpfiles" "$TMPFILESDIR/devaccess.conf"
 
 # --- udev rules -------------------------------------------------------------------
+# A rules file whose header says OPT-IN (deny-by-default) is never made active here.
 for file in "$root"/udev-rules/*; do
     [ -f "$file" ] || continue
     name=$(basename "$file")
-    case "$name" in
-        *.rules) put 0644 "$file" "$UDEVRULESDIR/$name" ;;
-        *) put 0644 "$file" "$DATADIR/udev-rules/$name" ;;
-    esac
+    if [[ "$name" == *.rules ]] && ! head -n 3 "$file" | grep -q 'OPT-IN'; then
+        put 0644 "$file" "$UDEVRULESDIR/$name"
+    else
+        put 0644 "$file" "$DATADIR/udev-rules/$name"
+    fi
 done
 
 # --- policy, PAM ----------------------------------------------------------------------

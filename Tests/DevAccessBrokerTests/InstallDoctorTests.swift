@@ -38,6 +38,10 @@ extension DaemonTests {
             #expect(FileManager.default.fileExists(atPath: stage.path + file), "\(file)")
         }
         #expect(FileManager.default.isExecutableFile(atPath: stage.path + "/usr/local/sbin/devaccessd"))
+        // The opt-in deny-by-default rules are shipped, not activated.
+        #expect(!FileManager.default.fileExists(atPath: stage.path + "/etc/udev/rules.d/72-devaccess-deny-by-default.rules"))
+        #expect(FileManager.default.fileExists(
+            atPath: stage.path + "/usr/local/share/devaccess/udev-rules/72-devaccess-deny-by-default.rules"))
         let unit = try String(contentsOfFile: stage.path + "/usr/local/lib/systemd/system/devaccessd.service", encoding: .utf8)
         #expect(unit.contains("\nExecStart=/usr/local/sbin/devaccessd\n"), "ExecStart follows PREFIX")
         #expect(result.stdout.contains("nothing activated"))
