@@ -1,12 +1,17 @@
 #ifndef DEVACCESS_CV4L2_SHIM_H
 #define DEVACCESS_CV4L2_SHIM_H
 #include <sys/types.h>
-#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/sysmacros.h>
 #include <errno.h>
 #include <string.h>
 #include <linux/videodev2.h>
-#include <libv4l2.h>
-#include <sys/sysmacros.h>
+
+/* The kernel's V4L2 API, used directly. libv4l2 is not used for VIDIOC_QUERYCAP:
+   v4l2_open() loads libv4l2's plugins, and the mplane plugin printf()s
+   "Using mplane plugin for capture output" to the caller's stdout, which corrupts
+   `devaccess ... --json`. Format conversion, libv4l2's reason to exist, is not
+   needed to ask a node what it is. */
 
 static inline unsigned int devaccess_v4l2_major(dev_t d) { return major(d); }
 static inline unsigned int devaccess_v4l2_minor(dev_t d) { return minor(d); }
@@ -14,16 +19,11 @@ static inline unsigned int devaccess_v4l2_minor(dev_t d) { return minor(d); }
 /* The ioctl code is a function-like macro; Swift sees this value instead. */
 static inline unsigned long devaccess_vidioc_querycap(void) { return VIDIOC_QUERYCAP; }
 
-/* v4l2_open and v4l2_ioctl are variadic; Swift calls these fixed-argument forms.
-   Both return -1 and leave errno set on failure. */
-static inline int devaccess_v4l2_open(const char *path, int flags) { return v4l2_open(path, flags); }
-static inline int devaccess_v4l2_close(int fd) { return v4l2_close(fd); }
-
-/* Fills *cap; returns 0 or -errno. */
+/* Fills *cap; returns 0 or -errno. ioctl is variadic, so Swift calls this. */
 static inline int devaccess_v4l2_querycap(int fd, struct v4l2_capability *cap) {
     memset(cap, 0, sizeof(*cap));
     int r;
-    do { r = v4l2_ioctl(fd, VIDIOC_QUERYCAP, cap); } while (r < 0 && errno == EINTR);
+    do { r = ioctl(fd, VIDIOC_QUERYCAP, cap); } while (r < 0 && errno == EINTR);
     return r < 0 ? -errno : 0;
 }
 #endif

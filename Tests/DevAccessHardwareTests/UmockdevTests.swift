@@ -86,3 +86,13 @@ struct UmockdevTests {
         #expect(microphones["unavailableReason"] as? String == "no capture device: 1 sound card(s), none with a capture PCM")
     }
 }
+
+extension UmockdevTests {
+    /// vivid with n_devs=2: both instances hang off platform device vivid.0, so udev's
+    /// by-path name is the same for both; the ids must still differ.
+    @Test func camerasSharingAPathGetDistinctIDs() throws {
+        let cameras = try devices("vivid-two-instances.umockdev", "camera")
+        #expect(ids(cameras) == ["camera:platform-vivid.0-video-index0~vivid-000-vid-cap",
+                                 "camera:platform-vivid.0-video-index0~vivid-001-vid-cap"])
+    }
+}

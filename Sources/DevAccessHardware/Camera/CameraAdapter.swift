@@ -2,7 +2,7 @@ import DevAccessCore
 
 /// Cameras: udev's video4linux devices whose node captures video.
 ///
-/// VIDIOC_QUERYCAP (through libv4l2) decides when the node can be opened; when it
+/// VIDIOC_QUERYCAP decides when the node can be opened; when it
 /// cannot (an unprivileged caller, no driver behind a mocked node), udev's
 /// ID_V4L_CAPABILITIES, which udev's v4l_id set as root, decides instead. A node
 /// neither can classify is left out and said so. A UVC camera's metadata node and
@@ -28,6 +28,7 @@ public enum CameraAdapter {
                 notes.append(note)
             }
         }
+        devices = disambiguated(devices)
         if devices.isEmpty {
             let why = nodes.isEmpty
                 ? "no video devices on this machine (udev lists none in 'video4linux')"
@@ -102,6 +103,26 @@ public enum CameraAdapter {
         }
         let base = node.parentSyspath ?? node.syspath
         return "camera:sysfs-\(UdevDevice.sysfsID(base))-video-index\(index)"
+    }
+
+    /// udev's by-path name is not always unique: vivid with n_devs=2 hangs both
+    /// instances off one platform device, and both claim `platform-vivid.0-video-index0`.
+    /// Devices that share an id get their sysfs name (`vivid-001-vid-cap`) appended,
+    /// which needs no privilege to read and does not change with node numbering; the
+    /// node name is the last resort when even the names are equal.
+    static func disambiguated(_ devices: [Device]) -> [Device] {
+        let byName = appendingWhereShared(devices) { $0.name }
+        return appendingWhereShared(byName) { $0.nodes.first.map { String($0.path.split(separator: "/").last ?? "") } ?? "" }
+    }
+
+    private static func appendingWhereShared(_ devices: [Device], _ suffix: (Device) -> String) -> [Device] {
+        let counts = Dictionary(devices.map { ($0.id, 1) }, uniquingKeysWith: +)
+        return devices.map { device in
+            guard counts[device.id, default: 0] > 1 else { return device }
+            var renamed = device
+            renamed.id += "~" + String(suffix(device).map { $0.isWhitespace || $0 == "/" ? "_" : $0 })
+            return renamed
+        }
     }
 
     static func nodeType(_ sysname: String) -> String {

@@ -45,12 +45,13 @@ public struct V4L2Capability: Sendable, Hashable {
         }
     }
 
-    /// Opens the node through libv4l2 and asks for its capabilities, after checking
-    /// that what was opened is the character device udev reported.
+    /// Opens the node and asks for its capabilities, after checking that what was
+    /// opened is the character device udev reported. O_NONBLOCK: never wait for a
+    /// busy device; QUERYCAP does not start streaming or turn on a camera's LED.
     public static func query(node: String, major: UInt32, minor: UInt32) throws(QueryError) -> V4L2Capability {
-        let fd = devaccess_v4l2_open(node, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+        let fd = Glibc.open(node, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         if fd < 0 { throw .open(.current) }
-        defer { _ = devaccess_v4l2_close(fd) }
+        defer { _ = Glibc.close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFCHR,
               devaccess_v4l2_major(info.st_rdev) == major, devaccess_v4l2_minor(info.st_rdev) == minor else {
