@@ -340,8 +340,11 @@ def check_inventory(c, inv, devices, what, single_instance):
             if single_instance:
                 c.equal(d.get("id"), contract, f"{what}: {name} id is camera:ID_PATH-video-indexN")
             else:
-                c.expect(isinstance(d.get("id"), str) and d["id"].startswith(contract),
-                         f"{what}: {name} id starts with {contract}", d.get("id"))
+                # Several instances share ID_PATH and index (vivid's are all
+                # platform-vivid.0), so how to tell them apart is devaccess's
+                # choice; uniqueness is checked above, stability in hotplug.
+                c.expect(isinstance(d.get("id"), str) and d["id"].startswith("camera:"),
+                         f"{what}: {name} id is a camera id", d.get("id"))
             for n in caps:
                 st = inv.stat.get(node)
                 if st:
@@ -605,6 +608,9 @@ def check_hotplug(c):
     adds = [e for e in cam if e.get("event") == "add"]
     check_events(c, "rmmod vivid: camera remove events", removes, before.cameras, cam_ids)
     check_events(c, "modprobe vivid: camera add events", adds, after.cameras, cam_ids)
+    c.equal(sorted((e.get("name"), e.get("id")) for e in adds),
+            sorted((e.get("name"), e.get("id")) for e in removes),
+            "each camera comes back with the id it had (stable ids)")
     others = [b for e, b in zip(cam, brief(cam))
               if set(capture_paths(e)) - set(before.cameras) - set(after.cameras)]
     c.equal(others, [], "no camera event for output/metadata/touch/vbi/radio nodes")
@@ -632,7 +638,7 @@ def check_hotplug(c):
     uevents = parse_uevents(c.text("uevents.txt"))
     own_index = {(u["props"].get("ACTION"), u["props"].get("DEVNAME")): u
                  for u in uevents.values() if "KERNEL" in u}
-    by_seq, own, udev_done, unmatched = [], [], [], []
+    by_seq, own, udev_done, unmatched, hotplug = [], [], [], [], []
     for e in cam + mic:
         if not isinstance(e.get("monotonicUsec"), int):
             continue
@@ -640,6 +646,8 @@ def check_hotplug(c):
         u = uevents.get(e.get("seqnum"))
         if u and "KERNEL" in u:
             by_seq.append(printed_ms - u["KERNEL"] * 1000.0)
+            if e.get("event") in ("add", "remove"):
+                hotplug.append(printed_ms - u["KERNEL"] * 1000.0)
         else:
             unmatched.append(e.get("seqnum"))
         for node in capture_paths(e):
@@ -652,10 +660,9 @@ def check_hotplug(c):
     if by_seq:
         c.expect(min(by_seq) >= 0, "events are printed after the uevent they name (same clock)",
                  f"min delay {min(by_seq):.1f} ms")
-    if by_seq or own:
-        worst = max(by_seq + own)
-        c.expect(worst < 10000, "every event is printed within 10 s of its uevent (TCG)",
-                 f"max delay {worst:.1f} ms")
+    if hotplug:
+        c.expect(max(hotplug) < 10000, "every add/remove event is printed within 10 s of its uevent (TCG)",
+                 f"max delay {max(hotplug):.1f} ms")
     if by_seq:
         c.timing["seqnum_uevent_to_event_ms"] = summary(by_seq)
     if own:

@@ -123,14 +123,14 @@ make_user() {
   id -u "$1" >"$OUT/uid-$1"
 }
 
-# wait_quiet FILE: wait until FILE stops growing for 2 s (at most 30 s), so
+# wait_quiet FILE: wait until FILE stops growing for 3 s (at most 30 s), so
 # the events a step caused have all been printed before the next step.
 wait_quiet() {
   local file=$1 last=-1 size stable=0 i
   for ((i = 0; i < 60; i++)); do
     size=$(stat -c %s "$file" 2>/dev/null || echo 0)
     if [[ $size == "$last" ]]; then
-      ((++stable >= 4)) && return 0
+      ((++stable >= 6)) && return 0
     else
       stable=0
       last=$size
