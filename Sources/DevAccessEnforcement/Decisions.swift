@@ -35,27 +35,37 @@ public struct Decisions: Sendable {
         grants.filter { $0.subject.uid == uid && $0.permission == permission }
     }
 
-    /// What the ledger says for `user` about the devices in `report`, for `StatusEvaluator`:
-    /// a denial when no device is allowed and at least one is denied; the allowed devices;
-    /// and one `.ledger` reason per decision that stands.
-    public func inputs(uid: UInt32, userName: String, report: AdapterReport) -> (DecisionInputs, [Reason]) {
+    /// What the ledger says for `user` about the devices in `report`, for `StatusEvaluator`,
+    /// and one `.ledger` reason per standing decision.
+    ///
+    /// The status is `denied` when at least one present device is denied, none is allowed,
+    /// and the user cannot use any undecided device now; a denial of one camera does not
+    /// hide a second camera the user really can use (that is `limited`, with the denial as
+    /// a reason). Access the nodes give to a denied device is drift, not a reason to change
+    /// the status.
+    public func inputs(user: UserIdentity, report: AdapterReport) -> (DecisionInputs, [Reason]) {
+        let uid = user.uid
         let standing = grants(uid: uid, permission: report.permission)
         guard !standing.isEmpty else { return (.none, []) }
         let effective = report.devices.map { decision(uid: uid, permission: report.permission, deviceID: $0.id) }
         let allowed = effective.compactMap { $0 }.filter { $0.decision == .allow }
         let denied = effective.compactMap { $0 }.filter { $0.decision == .deny }
+        let undecidedUsable = zip(report.devices, effective).contains { device, grant in
+            grant == nil && Self.usable(device, by: user)
+        }
         var inputs = DecisionInputs()
         var seen = Set<String?>()
         inputs.ledgerAllows = allowed.map(\.deviceID).filter { seen.insert($0).inserted }
-        if allowed.isEmpty, let newest = denied.first ?? standing.first(where: { $0.decision == .deny && $0.deviceID == nil }) {
-            inputs.ledgerDenial = Reason(.ledger, "\(userName) is denied \(report.permission.rawValue): "
+        let wholeDenial = standing.first { $0.decision == .deny && $0.deviceID == nil }
+        if allowed.isEmpty, !undecidedUsable, let newest = denied.first ?? (report.devices.isEmpty ? wholeDenial : nil) {
+            inputs.ledgerDenial = Reason(.ledger, "\(user.name) is denied \(report.permission.rawValue): "
                 + Self.describe(newest))
         }
         let presentIDs = Set(report.devices.map(\.id))
         let effectiveIDs = Set(effective.compactMap { $0?.id })
         var reasons: [Reason] = []
         for grant in standing {
-            var text = "grant \(grant.id) \(grant.decision == .allow ? "allows" : "denies") \(userName) "
+            var text = "grant \(grant.id) \(grant.decision == .allow ? "allows" : "denies") \(user.name) "
                 + "\(report.permission.rawValue) on " + (grant.deviceID.map { "device \($0)" } ?? "every device")
                 + " (" + Self.terms(grant) + ")"
             if let device = grant.deviceID, !presentIDs.contains(device) {
@@ -66,6 +76,18 @@ public struct Decisions: Sendable {
             reasons.append(Reason(.ledger, text))
         }
         return (inputs, reasons)
+    }
+
+    /// Whether the user can use the device now, the way `StatusEvaluator` decides it.
+    static func usable(_ device: Device, by user: UserIdentity) -> Bool {
+        switch device.route {
+        case .service(let service):
+            return service.openToAllLocalUsers
+        case .nodes:
+            return !device.nodes.isEmpty && device.nodes.allSatisfy { node in
+                node.facts.map { AccessEvaluator.permits(node.required, on: $0, for: user) } ?? false
+            }
+        }
     }
 
     /// "grant 7 (deny, always; decided by root (0) via admin on 2026-11-29T10:00:00Z)".

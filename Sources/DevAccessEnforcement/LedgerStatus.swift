@@ -56,7 +56,7 @@ public enum LedgerStatus {
                 + "and this status comes from the nodes alone: \(problem)"), at: min(1, status.reasons.count))
             return status
         case .loaded(let snapshot):
-            let (inputs, ledgerReasons) = snapshot.decisions.inputs(uid: user.uid, userName: user.name, report: report)
+            let (inputs, ledgerReasons) = snapshot.decisions.inputs(user: user, report: report)
             var status = StatusEvaluator.evaluate(report, for: user, inputs: inputs)
             status.reasons.insert(contentsOf: ledgerReasons, at: min(1, status.reasons.count))
             let drift = DriftAnalyzer.drift(report: report, user: user, decisions: snapshot.decisions,
