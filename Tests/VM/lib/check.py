@@ -567,6 +567,32 @@ def check_event_states(c, events):
                         f"the last event for {perm} {d.get('name')} {list(key)} shows its final node state")
 
 
+def uevents_of(c):
+    return parse_uevents(c.text("uevents.txt"))
+
+
+def check_udev_hotplug(c, uevents, inv):
+    """The rules hold on live hotplug too: udev's add and remove events for
+    capture nodes carry the tag and DEVACCESS_PERMISSION, no other node's do."""
+    capture = {**{n: "camera" for n in inv.cameras},
+               **{m["capture"]: "microphone" for m in inv.microphones.values()}}
+    seen, wrong = set(), []
+    for u in uevents.values():
+        p = u["props"]
+        node, action = p.get("DEVNAME"), p.get("ACTION")
+        if "UDEV" not in u or action not in ("add", "remove") or not node:
+            continue
+        want = capture.get(node)
+        got = (p.get("DEVACCESS_PERMISSION"), "devaccess" in tags(p))
+        if want:
+            seen.add((action, want))
+        if got != ((want, True) if want else (None, False)):
+            wrong.append(f"{action} {node}: DEVACCESS_PERMISSION={got[0]} tagged={got[1]}")
+    c.equal(wrong, [], "udev add/remove events: tag and DEVACCESS_PERMISSION on exactly the capture nodes")
+    c.equal(sorted(seen), [("add", "camera"), ("add", "microphone"), ("remove", "camera"), ("remove", "microphone")],
+            "udev add/remove events were seen for camera and microphone capture nodes")
+
+
 def check_hotplug(c):
     before = Inventory(c, "before")
     check_kernel_sanity(c, before, cameras=2, mic_count=3)
@@ -631,11 +657,13 @@ def check_hotplug(c):
     check_status(c, "after-modprobe-aloop", {"camera": "authorized", "microphone": "authorized"})
     check_event_states(c, cam + mic)
 
+    check_udev_hotplug(c, uevents_of(c), before)
+
     # Delays, both CLOCK_MONOTONIC: udevadm's receipt of the kernel uevent ->
     # the line devaccess printed. "seqnum": the uevent the event names;
     # "own": the uevent of the device's own capture node (same action).
     # udevd's own processing (KERNEL -> UDEV) is measured alongside for scale.
-    uevents = parse_uevents(c.text("uevents.txt"))
+    uevents = uevents_of(c)
     own_index = {(u["props"].get("ACTION"), u["props"].get("DEVNAME")): u
                  for u in uevents.values() if "KERNEL" in u}
     by_seq, own, udev_done, unmatched, hotplug = [], [], [], [], []
