@@ -46,6 +46,8 @@ let package = Package(
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement", "DevAccessProtocol", "CSystemd"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
+        // Benchmark, run by hand: broker round trips, requests/s with many clients, daemon RSS.
+        .executableTarget(name: "devaccessd-bench", dependencies: ["DevAccessCore", "DevAccessProtocol"]),
         // Benchmark, run by hand (root): ledger appends and grant+ACL apply against sqlite3 and setfacl.
         .executableTarget(name: "devaccess-bench",
                           dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement"]),

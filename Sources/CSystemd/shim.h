@@ -14,6 +14,7 @@
 #include <sys/signalfd.h>
 #include <signal.h>
 #include <unistd.h>
+#include <malloc.h>
 
 /* accept4(2): declared by <sys/socket.h> only with _GNU_SOURCE. */
 extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);

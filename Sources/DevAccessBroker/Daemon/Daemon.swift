@@ -56,6 +56,9 @@ public enum Daemon {
                         + "and no ACL can be changed", ["uid": String(getuid())])
         }
         raiseDescriptorLimit(log)
+        // glibc gives each thread that allocates its own malloc arena (up to 8 per core);
+        // two keep memory flat under load at no measurable cost for this workload.
+        _ = mallopt(M_ARENA_MAX, 2)
 
         let ledger: Ledger
         do {

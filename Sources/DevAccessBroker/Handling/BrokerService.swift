@@ -19,6 +19,9 @@ public final class BrokerService: RequestHandler {
     private let probe: FreshProbe
     private let rules: AccessRules
     private let ledger: Ledger?
+    /// Decisions and recorded ACL entries, read like the probes: fresh per request,
+    /// shared by requests that arrive together.
+    private let ledgerReads: Coalescer<LedgerRead>?
     private let log: BrokerLog
 
     public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, log: BrokerLog) {
@@ -26,6 +29,45 @@ public final class BrokerService: RequestHandler {
         self.rules = rules
         self.ledger = ledger
         self.log = log
+        ledgerReads = ledger.map { ledger in
+            Coalescer(name: "devaccessd ledger") {
+                do throws(LedgerError) {
+                    return LedgerRead(grants: try ledger.grants(), records: try ledger.aclEntries(), problem: nil)
+                } catch {
+                    log.error("cannot read the ledger for a status", ["error": error.description])
+                    return LedgerRead(grants: [], records: [], problem: error.description)
+                }
+            }
+        }
+    }
+
+    /// Every standing decision and every recorded ACL entry, read at one moment.
+    struct LedgerRead: Sendable {
+        var grants: [Grant]
+        var records: [ACLEntryRecord]
+        var problem: String?
+    }
+
+    private enum Piece: Sendable {
+        case report(AdapterReport)
+        case ledger(LedgerRead)
+    }
+
+    /// A peer's own status (the common request) is answered without a handler task:
+    /// the probes and the ledger read are requested right here (no blocking), and the
+    /// thread that delivers the last of them evaluates and replies. Everything else,
+    /// including a status for a named user (which may be refused and audited), runs as
+    /// a task on the handler threads.
+    public func start(_ envelope: RequestEnvelope, from peer: Peer, executor: any TaskExecutor,
+                      reply: @escaping @Sendable (Reply) -> Void) {
+        if case .status(let query) = envelope.request, query.user == nil {
+            gather(query.permissions ?? Permission.all) { reports, read in
+                let subject = self.identity(of: peer)
+                reply(self.statusReply(for: subject, reports: reports, read: read))
+            }
+            return
+        }
+        Task(executorPreference: executor) { reply(await self.handle(envelope, from: peer)) }
     }
 
     public func handle(_ envelope: RequestEnvelope, from peer: Peer) async -> Reply {
@@ -64,24 +106,50 @@ public final class BrokerService: RequestHandler {
         } else {
             subject = identity(of: peer)
         }
-        let permissions = query.permissions ?? Permission.all
-        let reports = await probe.reports(permissions)
-        let reading = ledgerReading(uid: subject.uid)
+        let (reports, read) = await withCheckedContinuation { continuation in
+            gather(query.permissions ?? Permission.all) { continuation.resume(returning: ($0, $1)) }
+        }
+        return statusReply(for: subject, reports: reports, read: read)
+    }
+
+    /// Requests the probes of `permissions` and a ledger read side by side (all start
+    /// after this call) and calls `completion` on the thread that delivers the last.
+    private func gather(_ permissions: [Permission],
+                        _ completion: @escaping @Sendable ([AdapterReport], LedgerRead) -> Void) {
+        let gather = Gather<Piece>(count: permissions.count + 1) { pieces in
+            var reports: [AdapterReport] = []
+            var read = LedgerRead(grants: [], records: [], problem: nil)
+            for piece in pieces {
+                switch piece {
+                case .report(let report): reports.append(report)
+                case .ledger(let ledgerRead): read = ledgerRead
+                }
+            }
+            completion(reports, read)
+        }
+        for (index, permission) in permissions.enumerated() {
+            probe.request(permission) { gather.deliver(index, .report($0)) }
+        }
+        if let ledgerReads {
+            ledgerReads.request { gather.deliver(permissions.count, .ledger($0)) }
+        } else {
+            gather.deliver(permissions.count, .ledger(LedgerRead(grants: [], records: [], problem: nil)))
+        }
+    }
+
+    private func statusReply(for subject: UserIdentity, reports: [AdapterReport], read: LedgerRead) -> Reply {
+        let reading = ledgerReading(read, uid: subject.uid)
         let statuses = reports.map { LedgerStatus.evaluate($0, for: subject, ledger: reading) }
         return .status(StatusReply(user: subject.name, uid: subject.uid, permissions: statuses))
     }
 
-    /// The subject's standing decisions and the recorded ACL entries, read now.
-    private func ledgerReading(uid: UInt32) -> LedgerReading {
+    /// The subject's standing decisions and the recorded ACL entries, as
+    /// `LedgerStatus.read` gives them to the local `devaccess status`.
+    private func ledgerReading(_ read: LedgerRead, uid: UInt32) -> LedgerReading {
         guard let ledger else { return .absent(path: "(no ledger)") }
-        do {
-            let grants = try ledger.grants(uid: uid)
-            let records = try ledger.aclEntries()
-            return .loaded(LedgerSnapshot(path: ledger.path, decisions: Decisions(active: grants), records: records))
-        } catch {
-            log.error("cannot read the ledger for a status", ["error": error.description])
-            return .unreadable(path: ledger.path, problem: error.description)
-        }
+        if let problem = read.problem { return .unreadable(path: ledger.path, problem: problem) }
+        return .loaded(LedgerSnapshot(path: ledger.path, decisions: Decisions(active: read.grants.filter { $0.subject.uid == uid }),
+                                      records: read.records))
     }
 
     /// The peer's user as a fresh login sees it (as `devaccess status` does locally);

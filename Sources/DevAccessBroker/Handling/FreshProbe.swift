@@ -1,31 +1,24 @@
-import Foundation
-import Synchronization
 import DevAccessCore
 import DevAccessHardware
 
-/// Probes the hardware for status requests, fresh for every request yet shared by
-/// requests that arrive together.
-///
-/// One worker thread per permission runs the adapter (udev, ALSA, gpsd: blocking work
-/// that must not occupy the Swift concurrency pool or the event loop). A request joins
-/// the batch waiting for the *next* probe, never one already running, so every answer
-/// comes from a probe that started after the request arrived. Under load a probe
-/// answers everyone who asked while the previous one ran; idle, each request gets its
-/// own probe. A slow gpsd delays location answers only.
+/// Probes the hardware for status requests: one `Coalescer` (and thread) per
+/// permission, so every answer comes from a probe that started after the request
+/// arrived, requests arriving together share one, and a slow gpsd delays location
+/// answers only.
 public final class FreshProbe: Sendable {
     public typealias Probe = @Sendable (Permission) -> AdapterReport
 
-    private let workers: [Permission: Worker]
+    private let coalescers: [Permission: Coalescer<AdapterReport>]
     private let probe: Probe
 
-    /// `probe` runs one permission's adapter; the default asks the real hardware.
+    /// `probe` runs one permission's adapter; `hardware(_:)` asks the real hardware.
     public init(permissions: [Permission] = Permission.all, probe: @escaping Probe) {
         self.probe = probe
-        var workers: [Permission: Worker] = [:]
+        var coalescers: [Permission: Coalescer<AdapterReport>] = [:]
         for permission in permissions {
-            workers[permission] = Worker(permission: permission, probe: probe)
+            coalescers[permission] = Coalescer(name: "devaccessd probe \(permission.rawValue)") { probe(permission) }
         }
-        self.workers = workers
+        self.coalescers = coalescers
     }
 
     /// The real adapters: camera and microphone through udev, location through gpsd.
@@ -43,60 +36,27 @@ public final class FreshProbe: Sendable {
         }
     }
 
-    /// Reports for `permissions`, in that order, probed concurrently.
-    public func reports(_ permissions: [Permission]) async -> [AdapterReport] {
-        await withTaskGroup(of: (Int, AdapterReport).self) { group in
-            for (index, permission) in permissions.enumerated() {
-                group.addTask { (index, await self.report(permission)) }
-            }
-            var results = [AdapterReport?](repeating: nil, count: permissions.count)
-            for await (index, report) in group { results[index] = report }
-            return results.enumerated().map { index, report in
-                report ?? AdapterReport(permission: permissions[index], devices: [], unavailableReason: "probe failed")
-            }
+    /// Calls `deliver` with the next report for `permission` (from the probe thread).
+    func request(_ permission: Permission, _ deliver: @escaping @Sendable (AdapterReport) -> Void) {
+        guard let coalescer = coalescers[permission] else {
+            deliver(probe(permission))
+            return
         }
+        coalescer.request(deliver)
     }
 
     public func report(_ permission: Permission) async -> AdapterReport {
-        guard let worker = workers[permission] else { return probe(permission) }
-        return await worker.next()
+        await withCheckedContinuation { continuation in
+            request(permission) { continuation.resume(returning: $0) }
+        }
     }
 
-    final class Worker: Sendable {
-        let permission: Permission
-        private let probe: Probe
-        private let waiting = Mutex<[CheckedContinuation<AdapterReport, Never>]>([])
-        private let demand = DispatchSemaphore(value: 0)
-
-        init(permission: Permission, probe: @escaping Probe) {
-            self.permission = permission
-            self.probe = probe
-            let thread = Thread { [self] in self.loop() }
-            thread.name = "devaccessd probe \(permission.rawValue)"
-            thread.start()
-        }
-
-        func next() async -> AdapterReport {
-            await withCheckedContinuation { continuation in
-                let first = waiting.withLock { list -> Bool in
-                    list.append(continuation)
-                    return list.count == 1
-                }
-                if first { demand.signal() }
-            }
-        }
-
-        private func loop() {
-            while true {
-                demand.wait()
-                let batch = waiting.withLock { list -> [CheckedContinuation<AdapterReport, Never>] in
-                    let taken = list
-                    list.removeAll()
-                    return taken
-                }
-                guard !batch.isEmpty else { continue }
-                let report = probe(permission)
-                for continuation in batch { continuation.resume(returning: report) }
+    /// Reports for `permissions`, in that order, probed side by side.
+    public func reports(_ permissions: [Permission]) async -> [AdapterReport] {
+        await withCheckedContinuation { continuation in
+            let gather = Gather<AdapterReport>(count: permissions.count) { continuation.resume(returning: $0) }
+            for (index, permission) in permissions.enumerated() {
+                request(permission) { gather.deliver(index, $0) }
             }
         }
     }

@@ -8,6 +8,20 @@ import DevAccessProtocol
 /// never on the event loop, so slow work (probes, NSS, the ledger) cannot stall I/O.
 public protocol RequestHandler: Sendable {
     func handle(_ request: RequestEnvelope, from peer: Peer) async -> Reply
+
+    /// Starts answering on the event loop thread and must not block; calls `reply`
+    /// exactly once, from any thread. The default runs `handle` as a task on
+    /// `executor` (the handler threads); a handler may answer some requests without
+    /// that hop.
+    func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor,
+               reply: @escaping @Sendable (Reply) -> Void)
+}
+
+extension RequestHandler {
+    public func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor,
+                      reply: @escaping @Sendable (Reply) -> Void) {
+        Task(executorPreference: executor) { reply(await handle(request, from: peer)) }
+    }
 }
 
 /// The broker's transport: one thread runs a `poll(2)` loop that accepts, reads,
@@ -329,8 +343,7 @@ public final class BrokerServer: Sendable {
             let server = self.server
             let peer = connection.peer
             let id = connection.id
-            Task(executorPreference: server.executor) {
-                let reply = await server.handler.handle(envelope, from: peer)
+            server.handler.start(envelope, from: peer, executor: server.executor) { reply in
                 var line = MessageCodec.encode(ReplyEnvelope(id: envelope.id, reply: reply))
                 if line.count > BrokerProtocol.maxReplySize {
                     line = MessageCodec.encode(ReplyEnvelope(id: envelope.id, reply: .error(ProtocolError(
