@@ -18,6 +18,10 @@ uptime_s >"$OUT/boot-uptime"
 echo "VM-READY uptime=$(cat "$OUT/boot-uptime")"
 hostname devaccess-vm
 
+# Only this tree's devaccess files count: drop any the host has installed
+# (config, ledger, rules; removals land in the guest's overlay only).
+rm -rf /etc/devaccess /var/lib/devaccess
+rm -f /etc/udev/rules.d/*devaccess* /usr/lib/udev/rules.d/*devaccess*
 # The project's rules, exactly as shipped, on top of the host's stock rules;
 # opt-in ones (marked OPT-IN) only where a scenario installs them.
 mkdir -p /etc/udev/rules.d
