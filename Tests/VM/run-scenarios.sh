@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real-driver scenarios for devaccess: boots a stock Debian kernel under QEMU
-# (TCG; vivid, snd-dummy, snd-aloop), one VM per scenario, with the host's / shared
+# (TCG; vivid, snd-dummy, snd-aloop, snd-pcsp), one VM per scenario, with the host's / shared
 # read-only, runs the freshly built devaccess inside against the guest's real
 # devices, and asserts on the recorded results here on the host.
 #

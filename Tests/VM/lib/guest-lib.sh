@@ -20,8 +20,8 @@ vm_finish() {
   while :; do :; done
 }
 
-# rec NAME CMD... : run CMD, keep its stdout, stderr and exit code as
-# $OUT/NAME.{out,err,rc} (and its wall time in NAME.ms). Never fails, so one broken step still lets the
+# rec NAME CMD... : run CMD, keep its stdout, stderr, exit code and wall time
+# as $OUT/NAME.{out,err,rc,ms}. Never fails, so one broken step still lets the
 # others report.
 rec() {
   local name=$1 rc=0 t0=${EPOCHREALTIME/./}
@@ -34,8 +34,6 @@ rec() {
 
 # The devaccess binary under test (path from the host's --bin).
 da() { "$VM_BIN" "$@"; }
-
-have_devaccess() { [[ -x $VM_BIN ]]; }
 
 settle() { udevadm settle --timeout=60; }
 
