@@ -116,7 +116,9 @@ struct ApplyPass {
         // Not devaccess's entry: drift reports it; devaccess does not take it over or widen it.
         if record == nil && entry != nil { return }
         if let record, sufficient {
-            if record.major != facts.major || record.minor != facts.minor || record.deviceID != device.id {
+            // The entry is right; the record is brought up to date with the grant and node it serves.
+            if record.major != facts.major || record.minor != facts.minor || record.deviceID != device.id
+                || record.grantID != grant.id {
                 try ledger.recordACLEntryAdded(newEntry(node, facts, device, grant), by: enforcer.actor,
                                                subject: grant.subject, permission: permission,
                                                deviceName: device.name, at: enforcer.clock())

@@ -171,6 +171,8 @@ struct EnforcementTests {
         let timed = try fx.allow(fx.alice, scope: .until, expires: fx.clock.now.addingTimeInterval(60))
         #expect(timed.ended.map(\.id) == [always.id])
         #expect(try fx.alice.canOpen(node, .readWrite))
+        // The entry stays; its record now names the grant that keeps it.
+        #expect(try fx.ledger().aclEntries().map(\.grantID) == [timed.grant.id])
         fx.clock.advance(61)
         _ = try fx.engine().reconcile()
         #expect(try !fx.alice.canOpen(node, .read))
