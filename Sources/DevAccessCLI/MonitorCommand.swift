@@ -33,27 +33,35 @@ enum MonitorCommand: Command {
             throw CommandFailure(message: error.description)
         }
         var current: [Permission: PermissionStatus] = [:]
+        var trackers: [Permission: HotplugTracker] = [:]
         for (_, permission) in watched {
-            current[permission] = StatusEvaluator.evaluate(MachineProbe.probeLocal(permission), for: user)
+            let status = StatusEvaluator.evaluate(MachineProbe.probeLocal(permission), for: user)
+            current[permission] = status
+            trackers[permission] = HotplugTracker(initial: status.devices.map(\.device))
         }
         if !json { console.error("devaccess: monitoring cameras and microphones for \(user.name); Ctrl-C stops") }
         while true {
-            guard let event = try monitorNext(monitor) else { continue }
+            guard let received = try monitorNext(monitor) else { continue }
+            let event = received.device
             guard let permission = watched.first(where: { $0.subsystem == event.subsystem })?.permission,
-                  let before = current[permission] else { continue }
+                  let before = current[permission], var tracker = trackers[permission] else { continue }
             let after = StatusEvaluator.evaluate(MachineProbe.probeLocal(permission), for: user)
             current[permission] = after
-            for change in DeviceDiff.changes(from: before, to: after) {
+            let changes = tracker.apply(action: event.action ?? "change", devnode: event.devnode,
+                                        probed: after.devices.map(\.device))
+            trackers[permission] = tracker
+            for change in changes {
                 let document = MonitorEventDocument(
-                    event: change.kind, permission: permission.rawValue, id: change.device.id,
+                    event: change.kind.rawValue, permission: permission.rawValue, id: change.device.id,
                     name: change.device.name, subsystem: event.subsystem, devnode: event.devnode,
-                    seqnum: event.seqnum, monotonicUsec: monotonicMicroseconds(),
+                    seqnum: event.seqnum, kernelUsec: received.kernelArrivalMicroseconds,
+                    monotonicUsec: MonotonicClock.microseconds(),
                     nodes: change.device.nodes.map { NodeDocument($0, access: nil) },
                     previousStatus: before.status.rawValue, status: after.status.rawValue)
                 if json {
                     console.out(try JSONOutput.encodeLine(document))
                 } else {
-                    console.out("\(change.kind) \(permission.rawValue) \(change.device.name) [\(change.device.id)] "
+                    console.out("\(change.kind.rawValue) \(permission.rawValue) \(change.device.name) [\(change.device.id)] "
                         + "\(change.device.nodes.map(\.path).joined(separator: ",")): "
                         + "\(before.status.rawValue) -> \(after.status.rawValue)")
                 }
@@ -61,44 +69,11 @@ enum MonitorCommand: Command {
         }
     }
 
-    private static func monitorNext(_ monitor: UdevMonitor) throws -> UdevDevice? {
+    private static func monitorNext(_ monitor: UdevMonitor) throws -> UdevMonitor.Event? {
         do {
             return try monitor.next(timeoutMilliseconds: -1)
         } catch {
             throw CommandFailure(message: error.description)
         }
-    }
-
-    static func monotonicMicroseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
-    }
-}
-
-/// Which devices appeared, went away or changed nodes between two probes.
-enum DeviceDiff {
-    struct Change {
-        var kind: String
-        var device: Device
-    }
-
-    static func changes(from before: PermissionStatus, to after: PermissionStatus) -> [Change] {
-        let old = Dictionary(before.devices.map { ($0.device.id, $0.device) }, uniquingKeysWith: { a, _ in a })
-        let new = Dictionary(after.devices.map { ($0.device.id, $0.device) }, uniquingKeysWith: { a, _ in a })
-        var changes: [Change] = []
-        for device in before.devices.map(\.device) where new[device.id] == nil {
-            changes.append(Change(kind: "remove", device: device))
-        }
-        for device in after.devices.map(\.device) {
-            guard let previous = old[device.id] else {
-                changes.append(Change(kind: "add", device: device))
-                continue
-            }
-            if previous.nodes.map(\.path) != device.nodes.map(\.path) || previous.nodes.map(\.facts) != device.nodes.map(\.facts) {
-                changes.append(Change(kind: "change", device: device))
-            }
-        }
-        return changes
     }
 }

@@ -120,6 +120,8 @@ struct MonitorEventDocument: Encodable {
     var subsystem: String?
     var devnode: String?
     var seqnum: UInt64
+    /// When devaccess received the kernel's uevent of that SEQNUM (CLOCK_MONOTONIC µs).
+    var kernelUsec: UInt64?
     var monotonicUsec: UInt64
     var nodes: [NodeDocument]
     var previousStatus: String

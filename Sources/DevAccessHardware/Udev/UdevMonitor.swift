@@ -3,10 +3,17 @@ import Glibc
 
 /// A udev netlink monitor: events after udevd has applied its rules (so nodes have
 /// their final owner, mode and ACLs), filtered by subsystem in the kernel.
+///
+/// A second socket listens to the kernel's own uevents, only to note when each
+/// SEQNUM arrived: udevd's rule processing sits between the two, and hotplug
+/// delays are measured from the kernel's event, not udevd's.
 public final class UdevMonitor {
     private let udev: Udev
     private let monitor: OpaquePointer
+    private let kernelMonitor: OpaquePointer
     private let attributes: [String]
+    /// SEQNUM -> CLOCK_MONOTONIC µs when the kernel uevent arrived (bounded).
+    private var kernelArrivals: [UInt64: UInt64] = [:]
 
     public init(subsystems: [String], attributes: [String] = []) throws(UdevError) {
         udev = try Udev()
@@ -14,27 +21,70 @@ public final class UdevMonitor {
             throw .monitorFailed("cannot open the udev netlink socket")
         }
         self.monitor = monitor
-        self.attributes = attributes
-        for subsystem in subsystems {
-            let rc = udev_monitor_filter_add_match_subsystem_devtype(monitor, subsystem, nil)
-            if rc < 0 { throw .monitorFailed("cannot filter on '\(subsystem)': \(String(cString: strerror(-rc)))") }
+        guard let kernelMonitor = udev_monitor_new_from_netlink(udev.handle, "kernel") else {
+            udev_monitor_unref(monitor)
+            throw .monitorFailed("cannot open the kernel uevent netlink socket")
         }
-        let rc = udev_monitor_enable_receiving(monitor)
-        if rc < 0 { throw .monitorFailed("cannot start receiving: \(String(cString: strerror(-rc)))") }
+        self.kernelMonitor = kernelMonitor
+        self.attributes = attributes
+        for handle in [monitor, kernelMonitor] {
+            for subsystem in subsystems {
+                let rc = udev_monitor_filter_add_match_subsystem_devtype(handle, subsystem, nil)
+                if rc < 0 { throw .monitorFailed("cannot filter on '\(subsystem)': \(String(cString: strerror(-rc)))") }
+            }
+            let rc = udev_monitor_enable_receiving(handle)
+            if rc < 0 { throw .monitorFailed("cannot start receiving: \(String(cString: strerror(-rc)))") }
+        }
     }
 
-    deinit { udev_monitor_unref(monitor) }
+    deinit {
+        udev_monitor_unref(monitor)
+        udev_monitor_unref(kernelMonitor)
+    }
 
-    /// Waits up to `timeoutMilliseconds` (-1: forever) for the next event.
-    public func next(timeoutMilliseconds: Int32) throws(UdevError) -> UdevDevice? {
-        var descriptor = pollfd(fd: udev_monitor_get_fd(monitor), events: Int16(POLLIN), revents: 0)
-        let ready = poll(&descriptor, 1, timeoutMilliseconds)
-        if ready < 0 {
-            if errno == EINTR { return nil }
-            throw .monitorFailed("poll failed: \(String(cString: strerror(errno)))")
+    /// An event after udevd processed it, with when its kernel uevent arrived.
+    public struct Event: Sendable {
+        public var device: UdevDevice
+        /// CLOCK_MONOTONIC µs at which the kernel's uevent with the same SEQNUM was received.
+        public var kernelArrivalMicroseconds: UInt64?
+    }
+
+    /// Waits up to `timeoutMilliseconds` (-1: forever) for the next processed event.
+    public func next(timeoutMilliseconds: Int32) throws(UdevError) -> Event? {
+        while true {
+            var descriptors = [
+                pollfd(fd: udev_monitor_get_fd(kernelMonitor), events: Int16(POLLIN), revents: 0),
+                pollfd(fd: udev_monitor_get_fd(monitor), events: Int16(POLLIN), revents: 0),
+            ]
+            let ready = poll(&descriptors, 2, timeoutMilliseconds)
+            if ready < 0 {
+                if errno == EINTR { return nil }
+                throw .monitorFailed("poll failed: \(String(cString: strerror(errno)))")
+            }
+            if ready == 0 { return nil }
+            if descriptors[0].revents & Int16(POLLIN) != 0, let raw = udev_monitor_receive_device(kernelMonitor) {
+                noteKernelArrival(udev_device_get_seqnum(raw))
+                udev_device_unref(raw)
+            }
+            if descriptors[1].revents & Int16(POLLIN) != 0, let raw = udev_monitor_receive_device(monitor) {
+                defer { udev_device_unref(raw) }
+                let device = Udev.snapshot(raw, attributes: attributes, parentSubsystem: nil)
+                return Event(device: device, kernelArrivalMicroseconds: kernelArrivals.removeValue(forKey: device.seqnum))
+            }
         }
-        guard ready > 0, let device = udev_monitor_receive_device(monitor) else { return nil }
-        defer { udev_device_unref(device) }
-        return Udev.snapshot(device, attributes: attributes, parentSubsystem: nil)
+    }
+
+    private func noteKernelArrival(_ seqnum: UInt64) {
+        if kernelArrivals.count > 4096 { kernelArrivals.removeAll(keepingCapacity: true) }
+        kernelArrivals[seqnum] = MonotonicClock.microseconds()
+    }
+}
+
+public enum MonotonicClock {
+    /// CLOCK_MONOTONIC in µs: the clock udevadm and the kernel's uptime use.
+    public static func microseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
     }
 }
