@@ -32,7 +32,8 @@ enum StatusCommand: Command {
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
         let reports = try await DeviceSources.reports(permissions, options: options)
         let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
-        let statuses = reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger) }
+        let policy = PolicyReading.read()
+        let statuses = reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy) }
         if arguments.has("json") {
             let document = StatusDocument(user: user.name, uid: user.uid,
                                           permissions: statuses.map(PermissionDocument.init))
@@ -75,7 +76,8 @@ enum CheckCommand: Command {
         let reports = try await DeviceSources.reports(permission, options: options)
         guard let report = reports.first else { return .failure }
         let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
-        return ExitCode(LedgerStatus.evaluate(report, for: user, ledger: ledger).status)
+        let policy = PolicyReading.read()
+        return ExitCode(LedgerStatus.evaluate(report, for: user, ledger: ledger, policy: policy).status)
     }
 }
 

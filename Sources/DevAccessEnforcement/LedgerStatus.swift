@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import DevAccessCore
 import DevAccessLedger
+import DevAccessSystem
 
 /// What status knows about the ledger: nothing yet, its decisions, or why it cannot be read.
 public enum LedgerReading: Sendable {
@@ -42,28 +43,58 @@ public enum LedgerStatus {
         }
     }
 
-    /// The status of one permission with the ledger's decisions and the drift between the
-    /// ledger and the nodes. Drift appears both in `reasons` and in `drift`.
-    public static func evaluate(_ report: AdapterReport, for user: UserIdentity, ledger: LedgerReading) -> PermissionStatus {
+    /// The status of one permission with the ledger's decisions, the policy, and the
+    /// drift between the ledger and the nodes. Drift appears both in `reasons` and in `drift`.
+    public static func evaluate(_ report: AdapterReport, for user: UserIdentity, ledger: LedgerReading,
+                                policy: PolicyReading = .loaded(Policy())) -> PermissionStatus {
+        var inputs = DecisionInputs()
+        var decisionReasons: [Reason] = []
+        switch ledger {
+        case .absent:
+            break
+        case .unreadable(_, let problem):
+            decisionReasons.append(Reason(.ledger, "the ledger cannot be read, so decisions are not shown "
+                + "and this status comes from the nodes alone: \(problem)"))
+        case .loaded(let snapshot):
+            let (fromLedger, ledgerReasons) = snapshot.decisions.inputs(user: user, report: report)
+            inputs = fromLedger
+            decisionReasons += ledgerReasons
+        }
+        switch policy {
+        case .loaded(let rules):
+            inputs.policyRestriction = rules.restriction(for: report.permission, user: user)
+        case .unreadable(let problem):
+            decisionReasons.append(Reason(.policy, "the policy cannot be read, so no restriction is shown: \(problem)"))
+        }
+        var status = StatusEvaluator.evaluate(report, for: user, inputs: inputs)
+        status.reasons.insert(contentsOf: decisionReasons, at: min(1, status.reasons.count))
         switch ledger {
         case .absent(let path):
-            var status = StatusEvaluator.evaluate(report, for: user)
             status.reasons.append(Reason(.ledger, "no ledger at \(path): nothing has been decided"))
-            return status
-        case .unreadable(_, let problem):
-            var status = StatusEvaluator.evaluate(report, for: user)
-            status.reasons.insert(Reason(.ledger, "the ledger cannot be read, so decisions are not shown "
-                + "and this status comes from the nodes alone: \(problem)"), at: min(1, status.reasons.count))
-            return status
+        case .unreadable:
+            break
         case .loaded(let snapshot):
-            let (inputs, ledgerReasons) = snapshot.decisions.inputs(user: user, report: report)
-            var status = StatusEvaluator.evaluate(report, for: user, inputs: inputs)
-            status.reasons.insert(contentsOf: ledgerReasons, at: min(1, status.reasons.count))
             let drift = DriftAnalyzer.drift(report: report, user: user, decisions: snapshot.decisions,
                                             records: snapshot.records)
             status.drift = drift.map(\.reason)
             status.reasons.append(contentsOf: status.drift)
-            return status
+        }
+        return status
+    }
+}
+
+/// The policy as status sees it: loaded, or why it could not be.
+public enum PolicyReading: Sendable {
+    case loaded(Policy)
+    /// A broken configuration never stops status; it is said in the reasons.
+    case unreadable(problem: String)
+
+    /// Reads devaccess.conf and its drop-ins from `directory`.
+    public static func read(directory: String = PolicyFiles.defaultDirectory) -> PolicyReading {
+        do {
+            return .loaded(try PolicyFiles.load(directory: directory))
+        } catch {
+            return .unreadable(problem: error.description)
         }
     }
 }
