@@ -75,6 +75,15 @@ extension DaemonTests {
                 "\(first)")
     }
 
+    @Test func journalTargetWritesNothingToStderr() throws {
+        // No journald on a test machine: sd_journal_sendv drops the entries, and the
+        // daemon must neither fail nor fall back to writing them to stderr.
+        let daemon = try RunningDaemon(arguments: ["--log-target", "journal"])
+        #expect(try daemon.client().hello().server.hasPrefix("devaccessd"))
+        #expect(daemon.stop() == 0)
+        #expect(daemon.log.isEmpty, "\(daemon.log)")
+    }
+
     @Test func aLiveBrokerIsNotReplacedAStaleSocketIs() throws {
         let first = try RunningDaemon()
         let second = Process()
