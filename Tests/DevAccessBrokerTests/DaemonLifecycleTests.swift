@@ -116,6 +116,15 @@ extension DaemonTests {
         #expect(try String(contentsOfFile: path, encoding: .utf8) == "precious")
     }
 
+    @Test func aSocketDirectoryAnotherUserControlsIsRefused() throws {
+        let directory = try TemporaryDirectory()
+        let owned = directory.path + "/theirs"
+        #expect(try TestProcess.shell("mkdir -m 0755 '\(owned)' && chown nobody '\(owned)'").status == 0)
+        let daemon = try RunningDaemon(socket: owned + "/broker.sock", waitForReady: false)
+        #expect(daemon.waitForExit(timeout: 10) == 1)
+        #expect(daemon.log.contains("who could replace the socket"), "\(daemon.log)")
+    }
+
     @Test func badCommandLinesExit64() throws {
         let result = try TestProcess.run(RunningDaemon.binary, ["--sokcet", "/x"])
         #expect(result.status == 64)

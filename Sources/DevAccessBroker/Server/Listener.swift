@@ -70,7 +70,8 @@ final class Listener: Sendable {
     }
 
     /// Creates the socket's directory (0755) when missing; refuses a directory others
-    /// can write to unless it is sticky like /tmp (someone could swap the socket).
+    /// can write to, or another user owns, unless it is sticky like /tmp (someone
+    /// could swap the socket).
     private static func prepareDirectory(of path: String) throws(ListenError) {
         let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         guard !directory.isEmpty else { return }
@@ -87,6 +88,9 @@ final class Listener: Sendable {
         }
         if info.st_mode & 0o002 != 0 && info.st_mode & 0o1000 == 0 {
             throw ListenError(path: path, problem: "\(directory) is writable by everyone and not sticky")
+        }
+        if info.st_uid != 0 && info.st_uid != geteuid() && info.st_mode & 0o1000 == 0 {
+            throw ListenError(path: path, problem: "\(directory) belongs to uid \(info.st_uid), who could replace the socket")
         }
     }
 
