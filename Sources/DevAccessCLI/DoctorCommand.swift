@@ -1,6 +1,7 @@
 import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccessSystem
 import Foundation
 import Glibc
 
@@ -167,7 +168,12 @@ struct Doctor {
         guard exists(file) else {
             return Check(name: "config", status: .warn, message: "no \(file): built-in defaults apply")
         }
-        return Check(name: "config", status: .ok, message: file)
+        do {
+            _ = try PolicyFiles.load(directory: path("/etc/devaccess"))
+        } catch {
+            return Check(name: "config", status: .fail, message: "\(error); statuses say the policy cannot be read")
+        }
+        return Check(name: "config", status: .ok, message: "\(file) (parses)")
     }
 
     func manPages() -> Check {

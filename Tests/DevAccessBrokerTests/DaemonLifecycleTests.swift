@@ -137,6 +137,7 @@ extension DaemonTests {
 
     @Test func theConnectionLimitAnswersBusy() throws {
         let daemon = try RunningDaemon(arguments: ["--max-connections", "2"])
+        usleep(200_000)  // the fixture's readiness check has disconnected by now
         let first = try daemon.client()
         let second = try daemon.client()
         _ = try first.hello()

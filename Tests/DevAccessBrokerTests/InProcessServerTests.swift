@@ -117,6 +117,7 @@ struct InProcessServerTests {
         #expect(defaults.socketPath == "/run/devaccess/broker.sock")
         #expect(defaults.stateDirectory == "/var/lib/devaccess")
         #expect(defaults.adminGroup == "devaccess-admin")
+        #expect(defaults.configDirectory == "/etc/devaccess")
         let (options, _) = try DaemonOptions.parse(
             ["--socket=/tmp/x.sock", "--state-dir", "/tmp/s", "--max-connections", "5", "--log-level", "debug"],
             environment: ["DEVACCESS_STATE_DIR": "/ignored"])

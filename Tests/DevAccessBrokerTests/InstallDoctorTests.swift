@@ -80,6 +80,14 @@ extension DaemonTests {
         let failures = healthy.checks.values.filter { $0.0 == "fail" }.count
         #expect(healthy.status == (failures == 0 ? 0 : 1), "\(healthy.raw)")
 
+        // A policy that does not parse fails the config check.
+        try Data("[camera]\nDefault=sometimes\n".utf8)
+            .write(to: URL(fileURLWithPath: stage.path + "/etc/devaccess/devaccess.conf"))
+        let badPolicy = try Self.doctor(arguments)
+        #expect(badPolicy.checks["config"]?.0 == "fail")
+        #expect(badPolicy.checks["config"]?.1.contains("devaccess.conf:2") == true, "\(badPolicy.checks["config"] ?? ("", ""))")
+        #expect(badPolicy.status == 1)
+
         // Broker stopped: the socket check fails and so does doctor.
         #expect(daemon.stop() == 0)
         let stopped = try Self.doctor(arguments)

@@ -16,7 +16,7 @@ extension DaemonTests {
         let daemon: RunningDaemon
         let node: String
 
-        init(aclFor owner: TestUser) throws {
+        init(aclFor owner: TestUser, arguments: [String] = []) throws {
             nodes = try TemporaryDirectory()
             node = try nodes.makeNullNode("video0", mode: "0600")
             guard try TestProcess.shell("setfacl -m u:\(owner.uid):rw '\(node)'").status == 0 else {
@@ -26,7 +26,7 @@ extension DaemonTests {
                 "permission": "camera", "id": "camera:test-video-index0", "name": "Test Camera",
                 "nodes": [["path": node, "major": 1, "minor": 3]],
             ]], in: nodes)
-            daemon = try RunningDaemon(environment: ["DEVACCESS_TEST_DEVICES": devices])
+            daemon = try RunningDaemon(arguments: arguments, environment: ["DEVACCESS_TEST_DEVICES": devices])
         }
     }
 
@@ -104,6 +104,32 @@ extension DaemonTests {
         let local = try bob.devaccess(["status", "camera", "--state-dir", setup.daemon.stateDirectory],
                                       environment: ["DEVACCESS_TEST_DEVICES": setup.nodes.path + "/devices.json"])
         #expect(viaBroker.stdout == local.stdout, "broker:\n\(viaBroker.stdout)\nlocal:\n\(local.stdout)")
+    }
+
+    @Test func policyIsReadForEveryStatus() throws {
+        let alice = try TestUser("policy")
+        let config = try TemporaryDirectory()
+        let file = config.path + "/devaccess.conf"
+        try Data("[camera]\nDefault=ask\n[Rule]\nUser=\(alice.name)\nAction=deny\n".utf8).write(to: URL(fileURLWithPath: file))
+        let setup = try CameraSetup(aclFor: alice, arguments: ["--config-dir", config.path])
+        let arguments = ["status", "camera", "--broker", "--json", "--socket", setup.daemon.socketPath]
+
+        let denied = try json(alice.devaccess(arguments).stdout)
+        let camera = try #require((denied["permissions"] as? [[String: Any]])?.first)
+        #expect(camera["status"] as? String == "restricted", "the ACL opens the node, the policy forbids it")
+        let reasons = (camera["reasons"] as? [[String: Any]] ?? []).compactMap { $0["message"] as? String }
+        #expect(reasons.contains("policy forbids camera for \(alice.name) (\(file):3)"), "\(reasons)")
+        // The same answer as the local computation with the same policy.
+        let local = try alice.devaccess(["status", "camera", "--state-dir", setup.daemon.stateDirectory],
+                                        environment: ["DEVACCESS_TEST_DEVICES": setup.nodes.path + "/devices.json",
+                                                      "DEVACCESS_CONFIG_DIR": config.path])
+        let viaBroker = try alice.devaccess(["status", "camera", "--broker", "--socket", setup.daemon.socketPath])
+        #expect(viaBroker.stdout == local.stdout, "broker:\n\(viaBroker.stdout)\nlocal:\n\(local.stdout)")
+
+        // An edited policy counts from the next request; no restart, no reload.
+        try Data("[camera]\nDefault=ask\n".utf8).write(to: URL(fileURLWithPath: file))
+        let allowed = try json(alice.devaccess(arguments).stdout)
+        #expect((allowed["permissions"] as? [[String: Any]])?.first?["status"] as? String == "authorized")
     }
 
     @Test func anotherUsersStatusIsRefusedAndAudited() throws {

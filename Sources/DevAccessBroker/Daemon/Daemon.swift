@@ -70,7 +70,8 @@ public enum Daemon {
         }
 
         let service = BrokerService(probe: FreshProbe(probe: probe(options, log: log)),
-                                    rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger, log: log)
+                                    rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
+                                    configDirectory: options.configDirectory, log: log)
         let server: BrokerServer
         do {
             server = try BrokerServer(socketPath: options.socketPath, handler: service, log: log, limits: options.limits)
@@ -80,6 +81,7 @@ public enum Daemon {
             return 1
         }
         log.info("listening", ["socket": options.socketPath, "state_dir": options.stateDirectory,
+                               "config_dir": options.configDirectory,
                                "admin_group": options.adminGroup, "version": version, "pid": String(getpid())])
         notify("READY=1\nSTATUS=listening on \(options.socketPath)\nMAINPID=\(getpid())")
         server.run(signalDescriptor: signalDescriptor) {

@@ -1,5 +1,6 @@
 import Glibc
 import DevAccessCore
+import DevAccessSystem
 import DevAccessHardware
 import DevAccessLedger
 import DevAccessProtocol
@@ -8,6 +9,7 @@ import DevAccessProtocol
 public struct DaemonOptions: Sendable {
     public var socketPath = BrokerProtocol.defaultSocketPath
     public var stateDirectory = Ledger.defaultStateDirectory
+    public var configDirectory = PolicyFiles.systemDirectory
     public var adminGroup = "devaccess-admin"
     public var probe = ProbeOptions()
     public var limits = BrokerServer.Limits()
@@ -36,6 +38,8 @@ public struct DaemonOptions: Sendable {
         Options:
           --socket PATH          Listen here (default: \(BrokerProtocol.defaultSocketPath)).
           --state-dir DIR        Ledger directory (default: $DEVACCESS_STATE_DIR or \(Ledger.systemStateDirectory)).
+          --config-dir DIR       Policy: DIR/devaccess.conf and DIR/conf.d/*.conf, read for every
+                                 status (default: $DEVACCESS_CONFIG_DIR or /etc/devaccess).
           --admin-group NAME     Members may act for other users (default: devaccess-admin).
           --gpsd HOST:PORT       Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947).
           --gpsd-timeout MS      Give up on gpsd after MS milliseconds (default: 500).
@@ -56,6 +60,7 @@ public struct DaemonOptions: Sendable {
                              environment: [String: String]) throws(UsageError) -> (DaemonOptions, Action) {
         var options = DaemonOptions()
         if let directory = environment["DEVACCESS_STATE_DIR"], !directory.isEmpty { options.stateDirectory = directory }
+        if let directory = environment["DEVACCESS_CONFIG_DIR"], !directory.isEmpty { options.configDirectory = directory }
         if let text = environment[GpsdEndpoint.environmentVariable], !text.isEmpty {
             do {
                 options.probe.gpsd = try GpsdEndpoint(parsing: text)
@@ -98,6 +103,10 @@ public struct DaemonOptions: Sendable {
                 let path = try value(name, inline: inline)
                 guard !path.isEmpty else { throw UsageError(message: "'--state-dir' needs a directory") }
                 options.stateDirectory = path
+            case "--config-dir":
+                let path = try value(name, inline: inline)
+                guard !path.isEmpty else { throw UsageError(message: "'--config-dir' needs a directory") }
+                options.configDirectory = path
             case "--admin-group":
                 let group = try value(name, inline: inline)
                 guard !group.isEmpty else { throw UsageError(message: "'--admin-group' needs a group name") }

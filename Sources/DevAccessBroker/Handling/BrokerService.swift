@@ -6,7 +6,8 @@ import DevAccessEnforcement
 import DevAccessProtocol
 
 /// What devaccessd answers: `hello`, `status` (a fresh probe evaluated with the
-/// ledger's decisions and drift, exactly as `devaccess status` computes it locally,
+/// ledger's decisions and drift and the policy, exactly as `devaccess status` computes
+/// it locally,
 /// for the peer, or for another user when the peer is an admin) and `request`
 /// (refused as not implemented until the consent flows exist: nothing is granted or
 /// recorded).
@@ -19,38 +20,44 @@ public final class BrokerService: RequestHandler {
     private let probe: FreshProbe
     private let rules: AccessRules
     private let ledger: Ledger?
-    /// Decisions and recorded ACL entries, read like the probes: fresh per request,
-    /// shared by requests that arrive together.
-    private let ledgerReads: Coalescer<LedgerRead>?
+    /// Decisions, recorded ACL entries and the policy, read like the probes: fresh per
+    /// request, shared by requests that arrive together.
+    private let decisionReads: Coalescer<DecisionRead>
     private let log: BrokerLog
 
-    public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, log: BrokerLog) {
+    /// `configDirectory` holds devaccess.conf and its drop-ins (read for every status).
+    public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, configDirectory: String, log: BrokerLog) {
         self.probe = probe
         self.rules = rules
         self.ledger = ledger
         self.log = log
-        ledgerReads = ledger.map { ledger in
-            Coalescer(name: "devaccessd ledger") {
-                do throws(LedgerError) {
-                    return LedgerRead(grants: try ledger.grants(), records: try ledger.aclEntries(), problem: nil)
-                } catch {
-                    log.error("cannot read the ledger for a status", ["error": error.description])
-                    return LedgerRead(grants: [], records: [], problem: error.description)
-                }
+        decisionReads = Coalescer(name: "devaccessd decisions") {
+            var read = DecisionRead(grants: [], records: [], problem: nil,
+                                    policy: PolicyReading.read(directory: configDirectory))
+            guard let ledger else { return read }
+            do throws(LedgerError) {
+                read.grants = try ledger.grants()
+                read.records = try ledger.aclEntries()
+            } catch {
+                log.error("cannot read the ledger for a status", ["error": error.description])
+                read.problem = error.description
             }
+            return read
         }
     }
 
-    /// Every standing decision and every recorded ACL entry, read at one moment.
-    struct LedgerRead: Sendable {
+    /// Every standing decision, every recorded ACL entry and the policy, read at one moment.
+    struct DecisionRead: Sendable {
         var grants: [Grant]
         var records: [ACLEntryRecord]
+        /// Why the ledger could not be read.
         var problem: String?
+        var policy: PolicyReading
     }
 
     private enum Piece: Sendable {
         case report(AdapterReport)
-        case ledger(LedgerRead)
+        case decisions(DecisionRead)
     }
 
     /// A peer's own status (the common request) is answered without a handler task:
@@ -112,17 +119,17 @@ public final class BrokerService: RequestHandler {
         return statusReply(for: subject, reports: reports, read: read)
     }
 
-    /// Requests the probes of `permissions` and a ledger read side by side (all start
-    /// after this call) and calls `completion` on the thread that delivers the last.
+    /// Requests the probes of `permissions` and the decision read side by side (all
+    /// start after this call) and calls `completion` on the thread that delivers the last.
     private func gather(_ permissions: [Permission],
-                        _ completion: @escaping @Sendable ([AdapterReport], LedgerRead) -> Void) {
+                        _ completion: @escaping @Sendable ([AdapterReport], DecisionRead) -> Void) {
         let gather = Gather<Piece>(count: permissions.count + 1) { pieces in
             var reports: [AdapterReport] = []
-            var read = LedgerRead(grants: [], records: [], problem: nil)
+            var read = DecisionRead(grants: [], records: [], problem: nil, policy: .loaded(Policy()))
             for piece in pieces {
                 switch piece {
                 case .report(let report): reports.append(report)
-                case .ledger(let ledgerRead): read = ledgerRead
+                case .decisions(let decisions): read = decisions
                 }
             }
             completion(reports, read)
@@ -130,22 +137,18 @@ public final class BrokerService: RequestHandler {
         for (index, permission) in permissions.enumerated() {
             probe.request(permission) { gather.deliver(index, .report($0)) }
         }
-        if let ledgerReads {
-            ledgerReads.request { gather.deliver(permissions.count, .ledger($0)) }
-        } else {
-            gather.deliver(permissions.count, .ledger(LedgerRead(grants: [], records: [], problem: nil)))
-        }
+        decisionReads.request { gather.deliver(permissions.count, .decisions($0)) }
     }
 
-    private func statusReply(for subject: UserIdentity, reports: [AdapterReport], read: LedgerRead) -> Reply {
+    private func statusReply(for subject: UserIdentity, reports: [AdapterReport], read: DecisionRead) -> Reply {
         let reading = ledgerReading(read, uid: subject.uid)
-        let statuses = reports.map { LedgerStatus.evaluate($0, for: subject, ledger: reading) }
+        let statuses = reports.map { LedgerStatus.evaluate($0, for: subject, ledger: reading, policy: read.policy) }
         return .status(StatusReply(user: subject.name, uid: subject.uid, permissions: statuses))
     }
 
     /// The subject's standing decisions and the recorded ACL entries, as
     /// `LedgerStatus.read` gives them to the local `devaccess status`.
-    private func ledgerReading(_ read: LedgerRead, uid: UInt32) -> LedgerReading {
+    private func ledgerReading(_ read: DecisionRead, uid: UInt32) -> LedgerReading {
         guard let ledger else { return .absent(path: "(no ledger)") }
         if let problem = read.problem { return .unreadable(path: ledger.path, problem: problem) }
         return .loaded(LedgerSnapshot(path: ledger.path, decisions: Decisions(active: read.grants.filter { $0.subject.uid == uid }),

@@ -73,7 +73,14 @@ public final class BrokerClient {
         var line = MessageCodec.encode(RequestEnvelope(id: id, request: request))
         line.append(0x0a)
         let deadline = ContinuousClock.now + timeout
-        try write(line, deadline: deadline)
+        do {
+            try write(line, deadline: deadline)
+        } catch .closed(let path) {
+            // The broker may have answered and closed before taking the request (a
+            // `busy` frame right after connect): report its frame if there is one.
+            guard let early = try? readReply(deadline: deadline), early.id == 0 else { throw .closed(path: path) }
+            return early.reply
+        }
         let envelope = try readReply(deadline: deadline)
         guard envelope.id == id || (envelope.id == 0 && isError(envelope.reply)) else {
             throw .badReply(path: socketPath, ProtocolError(.badMessage, context: "$.id",
