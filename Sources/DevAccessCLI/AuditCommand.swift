@@ -13,7 +13,7 @@ enum AuditCommand: Command {
         ],
         discussion: """
         Every audit event is chained: hash = SHA-256(previous hash || event). --verify walks the
-        chain and prints 'audit chain intact: N events', or the first event that is not as it
+        chain and prints 'audit chain intact: N events (LEDGER PATH)', or the first event that is not as it
         was written and how (edited, removed, reordered, inserted). The chain proves order and
         content up to its newest hash; the journal copy (DEVACCESS_HASH) anchors that hash
         outside the file. Audit reports (--since, --summary, formats) are not available yet.

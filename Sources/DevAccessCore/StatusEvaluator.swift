@@ -33,6 +33,12 @@ public enum StatusEvaluator {
                 status = .limited
                 reasons.append(Reason(.summary,
                     "\(user.name) can use \(usable) of \(devices.count) \(noun) devices"))
+            } else if !inputs.ledgerAllows.isEmpty {
+                // The ledger allows it but the nodes do not (a replug before reconcile, a
+                // removed entry): the status says what the kernel does, the drift says why.
+                status = .notDetermined
+                reasons.append(Reason(.summary, "\(user.name) cannot open any \(noun) device now, although "
+                    + "the ledger allows it; the ACL entries are missing (see drift; 'devaccess reconcile' restores them)"))
             } else {
                 status = .notDetermined
                 reasons.append(Reason(.summary,

@@ -70,4 +70,12 @@ struct StatusEvaluatorTests {
         let status = StatusEvaluator.evaluate(AdapterReport(permission: .location, devices: [device]), for: alice)
         #expect(status.status == .authorized)
     }
+
+    @Test func allowedButClosedSaysSoInsteadOfNothingDecided() {
+        let report = AdapterReport(permission: .camera, devices: [camera("video0", mode: 0o600)])
+        let status = StatusEvaluator.evaluate(report, for: alice, inputs: DecisionInputs(ledgerAllows: [nil]))
+        #expect(status.status == .notDetermined)
+        #expect(status.reasons.first?.message.contains("although the ledger allows it") == true)
+        #expect(status.reasons.first?.message.contains("nothing has been decided") == false)
+    }
 }
