@@ -2,6 +2,7 @@ import Glibc
 import CSystemd
 import Foundation
 import DevAccessCore
+import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
@@ -69,7 +70,8 @@ public enum Daemon {
             return 1
         }
 
-        let service = BrokerService(probe: FreshProbe(probe: probe(options, log: log)),
+        let devices = deviceSetup(options, log: log)
+        let service = BrokerService(probe: FreshProbe(probe: devices.probe),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
                                     configDirectory: options.configDirectory, log: log)
         let server: BrokerServer
@@ -83,30 +85,74 @@ public enum Daemon {
         log.info("listening", ["socket": options.socketPath, "state_dir": options.stateDirectory,
                                "config_dir": options.configDirectory,
                                "admin_group": options.adminGroup, "version": version, "pid": String(getpid())])
+        // After the bind (which refuses when another broker serves, so two daemons never
+        // enforce at once) and before READY=1: the start-up reconcile has run when systemd
+        // hears we are ready. Clients connecting meanwhile wait in the listen backlog.
+        let live = startLiveEnforcement(ledger: ledger, devices: devices, options: options, log: log)
         notify("READY=1\nSTATUS=listening on \(options.socketPath)\nMAINPID=\(getpid())")
         server.run(signalDescriptor: signalDescriptor) {
             notify("STOPPING=1\nSTATUS=shutting down")
         }
+        live?.stop()
         log.info("stopped")
         return 0
+    }
+
+    /// The engine's worker (Enforcement/LiveEnforcer.swift): start-up reconcile now, then
+    /// hotplug, expiry timer and periodic runs until `stop()`. nil (logged) when the
+    /// worker cannot be made at all; the daemon then serves status without enforcing.
+    private static func startLiveEnforcement(ledger: Ledger, devices: DeviceSetup, options: DaemonOptions,
+                                             log: BrokerLog) -> LiveEnforcer? {
+        let uid = getuid()
+        let enforcer = Enforcer(ledger: ledger, devices: devices.enforcement,
+                                actor: Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid)))
+        let live: LiveEnforcer
+        do {
+            live = try LiveEnforcer(enforcer: enforcer, log: log, options: LiveEnforcer.Options(
+                reconcileInterval: options.reconcileInterval,
+                udevSubsystems: devices.declared ? [] : LiveEnforcer.subsystems,
+                ledgerDirectory: options.stateDirectory, nodeDirectories: devices.nodeDirectories))
+        } catch {
+            log.error("live enforcement is off: cannot create its event descriptor", ["error": error.description])
+            return nil
+        }
+        live.start()
+        return live
+    }
+
+    /// Where devices come from, for status answers and for the engine alike.
+    struct DeviceSetup {
+        var probe: FreshProbe.Probe
+        var enforcement: any DeviceSource
+        /// True for the DEBUG-only declaration file: no udev events exist for those nodes.
+        var declared = false
+        /// Directories of declared nodes -> their names, watched with inotify instead.
+        var nodeDirectories: [String: Set<String>] = [:]
     }
 
     /// The real adapters; in DEBUG builds only, `DEVACCESS_TEST_DEVICES` names a file of
     /// declared devices (as for the devaccess CLI) so tests can run the daemon against
     /// nodes they made with mknod. Release builds ignore it.
-    private static func probe(_ options: DaemonOptions, log: BrokerLog) -> FreshProbe.Probe {
+    private static func deviceSetup(_ options: DaemonOptions, log: BrokerLog) -> DeviceSetup {
         #if DEBUG
         if let path = ProcessInfo.processInfo.environment["DEVACCESS_TEST_DEVICES"] {
             do {
                 let declared = try DeclaredDeviceSource(contentsOf: path)
                 log.warning("TEST ONLY: devices come from a declaration file, not udev and gpsd", ["file": path])
-                return { declared.report(for: $0) }
+                var directories: [String: Set<String>] = [:]
+                for node in declared.devices.flatMap(\.nodes) {
+                    let url = URL(fileURLWithPath: node.path)
+                    directories[url.deletingLastPathComponent().path, default: []].insert(url.lastPathComponent)
+                }
+                return DeviceSetup(probe: { declared.report(for: $0) }, enforcement: declared, declared: true,
+                                   nodeDirectories: directories)
             } catch {
                 log.error("ignoring DEVACCESS_TEST_DEVICES", ["error": error.description])
             }
         }
         #endif
-        return FreshProbe.hardware(options.probe)
+        return DeviceSetup(probe: FreshProbe.hardware(options.probe),
+                           enforcement: MachineDeviceSource(probeOptions: options.probe))
     }
 
     /// sd_notify(3) when started by systemd (NOTIFY_SOCKET set); nothing otherwise.

@@ -13,6 +13,8 @@ public struct DaemonOptions: Sendable {
     public var adminGroup = "devaccess-admin"
     public var probe = ProbeOptions()
     public var limits = BrokerServer.Limits()
+    /// Period of live enforcement's safety reconcile; nil: off (devaccessd(8), LIVE ENFORCEMENT).
+    public var reconcileInterval: Duration? = .seconds(60)
     public var logLevel = BrokerLog.Level.info
     /// nil: journal when stderr is connected to journald, else stderr.
     public var logTarget: BrokerLog.Target?
@@ -45,6 +47,10 @@ public struct DaemonOptions: Sendable {
           --gpsd-timeout MS      Give up on gpsd after MS milliseconds (default: 500).
           --max-connections N    Clients served at once; more are told 'busy' (default: 1024).
           --idle-timeout SEC     Close idle connections after SEC seconds (default: 60).
+          --reconcile-interval SEC
+                                 Also apply the whole ledger to the machine every SEC seconds,
+                                 besides at start-up, on hotplug and at each expiry; 0: never
+                                 (default: 60).
           --log-level LEVEL      error, warning, notice, info or debug (default: info).
           --log-target TARGET    auto, journal or stderr (default: auto: the journal when
                                  stderr is connected to it).
@@ -124,6 +130,9 @@ public struct DaemonOptions: Sendable {
                 options.limits.maxConnections = try number(name, try value(name, inline: inline), 1...1_000_000)
             case "--idle-timeout":
                 options.limits.idleTimeout = .seconds(try number(name, try value(name, inline: inline), 1...86_400))
+            case "--reconcile-interval":
+                let seconds = try number(name, try value(name, inline: inline), 0...86_400)
+                options.reconcileInterval = seconds == 0 ? nil : .seconds(seconds)
             case "--log-level":
                 let text = try value(name, inline: inline)
                 guard let level = BrokerLog.Level(name: text) else {

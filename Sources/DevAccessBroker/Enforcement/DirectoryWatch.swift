@@ -1,0 +1,103 @@
+import Glibc
+import DevAccessSystem
+
+/// inotify(7) on a few directories, reporting only the entries it was asked about.
+/// Confined to the enforcement worker thread, which polls `descriptor`.
+///
+/// Used for two things: the ledger's directory (another process, e.g. the root CLI,
+/// committed a grant, so the next expiry may have moved) and, in DEBUG builds, the
+/// directories of declared test nodes (a node re-created with mknod, where no udev event
+/// exists).
+final class DirectoryWatch {
+    enum Purpose: Sendable, Hashable {
+        case ledger
+        case nodes
+    }
+
+    struct Event: Sendable, Hashable {
+        var purpose: Purpose
+        var path: String
+        var mask: UInt32
+    }
+
+    let descriptor: CInt
+    /// Per watch descriptor: its directory and which entries matter for what. One
+    /// directory may serve both purposes (one inotify watch, masks added together).
+    private var watches: [CInt: (directory: String, names: [String: Purpose])] = [:]
+    private var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+
+    init() throws(Errno) {
+        let fd = inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK))
+        guard fd >= 0 else { throw Errno.current }
+        descriptor = fd
+    }
+
+    deinit { _ = Glibc.close(descriptor) }
+
+    /// Watches `directory` for `names` appearing, disappearing or (for the ledger) being
+    /// written. Not recursive; the directory must exist.
+    func watch(_ directory: String, names: Set<String>, for purpose: Purpose) throws(Errno) {
+        let wd = inotify_add_watch(descriptor, directory, Self.mask(purpose) | UInt32(IN_ONLYDIR) | UInt32(IN_MASK_ADD))
+        guard wd >= 0 else { throw Errno.current }
+        var entries = watches[wd]?.names ?? [:]
+        for name in names { entries[name] = purpose }
+        watches[wd] = (directory, entries)
+    }
+
+    private static func mask(_ purpose: Purpose) -> UInt32 {
+        switch purpose {
+        case .ledger:
+            // Every commit writes the WAL file; a checkpoint or a new ledger the main file.
+            return UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO)
+        case .nodes:
+            // Not IN_ATTRIB: the engine's own ACL edits would wake it again for nothing.
+            return UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM)
+        }
+    }
+
+    /// Everything queued now (the descriptor is non-blocking). A queue overflow is
+    /// reported once per purpose with an empty path: anything may have changed.
+    func drain() -> [Event] {
+        var events: [Event] = []
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return events }
+            events += parse(count)
+        }
+    }
+
+    private func parse(_ count: Int) -> [Event] {
+        var events: [Event] = []
+        buffer.withUnsafeBytes { raw in
+            var offset = 0
+            // struct inotify_event: int wd; uint32_t mask, cookie, len; char name[len].
+            let header = 16
+            while offset + header <= count {
+                let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+                let mask = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+                let length = Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                let nameBytes = raw[(offset + header)..<min(count, offset + header + length)]
+                let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
+                offset += header + length
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    events.append(Event(purpose: .ledger, path: "", mask: mask))
+                    events.append(Event(purpose: .nodes, path: "", mask: mask))
+                    continue
+                }
+                guard let watch = watches[wd] else { continue }
+                if mask & UInt32(IN_IGNORED) != 0 {
+                    // The directory itself went away: nothing more will come from it.
+                    watches[wd] = nil
+                    for purpose in Set(watch.names.values) {
+                        events.append(Event(purpose: purpose, path: watch.directory, mask: mask))
+                    }
+                    continue
+                }
+                guard let purpose = watch.names[name], mask & Self.mask(purpose) != 0 else { continue }
+                events.append(Event(purpose: purpose, path: watch.directory + "/" + name, mask: mask))
+            }
+        }
+        return events
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+import Glibc
+import DevAccessCore
+import DevAccessSystem
+import DevAccessHardware
+import DevAccessLedger
+import DevAccessEnforcement
+
+/// The loop of `LiveEnforcer`'s thread: one `poll(2)` over the wake eventfd and inotify,
+/// its timeout the next periodic or retry run; the expiry timer wakes it through the
+/// mailbox. Everything it does runs here, one thing at a time.
+final class EnforcementWorker {
+    private let owner: LiveEnforcer
+    private var enforcer: Enforcer { owner.enforcer }
+    private var log: BrokerLog { owner.log }
+    /// The instant the next grant runs out (wall clock).
+    private let expiryTimer: ExpiryTimer
+    private let watch: DirectoryWatch?
+    private var runLog: EnforcementLog
+    /// Per permission, for `hotplug` audit events (nil: no udev monitor).
+    private var trackers: [Permission: HotplugTracker]?
+    private var periodicDue: ContinuousClock.Instant?
+    private var retryDue: ContinuousClock.Instant?
+    private var retryDelay = EnforcementWorker.firstRetry
+
+    static let firstRetry = Duration.seconds(1)
+    static let lastRetry = Duration.seconds(60)
+    /// Triggers whose run must happen even when the ledger looks idle: they end grants.
+    static let mandatory: Set<String> = ["startup", "expiry", "retry"]
+
+    init(owner: LiveEnforcer, tracksHotplug: Bool) {
+        self.owner = owner
+        expiryTimer = ExpiryTimer { [owner] in owner.requestReconcile(trigger: "expiry") }
+        runLog = EnforcementLog(log: owner.log)
+        trackers = tracksHotplug ? [:] : nil
+        var wanted: [(directory: String, names: Set<String>, purpose: DirectoryWatch.Purpose)] = []
+        if let directory = owner.options.ledgerDirectory {
+            wanted.append((directory, [Ledger.fileName, Ledger.fileName + "-wal"], .ledger))
+        }
+        for (directory, names) in owner.options.nodeDirectories.sorted(by: { $0.key < $1.key }) {
+            wanted.append((directory, names, .nodes))
+        }
+        guard !wanted.isEmpty else {
+            watch = nil
+            return
+        }
+        let watch: DirectoryWatch
+        do {
+            watch = try DirectoryWatch()
+        } catch {
+            owner.log.warning("cannot watch files (inotify): expiries of grants made outside the broker wait "
+                              + "for the next run", ["error": error.description])
+            self.watch = nil
+            return
+        }
+        for (directory, names, purpose) in wanted {
+            do {
+                try watch.watch(directory, names: names, for: purpose)
+            } catch {
+                owner.log.warning("cannot watch a directory (inotify)", ["directory": directory, "error": error.description])
+            }
+        }
+        self.watch = watch
+    }
+
+    func run(startedUp: DispatchSemaphore) {
+        reconcile(["startup"], hotplug: [], eventStarted: nil)
+        if trackers != nil {
+            var initial: [Permission: HotplugTracker] = [:]
+            for permission in Set(LiveEnforcer.subsystemPermissions.values) {
+                initial[permission] = HotplugTracker(initial: enforcer.devices.report(for: permission).devices)
+            }
+            trackers = initial
+        }
+        rearmExpiry()
+        startedUp.signal()
+        loop()
+        expiryTimer.arm(nil)
+    }
+
+    private func loop() {
+        var descriptors = [pollfd(fd: owner.wakeDescriptor, events: Int16(POLLIN), revents: 0)]
+        if let watch { descriptors.append(pollfd(fd: watch.descriptor, events: Int16(POLLIN), revents: 0)) }
+        while true {
+            for index in descriptors.indices { descriptors[index].revents = 0 }
+            let ready = poll(&descriptors, nfds_t(descriptors.count), pollTimeout())
+            if ready < 0 {
+                if errno == EINTR { continue }
+                log.error("live enforcement stops: poll failed", ["error": Errno.current.description])
+                return
+            }
+            var triggers: [String] = []
+            var rearm = false
+            var eventStarted: UInt64?
+            if descriptors[0].revents != 0 {
+                var counter: UInt64 = 0
+                _ = Glibc.read(owner.wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
+            }
+            let now = ContinuousClock.now
+            if let due = retryDue, now >= due {
+                retryDue = nil
+                triggers.append("retry")
+            }
+            if let due = periodicDue, now >= due {
+                schedulePeriodic()
+                triggers.append("periodic")
+            }
+            if let watch, descriptors.count > 1, descriptors[1].revents != 0 {
+                for event in watch.drain() {
+                    if event.mask & UInt32(IN_IGNORED) != 0 {
+                        log.warning("a watched directory went away; its changes are no longer noticed",
+                                    ["directory": event.path])
+                    }
+                    switch event.purpose {
+                    case .ledger:
+                        rearm = true
+                    case .nodes:
+                        if !triggers.contains("nodes") { triggers.append("nodes") }
+                        eventStarted = eventStarted ?? MonotonicClock.microseconds()
+                    }
+                }
+            }
+            let mail = owner.takeMailbox()
+            if mail.stopping {
+                for job in mail.jobs { job.abandon() }
+                return
+            }
+            for job in mail.jobs {
+                perform(job)
+                rearm = true
+            }
+            for trigger in mail.triggers where !triggers.contains(trigger) { triggers.append(trigger) }
+            if mail.triggers.contains("expiry") { expiryTimer.fired() }
+            if !mail.hotplug.isEmpty {
+                triggers.append("hotplug")
+                let arrivals = mail.hotplug.map { $0.kernelArrival ?? $0.received }
+                eventStarted = ([eventStarted].compactMap { $0 } + arrivals).min()
+            }
+            if !triggers.isEmpty {
+                reconcile(triggers, hotplug: mail.hotplug, eventStarted: eventStarted)
+                rearm = true
+            }
+            if rearm { rearmExpiry() }
+        }
+    }
+
+    // MARK: - Runs
+
+    private func perform(_ job: LiveEnforcer.Job) {
+        let started = MonotonicClock.microseconds()
+        switch job.run(enforcer) {
+        case .success(let report):
+            runLog.record(report, .init(trigger: job.name, microseconds: MonotonicClock.microseconds() - started,
+                                        eventToDone: nil, routine: false))
+        case .failure(let error):
+            log.warning("enforcement operation failed", ["operation": job.name, "error": error.description])
+        }
+    }
+
+    /// One full reconcile for everything that asked since the last one.
+    private func reconcile(_ triggers: [String], hotplug: [HotplugEvent], eventStarted: UInt64?) {
+        let label = triggers.joined(separator: ",")
+        let mandatory = triggers.contains { Self.mandatory.contains($0) }
+        let started = MonotonicClock.microseconds()
+        do {
+            // Skipping is only for runs that could not end anything: a hotplug event on a
+            // machine nobody was granted anything on costs no device probe.
+            if !mandatory, try !enforcer.hasWork() {
+                log.debug("enforcement run skipped: the ledger holds nothing to enforce", ["trigger": label])
+            } else {
+                let report = try enforcer.reconcile()
+                let done = MonotonicClock.microseconds()
+                runLog.record(report, .init(trigger: label, microseconds: done - started,
+                                            eventToDone: eventStarted.map { done >= $0 ? done - $0 : 0 },
+                                            routine: !mandatory))
+            }
+            retryDue = nil
+            retryDelay = Self.firstRetry
+            schedulePeriodic()
+        } catch {
+            // A busy or broken ledger: try again, less often each time.
+            runLog.failed(error, trigger: label, retryIn: retryDelay)
+            retryDue = ContinuousClock.now + retryDelay
+            retryDelay = min(retryDelay * 2, Self.lastRetry)
+        }
+        if !hotplug.isEmpty { audit(hotplug) }
+    }
+
+    /// `hotplug` audit events for devices that came or went (design: remove -> audit event).
+    /// After the run, so recording them never delays an ACL entry.
+    private func audit(_ events: [HotplugEvent]) {
+        guard var trackers else { return }
+        var probed: [Permission: [Device]] = [:]
+        var records: [AuditEvent] = []
+        for event in events {
+            guard let permission = LiveEnforcer.subsystemPermissions[event.subsystem],
+                  var tracker = trackers[permission] else { continue }
+            let devices = probed[permission] ?? enforcer.devices.report(for: permission).devices
+            probed[permission] = devices
+            for change in tracker.apply(action: event.action, devnode: event.devnode, probed: devices)
+            where change.kind != .change {
+                log.info(change.kind == .add ? "device added" : "device removed", [
+                    "permission": permission.rawValue, "device": change.device.id, "name": change.device.name,
+                    "node": event.devnode, "seqnum": String(event.seqnum),
+                ])
+                records.append(AuditEvent(type: .hotplug, actor: enforcer.actor, permission: permission,
+                                          deviceID: change.device.id, deviceName: change.device.name,
+                                          nodePath: event.devnode,
+                                          details: ["action": change.kind.rawValue, "seqnum": String(event.seqnum),
+                                                    "subsystem": event.subsystem]))
+            }
+            trackers[permission] = tracker
+        }
+        self.trackers = trackers
+        guard !records.isEmpty else { return }
+        do {
+            _ = try enforcer.ledger.append(contentsOf: records)
+        } catch {
+            log.error("cannot record hotplug events in the ledger", ["error": error.description])
+        }
+    }
+
+    // MARK: - Timers
+
+    /// Arms the expiry timer for the next grant to run out (or disarms it).
+    private func rearmExpiry() {
+        let next: Date?
+        do {
+            next = try enforcer.nextExpiry()
+        } catch {
+            if retryDue == nil {
+                runLog.failed(error, trigger: "expiry timer", retryIn: retryDelay)
+                retryDue = ContinuousClock.now + retryDelay
+                retryDelay = min(retryDelay * 2, Self.lastRetry)
+            }
+            return
+        }
+        guard next != expiryTimer.armedFor else { return }
+        expiryTimer.arm(next)
+        if let next {
+            log.debug("expiry timer armed", ["at": ISOTime.format(next),
+                                             "in_ms": String(Int(next.timeIntervalSinceNow * 1000))])
+        }
+    }
+
+    private func schedulePeriodic() {
+        periodicDue = owner.options.reconcileInterval.map { ContinuousClock.now + $0 }
+    }
+
+    /// Milliseconds until the earlier of the periodic run and a retry; -1: none due.
+    private func pollTimeout() -> CInt {
+        if periodicDue == nil && retryDue == nil && owner.options.reconcileInterval != nil { schedulePeriodic() }
+        guard let due = [periodicDue, retryDue].compactMap({ $0 }).min() else { return -1 }
+        let left = due - ContinuousClock.now
+        guard left > .zero else { return 0 }
+        // Rounded up: waking a millisecond early would only loop once more.
+        let milliseconds = left.components.seconds * 1000 + (left.components.attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return CInt(clamping: milliseconds)
+    }
+}

@@ -1,0 +1,235 @@
+import Foundation
+import Glibc
+import Synchronization
+import DevAccessCore
+import DevAccessSystem
+import DevAccessHardware
+import DevAccessEnforcement
+
+/// What an engine operation returns, seen by the worker that logs it: every operation
+/// carries the report of the run it made.
+public protocol EnforcementOutcome: Sendable {
+    var enforcementReport: EnforcementReport { get }
+}
+
+extension EnforcementReport: EnforcementOutcome {
+    public var enforcementReport: EnforcementReport { self }
+}
+
+extension Enforcer.DecisionOutcome: EnforcementOutcome {
+    public var enforcementReport: EnforcementReport { report }
+}
+
+extension Enforcer.RevokeOutcome: EnforcementOutcome {
+    public var enforcementReport: EnforcementReport { report }
+}
+
+extension Enforcer.ResetOutcome: EnforcementOutcome {
+    public var enforcementReport: EnforcementReport { report }
+}
+
+/// Keeps the machine in line with the ledger while devaccessd runs (devaccessd(8), LIVE
+/// ENFORCEMENT). One worker thread owns the `Enforcer` and runs one engine operation at
+/// a time, so two runs never edit the same node at once. It runs:
+/// - at start-up, a full reconcile before the daemon reports READY=1 (grants that ran
+///   out while the daemon was down are ended and their entries removed);
+/// - on every udev event of a capture subsystem (a hotplugged node gets its entries);
+/// - when the next grant runs out: a `timerfd` armed for that instant (wall clock,
+///   re-armed when the clock is set), recomputed after every run and whenever the
+///   ledger file changes (the root CLI may add a grant behind the daemon's back);
+/// - every `reconcileInterval` as a safety net for missed events (udev's netlink buffer
+///   can overflow; logind rewrites ACLs on seat changes without an event of ours);
+/// - for operations handed to `perform` (decisions made through the broker).
+/// Root CLI commands may run at the same time in other processes: SQLite orders the
+/// writes, and every run converges from whatever state it finds.
+public final class LiveEnforcer: Sendable {
+    public struct Options: Sendable {
+        /// Period of the safety reconcile; nil: none.
+        public var reconcileInterval: Duration?
+        /// udev subsystems whose node events trigger a run; empty: no udev monitor.
+        public var udevSubsystems: [String]
+        /// The ledger's directory, watched for commits by other processes.
+        public var ledgerDirectory: String?
+        /// Directory -> node names to watch with inotify (declared test nodes, which
+        /// have no udev events). Empty in production.
+        public var nodeDirectories: [String: Set<String>]
+
+        public init(reconcileInterval: Duration? = .seconds(60), udevSubsystems: [String] = LiveEnforcer.subsystems,
+                    ledgerDirectory: String? = nil, nodeDirectories: [String: Set<String>] = [:]) {
+            self.reconcileInterval = reconcileInterval
+            self.udevSubsystems = udevSubsystems
+            self.ledgerDirectory = ledgerDirectory
+            self.nodeDirectories = nodeDirectories
+        }
+    }
+
+    /// The subsystems of node-gated permissions. Location is not among them: gpsd serves
+    /// every local client, so a receiver's node gets no entry (the engine notes that).
+    public static let subsystems = ["video4linux", "sound"]
+    static let subsystemPermissions: [String: Permission] = ["video4linux": .camera, "sound": .microphone]
+
+    public enum Failure: Error, Sendable, Hashable, CustomStringConvertible {
+        case engine(EnforcementError)
+        /// The daemon is stopping; the operation did not run.
+        case stopped
+
+        public var description: String {
+            switch self {
+            case .engine(let error): return error.description
+            case .stopped: return "the broker is shutting down; nothing was changed"
+            }
+        }
+    }
+
+    public let enforcer: Enforcer
+    public let options: Options
+    let log: BrokerLog
+    private let mailbox = Mutex(Mailbox())
+    let wakeDescriptor: CInt
+    private let finished = DispatchSemaphore(value: 0)
+    private let udev = UdevWatch()
+    private let phase = Mutex(Phase.new)
+
+    enum Phase {
+        case new, running, stopped
+    }
+
+    /// A queued operation: `run` does it and answers its caller, then returns the report
+    /// for the log; `abandon` answers the caller when it will never run.
+    struct Job: Sendable {
+        var name: String
+        var run: @Sendable (Enforcer) -> Result<EnforcementReport, EnforcementError>
+        var abandon: @Sendable () -> Void
+    }
+
+    struct Mailbox {
+        var jobs: [Job] = []
+        var triggers: [String] = []
+        var hotplug: [HotplugEvent] = []
+        var stopping = false
+    }
+
+    public init(enforcer: Enforcer, log: BrokerLog, options: Options = Options()) throws(Errno) {
+        self.enforcer = enforcer
+        self.log = log
+        self.options = options
+        wakeDescriptor = try Socket.makeEventFD()
+    }
+
+    deinit { Socket.close(wakeDescriptor) }
+
+    /// Starts listening (udev first, so nothing plugged meanwhile is missed), runs the
+    /// start-up reconcile and returns when it is done; the worker then keeps going on its
+    /// own thread until `stop()`. Once only.
+    public func start() {
+        let first = phase.withLock { phase -> Bool in
+            guard phase == .new else { return false }
+            phase = .running
+            return true
+        }
+        guard first else { return }
+        let listening = !options.udevSubsystems.isEmpty
+            && udev.start(subsystems: options.udevSubsystems, log: log) { [self] event in
+                mailbox.withLock { $0.hotplug.append(event) }
+                wake()
+            }
+        let startedUp = DispatchSemaphore(value: 0)
+        let thread = Thread { [self] in
+            defer {
+                abandonAll()
+                finished.signal()
+            }
+            EnforcementWorker(owner: self, tracksHotplug: listening).run(startedUp: startedUp)
+        }
+        thread.name = "devaccessd enforcement"
+        thread.start()
+        startedUp.wait()
+    }
+
+    /// Stops the worker after the run in progress and waits for it; queued operations
+    /// fail with `.stopped`. Any thread; more than once is harmless.
+    public func stop() {
+        let running = phase.withLock { phase -> Bool in
+            defer { phase = .stopped }
+            return phase == .running
+        }
+        mailbox.withLock { $0.stopping = true }
+        wake()
+        udev.stop()
+        guard running else {
+            abandonAll()
+            return
+        }
+        // A run holding the ledger waits at most its busy timeout (5 s); past that the
+        // process exits around it, which every run survives (intent is written first).
+        if finished.wait(timeout: .now() + .seconds(10)) == .timedOut {
+            log.warning("the enforcement worker did not finish its run in 10 s; stopping without it")
+        }
+    }
+
+    /// Runs `body` on the worker, after the operations queued before it, and re-arms the
+    /// expiry timer afterwards. For decisions made through the broker.
+    public func perform<R: EnforcementOutcome>(
+        _ operation: String, _ body: @escaping @Sendable (Enforcer) throws(EnforcementError) -> R
+    ) async throws(Failure) -> R {
+        let result: Result<R, Failure> = await withCheckedContinuation { continuation in
+            let job = Job(name: operation, run: { enforcer in
+                let outcome = Result { () throws(EnforcementError) -> R in try body(enforcer) }
+                continuation.resume(returning: outcome.mapError { Failure.engine($0) })
+                return outcome.map(\.enforcementReport)
+            }, abandon: {
+                continuation.resume(returning: .failure(.stopped))
+            })
+            if !submit(job) { continuation.resume(returning: .failure(.stopped)) }
+        }
+        return try result.get()
+    }
+
+    /// Asks for a full reconcile soon (coalesced with others pending); `trigger` is logged.
+    public func requestReconcile(trigger: String) {
+        let accepted = mailbox.withLock { box -> Bool in
+            guard !box.stopping else { return false }
+            if !box.triggers.contains(trigger) { box.triggers.append(trigger) }
+            return true
+        }
+        if accepted { wake() }
+    }
+
+    // MARK: - For the worker
+
+    private func submit(_ job: Job) -> Bool {
+        let accepted = mailbox.withLock { box -> Bool in
+            guard !box.stopping else { return false }
+            box.jobs.append(job)
+            return true
+        }
+        if accepted { wake() }
+        return accepted
+    }
+
+    func takeMailbox() -> Mailbox {
+        mailbox.withLock { box in
+            let taken = box
+            box.jobs.removeAll()
+            box.triggers.removeAll()
+            box.hotplug.removeAll()
+            return taken
+        }
+    }
+
+    /// Refuses new work and answers what is queued: the worker is gone.
+    private func abandonAll() {
+        let jobs = mailbox.withLock { box -> [Job] in
+            box.stopping = true
+            let jobs = box.jobs
+            box.jobs.removeAll()
+            return jobs
+        }
+        for job in jobs { job.abandon() }
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = Glibc.write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
+    }
+}

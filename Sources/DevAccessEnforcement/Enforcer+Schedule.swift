@@ -1,0 +1,31 @@
+import Foundation
+import DevAccessLedger
+
+/// What a long-running caller (the daemon) needs to schedule engine runs: when the next
+/// grant runs out, and whether a run could change anything at all.
+extension Enforcer {
+    /// The earliest expiry among the standing decisions (allow or deny, every permission),
+    /// nil when none has one. Grants already past their time are not here: they are what
+    /// the next run ends (`Ledger.expiredUnrevoked`).
+    public func nextExpiry() throws(EnforcementError) -> Date? {
+        do {
+            return try ledger.grants(now: clock()).compactMap(\.expires).min()
+        } catch {
+            throw .ledger(error)
+        }
+    }
+
+    /// False when the ledger holds no standing decision, no ACL entry record and no grant
+    /// waiting to be ended: a run would only probe the devices and change nothing, so a
+    /// caller that runs often (on every hotplug event) may skip it.
+    public func hasWork() throws(EnforcementError) -> Bool {
+        do {
+            let now = clock()
+            if try !ledger.grants(now: now).isEmpty { return true }
+            if try !ledger.aclEntries().isEmpty { return true }
+            return try !ledger.expiredUnrevoked(now: now).isEmpty
+        } catch {
+            throw .ledger(error)
+        }
+    }
+}

@@ -1,0 +1,279 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+import DevAccessBroker
+import DevAccessCore
+import DevAccessEnforcement
+import DevAccessLedger
+import DevAccessSystem
+import DevAccessTestSupport
+
+/// Live enforcement in the real daemon (devaccessd(8), LIVE ENFORCEMENT): the start-up
+/// reconcile, the expiry timer, re-created nodes and the periodic safety run, against
+/// real nodes (mknod 1:3), real test users and real opens. Grants come from the real
+/// root CLI on the daemon's state directory, as an admin would make them; after that no
+/// CLI command runs, so whatever changes on the node is the daemon's doing.
+///
+/// The nodes have no udev events (udev does not know mknod'd nodes, and this machine
+/// has no udevd); the daemon watches the declared nodes' directory instead (DEBUG only).
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes nodes, users and ACLs"))
+struct LiveEnforcementTests {
+    /// A camera node only root can open, declared to the daemon and the CLI, and a user.
+    final class Setup: @unchecked Sendable {
+        let nodes: TemporaryDirectory
+        let node: String
+        let devices: String
+        let user: TestUser
+
+        init(_ tag: String) throws {
+            nodes = try TemporaryDirectory()
+            node = try nodes.makeNullNode("video0", mode: "0600")
+            devices = try declareDevices([[
+                "permission": "camera", "id": "camera:test-live", "name": "Live test camera",
+                "nodes": [["path": node, "major": 1, "minor": 3]],
+            ]], in: nodes)
+            user = try TestUser(tag)
+        }
+
+        func daemon(_ arguments: [String] = [], environment: [String: String] = [:],
+                    waitForReady: Bool = true) throws -> RunningDaemon {
+            try RunningDaemon(arguments: arguments,
+                              environment: ["DEVACCESS_TEST_DEVICES": devices].merging(environment) { _, new in new },
+                              waitForReady: waitForReady)
+        }
+
+        /// The root CLI on `stateDirectory`, with the same declared devices.
+        func cli(_ arguments: [String], stateDirectory: String) throws -> ProcessOutput {
+            try TestProcess.devaccess(arguments, environment: [
+                "DEVACCESS_TEST_DEVICES": devices, "DEVACCESS_STATE_DIR": stateDirectory,
+                "DEVACCESS_GPSD": "127.0.0.1:9",
+            ])
+        }
+
+        func grant(_ extra: [String] = [], stateDirectory: String) throws {
+            let result = try cli(["grant", "camera", "--user", user.name] + extra, stateDirectory: stateDirectory)
+            guard result.status == 0 else { throw SetupError("grant failed: \(result.stderr)") }
+        }
+
+        var hasEntry: Bool { ACLProbe.hasUserEntry(node, uid: user.uid) }
+
+        /// Removes the node and makes it again, as a replug does (a new inode, no ACL).
+        func recreateNode() throws {
+            guard unlink(node) == 0 else { throw SetupError("unlink \(node): \(String(cString: strerror(errno)))") }
+            _ = try nodes.makeNullNode("video0", mode: "0600")
+        }
+    }
+
+    /// The latest expiry of any grant, read from the ledger file (not through devaccess).
+    static func newestExpiry(_ stateDirectory: String) throws -> Date {
+        let output = try TestProcess.run("/usr/bin/sqlite3", [
+            stateDirectory + "/ledger.db", "SELECT MAX(expires_usec) FROM grants",
+        ])
+        guard let micro = Double(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw SetupError("no expiry in the ledger: \(output.stdout) \(output.stderr)")
+        }
+        return Date(timeIntervalSince1970: micro / 1_000_000)
+    }
+
+    /// Polls `condition` every 5 ms until it holds; the time it first held, or nil.
+    static func waitFor(_ timeout: Double, _ condition: () -> Bool) -> Date? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return Date() }
+            usleep(5_000)
+        }
+        return condition() ? Date() : nil
+    }
+
+    // MARK: - Expiry
+
+    @Test func anExpiryWhileRunningRemovesTheEntryOnTimeWithoutAnyCommand() throws {
+        let setup = try Setup("liveexp")
+        let daemon = try setup.daemon()
+        try setup.grant(["--for", "2s"], stateDirectory: daemon.stateDirectory)
+        #expect(setup.hasEntry)
+        #expect(try setup.user.canOpen(setup.node, .readWrite))
+        let expiry = try Self.newestExpiry(daemon.stateDirectory)
+
+        let removed = try #require(Self.waitFor(5) { !setup.hasEntry }, "the entry stayed: \(daemon.log)")
+        let late = removed.timeIntervalSince(expiry)
+        #expect(late >= 0, "removed \(-late) s before the grant expired")
+        #expect(late < 1.0, "removed \(late) s after the expiry")
+        #expect(try !setup.user.canOpen(setup.node, .read))
+        #expect(daemon.log.contains("msg=\"enforcement run\" trigger=expiry expired=1 changes=1"), "\(daemon.log)")
+        #expect(daemon.log.contains("msg=\"grant expired\" grant=1"))
+        #expect(daemon.stop() == 0)
+        // The daemon ended it in the ledger too (an `expiry` event), and the chain holds.
+        let events = try TestProcess.run("/usr/bin/sqlite3", [daemon.stateDirectory + "/ledger.db",
+                                                              "SELECT type FROM audit_events ORDER BY seq"]).stdout
+        #expect(events.split(separator: "\n") == ["grant", "acl_add", "expiry", "acl_remove"], "\(events)")
+        #expect(try setup.cli(["audit", "--verify"], stateDirectory: daemon.stateDirectory).status == 0)
+    }
+
+    @Test func aGrantThatExpiredWhileTheDaemonWasDownIsRemovedBeforeReady() throws {
+        let setup = try Setup("livedown")
+        let first = try setup.daemon()
+        let state = first.stateDirectory
+        try setup.grant(["--for", "2s"], stateDirectory: state)
+        #expect(first.stop() == 0)
+        #expect(setup.hasEntry)
+        let expiry = try Self.newestExpiry(state)
+        Thread.sleep(until: expiry.addingTimeInterval(0.5))
+        #expect(setup.hasEntry, "nobody but a daemon would remove it")
+        #expect(try setup.user.canOpen(setup.node, .readWrite), "expired but still in force: why start-up matters")
+
+        let notify = try TemporaryDirectory()
+        let receiver = try DatagramReceiver(path: notify.path + "/notify")
+        let second = try setup.daemon(["--state-dir", state], environment: ["NOTIFY_SOCKET": notify.path + "/notify"],
+                                      waitForReady: false)
+        let ready = try #require(receiver.receive(timeout: 10), "no READY=1: \(second.log)")
+        #expect(ready.split(separator: "\n").contains("READY=1"))
+        #expect(!setup.hasEntry, "removed before READY=1")
+        #expect(try !setup.user.canOpen(setup.node, .read))
+        let log = second.log
+        let run = try #require(log.range(of: "msg=\"enforcement run\" trigger=startup expired=1 changes=1"), "\(log)")
+        #expect(log.range(of: "msg=\"grant expired\" grant=1")?.lowerBound ?? log.startIndex > run.lowerBound)
+        #expect(second.stop() == 0)
+    }
+
+    // MARK: - Hotplug
+
+    @Test func aReCreatedNodeGetsItsEntryAtOnce() throws {
+        let setup = try Setup("liveplug")
+        let daemon = try setup.daemon()
+        try setup.grant([], stateDirectory: daemon.stateDirectory)
+        #expect(setup.hasEntry)
+        for round in 1...3 {
+            try setup.recreateNode()
+            let started = Date()
+            let applied = try #require(Self.waitFor(5) { setup.hasEntry }, "round \(round): no entry: \(daemon.log)")
+            #expect(applied.timeIntervalSince(started) < 1, "round \(round)")
+            #expect(try setup.user.canOpen(setup.node, .readWrite), "round \(round)")
+        }
+        #expect(daemon.log.contains("msg=\"enforcement run\" trigger=nodes expired=0 changes=1"), "\(daemon.log)")
+        #expect(daemon.log.contains("it was missing (node re-created or an earlier run was interrupted)"))
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func thePeriodicReconcileRepairsWhatNoEventReported() throws {
+        let setup = try Setup("liveper")
+        let daemon = try setup.daemon(["--reconcile-interval", "1"])
+        try setup.grant([], stateDirectory: daemon.stateDirectory)
+        // An ACL edit makes no event the daemon watches: only the periodic run sees it.
+        #expect(try TestProcess.shell("setfacl -x u:\(setup.user.uid) '\(setup.node)'").status == 0)
+        #expect(!setup.hasEntry)
+        #expect(Self.waitFor(3) { setup.hasEntry } != nil, "\(daemon.log)")
+        #expect(try setup.user.canOpen(setup.node, .readWrite))
+        #expect(daemon.log.contains("msg=\"enforcement run\" trigger=periodic expired=0 changes=1"), "\(daemon.log)")
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func theIntervalZeroTurnsThePeriodicRunOff() throws {
+        let setup = try Setup("liveoff")
+        let daemon = try setup.daemon(["--reconcile-interval", "0"])
+        try setup.grant([], stateDirectory: daemon.stateDirectory)
+        #expect(try TestProcess.shell("setfacl -x u:\(setup.user.uid) '\(setup.node)'").status == 0)
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(!setup.hasEntry)
+        #expect(!daemon.log.contains("trigger=periodic"))
+        #expect(daemon.stop() == 0)
+    }
+
+    // MARK: - Concurrency
+
+    @Test func concurrentRootCommandsAndTheDaemonConverge() throws {
+        let setup = try Setup("liveconc")
+        let others = try (1...3).map { try TestUser("liveconc\($0)") }
+        let daemon = try setup.daemon()
+        let state = daemon.stateDirectory
+        // Timed grants from four CLI processes at once, while the node is re-created under
+        // the daemon: every run meets writes of the others.
+        let failures = Shared<[String]>([])
+        let group = DispatchGroup()
+        for user in [setup.user] + others {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                for _ in 0..<3 {
+                    guard let result = try? setup.cli(["grant", "camera", "--user", user.name, "--for", "1s"],
+                                                      stateDirectory: state), result.status == 0 else {
+                        failures.value.withLock { $0.append(user.name) }
+                        return
+                    }
+                }
+            }.start()
+        }
+        for _ in 0..<5 {
+            try setup.recreateNode()
+            usleep(50_000)
+        }
+        group.wait()
+        #expect(failures.value.withLock { $0 }.isEmpty)
+        let expiry = try Self.newestExpiry(state)
+        // Every grant runs out within a second; the daemon alone removes every entry.
+        let cleared = Self.waitFor(expiry.timeIntervalSinceNow + 1.5) {
+            ([setup.user] + others).allSatisfy { !ACLProbe.hasUserEntry(setup.node, uid: $0.uid) }
+        }
+        let acl = try TestProcess.run("/usr/bin/getfacl", ["-n", setup.node]).stdout
+        #expect(cleared != nil, "\(acl)\n\(daemon.log)")
+        #expect(!daemon.log.contains("enforcement run failed"), "\(daemon.log)")
+        #expect(daemon.stop() == 0)
+        let reconcile = try setup.cli(["reconcile"], stateDirectory: state)
+        #expect(reconcile.status == 0)
+        #expect(reconcile.stdout.contains("nothing to change"), "\(reconcile.stdout)")
+        #expect(try setup.cli(["audit", "--verify"], stateDirectory: state).status == 0)
+    }
+
+    // MARK: - In process
+
+    /// Operations handed to `perform` from many tasks run one at a time, in the worker.
+    @Test func operationsRunOneAtATime() async throws {
+        let directory = try TemporaryDirectory()
+        let ledger = try Ledger(path: directory.path + "/ledger.db", journal: .disabled)
+        let enforcer = Enforcer(ledger: ledger, devices: DeclaredDeviceSource(devices: []),
+                                actor: Principal(uid: 0, name: "root"))
+        let live = try LiveEnforcer(enforcer: enforcer, log: BrokerLog(target: .none),
+                                    options: .init(reconcileInterval: nil, udevSubsystems: []))
+        live.start()
+        let inside = Shared(0)
+        let overlaps = Shared(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<40 {
+                group.addTask {
+                    _ = try await live.perform("test \(index)") { (engine: Enforcer) throws(EnforcementError) in
+                        let now = inside.value.withLock { count -> Int in
+                            count += 1
+                            return count
+                        }
+                        if now > 1 { overlaps.value.withLock { $0 += 1 } }
+                        usleep(1_000)
+                        inside.value.withLock { $0 -= 1 }
+                        return try engine.reconcile()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(overlaps.value.withLock { $0 } == 0)
+        live.stop()
+        await #expect(throws: LiveEnforcer.Failure.stopped) {
+            try await live.perform("after stop") { (engine: Enforcer) throws(EnforcementError) in try engine.reconcile() }
+        }
+    }
+}
+
+/// A value several threads update (a class, so closures can share the Mutex).
+final class Shared<Value: Sendable>: Sendable {
+    let value: Mutex<Value>
+    init(_ initial: Value) { value = Mutex(initial) }
+}
+
+/// Reads a node's access ACL directly (libacl, no process): is there a named user entry
+/// for `uid`? Cheap enough to poll every few milliseconds.
+enum ACLProbe {
+    static func hasUserEntry(_ path: String, uid: UInt32) -> Bool {
+        let entries = try? ACLReader.extendedEntries(at: path)
+        return entries?.contains { $0.tag == .user(uid) } ?? false
+    }
+}
