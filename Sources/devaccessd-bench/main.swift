@@ -7,6 +7,10 @@
 // uses --socket PATH of a running one), and measures in the same run the nearest
 // standard alternatives: a cold `devaccess status` process (what a client does without
 // the broker) and a bare Unix-socket echo round trip (the transport floor).
+//
+// --hotplug (root, a devaccessd that honours DEVACCESS_TEST_DEVICES): re-created node ->
+// ACL entry applied, against `setfacl -m` on the same node, and expiry -> entry removed
+// (HotplugBench.swift).
 import DevAccessCore
 import DevAccessProtocol
 import Foundation
@@ -18,6 +22,9 @@ struct Options {
     var clients = [16, 200]
     var seconds = 3.0
     var sequential = 3000
+    var hotplug = false
+    var samples = 200
+    var expiries = 10
 
     init(_ arguments: [String]) {
         var index = 0
@@ -32,8 +39,12 @@ struct Options {
             case "--clients": clients = next().split(separator: ",").compactMap { Int($0) }
             case "--seconds": seconds = Double(next()) ?? seconds
             case "--requests": sequential = Int(next()) ?? sequential
+            case "--hotplug": hotplug = true
+            case "--samples": samples = max(1, Int(next()) ?? samples)
+            case "--expiries": expiries = max(0, Int(next()) ?? expiries)
             case "-h", "--help":
-                print("usage: devaccessd-bench [--socket PATH] [--clients N,M] [--seconds S] [--requests N]")
+                print("usage: devaccessd-bench [--socket PATH] [--clients N,M] [--seconds S] [--requests N]\n"
+                      + "       devaccessd-bench --hotplug [--samples N (200)] [--expiries N (10)]   (root)")
                 exit(0)
             default: fail("unknown argument \(arguments[index])")
             }
@@ -209,6 +220,10 @@ func coldStatus(_ binary: String, runs: Int) -> Double? {
 // MARK: - main
 
 let options = Options(Array(CommandLine.arguments.dropFirst()))
+if options.hotplug {
+    HotplugBench().run(samples: options.samples, expiries: options.expiries)
+    exit(0)
+}
 let here = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")
     .deletingLastPathComponent()
 var daemon: Process?
