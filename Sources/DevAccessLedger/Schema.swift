@@ -96,6 +96,31 @@ enum Schema {
             CREATE INDEX audit_events_time ON audit_events (time_usec);
             CREATE INDEX audit_events_subject ON audit_events (subject_uid, time_usec);
             """),
+        // Requests waiting for an administrator (policy auth_admin). In the ledger rather than
+        // in the broker's memory, so a requester may disconnect and come back, and the broker
+        // may restart, without a request being lost or answered twice.
+        Migration(version: 3, summary: "requests pending an administrator's approval", sql: """
+            CREATE TABLE pending_requests (
+                id               INTEGER PRIMARY KEY,
+                subject_uid      INTEGER NOT NULL,
+                user_name        TEXT    NOT NULL,
+                program_path     TEXT,
+                -- Permission names separated by single spaces, in the order requested.
+                permissions      TEXT    NOT NULL CHECK (permissions <> ''),
+                -- As requested; NULL: the policy's Keep= when the request is approved, else once.
+                scope            TEXT    CHECK (scope IN ('once', 'for', 'always')),
+                duration_sec     INTEGER CHECK (CASE WHEN scope = 'for' THEN duration_sec > 0
+                                                     ELSE duration_sec IS NULL END),
+                reason           TEXT    NOT NULL DEFAULT '',
+                created_usec     INTEGER NOT NULL,
+                resolved_usec    INTEGER,
+                resolution       TEXT    CHECK (resolution IN ('approved', 'rejected', 'withdrawn')),
+                resolved_by_uid  INTEGER,
+                resolved_by_name TEXT,
+                CHECK ((resolved_usec IS NULL) = (resolution IS NULL))
+            );
+            CREATE INDEX pending_requests_open ON pending_requests (subject_uid) WHERE resolved_usec IS NULL;
+            """),
     ]
 
     static var currentVersion: Int32 { migrations.last?.version ?? 0 }

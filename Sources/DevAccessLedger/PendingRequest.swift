@@ -1,0 +1,71 @@
+import Foundation
+import DevAccessCore
+
+/// The term a requester asked for, kept as asked: the policy that applies when an
+/// administrator approves (Keep=, MaxDuration=) is read at that moment.
+public enum PendingScope: Sendable, Hashable {
+    case once
+    case duration(seconds: Int64)
+    case always
+}
+
+/// How a pending request ended.
+public enum PendingResolution: String, Sendable, Hashable, CaseIterable {
+    case approved
+    case rejected
+    /// Nothing left to decide (e.g. the user was granted or denied otherwise meanwhile).
+    case withdrawn
+}
+
+/// A request to queue for an administrator (policy auth_admin).
+public struct NewPendingRequest: Sendable, Hashable {
+    public var subject: Principal
+    /// The requesting program (/proc/PID/exe of the peer), when known.
+    public var program: String?
+    /// Non-empty, no duplicates.
+    public var permissions: [Permission]
+    /// nil: the policy's Keep= at approval, else once.
+    public var scope: PendingScope?
+    public var reason: String
+
+    public init(subject: Principal, program: String? = nil, permissions: [Permission], scope: PendingScope? = nil,
+                reason: String = "") {
+        self.subject = subject
+        self.program = program
+        self.permissions = permissions
+        self.scope = scope
+        self.reason = reason
+    }
+}
+
+/// A queued request as stored.
+public struct PendingRequest: Sendable, Hashable, Identifiable {
+    public var id: Int64
+    public var subject: Principal
+    public var program: String?
+    public var permissions: [Permission]
+    public var scope: PendingScope?
+    public var reason: String
+    public var created: Date
+    /// nil while it waits.
+    public var resolution: PendingResolution?
+    public var resolved: Date?
+    public var resolvedBy: Principal?
+
+    public init(id: Int64, subject: Principal, program: String?, permissions: [Permission], scope: PendingScope?,
+                reason: String, created: Date, resolution: PendingResolution? = nil, resolved: Date? = nil,
+                resolvedBy: Principal? = nil) {
+        self.id = id
+        self.subject = subject
+        self.program = program
+        self.permissions = permissions
+        self.scope = scope
+        self.reason = reason
+        self.created = created
+        self.resolution = resolution
+        self.resolved = resolved
+        self.resolvedBy = resolvedBy
+    }
+
+    public var isWaiting: Bool { resolution == nil }
+}
