@@ -92,8 +92,8 @@ struct StrictDecodingTests {
     }
 
     @Test func unknownVersionNamesTheSupportedOne() {
-        expectRejected(#"{"version":2,"id":9,"type":"hello"}"#, .unsupportedVersion, context: "$.version",
-                       reasonContains: "protocol version 2 is not supported; this broker speaks version 1", id: 9)
+        expectRejected(#"{"version":3,"id":9,"type":"hello"}"#, .unsupportedVersion, context: "$.version",
+                       reasonContains: "protocol version 3 is not supported; this broker speaks versions 1, 2", id: 9)
         // Checked before the rest: a version-2 message may have any shape.
         expectRejected(#"{"version":7,"id":9,"type":"teleport","what":{}}"#, .unsupportedVersion, id: 9)
         #expect(ErrorCode.unsupportedVersion.closesConnection)
@@ -185,16 +185,23 @@ struct StrictDecodingTests {
 
     @Test func validRequestsDecode() throws {
         #expect(try MessageCodec.decodeRequest(Array(#"{"version":1,"id":1,"type":"hello"}"#.utf8))
-                == RequestEnvelope(id: 1, request: .hello))
+                == RequestEnvelope(id: 1, request: .hello, version: 1))
         #expect(try MessageCodec.decodeRequest(Array(#" {"type":"status","id":2,"version":1} "#.utf8))
-                == RequestEnvelope(id: 2, request: .status(StatusQuery())))
+                == RequestEnvelope(id: 2, request: .status(StatusQuery()), version: 1))
         let status = try MessageCodec.decodeRequest(Array(
             #"{"version":1,"id":3,"type":"status","permissions":["location","camera"],"user":"alice"}"#.utf8))
-        #expect(status == RequestEnvelope(id: 3, request: .status(StatusQuery(permissions: [.location, .camera], user: "alice"))))
+        #expect(status == RequestEnvelope(id: 3, request: .status(StatusQuery(permissions: [.location, .camera], user: "alice")),
+                                          version: 1))
         let request = try MessageCodec.decodeRequest(Array(
             #"{"version":1,"id":4,"type":"request","permissions":["microphone"],"reason":"call \u00e9\ud83d\ude00","scope":"for","duration":3600}"#.utf8))
         #expect(request == RequestEnvelope(id: 4, request: .request(AccessRequest(
-            permissions: [.microphone], reason: "call é😀", scope: .duration(seconds: 3600)))))
+            permissions: [.microphone], reason: "call é😀", scope: .duration(seconds: 3600))), version: 1))
+        // Version 2: the same messages, and the scope may be left to the policy.
+        #expect(try MessageCodec.decodeRequest(Array(#"{"version":2,"id":5,"type":"hello"}"#.utf8))
+                == RequestEnvelope(id: 5, request: .hello))
+        let open = try MessageCodec.decodeRequest(Array(
+            #"{"version":2,"id":6,"type":"request","permissions":["camera"],"wait":true}"#.utf8))
+        #expect(open == RequestEnvelope(id: 6, request: .request(AccessRequest(permissions: [.camera], wait: true))))
     }
 
     @Test func encodedRequestsDecodeToThemselves() throws {
@@ -206,6 +213,9 @@ struct StrictDecodingTests {
                                                                    reason: "quote \" backslash \\ newline \n tab \t",
                                                                    scope: .always))),
             RequestEnvelope(id: 9_007_199_254_740_991, request: .request(AccessRequest(permissions: [.microphone], scope: .once))),
+            RequestEnvelope(id: 5, request: .request(AccessRequest(permissions: [.camera], scope: .always)), version: 1),
+            RequestEnvelope(id: 6, request: .request(AccessRequest(permissions: [.camera, .microphone], reason: "x",
+                                                                   wait: true))),
         ]
         for envelope in envelopes {
             let line = MessageCodec.encode(envelope)

@@ -9,13 +9,14 @@ public enum Operation: String, Sendable, CaseIterable {
     case statusOfSelf = "status"
     case statusOfOthers = "status for another user"
     case requestForSelf = "request"
-    // Served by the admin commands and consent flows still to come; their rule is set here.
+    case listPending = "pending"
+    case approve
+    case reject
+    // Served by the admin commands still to come; their rule is set here.
     case grantForOthers = "grant"
     case revokeForOthers = "revoke"
     case resetForOthers = "reset"
     case listEverything = "list"
-    case approve
-    case reject
     case readAudit = "audit"
 
     public enum Privilege: Sendable {
@@ -26,8 +27,8 @@ public enum Operation: String, Sendable, CaseIterable {
     public var privilege: Privilege {
         switch self {
         case .hello, .statusOfSelf, .requestForSelf: return .anyone
-        case .statusOfOthers, .grantForOthers, .revokeForOthers, .resetForOthers, .listEverything, .approve,
-             .reject, .readAudit:
+        case .statusOfOthers, .listPending, .approve, .reject, .grantForOthers, .revokeForOthers, .resetForOthers,
+             .listEverything, .readAudit:
             return .admin
         }
     }

@@ -7,30 +7,54 @@ import DevAccessProtocol
 
 /// What devaccessd answers: `hello`, `status` (a fresh probe evaluated with the
 /// ledger's decisions and drift and the policy, exactly as `devaccess status` computes
-/// it locally,
-/// for the peer, or for another user when the peer is an admin) and `request`
-/// (refused as not implemented until the consent flows exist: nothing is granted or
-/// recorded).
+/// it locally, for the peer, or for another user when the peer is an admin), `request`
+/// (the consent conversation, BrokerService+Request.swift) and the approval queue
+/// (`pending`, `approve`, `reject`, BrokerService+Approval.swift).
 ///
 /// Everything a peer may not do is answered `permission-denied` and appended to the
 /// ledger as a `refused` event with the peer's kernel identity.
 public final class BrokerService: RequestHandler {
     public static let serverName = "devaccessd \(Daemon.version)"
 
-    private let probe: FreshProbe
-    private let rules: AccessRules
-    private let ledger: Ledger?
+    let probe: FreshProbe
+    let rules: AccessRules
+    let ledger: Ledger?
     /// Decisions, recorded ACL entries and the policy, read like the probes: fresh per
     /// request, shared by requests that arrive together.
-    private let decisionReads: Coalescer<DecisionRead>
-    private let log: BrokerLog
+    let decisionReads: Coalescer<DecisionRead>
+    let log: BrokerLog
+    let configDirectory: String
+    let settings: RequestSettings
+    /// Where decisions are recorded and enforced, one at a time (nil without a ledger).
+    let enforcement: (any DecisionEnforcement)?
+    /// Requesters waiting (`--wait`) for an administrator to resolve their request.
+    let approvals = ApprovalWaiters()
+    /// Who the broker is in the ledger when policy decides (`how=policy`).
+    let brokerPrincipal: Principal
 
-    /// `configDirectory` holds devaccess.conf and its drop-ins (read for every status).
-    public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, configDirectory: String, log: BrokerLog) {
+    /// `configDirectory` holds devaccess.conf and its drop-ins (read for every request).
+    /// `enforcement` nil: decisions run on a thread of this service's own
+    /// (`SerialEnforcement`); a daemon with live enforcement passes that, so both share
+    /// one queue.
+    public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, configDirectory: String, log: BrokerLog,
+                settings: RequestSettings = .fromEnvironment(ProcessInfo.processInfo.environment),
+                enforcement: (any DecisionEnforcement)? = nil) {
         self.probe = probe
         self.rules = rules
         self.ledger = ledger
         self.log = log
+        self.configDirectory = configDirectory
+        self.settings = settings
+        let me = getuid()
+        brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
+        if let enforcement {
+            self.enforcement = enforcement
+        } else if let ledger {
+            self.enforcement = SerialEnforcement(enforcer: Enforcer(
+                ledger: ledger, devices: ProbeDeviceSource(probe: probe.probe), actor: brokerPrincipal))
+        } else {
+            self.enforcement = nil
+        }
         decisionReads = Coalescer(name: "devaccessd decisions") {
             var read = DecisionRead(grants: [], records: [], problem: nil,
                                     policy: PolicyReading.read(directory: configDirectory))
@@ -55,7 +79,7 @@ public final class BrokerService: RequestHandler {
         var policy: PolicyReading
     }
 
-    private enum Piece: Sendable {
+    enum Piece: Sendable {
         case report(AdapterReport)
         case decisions(DecisionRead)
     }
@@ -65,19 +89,23 @@ public final class BrokerService: RequestHandler {
     /// thread that delivers the last of them evaluates and replies. Everything else,
     /// including a status for a named user (which may be refused and audited), runs as
     /// a task on the handler threads.
-    public func start(_ envelope: RequestEnvelope, from peer: Peer, executor: any TaskExecutor,
-                      reply: @escaping @Sendable (Reply) -> Void) {
+    public func start(_ envelope: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange) {
         if case .status(let query) = envelope.request, query.user == nil {
             gather(query.permissions ?? Permission.all) { reports, read in
                 let subject = self.identity(of: peer)
-                reply(self.statusReply(for: subject, reports: reports, read: read))
+                exchange.finish(self.statusReply(for: subject, reports: reports, read: read))
             }
             return
         }
-        Task(executorPreference: executor) { reply(await self.handle(envelope, from: peer)) }
+        Task(executorPreference: executor) { exchange.finish(await self.respond(envelope, from: peer, exchange: exchange)) }
     }
 
+    /// Answers without a conversation: a request that needs a prompt ends undecided.
     public func handle(_ envelope: RequestEnvelope, from peer: Peer) async -> Reply {
+        await respond(envelope, from: peer, exchange: nil)
+    }
+
+    func respond(_ envelope: RequestEnvelope, from peer: Peer, exchange: Exchange?) async -> Reply {
         switch envelope.request {
         case .hello:
             return .hello(HelloReply(server: Self.serverName, peer: PeerInfo(
@@ -86,7 +114,16 @@ public final class BrokerService: RequestHandler {
         case .status(let query):
             return await status(query, id: envelope.id, peer: peer)
         case .request(let request):
-            return self.request(request, peer: peer)
+            return await self.request(request, envelope: envelope, peer: peer, exchange: exchange)
+        case .promptAnswer:
+            // The event loop hands answers to their request; one on its own is refused there.
+            return .error(ProtocolError(.badMessage, context: "$.type", reason: "no prompt is waiting for an answer"))
+        case .pending:
+            return pendingList(id: envelope.id, peer: peer)
+        case .approve(let action):
+            return await resolve(action, approve: true, id: envelope.id, peer: peer)
+        case .reject(let action):
+            return await resolve(action, approve: false, id: envelope.id, peer: peer)
         }
     }
 
@@ -121,7 +158,7 @@ public final class BrokerService: RequestHandler {
 
     /// Requests the probes of `permissions` and the decision read side by side (all
     /// start after this call) and calls `completion` on the thread that delivers the last.
-    private func gather(_ permissions: [Permission],
+    func gather(_ permissions: [Permission],
                         _ completion: @escaping @Sendable ([AdapterReport], DecisionRead) -> Void) {
         let gather = Gather<Piece>(count: permissions.count + 1) { pieces in
             var reports: [AdapterReport] = []
@@ -140,15 +177,26 @@ public final class BrokerService: RequestHandler {
         decisionReads.request { gather.deliver(permissions.count, .decisions($0)) }
     }
 
+    /// `gather` for async callers.
+    func gathered(_ permissions: [Permission]) async -> ([AdapterReport], DecisionRead) {
+        await withCheckedContinuation { continuation in
+            gather(permissions) { continuation.resume(returning: ($0, $1)) }
+        }
+    }
+
     private func statusReply(for subject: UserIdentity, reports: [AdapterReport], read: DecisionRead) -> Reply {
+        .status(StatusReply(user: subject.name, uid: subject.uid, permissions: statuses(for: subject, reports: reports,
+                                                                                       read: read)))
+    }
+
+    func statuses(for subject: UserIdentity, reports: [AdapterReport], read: DecisionRead) -> [PermissionStatus] {
         let reading = ledgerReading(read, uid: subject.uid)
-        let statuses = reports.map { LedgerStatus.evaluate($0, for: subject, ledger: reading, policy: read.policy) }
-        return .status(StatusReply(user: subject.name, uid: subject.uid, permissions: statuses))
+        return reports.map { LedgerStatus.evaluate($0, for: subject, ledger: reading, policy: read.policy) }
     }
 
     /// The subject's standing decisions and the recorded ACL entries, as
     /// `LedgerStatus.read` gives them to the local `devaccess status`.
-    private func ledgerReading(_ read: DecisionRead, uid: UInt32) -> LedgerReading {
+    func ledgerReading(_ read: DecisionRead, uid: UInt32) -> LedgerReading {
         guard let ledger else { return .absent(path: "(no ledger)") }
         if let problem = read.problem { return .unreadable(path: ledger.path, problem: problem) }
         return .loaded(LedgerSnapshot(path: ledger.path, decisions: Decisions(active: read.grants.filter { $0.subject.uid == uid }),
@@ -157,28 +205,19 @@ public final class BrokerService: RequestHandler {
 
     /// The peer's user as a fresh login sees it (as `devaccess status` does locally);
     /// a uid without a passwd entry gets the groups its process holds.
-    private func identity(of peer: Peer) -> UserIdentity {
+    func identity(of peer: Peer) -> UserIdentity {
         if let identity = try? UserDatabase.identity(uid: peer.uid) { return identity }
         return UserIdentity(uid: peer.uid, name: String(peer.uid), primaryGID: peer.gid,
                             groups: ([peer.gid] + peer.groups).map { GroupRef(gid: $0, name: UserDatabase.groupName($0)) })
     }
 
-    // MARK: request
-
-    private func request(_ request: AccessRequest, peer: Peer) -> Reply {
-        .error(ProtocolError(.notImplemented, context: "request",
-            reason: "requesting " + request.permissions.map(\.rawValue).joined(separator: ", ")
-                + " needs the consent flows (ask, auth_self, auth_admin), which come with the policy work; "
-                + "nothing was granted or recorded. An administrator can grant access with 'devaccess grant'."))
-    }
-
     // MARK: refusals
 
-    private func describe(_ peer: Peer) -> String {
+    func describe(_ peer: Peer) -> String {
         "\(UserDatabase.userName(peer.uid) ?? "uid \(peer.uid)") (uid \(peer.uid), pid \(peer.pid))"
     }
 
-    private func refuse(_ operation: Operation, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
+    func refuse(_ operation: Operation, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
         let actor = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
         var details = ["operation": operation.rawValue, "request_id": String(id), "pid": String(peer.pid),
                        "gid": String(peer.gid), "reason": reason]

@@ -9,7 +9,8 @@ public final class FreshProbe: Sendable {
     public typealias Probe = @Sendable (Permission) -> AdapterReport
 
     private let coalescers: [Permission: Coalescer<AdapterReport>]
-    private let probe: Probe
+    /// The adapters themselves, uncoalesced (the enforcement engine's device source).
+    let probe: Probe
 
     /// `probe` runs one permission's adapter; `hardware(_:)` asks the real hardware.
     public init(permissions: [Permission] = Permission.all, probe: @escaping Probe) {

@@ -9,18 +9,16 @@ import DevAccessProtocol
 public protocol RequestHandler: Sendable {
     func handle(_ request: RequestEnvelope, from peer: Peer) async -> Reply
 
-    /// Starts answering on the event loop thread and must not block; calls `reply`
-    /// exactly once, from any thread. The default runs `handle` as a task on
-    /// `executor` (the handler threads); a handler may answer some requests without
-    /// that hop.
-    func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor,
-               reply: @escaping @Sendable (Reply) -> Void)
+    /// Starts answering on the event loop thread and must not block; finishes
+    /// `exchange` exactly once, from any thread, after any interim replies (prompts).
+    /// The default runs `handle` as a task on `executor` (the handler threads); a
+    /// handler may answer some requests without that hop.
+    func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange)
 }
 
 extension RequestHandler {
-    public func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor,
-                      reply: @escaping @Sendable (Reply) -> Void) {
-        Task(executorPreference: executor) { reply(await handle(request, from: peer)) }
+    public func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange) {
+        Task(executorPreference: executor) { exchange.finish(await handle(request, from: peer)) }
     }
 }
 
@@ -29,7 +27,10 @@ extension RequestHandler {
 /// task on the handler threads (`HandlerExecutor`), and its reply comes back through a
 /// mailbox that wakes the loop (eventfd).
 ///
-/// Per connection, requests are answered one at a time and in order. Anything that
+/// Per connection, requests are answered one at a time and in order. A request may
+/// hold a conversation (`Exchange`): interim replies, and the client's answers read by
+/// the loop and handed back to the handler, so a prompt waiting for a person holds no
+/// thread. Anything that
 /// breaks the protocol gets an error frame, then the connection closes; the loop
 /// itself never throws after start and never trusts a length, an id or a byte.
 public final class BrokerServer: Sendable {
@@ -69,9 +70,20 @@ public final class BrokerServer: Sendable {
     private let listenerBox: ListenerBox
 
     struct Mailbox {
-        var completions: [(UInt64, [UInt8])] = []
+        var completions: [Completion] = []
         var stopRequested = false
         var stopReason = ""
+    }
+
+    /// A reply line from a handler, for the loop to write.
+    struct Completion {
+        var connection: UInt64
+        var serial: UInt64
+        var line: [UInt8]
+        /// The request's last reply: the connection goes on to the next request.
+        var final: Bool
+        /// An interim reply after which the client's next message is the answer.
+        var awaitingAnswer: Bool
     }
 
     /// Binds the socket now (so a caller can report readiness once this returns);
@@ -110,8 +122,10 @@ public final class BrokerServer: Sendable {
         _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
     }
 
-    private func post(_ connection: UInt64, _ line: [UInt8]) {
-        mailbox.withLock { $0.completions.append((connection, line)) }
+    func post(_ exchange: Exchange, _ line: [UInt8], final: Bool, awaitingAnswer: Bool) {
+        let completion = Completion(connection: exchange.connection, serial: exchange.serial, line: line, final: final,
+                                    awaitingAnswer: awaitingAnswer)
+        mailbox.withLock { $0.completions.append(completion) }
         wake()
     }
 
@@ -304,18 +318,28 @@ public final class BrokerServer: Sendable {
             process(connection)
         }
 
-        /// Takes complete messages off the connection's buffer while no request is in flight.
+        /// Takes complete messages off the connection's buffer while no request is in flight,
+        /// or while the request in flight awaits its client's answer.
         mutating func process(_ connection: Connection) {
-            while connection.isOpen && !connection.inFlight {
+            while connection.isOpen && (!connection.inFlight || connection.awaitingAnswer) {
                 switch connection.framer.next() {
                 case .line(let line):
-                    dispatch(line, on: connection)
+                    if connection.inFlight {
+                        answer(line, on: connection)
+                    } else {
+                        dispatch(line, on: connection)
+                    }
                 case .tooLarge:
                     reject(connection, id: 0, ProtocolError(.tooLarge, context: "message",
                         reason: "more than \(BrokerProtocol.maxRequestSize) bytes arrived without a newline; "
                             + "a message is at most \(BrokerProtocol.maxRequestSize) bytes"))
                 case .needMore:
                     if connection.readEOF {
+                        if connection.awaitingAnswer {
+                            // The answer can never come; the request ends without one.
+                            connection.awaitingAnswer = false
+                            connection.exchange?.depart(.endOfStream)
+                        }
                         if connection.framer.pendingByteCount > 0 {
                             reject(connection, id: 0, ProtocolError(.truncated, context: "message",
                                 reason: "the connection ended after \(connection.framer.pendingByteCount) bytes "
@@ -336,32 +360,70 @@ public final class BrokerServer: Sendable {
             do {
                 envelope = try MessageCodec.decodeRequest(line)
             } catch {
-                reject(connection, id: error.id, error.error)
+                reject(connection, id: error.id, version: error.version, error.error)
+                return
+            }
+            if case .promptAnswer = envelope.request {
+                // Valid only while its request waits for it (see `answer`).
+                reject(connection, id: envelope.id, version: envelope.version, ProtocolError(
+                    .badMessage, context: "$.type",
+                    reason: "no prompt is waiting for an answer on this connection"), forceClose: true)
                 return
             }
             connection.inFlight = true
-            let server = self.server
-            let peer = connection.peer
-            let id = connection.id
-            server.handler.start(envelope, from: peer, executor: server.executor) { reply in
-                var line = MessageCodec.encode(ReplyEnvelope(id: envelope.id, reply: reply))
-                if line.count > BrokerProtocol.maxReplySize {
-                    line = MessageCodec.encode(ReplyEnvelope(id: envelope.id, reply: .error(ProtocolError(
-                        .internal, context: envelope.request.type,
-                        reason: "the reply would exceed \(BrokerProtocol.maxReplySize) bytes; ask for fewer permissions"))))
-                }
-                server.post(id, line)
-            }
+            connection.exchangeSerial += 1
+            let exchange = Exchange(server: server, connection: connection.id, serial: connection.exchangeSerial,
+                                    request: envelope)
+            connection.exchange = exchange
+            server.handler.start(envelope, from: connection.peer, executor: server.executor, exchange: exchange)
         }
 
-        mutating func reject(_ connection: Connection, id: Int64, _ error: ProtocolError) {
+        /// The client's message while its request awaits an answer: it must be that
+        /// request's `prompt-answer`. Anything else breaks the conversation: the request
+        /// ends without an answer and the connection is closed.
+        mutating func answer(_ line: [UInt8], on connection: Connection) {
+            guard let exchange = connection.exchange else { return }
+            let envelope: RequestEnvelope
+            do {
+                envelope = try MessageCodec.decodeRequest(line)
+            } catch {
+                reject(connection, id: error.id, version: error.version, error.error, forceClose: true)
+                return
+            }
+            guard envelope.id == exchange.request.id, case .promptAnswer(let answer) = envelope.request else {
+                reject(connection, id: envelope.id, version: envelope.version, ProtocolError(
+                    .badMessage, context: "$",
+                    reason: "request \(exchange.request.id) waits for the answer to its prompt; a '\(envelope.request.type)' "
+                        + "message with id \(envelope.id) cannot come before it"), forceClose: true)
+                return
+            }
+            connection.awaitingAnswer = false
+            exchange.deliver(answer)
+        }
+
+        mutating func reject(_ connection: Connection, id: Int64, version: Int64 = BrokerProtocol.version,
+                             _ error: ProtocolError, forceClose: Bool = false) {
             let peer = connection.peer
             log.info("rejected a message", ["code": error.code.rawValue, "context": error.context, "reason": error.reason,
                                             "uid": String(peer.uid), "pid": String(peer.pid),
                                             "program": peer.program ?? "-"])
-            connection.enqueue(MessageCodec.encode(ReplyEnvelope(id: id, reply: .error(error))))
-            if error.code.closesConnection { connection.phase = .closing }
+            connection.enqueue(MessageCodec.encode(ReplyEnvelope(id: id, reply: .error(error), version: version)))
+            if error.code.closesConnection || forceClose {
+                // A request still in flight gets no more answers: its replies are dropped.
+                detachExchange(connection, .badMessage)
+                connection.phase = .closing
+            }
             flush(connection)
+        }
+
+        /// Ends the connection's part in its request: the handler hears that the client is
+        /// gone and whatever it still sends is dropped.
+        mutating func detachExchange(_ connection: Connection, _ departure: Exchange.Departure) {
+            guard let exchange = connection.exchange else { return }
+            connection.exchange = nil
+            connection.inFlight = false
+            connection.awaitingAnswer = false
+            exchange.depart(departure)
         }
 
         mutating func flush(_ connection: Connection) {
@@ -397,6 +459,7 @@ public final class BrokerServer: Sendable {
 
         mutating func close(_ connection: Connection) {
             guard connections.removeValue(forKey: connection.id) != nil else { return }
+            detachExchange(connection, stopping ? .shutdown : .closed)
             Socket.close(connection.descriptor)
             if log.isEnabled(.debug) {
                 log.debug("client disconnected", ["connection": String(connection.id), "uid": String(connection.peer.uid)])
@@ -408,17 +471,25 @@ public final class BrokerServer: Sendable {
         mutating func drainMailbox(onStopping: () -> Void) {
             var counter: UInt64 = 0
             _ = Glibc.read(server.wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
-            let (completions, stop, reason) = server.mailbox.withLock { box -> ([(UInt64, [UInt8])], Bool, String) in
+            let (completions, stop, reason) = server.mailbox.withLock { box -> ([Completion], Bool, String) in
                 let taken = box.completions
                 box.completions.removeAll(keepingCapacity: true)
                 return (taken, box.stopRequested, box.stopReason)
             }
-            for (id, line) in completions {
-                guard let connection = connections[id] else { continue }  // the client left meanwhile
-                connection.inFlight = false
-                connection.enqueue(line)
+            for completion in completions {
+                // The client left meanwhile, or broke the conversation: nobody reads this.
+                guard let connection = connections[completion.connection], connection.exchange != nil,
+                      connection.exchangeSerial == completion.serial else { continue }
+                if completion.final {
+                    connection.inFlight = false
+                    connection.awaitingAnswer = false
+                    connection.exchange = nil
+                } else if completion.awaitingAnswer {
+                    connection.awaitingAnswer = true
+                }
+                connection.enqueue(completion.line)
                 flush(connection)
-                guard connections[id] != nil else { continue }
+                guard connections[completion.connection] != nil else { continue }
                 process(connection)
             }
             if stop && !stopping { beginStop(reason: reason, onStopping: onStopping) }
@@ -444,6 +515,9 @@ public final class BrokerServer: Sendable {
             log.info("shutting down", ["reason": reason, "connections": String(connections.count)])
             onStopping()
             server.listenerBox.close()
+            // Requests waiting for a person (a prompt, an approval) end now, without a
+            // decision, and their final replies are written within the grace period.
+            for connection in connections.values { connection.exchange?.depart(.shutdown) }
             for connection in Array(connections.values) {
                 switch connection.phase {
                 case .open:

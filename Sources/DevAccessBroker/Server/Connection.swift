@@ -23,6 +23,12 @@ final class Connection {
     var outboxOffset = 0
     /// A request is being handled; the next one waits (replies stay in order).
     var inFlight = false
+    /// The request in flight sent a prompt: the next message is its answer.
+    var awaitingAnswer = false
+    /// The conversation of the request in flight.
+    var exchange: Exchange?
+    /// Counts the requests of this connection, so a reply of an abandoned one is dropped.
+    var exchangeSerial: UInt64 = 0
     /// The peer shut down its sending side.
     var readEOF = false
     var phase = Phase.open

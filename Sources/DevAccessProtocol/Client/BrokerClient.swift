@@ -105,6 +105,62 @@ public final class BrokerClient {
         }
     }
 
+    /// Admin: the requests waiting for approval.
+    public func pending() throws(BrokerClientError) -> PendingListReply {
+        switch try send(.pending) {
+        case .pending(let reply): return reply
+        case .error(let error): throw .rejected(error)
+        case let other: throw unexpected(other, for: "pending")
+        }
+    }
+
+    /// Admin: approves (`approve: true`) or rejects a pending request.
+    public func resolve(_ pending: Int64, approve: Bool, reason: String? = nil) throws(BrokerClientError) -> ResolvedReply {
+        let action = PendingAction(pending: pending, reason: reason)
+        switch try send(approve ? .approve(action) : .reject(action)) {
+        case .resolved(let reply): return reply
+        case .error(let error): throw .rejected(error)
+        case let other: throw unexpected(other, for: approve ? "approve" : "reject")
+        }
+    }
+
+    // MARK: Conversations (request)
+
+    /// Sends `request` and returns its id without waiting; read its replies with
+    /// `nextReply(to:timeout:)` and answer prompts with `answer(_:to:)`.
+    public func start(_ request: Request) throws(BrokerClientError) -> Int64 {
+        let id = nextID
+        nextID += 1
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request))
+        line.append(0x0a)
+        try write(line, deadline: ContinuousClock.now + timeout)
+        return id
+    }
+
+    /// The next reply to request `id`: a `prompt` or `queued` (more follows), or the final
+    /// one. `timeout` nil waits as long as it takes (an administrator's approval).
+    public func nextReply(to id: Int64, timeout: Duration?) throws(BrokerClientError) -> Reply {
+        let envelope = try readReply(deadline: timeout.map { ContinuousClock.now + $0 })
+        guard envelope.id == id || (envelope.id == 0 && isError(envelope.reply)) else {
+            throw .badReply(path: socketPath, ProtocolError(.badMessage, context: "$.id",
+                            reason: "reply id \(envelope.id) does not answer request \(id)"))
+        }
+        return envelope.reply
+    }
+
+    /// Answers a prompt of request `id`.
+    public func answer(_ answer: PromptAnswer, to id: Int64) throws(BrokerClientError) {
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: .promptAnswer(answer)))
+        line.append(0x0a)
+        try write(line, deadline: ContinuousClock.now + timeout)
+    }
+
+    /// The socket, for poll(2) next to a terminal. Poll it only while `hasBufferedReply`
+    /// is false: a reply already read into the buffer does not make the socket readable.
+    public var pollDescriptor: CInt { descriptor }
+
+    public var hasBufferedReply: Bool { framer.hasCompleteLine }
+
     // MARK: Raw access (tests, fuzzing, benchmarks)
 
     /// Writes bytes as they are, no framing added.
@@ -197,12 +253,17 @@ public final class BrokerClient {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
-    private static func waitFor(_ fd: CInt, events: Int16, deadline: ContinuousClock.Instant, path: String,
+    /// Waits until `fd` is ready; a nil deadline waits without limit.
+    private static func waitFor(_ fd: CInt, events: Int16, deadline: ContinuousClock.Instant?, path: String,
                                 operation: String, timeout: Duration) throws(BrokerClientError) {
         while true {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            if remaining <= .zero { throw .timedOut(path: path, operation: operation, seconds: seconds(timeout)) }
-            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
+            var milliseconds: Int64 = -1
+            if let deadline {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                if remaining <= .zero { throw .timedOut(path: path, operation: operation, seconds: seconds(timeout)) }
+                milliseconds = remaining.components.seconds * 1000
+                    + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
+            }
             var descriptor = pollfd(fd: fd, events: events, revents: 0)
             let ready = poll(&descriptor, 1, CInt(clamping: milliseconds))
             if ready > 0 { return }
@@ -236,7 +297,7 @@ public final class BrokerClient {
         }
     }
 
-    private func readReply(deadline: ContinuousClock.Instant) throws(BrokerClientError) -> ReplyEnvelope {
+    private func readReply(deadline: ContinuousClock.Instant?) throws(BrokerClientError) -> ReplyEnvelope {
         while true {
             switch framer.next() {
             case .line(let line):

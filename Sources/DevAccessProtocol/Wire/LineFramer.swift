@@ -56,6 +56,11 @@ public struct LineFramer: Sendable {
         return buffer.count - start > maxLineLength ? .tooLarge : .needMore
     }
 
+    /// Whether `next()` would return a line now.
+    public var hasCompleteLine: Bool {
+        buffer[max(start, scanned)...].contains(0x0a)
+    }
+
     /// Bytes received after the last complete line: at end of stream they are a
     /// truncated message.
     public var pendingByteCount: Int { buffer.count - start }

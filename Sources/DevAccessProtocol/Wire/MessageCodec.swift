@@ -4,21 +4,23 @@ import DevAccessCore
 /// StrictReader.swift. Lines are returned and taken without their newline.
 public enum MessageCodec {
     /// A request that could not be decoded: the error to send back, and the request's
-    /// id when it could be read (0 otherwise).
+    /// id (0 otherwise) and version (else the broker's own) when they could be read.
     public struct Rejection: Error, Sendable, Hashable {
         public var id: Int64
         public var error: ProtocolError
+        public var version: Int64
 
-        public init(id: Int64, error: ProtocolError) {
+        public init(id: Int64, error: ProtocolError, version: Int64 = BrokerProtocol.version) {
             self.id = id
             self.error = error
+            self.version = version
         }
     }
 
     // MARK: Requests
 
     public static func encode(_ envelope: RequestEnvelope) -> [UInt8] {
-        var members = header(version: BrokerProtocol.version, id: envelope.id, type: envelope.request.type)
+        var members = header(version: envelope.version, id: envelope.id, type: envelope.request.type)
         switch envelope.request {
         case .hello:
             break
@@ -31,26 +33,35 @@ public enum MessageCodec {
             members.append(JSONMember("permissions", .array(request.permissions.map { .string($0.rawValue) })))
             if let reason = request.reason { members.append(JSONMember("reason", .string(reason))) }
             switch request.scope {
+            case nil: break
             case .once: members.append(JSONMember("scope", .string("once")))
             case .always: members.append(JSONMember("scope", .string("always")))
             case .duration(let seconds):
                 members.append(JSONMember("scope", .string("for")))
                 members.append(JSONMember("duration", .integer(seconds)))
             }
+            if request.wait { members.append(JSONMember("wait", .bool(true))) }
+        case .promptAnswer(let answer):
+            members += ConversationCoding.encode(answer)
+        case .pending:
+            break
+        case .approve(let action), .reject(let action):
+            members.append(JSONMember("pending", .integer(action.pending)))
+            if let reason = action.reason { members.append(JSONMember("reason", .string(reason))) }
         }
         return JSONWriter.bytes(.object(members))
     }
 
     public static func decodeRequest(_ line: some Collection<UInt8>) throws(Rejection) -> RequestEnvelope {
-        let (id, type, envelopeReader) = try envelope(line, ids: BrokerProtocol.requestIDs, speaker: "broker")
+        let (version, id, type, envelopeReader) = try envelope(line, ids: BrokerProtocol.requestIDs, speaker: "broker")
         var reader = envelopeReader
         do throws(ProtocolError) {
             let request: Request
-            switch type {
-            case "hello":
+            switch (type, version) {
+            case ("hello", _):
                 try reader.finish()
                 request = .hello
-            case "status":
+            case ("status", _):
                 let permissions = reader.optional("permissions")
                 let user = try reader.optionalString("user", maxLength: 256)
                 if let user, user.isEmpty {
@@ -62,37 +73,50 @@ public enum MessageCodec {
                     try Strict.permissions(value, path: "$.permissions")
                 }
                 request = .status(StatusQuery(permissions: list, user: user))
-            case "request":
+            case ("request", _):
                 let permissions = try reader.required("permissions")
                 let reason = try reader.optionalString("reason", maxLength: 1024)
-                let scopeWord = try reader.word("scope", [("once", 0), ("for", 1), ("always", 2)])
-                let scope: RequestScope
-                if scopeWord == 1 {
-                    scope = .duration(seconds: try reader.integer("duration", in: 1...RequestScope.maxDurationSeconds))
-                } else {
-                    if reader.has("duration") {
-                        throw ProtocolError(.badMessage, context: reader.childPath("duration"),
-                                            reason: "'duration' goes only with scope 'for'")
-                    }
-                    scope = scopeWord == 0 ? .once : .always
+                // Version 1 requires a scope; version 2 lets the policy's Keep= choose.
+                let scope = version == 1 || reader.has("scope") ? try ConversationCoding.scope(&reader) : nil
+                if scope == nil && reader.has("duration") {
+                    throw ProtocolError(.badMessage, context: reader.childPath("duration"),
+                                        reason: "'duration' goes only with scope 'for'")
                 }
+                let wait = version >= 2 ? try reader.optional("wait").map { (value) throws(ProtocolError) in
+                    try Strict.bool(value, path: "$.wait")
+                } ?? false : false
                 try reader.finish()
                 request = .request(AccessRequest(permissions: try Strict.permissions(permissions, path: "$.permissions"),
-                                                 reason: reason, scope: scope))
+                                                 reason: reason, scope: scope, wait: wait))
+            case ("prompt-answer", 2...):
+                request = .promptAnswer(try ConversationCoding.decodeAnswer(&reader))
+                try reader.finish()
+            case ("pending", 2...):
+                try reader.finish()
+                request = .pending
+            case ("approve", 2...), ("reject", 2...):
+                let pending = try reader.integer("pending", in: 1...BrokerProtocol.requestIDs.upperBound)
+                let reason = try reader.optionalString("reason", maxLength: 1024)
+                try reader.finish()
+                let action = PendingAction(pending: pending, reason: reason)
+                request = type == "approve" ? .approve(action) : .reject(action)
             default:
+                let known = version == 1 ? "hello, status, request"
+                    : "hello, status, request, prompt-answer, pending, approve, reject"
                 throw ProtocolError(.unknownType, context: "$.type",
-                                    reason: "unknown request type '\(type)'; this broker knows: hello, status, request")
+                                    reason: "unknown request type '\(type)' in protocol version \(version); "
+                                        + "this broker knows: \(known)")
             }
-            return RequestEnvelope(id: id, request: request)
+            return RequestEnvelope(id: id, request: request, version: version)
         } catch {
-            throw Rejection(id: id, error: error)
+            throw Rejection(id: id, error: error, version: version)
         }
     }
 
     // MARK: Replies
 
     public static func encode(_ envelope: ReplyEnvelope) -> [UInt8] {
-        var members = header(version: BrokerProtocol.version, id: envelope.id, type: envelope.reply.type)
+        var members = header(version: envelope.version, id: envelope.id, type: envelope.reply.type)
         switch envelope.reply {
         case .hello(let hello):
             members.append(JSONMember("server", .string(hello.server)))
@@ -116,6 +140,16 @@ public enum MessageCodec {
             members.append(JSONMember("code", .string(error.code.rawValue)))
             members.append(JSONMember("context", .string(error.context)))
             members.append(JSONMember("reason", .string(error.reason)))
+        case .prompt(let prompt):
+            members += ConversationCoding.encode(prompt)
+        case .queued(let queued):
+            members += ConversationCoding.encode(queued)
+        case .decision(let decision):
+            members += ConversationCoding.encode(decision)
+        case .pending(let list):
+            members += ConversationCoding.encode(list)
+        case .resolved(let resolved):
+            members += ConversationCoding.encode(resolved)
         }
         return JSONWriter.bytes(.object(members))
     }
@@ -123,11 +157,12 @@ public enum MessageCodec {
     /// Decodes a reply line with the same strictness the broker applies to requests.
     public static func decodeReply(_ line: some Collection<UInt8>) throws(ProtocolError) -> ReplyEnvelope {
         do {
-            let (id, type, envelopeReader) = try envelope(line, ids: 0...BrokerProtocol.requestIDs.upperBound, speaker: "client")
+            let (version, id, type, envelopeReader) = try envelope(line, ids: 0...BrokerProtocol.requestIDs.upperBound,
+                                                                   speaker: "client")
             var reader = envelopeReader
             let reply: Reply
-            switch type {
-            case "hello":
+            switch (type, version) {
+            case ("hello", _):
                 let server = try reader.string("server", maxLength: 256)
                 let versions = try reader.array("versions", maxCount: 64) { (value, path) throws(ProtocolError) in
                     try Strict.integer(value, path: path, in: 1...Int64(Int32.max))
@@ -139,21 +174,32 @@ public enum MessageCodec {
                              program: try peer.optionalString("program"), admin: try peer.bool("admin"))
                 }
                 reply = .hello(HelloReply(server: server, versions: versions, peer: peer))
-            case "status":
+            case ("status", _):
                 let user = try reader.string("user", maxLength: 256)
                 let uid = try reader.uint32("uid")
                 let permissions = try reader.array("permissions", maxCount: 64, ModelCoding.decodePermissionStatus)
                 reply = .status(StatusReply(user: user, uid: uid, permissions: permissions))
-            case "error":
+            case ("error", _):
                 let code = try reader.string("code", maxLength: 64)
                 let context = try reader.string("context", maxLength: 4096)
                 let reason = try reader.string("reason", maxLength: 16384)
                 reply = .error(ProtocolError(ErrorCode(rawValue: code), context: context, reason: reason))
+            case ("prompt", 2...):
+                reply = .prompt(try ConversationCoding.decodePrompt(&reader))
+            case ("queued", 2...):
+                reply = .queued(try ConversationCoding.decodeQueued(&reader))
+            case ("decision", 2...):
+                reply = .decision(try ConversationCoding.decodeDecision(&reader))
+            case ("pending", 2...):
+                reply = .pending(try ConversationCoding.decodePendingList(&reader))
+            case ("resolved", 2...):
+                reply = .resolved(try ConversationCoding.decodeResolved(&reader))
             default:
-                throw ProtocolError(.unknownType, context: "$.type", reason: "unknown reply type '\(type)'")
+                throw ProtocolError(.unknownType, context: "$.type",
+                                    reason: "unknown reply type '\(type)' in protocol version \(version)")
             }
             try reader.finish()
-            return ReplyEnvelope(id: id, reply: reply)
+            return ReplyEnvelope(id: id, reply: reply, version: version)
         } catch let rejection as Rejection {
             throw rejection.error
         } catch let error as ProtocolError {
@@ -172,7 +218,7 @@ public enum MessageCodec {
     /// Parses the line and reads `version`, `id` and `type`. The version is checked
     /// first: a message of another version may have another shape altogether.
     private static func envelope(_ line: some Collection<UInt8>, ids: ClosedRange<Int64>,
-                                 speaker: String) throws(Rejection) -> (Int64, String, ObjectReader) {
+                                 speaker: String) throws(Rejection) -> (Int64, Int64, String, ObjectReader) {
         let value: JSONValue
         do {
             value = try JSONParser.parse(line)
@@ -188,19 +234,26 @@ public enum MessageCodec {
         if let member = members.first(where: { $0.key == "id" }), case .integer(let id) = member.value, ids.contains(id) {
             knownID = id
         }
+        // So is the version, when it is one this side speaks: the peer can read the answer.
+        var knownVersion = BrokerProtocol.version
+        if let member = members.first(where: { $0.key == "version" }), case .integer(let version) = member.value,
+           BrokerProtocol.supportedVersions.contains(version) {
+            knownVersion = version
+        }
         do throws(ProtocolError) {
             var reader = try ObjectReader(value, path: "$")
             let version = try reader.integer("version", in: Int64.min...Int64.max)
             guard BrokerProtocol.supportedVersions.contains(version) else {
                 throw ProtocolError(.unsupportedVersion, context: "$.version",
-                                    reason: "protocol version \(version) is not supported; this \(speaker) speaks version "
+                                    reason: "protocol version \(version) is not supported; this \(speaker) speaks "
+                                        + (BrokerProtocol.supportedVersions.count == 1 ? "version " : "versions ")
                                         + BrokerProtocol.supportedVersions.map(String.init).joined(separator: ", "))
             }
             let id = try reader.integer("id", in: ids)
             let type = try reader.string("type", maxLength: 64)
-            return (id, type, reader)
+            return (version, id, type, reader)
         } catch {
-            throw Rejection(id: knownID, error: error)
+            throw Rejection(id: knownID, error: error, version: knownVersion)
         }
     }
 }

@@ -3,13 +3,17 @@ import DevAccessCore
 /// The protocol between devaccessd and its clients (docs/protocol.md).
 ///
 /// Newline-delimited JSON over a Unix stream socket. Every message is one envelope,
-/// `{"version":1,"id":N,"type":"...", ...body}`, on one line of at most
+/// `{"version":2,"id":N,"type":"...", ...body}`, on one line of at most
 /// `maxRequestSize` bytes (requests) or `maxReplySize` bytes (replies). A reply
-/// carries the `id` of the request it answers.
+/// carries the `id` and the `version` of the request it answers.
+///
+/// Version 2 adds the request conversation (`prompt`, `prompt-answer`, `queued`,
+/// `decision`) and the approval queue (`pending`, `approve`, `reject`). Version 1
+/// messages are still served as version 1 defined them.
 public enum BrokerProtocol {
-    /// The one version this build speaks.
-    public static let version: Int64 = 1
-    public static let supportedVersions: [Int64] = [1]
+    /// The version this build writes.
+    public static let version: Int64 = 2
+    public static let supportedVersions: [Int64] = [1, 2]
     /// 64 KiB: the most a request line may hold before its newline.
     public static let maxRequestSize = 64 * 1024
     /// Replies carry full statuses with devices, nodes and reasons; 1 MiB is far above
@@ -27,10 +31,13 @@ public enum BrokerProtocol {
 public struct RequestEnvelope: Sendable, Hashable {
     public var id: Int64
     public var request: Request
+    /// The protocol version the message was written in; its replies use the same.
+    public var version: Int64
 
-    public init(id: Int64, request: Request) {
+    public init(id: Int64, request: Request, version: Int64 = BrokerProtocol.version) {
         self.id = id
         self.request = request
+        self.version = version
     }
 }
 
@@ -39,12 +46,24 @@ public enum Request: Sendable, Hashable {
     case hello
     case status(StatusQuery)
     case request(AccessRequest)
+    /// The client's answer to a `prompt` of the request with the same id (version 2).
+    case promptAnswer(PromptAnswer)
+    /// Admin: the requests waiting for approval (version 2).
+    case pending
+    /// Admin: grant what a pending request asks for (version 2).
+    case approve(PendingAction)
+    /// Admin: deny what a pending request asks for (version 2).
+    case reject(PendingAction)
 
     public var type: String {
         switch self {
         case .hello: return "hello"
         case .status: return "status"
         case .request: return "request"
+        case .promptAnswer: return "prompt-answer"
+        case .pending: return "pending"
+        case .approve: return "approve"
+        case .reject: return "reject"
         }
     }
 }
@@ -67,12 +86,17 @@ public struct AccessRequest: Sendable, Hashable {
     public var permissions: [Permission]
     /// Rationale shown to whoever decides (at most 1024 bytes).
     public var reason: String?
-    public var scope: RequestScope
+    /// nil (version 2 only): the policy's Keep= duration, else once.
+    public var scope: RequestScope?
+    /// When an administrator must approve: keep the request open until they decide,
+    /// instead of answering at once with the request queued (version 2).
+    public var wait: Bool
 
-    public init(permissions: [Permission], reason: String? = nil, scope: RequestScope) {
+    public init(permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, wait: Bool = false) {
         self.permissions = permissions
         self.reason = reason
         self.scope = scope
+        self.wait = wait
     }
 }
 
@@ -92,10 +116,13 @@ public struct ReplyEnvelope: Sendable, Hashable {
     /// The id of the request answered; 0 when it could not be read.
     public var id: Int64
     public var reply: Reply
+    /// The version of the request answered (the broker's own when it could not be read).
+    public var version: Int64
 
-    public init(id: Int64, reply: Reply) {
+    public init(id: Int64, reply: Reply, version: Int64 = BrokerProtocol.version) {
         self.id = id
         self.reply = reply
+        self.version = version
     }
 }
 
@@ -103,12 +130,35 @@ public enum Reply: Sendable, Hashable {
     case hello(HelloReply)
     case status(StatusReply)
     case error(ProtocolError)
+    /// A question for the requesting user; the request waits for its `prompt-answer`.
+    case prompt(PromptMessage)
+    /// Part of a request went to the approval queue; more follows (the final `decision`).
+    case queued(QueuedReply)
+    /// The final answer to a `request`.
+    case decision(DecisionReply)
+    /// The answer to `pending`.
+    case pending(PendingListReply)
+    /// The answer to `approve` and `reject`.
+    case resolved(ResolvedReply)
 
     public var type: String {
         switch self {
         case .hello: return "hello"
         case .status: return "status"
         case .error: return "error"
+        case .prompt: return "prompt"
+        case .queued: return "queued"
+        case .decision: return "decision"
+        case .pending: return "pending"
+        case .resolved: return "resolved"
+        }
+    }
+
+    /// Whether more replies to the same request follow this one.
+    public var isInterim: Bool {
+        switch self {
+        case .prompt, .queued: return true
+        default: return false
         }
     }
 }

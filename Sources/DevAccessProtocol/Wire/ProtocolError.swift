@@ -54,6 +54,8 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let noSuchUser = ErrorCode(rawValue: "no-such-user")
     /// The peer may not do this (audited as a `refused` event).
     public static let permissionDenied = ErrorCode(rawValue: "permission-denied")
+    /// `approve` / `reject` name no request that is waiting (unknown, or already resolved).
+    public static let noSuchRequest = ErrorCode(rawValue: "no-such-request")
     /// The request is valid but this broker does not serve it yet.
     public static let notImplemented = ErrorCode(rawValue: "not-implemented")
     /// The broker failed on its side (ledger, probe); the reason says what.

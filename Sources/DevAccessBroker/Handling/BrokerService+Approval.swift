@@ -1,0 +1,251 @@
+import Foundation
+import Synchronization
+import DevAccessCore
+import DevAccessSystem
+import DevAccessLedger
+import DevAccessEnforcement
+import DevAccessProtocol
+
+/// The approval queue (policy auth_admin): requests wait in the ledger, so the requester
+/// may leave and come back and the broker may restart; root and members of the admin
+/// group list, approve and reject them.
+extension BrokerService {
+    // MARK: Requester side
+
+    /// Queues the permissions no waiting request of this user covers yet, tells the client
+    /// (`queued`), and with `wait` keeps the request open until an administrator decides
+    /// or the client leaves.
+    func queueForAdmin(_ group: [Permission], context: RequestContext,
+                       ledger: Ledger) async throws(LedgerError) -> [(Permission, RequestResult)] {
+        let waiting = try ledger.pendingRequests(uid: context.user.uid)
+        var pendingOf: [Permission: Int64] = [:]
+        var fresh: Set<Int64> = []
+        for permission in group {
+            if let earlier = waiting.first(where: { $0.permissions.contains(permission) }) {
+                pendingOf[permission] = earlier.id
+            }
+        }
+        let uncovered = group.filter { pendingOf[$0] == nil }
+        if !uncovered.isEmpty {
+            let queued = try ledger.queueRequest(NewPendingRequest(
+                subject: context.subject, program: context.peer.program, permissions: uncovered,
+                scope: context.request.scope?.pending, reason: context.reason))
+            fresh.insert(queued.id)
+            for permission in uncovered { pendingOf[permission] = queued.id }
+            log.notice("request queued for an administrator", [
+                "pending": String(queued.id), "uid": String(context.user.uid),
+                "permissions": uncovered.map(\.rawValue).joined(separator: " ")])
+        }
+        let ids = Set(pendingOf.values).sorted()
+        let wait = context.request.wait && context.exchange != nil && context.exchange?.departure == nil
+        for id in ids {
+            context.exchange?.send(.queued(QueuedReply(pending: id, permissions: group.filter { pendingOf[$0] == id },
+                                                       new: fresh.contains(id), waiting: wait)), awaitingAnswer: false)
+        }
+        var outcomes: [Int64: ApprovalWaiters.Outcome] = [:]
+        if wait, let exchange = context.exchange {
+            outcomes = await awaitResolution(of: Set(ids), exchange: exchange, ledger: ledger)
+        }
+        return group.map { permission in
+            guard let id = pendingOf[permission] else {
+                return (permission, Self.undecided(permission, .disconnected))
+            }
+            if let outcome = outcomes[id] {
+                if let result = outcome.results.first(where: { $0.permission == permission }) { return (permission, result) }
+                let resolution = outcome.request.resolution?.rawValue ?? "resolved"
+                return (permission, RequestResult(permission: permission, outcome: .undecided, why: .dismissed,
+                                                  message: "request \(id) was \(resolution) without a decision about "
+                                                      + permission.rawValue))
+            }
+            let earlier = fresh.contains(id) ? "" : " (an earlier request of yours, still waiting)"
+            let advice = wait ? "you stopped waiting; it stays queued"
+                : "run 'devaccess request \(permission.rawValue) --wait' to wait for the answer"
+            return (permission, RequestResult(permission: permission, outcome: .pending, pending: id,
+                                              message: "waiting for an administrator to approve request \(id)\(earlier); "
+                                                  + advice))
+        }
+    }
+
+    /// Waits, holding no thread, until every request in `ids` is resolved or the client
+    /// leaves (then the requests stay queued).
+    private func awaitResolution(of ids: Set<Int64>, exchange: Exchange,
+                                 ledger: Ledger) async -> [Int64: ApprovalWaiters.Outcome] {
+        let state = Mutex<(outcomes: [Int64: ApprovalWaiters.Outcome], tokens: [UInt64])>(([:], []))
+        let approvals = self.approvals
+        let outcomes: [Int64: ApprovalWaiters.Outcome] = await withCheckedContinuation { continuation in
+            let once = ResumeOnce(continuation)
+            once.whenResumed {
+                for token in state.withLock({ $0.tokens }) { approvals.cancel(token) }
+            }
+            for id in ids {
+                let token = approvals.wait(for: id) { outcome in
+                    let all = state.withLock { state -> [Int64: ApprovalWaiters.Outcome]? in
+                        state.outcomes[id] = outcome
+                        return Set(state.outcomes.keys) == ids ? state.outcomes : nil
+                    }
+                    if let all { once.resume(all) }
+                }
+                state.withLock { $0.tokens.append(token) }
+            }
+            exchange.listen { event in
+                if case .departed = event { once.resume(state.withLock { $0.outcomes }) }
+            }
+            // Resolved between queueing and registering: answer from the ledger.
+            for id in ids {
+                guard let request = try? ledger.pendingRequest(id: id), !request.isWaiting else { continue }
+                let all = state.withLock { state -> [Int64: ApprovalWaiters.Outcome]? in
+                    if state.outcomes[id] == nil {
+                        state.outcomes[id] = ApprovalWaiters.Outcome(request: request, results: [])
+                    }
+                    return Set(state.outcomes.keys) == ids ? state.outcomes : nil
+                }
+                if let all { once.resume(all) }
+            }
+        }
+        return outcomes
+    }
+
+    // MARK: Administrator side
+
+    func pendingList(id: Int64, peer: Peer) -> Reply {
+        guard rules.allows(.listPending, for: peer) else {
+            return refuse(.listPending, id: id, peer: peer, subject: nil,
+                          reason: "\(describe(peer)) may not list pending requests: only root and members of group "
+                              + "'\(rules.adminGroup)' may")
+        }
+        guard let ledger else {
+            return .error(ProtocolError(.internal, context: "pending", reason: "this broker runs without a ledger"))
+        }
+        do {
+            return .pending(PendingListReply(requests: try ledger.pendingRequests().map(Self.item)))
+        } catch {
+            return .error(ProtocolError(.internal, context: "pending", reason: error.description))
+        }
+    }
+
+    static func item(_ request: PendingRequest) -> PendingItem {
+        var term: RequestTerm?
+        var duration: Int64?
+        switch request.scope {
+        case nil: break
+        case .once: term = .once
+        case .always: term = .always
+        case .duration(let seconds):
+            term = .forDuration
+            duration = seconds
+        }
+        return PendingItem(pending: request.id, user: request.subject.name, uid: request.subject.uid,
+                           program: request.program, permissions: request.permissions,
+                           reason: request.reason.isEmpty ? nil : request.reason, term: term, duration: duration,
+                           created: ISOTime.format(request.created))
+    }
+
+    /// What approving or rejecting found and did.
+    enum Resolving: Sendable {
+        case notFound
+        case alreadyResolved(PendingRequest)
+        case done(PendingRequest, [RequestResult])
+    }
+
+    /// `approve`: grants each permission as an administrator's decision (how=admin), with
+    /// the term the requester asked for under the policy that applies now (a permission the
+    /// policy now forbids is not granted). `reject`: records a denial of each, which
+    /// stays until `devaccess reset`. Then tells requesters who wait.
+    func resolve(_ action: PendingAction, approve: Bool, id: Int64, peer: Peer) async -> Reply {
+        let operation: Operation = approve ? .approve : .reject
+        guard rules.allows(operation, for: peer) else {
+            let subject = (try? ledger?.pendingRequest(id: action.pending))?.map(\.subject)
+            return refuse(operation, id: id, peer: peer, subject: subject,
+                          reason: "\(describe(peer)) may not \(operation.rawValue) request \(action.pending): only root "
+                              + "and members of group '\(rules.adminGroup)' may")
+        }
+        guard let enforcement else {
+            return .error(ProtocolError(.internal, context: operation.rawValue, reason: "this broker runs without a ledger"))
+        }
+        let policy: Policy
+        switch PolicyReading.read(directory: configDirectory) {
+        case .loaded(let loaded): policy = loaded
+        case .unreadable(let problem):
+            return .error(ProtocolError(.internal, context: operation.rawValue,
+                reason: "the policy cannot be read, so nothing was \(approve ? "approved" : "rejected"): \(problem)"))
+        }
+        let admin = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
+        let note = action.reason ?? ""
+        let resolving: Resolving
+        do {
+            resolving = try await enforcement.perform(operation.rawValue) {
+                (enforcer) throws(EnforcementError) -> (Resolving, EnforcementReport) in
+                try Self.resolve(action.pending, approve: approve, note: note, admin: admin, policy: policy,
+                                 enforcer: enforcer)
+            }
+        } catch {
+            log.error("could not resolve a pending request", ["pending": String(action.pending), "error": error.description])
+            return .error(ProtocolError(.internal, context: operation.rawValue, reason: error.description))
+        }
+        switch resolving {
+        case .notFound:
+            return .error(ProtocolError(.noSuchRequest, context: "$.pending",
+                reason: "there is no request \(action.pending); 'devaccess pending' lists those waiting"))
+        case .alreadyResolved(let request):
+            var text = "request \(request.id) was already \(request.resolution?.rawValue ?? "resolved")"
+            if let by = request.resolvedBy { text += " by \(by.name)" }
+            if let when = request.resolved { text += " at \(ISOTime.format(when))" }
+            return .error(ProtocolError(.noSuchRequest, context: "$.pending", reason: text))
+        case .done(let request, let results):
+            log.notice(approve ? "request approved" : "request rejected", [
+                "pending": String(request.id), "uid": String(request.subject.uid), "by": String(peer.uid),
+                "permissions": request.permissions.map(\.rawValue).joined(separator: " ")])
+            approvals.resolve(ApprovalWaiters.Outcome(request: request, results: results))
+            return .resolved(ResolvedReply(pending: request.id, resolution: approve ? .approved : .rejected,
+                                           user: request.subject.name, uid: request.subject.uid, results: results))
+        }
+    }
+
+    /// The engine operation behind `approve`/`reject`, on the enforcement queue: the
+    /// decisions (each written and applied by `Enforcer.decide`, as the administrator),
+    /// then the request marked resolved. A crash in between leaves the request waiting with
+    /// the grant in place; approving it again replaces that grant.
+    static func resolve(_ id: Int64, approve: Bool, note: String, admin: Principal, policy: Policy,
+                        enforcer engine: Enforcer) throws(EnforcementError) -> (Resolving, EnforcementReport) {
+        let ledger = engine.ledger
+        let found: PendingRequest?
+        do {
+            found = try ledger.pendingRequest(id: id)
+        } catch {
+            throw .ledger(error)
+        }
+        guard let request = found else { return (.notFound, EnforcementReport()) }
+        guard request.isWaiting else { return (.alreadyResolved(request), EnforcementReport()) }
+        let enforcer = Enforcer(ledger: ledger, devices: engine.devices, actor: admin,
+                                nodePermissions: engine.nodePermissions, clock: engine.clock,
+                                identities: engine.identities)
+        let user = engine.identities(request.subject.uid)
+            ?? UserIdentity(uid: request.subject.uid, name: request.subject.name, primaryGID: UInt32.max, groups: [])
+        let verb = approve ? "approved" : "rejected"
+        let reason = "\(verb) request \(request.id)" + (note.isEmpty ? "" : ": \(note)")
+        var results: [RequestResult] = []
+        var report = EnforcementReport()
+        for permission in request.permissions {
+            let decision = policy.decision(for: permission, user: user, program: request.program)
+            if approve && decision.action == .deny {
+                results.append(RequestResult(permission: permission, outcome: .restricted,
+                    message: decision.explanation(permission, user: user) + " now; nothing was granted"))
+                continue
+            }
+            let term = approve ? DecisionTerm.resolve(request.scope, policy: decision) : .always
+            let (scope, expires) = term.grant(at: enforcer.clock())
+            let outcome = try enforcer.decide(Enforcer.DecisionRequest(
+                subject: request.subject, permission: permission, decision: approve ? .allow : .deny, scope: scope,
+                expires: expires, reason: reason))
+            report = outcome.report
+            results.append(result(for: outcome.grant, outcome: approve ? .granted : .denied, term: term.wire))
+        }
+        let resolved: PendingRequest
+        do {
+            resolved = try ledger.resolvePendingRequest(id: id, as: approve ? .approved : .rejected, by: admin, note: note)
+        } catch {
+            throw .ledger(error)
+        }
+        return (.done(resolved, results), report)
+    }
+}

@@ -1,0 +1,561 @@
+import Foundation
+import Synchronization
+import DevAccessCore
+import DevAccessSystem
+import DevAccessLedger
+import DevAccessEnforcement
+import DevAccessProtocol
+
+/// A decision to record: what policy, a prompt or a password produced for one permission.
+struct GrantPlan: Sendable {
+    var permission: Permission
+    var decision: Decision
+    var term: DecisionTerm
+    var method: DecisionMethod
+    var decidedBy: Principal
+}
+
+/// How a prompt ended.
+enum PromptEnd: Sendable {
+    case answered(PromptAnswer.Answer)
+    case timedOut
+    case departed(Exchange.Departure)
+    /// An answer naming another prompt than the one open.
+    case mismatched(answered: Int64, open: Int64)
+}
+
+/// What one request is about, for the steps of its conversation.
+struct RequestContext: Sendable {
+    let request: AccessRequest
+    /// The request's id on the wire, in every audit event of the request.
+    let wireID: Int64
+    let peer: Peer
+    let user: UserIdentity
+    let exchange: Exchange?
+    let devices: [PromptDevice]
+
+    var subject: Principal { Principal(uid: user.uid, name: user.name) }
+    var reason: String { request.reason ?? "" }
+
+    func devices(for permissions: [Permission]) -> [PromptDevice] {
+        devices.filter { permissions.contains($0.permission) }
+    }
+}
+
+extension BrokerService {
+    /// `request` (version 2): answers what is decided at once (an earlier decision, the
+    /// machine, policy allow/deny), asks the requesting user (ask: a choice, auth_self: the
+    /// password) over the connection, queues the rest for an administrator (auth_admin),
+    /// records and enforces the decisions, and replies with the statuses afterwards.
+    /// A dismissed, interrupted, timed-out or abandoned prompt records no decision.
+    func request(_ request: AccessRequest, envelope: RequestEnvelope, peer: Peer, exchange: Exchange?) async -> Reply {
+        guard envelope.version >= 2 else {
+            return .error(ProtocolError(.notImplemented, context: "request",
+                reason: "protocol version 1 has no request conversation (prompts, approvals); send the request in "
+                    + "version 2 (docs/protocol.md); nothing was granted or recorded"))
+        }
+        guard let ledger, let enforcement else {
+            return .error(ProtocolError(.internal, context: "request",
+                                        reason: "this broker runs without a ledger, so it cannot record decisions"))
+        }
+        let user = identity(of: peer)
+        let (reports, read) = await gathered(request.permissions)
+        guard case .loaded(let policy) = read.policy else {
+            let problem: String
+            if case .unreadable(let text) = read.policy { problem = text } else { problem = "unknown" }
+            return .error(ProtocolError(.internal, context: "request",
+                reason: "the policy cannot be read, so nothing was asked or recorded: \(problem); fix the file"))
+        }
+        if let problem = read.problem {
+            return .error(ProtocolError(.internal, context: "request",
+                reason: "the ledger cannot be read, so nothing was asked or recorded: \(problem)"))
+        }
+        let before = statuses(for: user, reports: reports, read: read)
+        let devices = reports.flatMap { report in
+            report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
+        }
+        let context = RequestContext(request: request, wireID: envelope.id, peer: peer, user: user, exchange: exchange,
+                                     devices: devices)
+        let standing = Decisions(active: read.grants.filter { $0.subject.uid == user.uid })
+
+        // 1. What is answered at once, and who decides the rest.
+        var results: [Permission: RequestResult] = [:]
+        let policies: @Sendable (Permission) -> PolicyDecision = { policy.decision(for: $0, user: user, program: peer.program) }
+        var byAction: [PolicyAction: [Permission]] = [:]
+        var received: [Permission: [String: String]] = [:]
+        for (permission, status) in zip(request.permissions, before) {
+            let decision = policies(permission)
+            received[permission] = ["policy": decision.action.rawValue, "status_before": status.status.rawValue]
+            if let answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
+                                                  standing: standing.grants(uid: user.uid, permission: permission)) {
+                results[permission] = answered
+            } else {
+                byAction[decision.action, default: []].append(permission)
+            }
+        }
+        audit(context, request.permissions, stage: "received", perPermission: received, extra: requestDetails(request))
+
+        // 2. Policy allow, 3. ask, 4. auth_self: decisions to record.
+        var plans: [GrantPlan] = []
+        for permission in byAction[.allow] ?? [] {
+            plans.append(GrantPlan(permission: permission, decision: .allow,
+                                   term: DecisionTerm.resolve(request.scope, policy: policies(permission)),
+                                   method: .policy, decidedBy: brokerPrincipal))
+        }
+        var promptNumber: Int64 = 0
+        // Once the user dismissed a prompt (or left), nothing more is asked of them.
+        var ended: UndecidedReason?
+        if let group = byAction[.ask] {
+            switch await askConsent(group, context: context, policies: policies, number: &promptNumber) {
+            case .decided(let decided): plans += decided
+            case .undecided(let why):
+                ended = why
+                for permission in group { results[permission] = Self.undecided(permission, why) }
+            case .broken(let error): return .error(error)
+            }
+        }
+        if let group = byAction[.authSelf] {
+            if let ended {
+                for permission in group { results[permission] = Self.undecided(permission, ended) }
+            } else {
+                switch await confirmPassword(group, context: context, policies: policies, number: &promptNumber) {
+                case .decided(let decided): plans += decided
+                case .undecided(let why):
+                    for permission in group { results[permission] = Self.undecided(permission, why) }
+                case .broken(let error): return .error(error)
+                }
+            }
+        }
+        if !plans.isEmpty {
+            do {
+                for (permission, grant) in try await record(plans, context: context, enforcement: enforcement) {
+                    results[permission] = Self.result(for: grant, outcome: grant.decision == .allow ? .granted : .denied,
+                                                      term: plans.first { $0.permission == permission }?.term.wire)
+                }
+            } catch {
+                log.error("could not record a request's decisions", ["error": error.description, "uid": String(user.uid)])
+                return .error(ProtocolError(.internal, context: "request",
+                                            reason: "recording the decision failed: \(error.description)"))
+            }
+        }
+
+        // 5. auth_admin: queued in the ledger; optionally wait for the administrator.
+        if let group = byAction[.authAdmin] {
+            do {
+                for (permission, result) in try await queueForAdmin(group, context: context, ledger: ledger) {
+                    results[permission] = result
+                }
+            } catch {
+                log.error("could not queue a request", ["error": error.description, "uid": String(user.uid)])
+                return .error(ProtocolError(.internal, context: "request",
+                                            reason: "queueing the request for an administrator failed: \(error.description)"))
+            }
+        }
+
+        // 6. The statuses as they are now, ACLs changed and ledger written.
+        let ordered = request.permissions.compactMap { results[$0] }
+        var answered: [Permission: [String: String]] = [:]
+        for result in ordered where result.grant == nil || result.outcome == .alreadyAllowed || result.outcome == .alreadyDenied {
+            var details = ["outcome": result.outcome.rawValue]
+            if let why = result.why { details["why"] = why.rawValue }
+            if let pending = result.pending { details["pending_id"] = String(pending) }
+            answered[result.permission] = details
+        }
+        audit(context, ordered.map(\.permission).filter { answered[$0] != nil }, stage: "answered", perPermission: answered)
+        log.info("request answered", ["uid": String(user.uid), "pid": String(peer.pid), "program": peer.program ?? "-",
+                                      "outcomes": ordered.map { "\($0.permission.rawValue)=\($0.outcome.rawValue)" }
+                                          .joined(separator: ",")])
+        let (freshReports, freshRead) = await gathered(request.permissions)
+        return .decision(DecisionReply(user: user.name, uid: user.uid, results: ordered,
+                                       permissions: statuses(for: user, reports: freshReports, read: freshRead)))
+    }
+
+    // MARK: Answered at once
+
+    /// Policy deny, no device, a standing decision, or access the user already has:
+    /// nothing to ask. Nil when someone has to decide.
+    static func answeredAtOnce(_ permission: Permission, status: PermissionStatus, policy: PolicyDecision,
+                               user: UserIdentity, standing: [Grant]) -> RequestResult? {
+        if policy.action == .deny {
+            return RequestResult(permission: permission, outcome: .restricted,
+                                 message: policy.explanation(permission, user: user) + "; a request cannot change that")
+        }
+        if status.status == .unavailable {
+            let why = status.reasons.first { $0.kind == .unavailable }?.message ?? "no device serves it"
+            return RequestResult(permission: permission, outcome: .unavailable,
+                                 message: "nothing to grant: \(why); nothing was asked or recorded")
+        }
+        if status.status == .denied, let denial = standing.first(where: { $0.decision == .deny }) {
+            var result = result(for: denial, outcome: .alreadyDenied, term: nil)
+            result.message = "\(user.name) is denied \(permission.rawValue) by an earlier decision, "
+                + Decisions.describe(denial) + "; it is not asked again (an administrator can 'devaccess reset' it)"
+            return result
+        }
+        let allow = standing.first { $0.decision == .allow }
+        if status.status == .authorized {
+            if let allow {
+                var result = result(for: allow, outcome: .alreadyAllowed, term: nil)
+                result.message = "already allowed: " + Decisions.describe(allow)
+                return result
+            }
+            return RequestResult(permission: permission, outcome: .alreadyAllowed,
+                                 message: "\(user.name) can already use every \(permission.rawValue) device; nothing to ask")
+        }
+        if let allow {
+            // Allowed, yet not every node opens: drift, which the status explains; asking again would not help.
+            var result = result(for: allow, outcome: .alreadyAllowed, term: nil)
+            result.message = "already allowed by " + Decisions.describe(allow) + ", but the status is "
+                + status.status.rawValue + "; see its reasons"
+            return result
+        }
+        return nil
+    }
+
+    static func undecided(_ permission: Permission, _ why: UndecidedReason) -> RequestResult {
+        let text: String
+        switch why {
+        case .dismissed: text = "the prompt was dismissed"
+        case .interrupted: text = "the prompt was interrupted"
+        case .endOfInput: text = "the terminal reached end of input"
+        case .noTerminal: text = "there was no terminal to ask on"
+        case .timeout: text = "nobody answered in time"
+        case .disconnected: text = "the client went away before answering"
+        case .wrongPassword: text = "the password was wrong"
+        case .authenticationFailed: text = "the password could not be checked (PAM failed; see the broker's log)"
+        case .shutdown: text = "the broker is shutting down"
+        }
+        return RequestResult(permission: permission, outcome: .undecided, why: why,
+                             message: "no decision: \(text); nothing was recorded, the next request asks again")
+    }
+
+    static func decidedBy(_ method: DecisionMethod) -> DecidedBy {
+        switch method {
+        case .consent: return .consent
+        case .authSelf: return .authSelf
+        case .admin: return .admin
+        case .policy: return .policy
+        }
+    }
+
+    /// The result a grant stands for. `term` is what was decided (a one-use grant is stored
+    /// as `until`); nil reads it from the grant.
+    static func result(for grant: Grant, outcome: RequestOutcome, term: RequestTerm?) -> RequestResult {
+        let stored: RequestTerm
+        switch grant.scope {
+        case .always: stored = .always
+        case .until: stored = .forDuration
+        case .once: stored = .once
+        }
+        let ends = grant.expires.map { ISOTime.format($0) }
+        let verb = grant.decision == .allow ? "allowed" : "denied"
+        let terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
+            : grant.decision == .deny && grant.expires == nil ? "until reset" : ends.map { "until \($0)" } ?? ""
+        return RequestResult(permission: grant.permission, outcome: outcome, how: decidedBy(grant.method), grant: grant.id,
+                             term: term ?? stored, expires: ends,
+                             message: "\(grant.permission.rawValue) \(verb) \(terms) (grant \(grant.id), "
+                                 + "\(grant.method.rawValue))")
+    }
+
+    // MARK: Prompts
+
+    enum GroupOutcome: Sendable {
+        case decided([GrantPlan])
+        case undecided(UndecidedReason)
+        /// The client broke the conversation (an answer that does not fit the prompt).
+        case broken(ProtocolError)
+    }
+
+    /// `ask`: one prompt for the whole group; the answer decides every permission in it.
+    func askConsent(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
+                    number: inout Int64) async -> GroupOutcome {
+        let groupPolicies = group.map(policies)
+        let caps = groupPolicies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }
+        let cap = caps.min()
+        var forSeconds: Int64
+        if case .duration(let seconds) = context.request.scope {
+            forSeconds = seconds
+        } else {
+            forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? DecisionTerm.defaultAskSeconds
+        }
+        if let cap { forSeconds = min(forSeconds, cap) }
+        let once = DecisionTerm.once(seconds: DecisionTerm.oneUseSeconds).capped(cap)
+        var choices = [PromptChoice(choice: .once, label: "Allow \(once.text)"),
+                       PromptChoice(choice: .forDuration, duration: forSeconds,
+                                    label: "Allow for \(DurationText.format(seconds: forSeconds))")]
+        if cap == nil { choices.append(PromptChoice(choice: .always, label: "Allow always")) }
+        choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
+        number += 1
+        let prompt = PromptMessage(
+            prompt: number, kind: .ask, permissions: group, user: context.user.name, program: context.peer.program,
+            reason: context.request.reason, devices: context.devices(for: group),
+            text: RequestText.question(group, term: nil, user: context.user, peer: context.peer,
+                                       devices: context.devices(for: group), reason: context.request.reason),
+            choices: choices, timeout: settings.promptTimeoutSeconds)
+        let end = await ask(prompt, on: context.exchange)
+        var outcome = ["kind": "ask", "prompt": String(number)]
+        defer { audit(context, group, stage: "prompt", extra: outcome) }
+        switch end {
+        case .answered(.choice(let choice)):
+            guard let offered = choices.first(where: { $0.choice == choice }) else {
+                outcome["outcome"] = "invalid"
+                return .broken(ProtocolError(.badMessage, context: "$.answer",
+                    reason: "'\(choice.rawValue)' was not offered; offered: "
+                        + choices.map(\.choice.rawValue).joined(separator: ", ") + "; nothing was recorded"))
+            }
+            outcome["outcome"] = choice.rawValue
+            let subject = context.subject
+            return .decided(group.map { permission in
+                let decision = policies(permission)
+                let term: DecisionTerm
+                switch offered.choice {
+                case .once: term = DecisionTerm.resolve(RequestScope.once, policy: decision)
+                case .forDuration:
+                    term = DecisionTerm.resolve(RequestScope.duration(seconds: offered.duration ?? forSeconds),
+                                                policy: decision)
+                case .always: term = DecisionTerm.resolve(RequestScope.always, policy: decision)
+                case .deny: term = .always
+                }
+                return GrantPlan(permission: permission, decision: offered.choice == .deny ? .deny : .allow, term: term,
+                                 method: .consent, decidedBy: subject)
+            })
+        case .answered(.cancel(let why)):
+            outcome["outcome"] = "cancel:\(why.rawValue)"
+            return .undecided(UndecidedReason(why))
+        case .answered(.password):
+            outcome["outcome"] = "invalid"
+            return .broken(ProtocolError(.badMessage, context: "$.answer",
+                reason: "prompt \(number) asks for a choice, not a password; nothing was recorded"))
+        case .timedOut:
+            outcome["outcome"] = "timeout"
+            return .undecided(.timeout)
+        case .departed(let departure):
+            outcome["outcome"] = "client-\(departure)"
+            return .undecided(Self.reason(departure))
+        case .mismatched(let answered, let open):
+            outcome["outcome"] = "invalid"
+            return .broken(Self.mismatch(answered, open))
+        }
+    }
+
+    static func mismatch(_ answered: Int64, _ open: Int64) -> ProtocolError {
+        ProtocolError(.badMessage, context: "$.prompt",
+                      reason: "the answer is for prompt \(answered), but prompt \(open) is open; nothing was recorded")
+    }
+
+    /// `auth_self`: the user's password through PAM, up to `passwordAttempts` tries.
+    func confirmPassword(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
+                         number: inout Int64) async -> GroupOutcome {
+        let terms = group.map { DecisionTerm.resolve(context.request.scope, policy: policies($0)) }
+        let termText = Set(terms.map(\.text)).count == 1 ? terms.first?.text : nil
+        let attempts = Int64(max(1, settings.passwordAttempts))
+        let verifier = PasswordVerifier(service: settings.pamService)
+        for attempt in 1...attempts {
+            number += 1
+            var text = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
+                                            devices: context.devices(for: group), reason: context.request.reason)
+            text += "\nPolicy asks \(context.user.name) to confirm with their password"
+            text += attempt > 1 ? " (the last one was wrong; attempt \(attempt) of \(attempts))." : "."
+            let prompt = PromptMessage(
+                prompt: number, kind: .password, permissions: group, user: context.user.name,
+                program: context.peer.program, reason: context.request.reason, devices: context.devices(for: group),
+                text: text, choices: [], timeout: settings.promptTimeoutSeconds, attempt: attempt, attempts: attempts)
+            var outcome = ["kind": "password", "prompt": String(number), "attempt": String(attempt)]
+            let end = await ask(prompt, on: context.exchange)
+            switch end {
+            case .answered(.password(let password)):
+                switch await verifier.verify(user: context.user.name, password: password) {
+                case .accepted:
+                    outcome["outcome"] = "accepted"
+                    audit(context, group, stage: "prompt", extra: outcome)
+                    let subject = context.subject
+                    return .decided(zip(group, terms).map { permission, term in
+                        GrantPlan(permission: permission, decision: .allow, term: term, method: .authSelf,
+                                  decidedBy: subject)
+                    })
+                case .rejected:
+                    outcome["outcome"] = "wrong-password"
+                    audit(context, group, stage: "prompt", extra: outcome)
+                    continue
+                case .failed(let problem):
+                    outcome["outcome"] = "pam-failed"
+                    outcome["problem"] = problem
+                    audit(context, group, stage: "prompt", extra: outcome)
+                    log.error("PAM could not check a password", ["service": settings.pamService, "error": problem,
+                                                                 "uid": String(context.user.uid)])
+                    return .undecided(.authenticationFailed)
+                }
+            case .answered(.cancel(let why)):
+                outcome["outcome"] = "cancel:\(why.rawValue)"
+                audit(context, group, stage: "prompt", extra: outcome)
+                return .undecided(UndecidedReason(why))
+            case .answered(.choice):
+                outcome["outcome"] = "invalid"
+                audit(context, group, stage: "prompt", extra: outcome)
+                return .broken(ProtocolError(.badMessage, context: "$.answer",
+                    reason: "prompt \(number) asks for a password, not a choice; nothing was recorded"))
+            case .timedOut:
+                outcome["outcome"] = "timeout"
+                audit(context, group, stage: "prompt", extra: outcome)
+                return .undecided(.timeout)
+            case .departed(let departure):
+                outcome["outcome"] = "client-\(departure)"
+                audit(context, group, stage: "prompt", extra: outcome)
+                return .undecided(Self.reason(departure))
+            case .mismatched(let answered, let open):
+                outcome["outcome"] = "invalid"
+                audit(context, group, stage: "prompt", extra: outcome)
+                return .broken(Self.mismatch(answered, open))
+            }
+        }
+        return .undecided(.wrongPassword)
+    }
+
+    static func reason(_ departure: Exchange.Departure) -> UndecidedReason {
+        departure == .shutdown ? .shutdown : .disconnected
+    }
+
+    /// Sends `prompt` and waits, holding no thread, for its answer, the client's
+    /// departure, or the prompt timeout, whichever comes first.
+    func ask(_ prompt: PromptMessage, on exchange: Exchange?) async -> PromptEnd {
+        guard let exchange else { return .departed(.closed) }
+        let timeout = settings.promptTimeout
+        return await withCheckedContinuation { continuation in
+            let once = ResumeOnce(continuation)
+            let timer = Task {
+                try? await Task.sleep(for: timeout)
+                if !Task.isCancelled { once.resume(.timedOut) }
+            }
+            once.whenResumed { timer.cancel() }
+            exchange.listen { event in
+                switch event {
+                case .answer(let answer) where answer.prompt == prompt.prompt:
+                    once.resume(.answered(answer.answer))
+                case .answer(let answer):
+                    // An answer to another prompt cannot be taken for this one.
+                    once.resume(.mismatched(answered: answer.prompt, open: prompt.prompt))
+                case .departed(let departure):
+                    once.resume(.departed(departure))
+                }
+            }
+            exchange.send(.prompt(prompt), awaitingAnswer: true)
+        }
+    }
+
+    // MARK: Recording
+
+    /// Writes the decisions (ledger first) and applies them (ACLs), as one engine operation.
+    func record(_ plans: [GrantPlan], context: RequestContext,
+                enforcement: any DecisionEnforcement) async throws(DecisionEnforcementFailure) -> [(Permission, Grant)] {
+        let subject = context.subject
+        let reason = context.reason
+        return try await enforcement.perform("request") { (enforcer) throws(EnforcementError) -> ([(Permission, Grant)], EnforcementReport) in
+            let now = enforcer.clock()
+            var grants: [(Permission, Grant)] = []
+            do throws(LedgerError) {
+                for plan in plans {
+                    grants.append((plan.permission, try Self.record(plan, subject: subject, reason: reason,
+                                                                    ledger: enforcer.ledger, now: now)))
+                }
+            } catch {
+                throw .ledger(error)
+            }
+            return (grants, try enforcer.reconcile())
+        }
+    }
+
+    /// One decision, as `Enforcer.decide` writes an admin's: an allow first ends the
+    /// user's standing allows (so `for 1h` after `always` really ends); a denial is written
+    /// first and then ends them. Unlike `decide`, the grant keeps who decided and how
+    /// (consent, auth_self, policy).
+    static func record(_ plan: GrantPlan, subject: Principal, reason: String, ledger: Ledger,
+                       now: Date) throws(LedgerError) -> Grant {
+        let (scope, expires) = plan.term.grant(at: now)
+        var text = reason
+        if case .once = plan.term { text = "once" + (reason.isEmpty ? "" : ": " + reason) }
+        let new = NewGrant(subject: subject, permission: plan.permission, decision: plan.decision, scope: scope,
+                           expires: expires, decidedBy: plan.decidedBy, method: plan.method, reason: text)
+        let standing = try ledger.activeGrants(uid: subject.uid, permission: plan.permission, now: now)
+            .filter { $0.decision == .allow && $0.program == nil }
+        if plan.decision == .allow {
+            if !standing.isEmpty {
+                try ledger.revoke(permission: plan.permission, uid: subject.uid, by: plan.decidedBy,
+                                  reason: "replaced by a new grant", at: now)
+            }
+            return try ledger.recordGrant(new, at: now)
+        }
+        let grant = try ledger.recordGrant(new, at: now)
+        if !standing.isEmpty {
+            try ledger.revoke(permission: plan.permission, uid: subject.uid, by: plan.decidedBy,
+                              reason: "denied by grant \(grant.id)", at: now)
+        }
+        return grant
+    }
+
+    // MARK: Audit
+
+    func requestDetails(_ request: AccessRequest) -> [String: String] {
+        var details: [String: String] = ["wait": request.wait ? "true" : "false"]
+        switch request.scope {
+        case nil: details["scope"] = "default"
+        case .once: details["scope"] = "once"
+        case .always: details["scope"] = "always"
+        case .duration(let seconds):
+            details["scope"] = "for"
+            details["duration_sec"] = String(seconds)
+        }
+        return details
+    }
+
+    /// One `request` event per permission (so `audit --permission` finds them), in one
+    /// transaction. A ledger that cannot be written is logged, not fatal to the answer.
+    func audit(_ context: RequestContext, _ permissions: [Permission], stage: String,
+               perPermission: [Permission: [String: String]] = [:], extra: [String: String] = [:]) {
+        guard let ledger, !permissions.isEmpty else { return }
+        var base = ["stage": stage, "request_id": String(context.wireID), "pid": String(context.peer.pid)]
+        if !context.reason.isEmpty { base["reason"] = context.reason }
+        if let problem = context.peer.programProblem { base["program_problem"] = problem }
+        base.merge(extra) { _, new in new }
+        let subject = context.subject
+        let events = permissions.map { permission in
+            AuditEvent(type: .request, actor: subject, subject: subject, permission: permission,
+                       program: context.peer.program,
+                       details: base.merging(perPermission[permission] ?? [:]) { _, new in new })
+        }
+        do {
+            try ledger.append(contentsOf: events)
+        } catch {
+            log.error("could not audit a request", ["stage": stage, "error": error.description])
+        }
+    }
+}
+
+/// Resumes a continuation once, whichever of several events comes first.
+final class ResumeOnce<Value: Sendable>: Sendable {
+    private let state: Mutex<(continuation: CheckedContinuation<Value, Never>?, after: [@Sendable () -> Void])>
+
+    init(_ continuation: CheckedContinuation<Value, Never>) {
+        state = Mutex((continuation, []))
+    }
+
+    func resume(_ value: Value) {
+        let (continuation, after) = state.withLock { state -> (CheckedContinuation<Value, Never>?, [@Sendable () -> Void]) in
+            let taken = (state.continuation, state.after)
+            state.continuation = nil
+            state.after = []
+            return taken
+        }
+        guard let continuation else { return }
+        for action in after { action() }
+        continuation.resume(returning: value)
+    }
+
+    /// Runs `action` when the continuation is resumed (at once if it already was).
+    func whenResumed(_ action: @escaping @Sendable () -> Void) {
+        let pending = state.withLock { state -> Bool in
+            guard state.continuation != nil else { return false }
+            state.after.append(action)
+            return true
+        }
+        if !pending { action() }
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import DevAccessCore
+import DevAccessLedger
+import DevAccessProtocol
+
+/// How long a decision made through a request holds, after policy had its say.
+enum DecisionTerm: Sendable, Hashable {
+    /// One use: the entries stay for a short window, long enough to open the device
+    /// (an open descriptor outlives the entry). Bound to one `devaccess run` once that exists.
+    case once(seconds: Int64)
+    case duration(seconds: Int64)
+    case always
+
+    /// The window of a one-use grant.
+    static let oneUseSeconds: Int64 = 300
+    /// What "allow for a time" offers when neither the request nor Keep= names a duration.
+    static let defaultAskSeconds: Int64 = 3600
+
+    /// The request's scope, else the policy's Keep=, else once; then capped by MaxDuration=
+    /// (`always` becomes MaxDuration).
+    static func resolve(_ requested: RequestScope?, policy: PolicyDecision) -> DecisionTerm {
+        let term: DecisionTerm
+        switch requested {
+        case nil: term = policy.keepSeconds.map { .duration(seconds: $0) } ?? .once(seconds: oneUseSeconds)
+        case .once: term = .once(seconds: oneUseSeconds)
+        case .duration(let seconds): term = .duration(seconds: seconds)
+        case .always: term = .always
+        }
+        return term.capped(policy.maxDurationSeconds)
+    }
+
+    static func resolve(_ requested: PendingScope?, policy: PolicyDecision) -> DecisionTerm {
+        switch requested {
+        case nil: return resolve(RequestScope?.none, policy: policy)
+        case .once: return resolve(RequestScope.once, policy: policy)
+        case .duration(let seconds): return resolve(RequestScope.duration(seconds: seconds), policy: policy)
+        case .always: return resolve(RequestScope.always, policy: policy)
+        }
+    }
+
+    func capped(_ maximum: Int64?) -> DecisionTerm {
+        guard let maximum, maximum > 0 else { return self }
+        switch self {
+        case .once(let seconds): return .once(seconds: min(seconds, maximum))
+        case .duration(let seconds): return .duration(seconds: min(seconds, maximum))
+        case .always: return .duration(seconds: maximum)
+        }
+    }
+
+    var wire: RequestTerm {
+        switch self {
+        case .once: return .once
+        case .duration: return .forDuration
+        case .always: return .always
+        }
+    }
+
+    /// The ledger's scope and expiry. A one-use grant is stored as `until` its window
+    /// ends: the engine applies `once` grants only to a `devaccess run`.
+    func grant(at now: Date) -> (GrantScope, Date?) {
+        switch self {
+        case .once(let seconds), .duration(let seconds):
+            return (.until, now.addingTimeInterval(TimeInterval(seconds)))
+        case .always:
+            return (.always, nil)
+        }
+    }
+
+    /// "once (for the next 5m)", "for 1h", "always".
+    var text: String {
+        switch self {
+        case .once(let seconds): return "once (for the next \(DurationText.format(seconds: seconds)))"
+        case .duration(let seconds): return "for \(DurationText.format(seconds: seconds))"
+        case .always: return "always"
+        }
+    }
+}
+
+extension RequestScope {
+    var pending: PendingScope {
+        switch self {
+        case .once: return .once
+        case .duration(let seconds): return .duration(seconds: seconds)
+        case .always: return .always
+        }
+    }
+}
+
+/// Texts of prompts and results, in one place.
+enum RequestText {
+    /// "the camera", "the camera and the microphone", "the camera, the microphone and location".
+    static func list(_ permissions: [Permission]) -> String {
+        let names = permissions.map { $0 == .location ? "location" : "the \($0.rawValue)" }
+        guard names.count > 1, let last = names.last else { return names.first ?? "nothing" }
+        return names.dropLast().joined(separator: ", ") + " and " + last
+    }
+
+    /// The question, with who asks (the kernel's view of the peer), which devices and why.
+    static func question(_ permissions: [Permission], term: String?, user: UserIdentity, peer: Peer,
+                         devices: [PromptDevice], reason: String?) -> String {
+        let program = peer.program ?? "a program whose executable is unknown"
+        var text = "Allow \(program) to use \(list(permissions))" + (term.map { " \($0)" } ?? "") + "?\n"
+        text += "  requested by: \(user.name) (uid \(user.uid)), process \(peer.pid)\n"
+        if devices.isEmpty {
+            text += "  devices: none present now; the decision applies to those that appear\n"
+        } else {
+            text += "  devices: " + devices.map { "\($0.name) [\($0.id)]" }.joined(separator: ", ") + "\n"
+        }
+        text += "  reason: " + (reason.map { $0.isEmpty ? "(none given)" : $0 } ?? "(none given)")
+        return text
+    }
+}

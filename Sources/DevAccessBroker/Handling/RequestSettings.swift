@@ -1,0 +1,77 @@
+import Synchronization
+import DevAccessSystem
+import DevAccessLedger
+import DevAccessProtocol
+
+/// How the broker runs consent conversations.
+public struct RequestSettings: Sendable {
+    /// How long a prompt waits for its answer; then the request ends with no decision.
+    public var promptTimeout: Duration = .seconds(60)
+    /// Password prompts of one `auth_self` request before it ends with no decision.
+    public var passwordAttempts = 3
+    /// The PAM service that checks passwords (/etc/pam.d/SERVICE).
+    public var pamService = PasswordCheck.service
+
+    public init() {}
+
+    /// `DEVACCESS_PROMPT_TIMEOUT` (seconds, 1...3600) sets the prompt timeout. In DEBUG
+    /// builds only, `DEVACCESS_TEST_PAM_SERVICE` names another PAM service, so tests never
+    /// depend on (or replace) an installed /etc/pam.d/devaccess.
+    public static func fromEnvironment(_ environment: [String: String]) -> RequestSettings {
+        var settings = RequestSettings()
+        if let text = environment["DEVACCESS_PROMPT_TIMEOUT"], let seconds = Int(text), (1...3600).contains(seconds) {
+            settings.promptTimeout = .seconds(seconds)
+        }
+        #if DEBUG
+        if let service = environment["DEVACCESS_TEST_PAM_SERVICE"], !service.isEmpty, !service.contains("/") {
+            settings.pamService = service
+        }
+        #endif
+        return settings
+    }
+
+    var promptTimeoutSeconds: Int64 { max(1, promptTimeout.components.seconds) }
+}
+
+/// Requesters waiting for an administrator's decision on a pending request, by request id.
+final class ApprovalWaiters: Sendable {
+    /// What an approval or rejection did, per permission of the pending request.
+    struct Outcome: Sendable {
+        var request: PendingRequest
+        var results: [RequestResult]
+    }
+
+    typealias Delivery = @Sendable (Outcome) -> Void
+
+    private struct Waiter {
+        var token: UInt64
+        var deliver: Delivery
+    }
+
+    private let state = Mutex<(waiters: [Int64: [Waiter]], next: UInt64)>(([:], 1))
+
+    /// Registers `deliver` for request `id`; the token cancels it.
+    func wait(for id: Int64, _ deliver: @escaping Delivery) -> UInt64 {
+        state.withLock { state in
+            let token = state.next
+            state.next += 1
+            state.waiters[id, default: []].append(Waiter(token: token, deliver: deliver))
+            return token
+        }
+    }
+
+    func cancel(_ token: UInt64) {
+        state.withLock { state in
+            for (id, list) in state.waiters {
+                let kept = list.filter { $0.token != token }
+                state.waiters[id] = kept.isEmpty ? nil : kept
+            }
+        }
+    }
+
+    /// Tells everyone waiting for `outcome.request` and forgets them.
+    func resolve(_ outcome: Outcome) {
+        let waiting = state.withLock { $0.waiters.removeValue(forKey: outcome.request.id) ?? [] }
+        for waiter in waiting { waiter.deliver(outcome) }
+    }
+}

@@ -1,0 +1,112 @@
+import Synchronization
+import DevAccessProtocol
+
+/// One request's conversation with its client, as the handler sees it.
+///
+/// A request is answered by exactly one final reply (`finish`). Before it, a handler may
+/// send interim replies (`send`: a `prompt`, `queued`) and, after a prompt, receive the
+/// client's answer. Waiting for that answer is state on the connection, not a thread:
+/// the event loop keeps reading the socket and hands the answer (or the client's
+/// departure) to the listener, on the loop thread, so a listener must not block.
+public final class Exchange: Sendable {
+    /// Why the client can no longer answer.
+    public enum Departure: Sendable, Hashable {
+        /// The connection ended (the client exited or closed it).
+        case closed
+        /// The client shut down its sending side while an answer was awaited.
+        case endOfStream
+        /// The client sent something other than the awaited answer; the connection was closed.
+        case badMessage
+        /// The broker is stopping.
+        case shutdown
+    }
+
+    public enum ClientEvent: Sendable {
+        /// The client's next message: a `prompt-answer` of this request (checked by the loop).
+        case answer(PromptAnswer)
+        case departed(Departure)
+    }
+
+    public typealias Listener = @Sendable (ClientEvent) -> Void
+
+    public let request: RequestEnvelope
+    let connection: UInt64
+    /// Tells this exchange's replies from a later one's on the same connection.
+    let serial: UInt64
+    private let server: BrokerServer
+    private let state = Mutex(State())
+
+    private struct State {
+        var finished = false
+        var departure: Departure?
+        var listener: Listener?
+    }
+
+    init(server: BrokerServer, connection: UInt64, serial: UInt64, request: RequestEnvelope) {
+        self.server = server
+        self.connection = connection
+        self.serial = serial
+        self.request = request
+    }
+
+    /// Sends an interim reply. With `awaitingAnswer`, the client's next message is read as
+    /// the answer and goes to the listener; anything else closes the connection.
+    public func send(_ reply: Reply, awaitingAnswer: Bool) {
+        guard !state.withLock({ $0.finished }) else { return }
+        server.post(self, encode(reply), final: false, awaitingAnswer: awaitingAnswer)
+    }
+
+    /// Sends the final reply; the connection goes on to its next request. Once only.
+    public func finish(_ reply: Reply) {
+        let first = state.withLock { state -> Bool in
+            defer { state.finished = true }
+            state.listener = nil
+            return !state.finished
+        }
+        guard first else { return }
+        server.post(self, encode(reply), final: true, awaitingAnswer: false)
+    }
+
+    /// Calls `listener` once, with the next client event: the awaited answer, or the
+    /// client's departure (at once if it already left).
+    public func listen(_ listener: @escaping Listener) {
+        let departed = state.withLock { state -> Departure? in
+            if let departure = state.departure { return departure }
+            state.listener = listener
+            return nil
+        }
+        if let departed { listener(.departed(departed)) }
+    }
+
+    /// The client left (or the broker stops), if it did.
+    public var departure: Departure? { state.withLock { $0.departure } }
+
+    // MARK: For the event loop
+
+    func deliver(_ answer: PromptAnswer) {
+        let listener = state.withLock { state -> Listener? in
+            defer { state.listener = nil }
+            return state.listener
+        }
+        listener?(.answer(answer))
+    }
+
+    func depart(_ departure: Departure) {
+        let listener = state.withLock { state -> Listener? in
+            guard state.departure == nil, !state.finished else { return nil }
+            state.departure = departure
+            defer { state.listener = nil }
+            return state.listener
+        }
+        listener?(.departed(departure))
+    }
+
+    private func encode(_ reply: Reply) -> [UInt8] {
+        let line = MessageCodec.encode(ReplyEnvelope(id: request.id, reply: reply, version: request.version))
+        guard line.count > BrokerProtocol.maxReplySize else { return line }
+        return MessageCodec.encode(ReplyEnvelope(id: request.id, reply: .error(ProtocolError(
+            .internal, context: request.request.type,
+            reason: "the reply would exceed \(BrokerProtocol.maxReplySize) bytes; ask for fewer permissions")),
+            version: request.version))
+    }
+}

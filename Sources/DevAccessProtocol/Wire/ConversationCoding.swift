@@ -1,0 +1,287 @@
+import DevAccessCore
+
+/// Encoding and strict decoding of the version 2 bodies (Conversation.swift), by the
+/// rules in StrictReader.swift. Each `decode` reads the fields of the envelope's reader;
+/// the caller finishes it (unknown fields refused).
+enum ConversationCoding {
+    static let maxPromptNumber: Int64 = 1_000_000
+    static let maxTimeout: Int64 = 86_400
+    static let maxAttempts: Int64 = 10
+
+    private static func words<E: RawRepresentable & CaseIterable>(_ type: E.Type) -> [(String, E)] where E.RawValue == String {
+        E.allCases.map { ($0.rawValue, $0) }
+    }
+
+    // MARK: request scope (shared by version 1 and 2)
+
+    /// `scope` and, with `for`, `duration`.
+    static func scope(_ reader: inout ObjectReader) throws(ProtocolError) -> RequestScope {
+        let word = try reader.word("scope", [("once", 0), ("for", 1), ("always", 2)])
+        if word == 1 {
+            return .duration(seconds: try reader.integer("duration", in: 1...RequestScope.maxDurationSeconds))
+        }
+        if reader.has("duration") {
+            throw ProtocolError(.badMessage, context: reader.childPath("duration"),
+                                reason: "'duration' goes only with scope 'for'")
+        }
+        return word == 0 ? .once : .always
+    }
+
+    // MARK: prompt-answer
+
+    static func encode(_ answer: PromptAnswer) -> [JSONMember] {
+        var members = [JSONMember("prompt", .integer(answer.prompt))]
+        switch answer.answer {
+        case .choice(let choice):
+            members.append(JSONMember("answer", .string(choice.rawValue)))
+        case .password(let password):
+            members.append(JSONMember("answer", .string("password")))
+            members.append(JSONMember("password", .string(password)))
+        case .cancel(let why):
+            members.append(JSONMember("answer", .string("cancel")))
+            members.append(JSONMember("why", .string(why.rawValue)))
+        }
+        return members
+    }
+
+    static func decodeAnswer(_ reader: inout ObjectReader) throws(ProtocolError) -> PromptAnswer {
+        let prompt = try reader.integer("prompt", in: 1...maxPromptNumber)
+        enum Word { case choice(ConsentChoice), password, cancel }
+        let word = try reader.word("answer", ConsentChoice.allCases.map { ($0.rawValue, Word.choice($0)) }
+                                       + [("password", .password), ("cancel", .cancel)])
+        let answer: PromptAnswer.Answer
+        switch word {
+        case .choice(let choice):
+            answer = .choice(choice)
+        case .password:
+            // The length is checked, never the content: a password is never echoed in an error.
+            answer = .password(try reader.string("password", maxLength: 1024))
+        case .cancel:
+            answer = .cancel(try reader.optional("why").map { (value) throws(ProtocolError) in
+                try Strict.word(value, path: reader.childPath("why"), words(CancelReason.self))
+            } ?? .dismissed)
+        }
+        if case .password = word {} else if reader.has("password") {
+            throw ProtocolError(.badMessage, context: reader.childPath("password"),
+                                reason: "'password' goes only with answer 'password'")
+        }
+        if case .cancel = word {} else if reader.has("why") {
+            throw ProtocolError(.badMessage, context: reader.childPath("why"), reason: "'why' goes only with answer 'cancel'")
+        }
+        return PromptAnswer(prompt: prompt, answer: answer)
+    }
+
+    // MARK: prompt
+
+    static func encode(_ prompt: PromptMessage) -> [JSONMember] {
+        var members = [
+            JSONMember("prompt", .integer(prompt.prompt)),
+            JSONMember("kind", .string(prompt.kind.rawValue)),
+            JSONMember("permissions", .array(prompt.permissions.map { .string($0.rawValue) })),
+            JSONMember("user", .string(prompt.user)),
+        ]
+        if let program = prompt.program { members.append(JSONMember("program", .string(program))) }
+        if let reason = prompt.reason { members.append(JSONMember("reason", .string(reason))) }
+        members.append(JSONMember("devices", .array(prompt.devices.map { device in
+            .object([JSONMember("permission", .string(device.permission.rawValue)),
+                     JSONMember("id", .string(device.id)), JSONMember("name", .string(device.name))])
+        })))
+        members.append(JSONMember("text", .string(prompt.text)))
+        members.append(JSONMember("choices", .array(prompt.choices.map { choice in
+            var fields = [JSONMember("choice", .string(choice.choice.rawValue))]
+            if let duration = choice.duration { fields.append(JSONMember("duration", .integer(duration))) }
+            fields.append(JSONMember("label", .string(choice.label)))
+            return .object(fields)
+        })))
+        members.append(JSONMember("timeout", .integer(prompt.timeout)))
+        if let attempt = prompt.attempt { members.append(JSONMember("attempt", .integer(attempt))) }
+        if let attempts = prompt.attempts { members.append(JSONMember("attempts", .integer(attempts))) }
+        return members
+    }
+
+    static func decodePrompt(_ reader: inout ObjectReader) throws(ProtocolError) -> PromptMessage {
+        let number = try reader.integer("prompt", in: 1...maxPromptNumber)
+        let kind = try reader.word("kind", words(PromptKind.self))
+        let permissions = try Strict.permissions(try reader.required("permissions"), path: reader.childPath("permissions"))
+        let user = try reader.string("user", maxLength: 256)
+        let program = try reader.optionalString("program")
+        let reason = try reader.optionalString("reason", maxLength: 1024)
+        let devices = try reader.array("devices", maxCount: 256) { (value, path) throws(ProtocolError) in
+            try Strict.object(value, path: path) { (device) throws(ProtocolError) -> PromptDevice in
+                PromptDevice(permission: try Strict.permission(try device.required("permission"),
+                                                               path: device.childPath("permission")),
+                             id: try device.string("id"), name: try device.string("name"))
+            }
+        }
+        let text = try reader.string("text", maxLength: 8192)
+        let choices = try reader.array("choices", maxCount: 8) { (value, path) throws(ProtocolError) in
+            try Strict.object(value, path: path) { (choice) throws(ProtocolError) -> PromptChoice in
+                let word = try choice.word("choice", words(ConsentChoice.self))
+                var duration: Int64?
+                if word == .forDuration {
+                    duration = try choice.integer("duration", in: 1...RequestScope.maxDurationSeconds)
+                } else if choice.has("duration") {
+                    throw ProtocolError(.badMessage, context: choice.childPath("duration"),
+                                        reason: "'duration' goes only with choice 'for'")
+                }
+                return PromptChoice(choice: word, duration: duration, label: try choice.string("label", maxLength: 256))
+            }
+        }
+        var seen: Set<ConsentChoice> = []
+        for (position, choice) in choices.enumerated() where !seen.insert(choice.choice).inserted {
+            throw ProtocolError(.badMessage, context: "$.choices[\(position)]", reason: "'\(choice.choice.rawValue)' is offered twice")
+        }
+        let timeout = try reader.integer("timeout", in: 1...maxTimeout)
+        let attempt = try reader.optionalInteger("attempt", in: 1...maxAttempts)
+        let attempts = try reader.optionalInteger("attempts", in: 1...maxAttempts)
+        switch kind {
+        case .ask:
+            guard !choices.isEmpty else {
+                throw ProtocolError(.badMessage, context: reader.childPath("choices"), reason: "an 'ask' prompt offers choices")
+            }
+            guard attempt == nil, attempts == nil else {
+                throw ProtocolError(.badMessage, context: reader.childPath("attempt"),
+                                    reason: "'attempt' and 'attempts' go only with kind 'password'")
+            }
+        case .password:
+            guard choices.isEmpty else {
+                throw ProtocolError(.badMessage, context: reader.childPath("choices"),
+                                    reason: "a 'password' prompt offers no choices")
+            }
+            guard let attempt, let attempts, attempt <= attempts else {
+                throw ProtocolError(.badMessage, context: reader.childPath("attempt"),
+                                    reason: "a 'password' prompt has 'attempt' <= 'attempts'")
+            }
+        }
+        return PromptMessage(prompt: number, kind: kind, permissions: permissions, user: user, program: program,
+                             reason: reason, devices: devices, text: text, choices: choices, timeout: timeout,
+                             attempt: attempt, attempts: attempts)
+    }
+
+    // MARK: queued
+
+    static func encode(_ queued: QueuedReply) -> [JSONMember] {
+        [JSONMember("pending", .integer(queued.pending)),
+         JSONMember("permissions", .array(queued.permissions.map { .string($0.rawValue) })),
+         JSONMember("new", .bool(queued.new)), JSONMember("waiting", .bool(queued.waiting))]
+    }
+
+    static func decodeQueued(_ reader: inout ObjectReader) throws(ProtocolError) -> QueuedReply {
+        QueuedReply(pending: try reader.integer("pending", in: BrokerProtocol.requestIDs),
+                    permissions: try Strict.permissions(try reader.required("permissions"),
+                                                        path: reader.childPath("permissions")),
+                    new: try reader.bool("new"), waiting: try reader.bool("waiting"))
+    }
+
+    // MARK: results, decision, resolved
+
+    static func encode(_ result: RequestResult) -> JSONValue {
+        var members = [JSONMember("permission", .string(result.permission.rawValue)),
+                       JSONMember("outcome", .string(result.outcome.rawValue))]
+        if let how = result.how { members.append(JSONMember("how", .string(how.rawValue))) }
+        if let grant = result.grant { members.append(JSONMember("grant", .integer(grant))) }
+        if let term = result.term { members.append(JSONMember("term", .string(term.rawValue))) }
+        if let expires = result.expires { members.append(JSONMember("expires", .string(expires))) }
+        if let pending = result.pending { members.append(JSONMember("pending", .integer(pending))) }
+        if let why = result.why { members.append(JSONMember("why", .string(why.rawValue))) }
+        members.append(JSONMember("message", .string(result.message)))
+        return .object(members)
+    }
+
+    static func decodeResult(_ value: JSONValue, path: String) throws(ProtocolError) -> RequestResult {
+        try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> RequestResult in
+            let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
+            let outcome = try reader.word("outcome", words(RequestOutcome.self))
+            let how = try reader.optional("how").map { (value) throws(ProtocolError) in
+                try Strict.word(value, path: reader.childPath("how"), words(DecidedBy.self))
+            }
+            let grant = try reader.optionalInteger("grant", in: 1...BrokerProtocol.requestIDs.upperBound)
+            let term = try reader.optional("term").map { (value) throws(ProtocolError) in
+                try Strict.word(value, path: reader.childPath("term"), words(RequestTerm.self))
+            }
+            let expires = try reader.optionalString("expires", maxLength: 64)
+            let pending = try reader.optionalInteger("pending", in: BrokerProtocol.requestIDs)
+            let why = try reader.optional("why").map { (value) throws(ProtocolError) in
+                try Strict.word(value, path: reader.childPath("why"), words(UndecidedReason.self))
+            }
+            if (why != nil) != (outcome == .undecided) {
+                throw ProtocolError(.badMessage, context: reader.childPath("why"),
+                                    reason: "'why' is present exactly when the outcome is 'undecided'")
+            }
+            if (pending != nil) != (outcome == .pending) {
+                throw ProtocolError(.badMessage, context: reader.childPath("pending"),
+                                    reason: "'pending' is present exactly when the outcome is 'pending'")
+            }
+            return RequestResult(permission: permission, outcome: outcome, how: how, grant: grant, term: term,
+                                 expires: expires, pending: pending, why: why,
+                                 message: try reader.string("message", maxLength: 4096))
+        }
+    }
+
+    static func encode(_ decision: DecisionReply) -> [JSONMember] {
+        [JSONMember("user", .string(decision.user)), JSONMember("uid", .integer(Int64(decision.uid))),
+         JSONMember("results", .array(decision.results.map(encode))),
+         JSONMember("permissions", .array(decision.permissions.map(ModelCoding.encode)))]
+    }
+
+    static func decodeDecision(_ reader: inout ObjectReader) throws(ProtocolError) -> DecisionReply {
+        DecisionReply(user: try reader.string("user", maxLength: 256), uid: try reader.uint32("uid"),
+                      results: try reader.array("results", maxCount: 64, decodeResult),
+                      permissions: try reader.array("permissions", maxCount: 64, ModelCoding.decodePermissionStatus))
+    }
+
+    static func encode(_ resolved: ResolvedReply) -> [JSONMember] {
+        [JSONMember("pending", .integer(resolved.pending)),
+         JSONMember("resolution", .string(resolved.resolution.rawValue)),
+         JSONMember("user", .string(resolved.user)), JSONMember("uid", .integer(Int64(resolved.uid))),
+         JSONMember("results", .array(resolved.results.map(encode)))]
+    }
+
+    static func decodeResolved(_ reader: inout ObjectReader) throws(ProtocolError) -> ResolvedReply {
+        ResolvedReply(pending: try reader.integer("pending", in: BrokerProtocol.requestIDs),
+                      resolution: try reader.word("resolution", words(Resolution.self)),
+                      user: try reader.string("user", maxLength: 256), uid: try reader.uint32("uid"),
+                      results: try reader.array("results", maxCount: 64, decodeResult))
+    }
+
+    // MARK: pending
+
+    static func encode(_ list: PendingListReply) -> [JSONMember] {
+        [JSONMember("requests", .array(list.requests.map { item in
+            var members = [JSONMember("pending", .integer(item.pending)), JSONMember("user", .string(item.user)),
+                           JSONMember("uid", .integer(Int64(item.uid)))]
+            if let program = item.program { members.append(JSONMember("program", .string(program))) }
+            members.append(JSONMember("permissions", .array(item.permissions.map { .string($0.rawValue) })))
+            if let reason = item.reason { members.append(JSONMember("reason", .string(reason))) }
+            if let term = item.term { members.append(JSONMember("term", .string(term.rawValue))) }
+            if let duration = item.duration { members.append(JSONMember("duration", .integer(duration))) }
+            members.append(JSONMember("created", .string(item.created)))
+            return .object(members)
+        }))]
+    }
+
+    static func decodePendingList(_ reader: inout ObjectReader) throws(ProtocolError) -> PendingListReply {
+        PendingListReply(requests: try reader.array("requests", maxCount: 4096) { (value, path) throws(ProtocolError) in
+            try Strict.object(value, path: path) { (item) throws(ProtocolError) -> PendingItem in
+                let pending = try item.integer("pending", in: BrokerProtocol.requestIDs)
+                let user = try item.string("user", maxLength: 256)
+                let uid = try item.uint32("uid")
+                let program = try item.optionalString("program")
+                let permissions = try Strict.permissions(try item.required("permissions"),
+                                                         path: item.childPath("permissions"))
+                let reason = try item.optionalString("reason", maxLength: 1024)
+                let term = try item.optional("term").map { (value) throws(ProtocolError) in
+                    try Strict.word(value, path: item.childPath("term"), words(RequestTerm.self))
+                }
+                let duration = try item.optionalInteger("duration", in: 1...RequestScope.maxDurationSeconds)
+                if (duration != nil) != (term == .forDuration) {
+                    throw ProtocolError(.badMessage, context: item.childPath("duration"),
+                                        reason: "'duration' is present exactly when the term is 'for'")
+                }
+                return PendingItem(pending: pending, user: user, uid: uid, program: program, permissions: permissions,
+                                   reason: reason, term: term, duration: duration,
+                                   created: try item.string("created", maxLength: 64))
+            }
+        })
+    }
+}
