@@ -225,7 +225,19 @@ struct LiveEnforcementTests {
         #expect(try setup.cli(["audit", "--verify"], stateDirectory: state).status == 0)
     }
 
-    // MARK: - In process
+}
+
+/// The parts of live enforcement that need neither root nor a daemon process.
+struct LiveEnforcerInProcessTests {
+    @Test func theReconcileIntervalOption() throws {
+        #expect(try DaemonOptions.parse([], environment: [:]).0.reconcileInterval == .seconds(60))
+        #expect(try DaemonOptions.parse(["--reconcile-interval", "0"], environment: [:]).0.reconcileInterval == nil)
+        #expect(try DaemonOptions.parse(["--reconcile-interval=5"], environment: [:]).0.reconcileInterval == .seconds(5))
+        #expect(throws: DaemonOptions.UsageError.self) {
+            try DaemonOptions.parse(["--reconcile-interval", "-1"], environment: [:])
+        }
+        #expect(DaemonOptions.help.contains("--reconcile-interval SEC"))
+    }
 
     /// Operations handed to `perform` from many tasks run one at a time, in the worker.
     @Test func operationsRunOneAtATime() async throws {

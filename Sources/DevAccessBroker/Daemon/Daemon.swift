@@ -71,6 +71,9 @@ public enum Daemon {
         }
 
         let devices = deviceSetup(options, log: log)
+        // Made before the service so request handling can hand its decisions to it
+        // (`perform`); started only once the socket is bound, below.
+        let live = makeLiveEnforcer(ledger: ledger, devices: devices, options: options, log: log)
         let service = BrokerService(probe: FreshProbe(probe: devices.probe),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
                                     configDirectory: options.configDirectory, log: log)
@@ -88,7 +91,7 @@ public enum Daemon {
         // After the bind (which refuses when another broker serves, so two daemons never
         // enforce at once) and before READY=1: the start-up reconcile has run when systemd
         // hears we are ready. Clients connecting meanwhile wait in the listen backlog.
-        let live = startLiveEnforcement(ledger: ledger, devices: devices, options: options, log: log)
+        live?.start()
         notify("READY=1\nSTATUS=listening on \(options.socketPath)\nMAINPID=\(getpid())")
         server.run(signalDescriptor: signalDescriptor) {
             notify("STOPPING=1\nSTATUS=shutting down")
@@ -98,11 +101,11 @@ public enum Daemon {
         return 0
     }
 
-    /// The engine's worker (Enforcement/LiveEnforcer.swift): start-up reconcile now, then
-    /// hotplug, expiry timer and periodic runs until `stop()`. nil (logged) when the
-    /// worker cannot be made at all; the daemon then serves status without enforcing.
-    private static func startLiveEnforcement(ledger: Ledger, devices: DeviceSetup, options: DaemonOptions,
-                                             log: BrokerLog) -> LiveEnforcer? {
+    /// The engine's worker (Enforcement/LiveEnforcer.swift): once started, the start-up
+    /// reconcile, then hotplug, expiry timer and periodic runs until `stop()`. nil
+    /// (logged) when it cannot be made at all; the daemon then serves without enforcing.
+    private static func makeLiveEnforcer(ledger: Ledger, devices: DeviceSetup, options: DaemonOptions,
+                                         log: BrokerLog) -> LiveEnforcer? {
         let uid = getuid()
         let enforcer = Enforcer(ledger: ledger, devices: devices.enforcement,
                                 actor: Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid)))
@@ -116,7 +119,6 @@ public enum Daemon {
             log.error("live enforcement is off: cannot create its event descriptor", ["error": error.description])
             return nil
         }
-        live.start()
         return live
     }
 

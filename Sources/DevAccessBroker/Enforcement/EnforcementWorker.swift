@@ -170,9 +170,10 @@ final class EnforcementWorker {
             } else {
                 let report = try enforcer.reconcile()
                 let done = MonotonicClock.microseconds()
+                // Only the periodic run is routine (debug when idle); every event-driven run is logged.
                 runLog.record(report, .init(trigger: label, microseconds: done - started,
                                             eventToDone: eventStarted.map { done >= $0 ? done - $0 : 0 },
-                                            routine: !mandatory))
+                                            routine: triggers == ["periodic"]))
             }
             retryDue = nil
             retryDelay = Self.firstRetry
