@@ -1,0 +1,189 @@
+import DevAccessCore
+import DevAccessProtocol
+
+/// The approval queue (policy auth_admin), through devaccessd: root and members of
+/// devaccess-admin list, approve and reject; anyone else is refused (exit 77) and the
+/// broker records the refusal.
+enum PendingCommand: Command {
+    static let spec = CommandSpec(
+        name: "pending",
+        abstract: "List the requests waiting for an administrator's approval.",
+        usage: "devaccess pending [--json] [--socket PATH]",
+        options: [CommonOptions.json, BrokerOptions.socket],
+        discussion: """
+        Asks devaccessd (root or devaccess-admin; exit 77 otherwise, 69 when it cannot be
+        reached). Each request: its ID (for 'devaccess approve ID' and 'reject ID'), the
+        user and program the kernel identified, the permissions, the term asked for
+        ('default': the policy's Keep=, else one use), when, and the reason given.
+        """)
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        if let extra = arguments.positionals.first {
+            throw UsageError(message: "unexpected argument '\(extra)'", command: spec.name)
+        }
+        let path = try BrokerOptions.socketPath(arguments, command: spec.name)
+        let list: PendingListReply
+        do {
+            list = try BrokerClient(socketPath: path, timeout: .seconds(30)).pending()
+        } catch {
+            throw RequestCommand.failure(error)
+        }
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(PendingDocument(requests: list.requests.map(PendingItemDocument.init))))
+            return .success
+        }
+        guard !list.requests.isEmpty else {
+            console.error("devaccess: no request is waiting for approval")
+            return .success
+        }
+        let rows = list.requests.map { item -> [String] in
+            let term: String
+            switch item.term {
+            case nil: term = "default"
+            case .forDuration?: term = "for " + DurationText.format(seconds: item.duration ?? 0)
+            case let other?: term = other.rawValue
+            }
+            return [String(item.pending), "\(item.user) (\(item.uid))",
+                    item.permissions.map(\.rawValue).joined(separator: ","), term, item.created,
+                    Terminal.printable(item.program ?? "-"), Terminal.printable(item.reason ?? "")]
+        }
+        let header = ["ID", "USER", "PERMISSIONS", "TERM", "REQUESTED", "PROGRAM", "REASON"]
+        var widths = header.map(\.count)
+        for row in rows {
+            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+        }
+        func line(_ cells: [String]) -> String {
+            zip(cells, widths).enumerated().map { index, pair in
+                index == cells.count - 1 ? pair.0 : pair.0.padding(toLength: pair.1, withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }
+        console.out(([line(header)] + rows.map(line)).joined(separator: "\n"))
+        return .success
+    }
+}
+
+/// `approve ID` and `reject ID` share everything but the verb.
+enum ResolveCommand {
+    static let note = OptionSpec(long: "reason", short: nil, value: "TEXT",
+                                 help: "A note for the audit trail and the grant (at most 1024 bytes).")
+
+    static func spec(approve: Bool) -> CommandSpec {
+        CommandSpec(
+            name: approve ? "approve" : "reject",
+            abstract: approve ? "Grant what a pending request asks for (root or devaccess-admin)."
+                : "Deny what a pending request asks for (root or devaccess-admin).",
+            usage: "devaccess \(approve ? "approve" : "reject") ID [--reason TEXT] [--json] [--socket PATH]",
+            options: [note, CommonOptions.json, BrokerOptions.socket],
+            discussion: approve
+                ? """
+                ID is from 'devaccess pending'. Each permission is granted as your decision
+                (how=admin) for the term the requester asked for, under the policy as it is
+                now (MaxDuration= shortens it; a permission the policy now forbids is not
+                granted). The requester's ACL entries are added at once, and a requester
+                waiting with --wait is answered. Exit 0; 64 unknown or already resolved ID;
+                77 not root or devaccess-admin (recorded as refused); 69 devaccessd unreachable.
+                """
+                : """
+                ID is from 'devaccess pending'. Each permission is denied as your decision
+                (how=admin), and the denial stays until 'devaccess reset': the requester is
+                not asked again. A requester waiting with --wait is answered. Exit 0; 64
+                unknown or already resolved ID; 77 not root or devaccess-admin (recorded as
+                refused); 69 devaccessd unreachable.
+                """)
+    }
+
+    static func run(_ arguments: ParsedArguments, console: Console, approve: Bool) throws -> ExitCode {
+        let name = approve ? "approve" : "reject"
+        guard arguments.positionals.count == 1, let text = arguments.positionals.first else {
+            throw UsageError(message: arguments.positionals.isEmpty ? "missing ID (see 'devaccess pending')"
+                : "\(name) takes one ID", command: name)
+        }
+        guard let id = Int64(text), id > 0 else {
+            throw UsageError(message: "'\(text)' is not a request ID (a positive number from 'devaccess pending')",
+                             command: name)
+        }
+        let reason = arguments.value("reason")
+        if let reason, reason.utf8.count > 1024 {
+            throw UsageError(message: "'--reason' is longer than 1024 bytes", command: name)
+        }
+        let path = try BrokerOptions.socketPath(arguments, command: name)
+        let resolved: ResolvedReply
+        do {
+            resolved = try BrokerClient(socketPath: path, timeout: .seconds(60)).resolve(id, approve: approve,
+                                                                                          reason: reason)
+        } catch {
+            throw RequestCommand.failure(error)
+        }
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(ResolvedDocument(resolved)))
+        } else {
+            console.out("request \(resolved.pending) of \(resolved.user) (uid \(resolved.uid)) \(resolved.resolution.rawValue)")
+            for result in resolved.results {
+                console.out("  \(result.permission.rawValue): \(Terminal.printable(result.message))")
+            }
+        }
+        return .success
+    }
+}
+
+enum ApproveCommand: Command {
+    static let spec = ResolveCommand.spec(approve: true)
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        try ResolveCommand.run(arguments, console: console, approve: true)
+    }
+}
+
+enum RejectCommand: Command {
+    static let spec = ResolveCommand.spec(approve: false)
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        try ResolveCommand.run(arguments, console: console, approve: false)
+    }
+}
+
+/// `devaccess pending --json` (docs/json.md).
+struct PendingDocument: Encodable {
+    var requests: [PendingItemDocument]
+}
+
+struct PendingItemDocument: Encodable {
+    var id: Int64
+    var user: String
+    var uid: UInt32
+    var program: String?
+    var permissions: [String]
+    var reason: String?
+    var term: String?
+    var duration: Int64?
+    var created: String
+
+    init(_ item: PendingItem) {
+        id = item.pending
+        user = item.user
+        uid = item.uid
+        program = item.program
+        permissions = item.permissions.map(\.rawValue)
+        reason = item.reason
+        term = item.term?.rawValue
+        duration = item.duration
+        created = item.created
+    }
+}
+
+/// `devaccess approve|reject --json` (docs/json.md).
+struct ResolvedDocument: Encodable {
+    var id: Int64
+    var resolution: String
+    var user: String
+    var uid: UInt32
+    var results: [RequestResultDocument]
+
+    init(_ resolved: ResolvedReply) {
+        id = resolved.pending
+        resolution = resolved.resolution.rawValue
+        user = resolved.user
+        uid = resolved.uid
+        results = resolved.results.map(RequestResultDocument.init)
+    }
+}

@@ -1,0 +1,337 @@
+import DevAccessCore
+import DevAccessProtocol
+import Foundation
+import Glibc
+
+/// `devaccess request`: asks devaccessd for permissions for the caller (as the kernel
+/// identifies it) and relays the broker's prompts to the caller's own terminal.
+enum RequestCommand: Command {
+    static let reason = OptionSpec(long: "reason", short: nil, value: "TEXT",
+                                   help: "Why you need it; shown to whoever decides (at most 1024 bytes).")
+    static let once = OptionSpec(long: "once", short: nil, value: nil,
+                                 help: "Ask for one use (the next 5 minutes; an open device stays open).")
+    static let forDuration = OptionSpec(long: "for", short: nil, value: "DURATION",
+                                        help: "Ask for this long: 90s, 15m, 8h, 7d, 1h30m.")
+    static let always = OptionSpec(long: "always", short: nil, value: nil, help: "Ask until revoked.")
+    static let wait = OptionSpec(long: "wait", short: nil, value: nil,
+                                 help: "When an administrator must approve, wait for the answer (Ctrl-C stops waiting).")
+
+    static let spec = CommandSpec(
+        name: "request",
+        abstract: "Ask devaccessd for permissions for yourself; consent is asked at your terminal.",
+        usage: "devaccess request PERMISSION... [--reason TEXT] [--once | --for DURATION | --always] [--wait] [--json]",
+        options: [reason, once, forDuration, always, wait, CommonOptions.json, BrokerOptions.socket],
+        discussion: """
+        \(CommonOptions.permissionsHelp) Several are answered together.
+        What is decided already is answered at once, without a prompt: a denial stays
+        (an administrator can 'devaccess reset' it), and so does the policy (restricted).
+        Otherwise the policy decides: allow (granted), ask (you choose at your terminal:
+        once, for a time, always, or deny), auth_self (your password), auth_admin (the
+        request waits for an administrator: 'devaccess pending', 'approve ID'; run the
+        same request with --wait to wait for the answer). Prompts are read from your
+        controlling terminal (/dev/tty), never from standard input. Ctrl-C, Ctrl-D or no
+        answer within the broker's timeout record no decision.
+        Without a scope option the policy's Keep= applies, else one use; the policy's
+        MaxDuration= shortens longer grants. The new status is printed (stdout) with one
+        line per permission saying what happened (stderr).
+        Exit codes: the status of the first permission that is not authorized afterwards
+        (0 all authorized, 2 limited, 3 denied, 4 notDetermined: dismissed, timed out or
+        waiting for approval, 5 restricted, 6 unavailable); 1 when a prompt was needed but
+        there is no terminal, or on an error; 64 usage; 69 devaccessd unreachable.
+        Interrupted (Ctrl-C), it ends by that signal after telling the broker.
+        """)
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        guard !arguments.positionals.isEmpty else {
+            throw UsageError(message: "missing PERMISSION (one or more of: "
+                + Permission.all.map(\.rawValue).joined(separator: ", ") + ")", command: spec.name)
+        }
+        let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
+        let scope = try requestedScope(arguments)
+        let text = arguments.value("reason")
+        if let text, text.utf8.count > 1024 {
+            throw UsageError(message: "'--reason' is longer than 1024 bytes", command: spec.name)
+        }
+        let path = try BrokerOptions.socketPath(arguments, command: spec.name)
+        let signals = SignalPipe.install()
+        let client: BrokerClient
+        let id: Int64
+        do {
+            client = try BrokerClient(socketPath: path, timeout: .seconds(30))
+            id = try client.start(.request(AccessRequest(permissions: permissions, reason: text, scope: scope,
+                                                         wait: arguments.has("wait"))))
+        } catch {
+            throw failure(error)
+        }
+        var session = PromptSession(client: client, id: id, signals: signals, console: console)
+        var waitingForAdmin = false
+        var interrupted: Int32?
+        while true {
+            // The broker answers within its prompt timeout; only an approval may take longer.
+            switch try next(client, id: id, signals: signals, timeout: waitingForAdmin ? nil : .seconds(300)) {
+            case .signal(let number):
+                if waitingForAdmin {
+                    console.error("devaccess: stopped waiting; the request stays queued for an administrator")
+                }
+                signals?.raiseAgain(number)
+                return .failure
+            case .timedOut:
+                throw CommandFailure(message: "devaccessd at \(path) did not answer the request within 300 s",
+                                     code: .brokerUnreachable)
+            case .reply(.prompt(let prompt)):
+                if case .interrupted(let number) = try session.show(prompt) { interrupted = number }
+            case .reply(.queued(let queued)):
+                let list = queued.permissions.map(\.rawValue).joined(separator: ", ")
+                console.error("devaccess: \(list): " + (queued.new ? "queued as request \(queued.pending)"
+                    : "already waiting as request \(queued.pending)") + " for an administrator ('devaccess approve "
+                    + "\(queued.pending)')" + (queued.waiting ? "; waiting for the answer (Ctrl-C stops waiting)" : ""))
+                if queued.waiting { waitingForAdmin = true }
+            case .reply(.decision(let decision)):
+                let code = try report(decision, json: arguments.has("json"), console: console)
+                if let interrupted { signals?.raiseAgain(interrupted) }
+                return session.noTerminal ? .failure : code
+            case .reply(.error(let error)):
+                throw failure(.rejected(error))
+            case .reply(let other):
+                throw CommandFailure(message: "devaccessd answered a request with '\(other.type)'")
+            }
+        }
+    }
+
+    static func requestedScope(_ arguments: ParsedArguments) throws(UsageError) -> RequestScope? {
+        let given = ["once", "for", "always"].filter { arguments.has($0) || arguments.value($0) != nil }
+        if given.count > 1 {
+            throw UsageError(message: "'--\(given[0])' and '--\(given[1])' cannot be combined", command: spec.name)
+        }
+        if arguments.has("once") { return .once }
+        if arguments.has("always") { return .always }
+        guard let text = arguments.value("for") else { return nil }
+        let seconds: Int64
+        do {
+            seconds = try DurationText.seconds(text)
+        } catch {
+            throw UsageError(message: "\(error.description) for '--for'", command: spec.name)
+        }
+        guard seconds <= RequestScope.maxDurationSeconds else {
+            throw UsageError(message: "'--for \(text)' is longer than 366 days; use --always", command: spec.name)
+        }
+        return .duration(seconds: seconds)
+    }
+
+    /// Prints what happened (stderr) and the statuses (stdout); returns the exit code.
+    static func report(_ decision: DecisionReply, json: Bool, console: Console) throws -> ExitCode {
+        for result in decision.results {
+            console.error("devaccess: \(result.permission.rawValue): \(Terminal.printable(result.message))")
+        }
+        if json {
+            console.out(try JSONOutput.encode(RequestDocument(decision)))
+        } else {
+            let user = UserIdentity(uid: decision.uid, name: decision.user, primaryGID: 0, groups: [])
+            let shown = decision.permissions.map { status in
+                var trimmed = status
+                trimmed.reasons.removeAll { $0.kind == .drift }
+                return trimmed
+            }
+            console.out(TableOutput.status(shown, user: user))
+        }
+        if let first = decision.permissions.first(where: { $0.status != .authorized }) {
+            return ExitCode(first.status)
+        }
+        return .success
+    }
+
+    // MARK: Waiting for the broker
+
+    enum BrokerEvent {
+        case reply(Reply)
+        case signal(Int32)
+        case timedOut
+    }
+
+    /// The next reply to request `id`, unless a signal comes first or `timeout` runs out.
+    static func next(_ client: BrokerClient, id: Int64, signals: SignalPipe?, timeout: Duration?) throws -> BrokerEvent {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        while !client.hasBufferedReply {
+            var milliseconds: Int64 = -1
+            if let deadline {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                if remaining <= .zero { return .timedOut }
+                milliseconds = remaining.components.seconds * 1000 + 1
+            }
+            var descriptors = [pollfd(fd: client.pollDescriptor, events: Int16(POLLIN), revents: 0)]
+            if let signals { descriptors.append(pollfd(fd: signals.readDescriptor, events: Int16(POLLIN), revents: 0)) }
+            let ready = poll(&descriptors, nfds_t(descriptors.count), CInt(clamping: milliseconds))
+            if ready < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            if let signals, descriptors[1].revents != 0, let number = signals.take() { return .signal(number) }
+            if descriptors[0].revents != 0 { break }
+        }
+        do {
+            return .reply(try client.nextReply(to: id, timeout: .seconds(30)))
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    /// Maps a failed broker call to the exit code and message scripts rely on.
+    static func failure(_ error: BrokerClientError) -> any Error {
+        switch error {
+        case .unreachable, .timedOut, .closed:
+            return CommandFailure(message: "\(error); start it with 'systemctl start devaccessd'; nothing was requested",
+                                  code: .brokerUnreachable)
+        case .rejected(let frame) where frame.code == .busy:
+            return CommandFailure(message: "\(error)", code: .brokerUnreachable)
+        case .rejected(let frame) where frame.code == .permissionDenied:
+            return CommandFailure(message: "\(error)", code: .noPermission)
+        case .rejected(let frame) where frame.code == .noSuchRequest || frame.code == .unknownPermission:
+            return CommandFailure(message: frame.reason, code: .usage)
+        case .rejected, .badReply, .io:
+            return CommandFailure(message: "\(error)")
+        }
+    }
+}
+
+/// The prompts of one request, shown on the controlling terminal and answered to the broker.
+struct PromptSession {
+    let client: BrokerClient
+    let id: Int64
+    let signals: SignalPipe?
+    let console: Console
+    private var terminal: Terminal?
+    /// A prompt came and there was no terminal to show it on.
+    private(set) var noTerminal = false
+
+    init(client: BrokerClient, id: Int64, signals: SignalPipe?, console: Console) {
+        self.client = client
+        self.id = id
+        self.signals = signals
+        self.console = console
+    }
+
+    enum Outcome {
+        case answered
+        /// A signal ended the prompt; the broker was told. The caller dies of it once the
+        /// broker's final answer is printed.
+        case interrupted(Int32)
+        /// The broker ended the prompt (its timeout); its answer is next on the socket.
+        case ended
+    }
+
+    static let keys: [ConsentChoice: String] = [.once: "o", .forDuration: "f", .always: "a", .deny: "d"]
+
+    mutating func show(_ prompt: PromptMessage) throws -> Outcome {
+        if terminal == nil {
+            switch Terminal.open() {
+            case .success(let opened):
+                terminal = opened
+            case .failure(let error):
+                noTerminal = true
+                console.error("devaccess: cannot ask for consent: \(error); run the request from a terminal, or ask "
+                    + "an administrator ('devaccess grant')")
+                try answer(prompt, .cancel(.noTerminal))
+                return .answered
+            }
+        }
+        guard let terminal else { return .answered }
+        terminal.write("\n" + Terminal.printable(prompt.text) + "\n")
+        switch prompt.kind {
+        case .ask:
+            for choice in prompt.choices {
+                terminal.write("  [\(Self.keys[choice.choice] ?? "?")] \(Terminal.printable(choice.label))\n")
+            }
+            let keys = prompt.choices.compactMap { Self.keys[$0.choice] }.joined(separator: ", ")
+            while true {
+                terminal.write("Answer \(keys) within \(prompt.timeout) s (Ctrl-C or Ctrl-D: no decision): ")
+                let input = read(terminal)
+                guard case .line(let text) = input else { return try finish(prompt, input, terminal) }
+                let word = text.trimmingCharacters(in: .whitespaces).lowercased()
+                if let choice = prompt.choices.first(where: { Self.keys[$0.choice] == word || $0.choice.rawValue == word }) {
+                    try answer(prompt, .choice(choice.choice))
+                    return .answered
+                }
+                terminal.write("Please answer with one of: \(keys).\n")
+            }
+        case .password:
+            terminal.write("Password for \(Terminal.printable(prompt.user)) (within \(prompt.timeout) s): ")
+            terminal.disableEcho()
+            let input = read(terminal)
+            terminal.restoreEcho()
+            terminal.write("\n")
+            guard case .line(let password) = input else { return try finish(prompt, input, terminal) }
+            try answer(prompt, .password(password))
+            return .answered
+        }
+    }
+
+    private func read(_ terminal: Terminal) -> Terminal.Input {
+        // A reply already buffered (the prompt timed out) makes the socket look idle.
+        if client.hasBufferedReply { return .other }
+        return terminal.readLine(signals: signals, other: client.pollDescriptor)
+    }
+
+    /// The prompt ended without an answer typed: tell the broker why (it records no decision).
+    private func finish(_ prompt: PromptMessage, _ input: Terminal.Input, _ terminal: Terminal) throws -> Outcome {
+        terminal.write("\n")
+        switch input {
+        case .line:
+            return .answered
+        case .endOfInput:
+            try answer(prompt, .cancel(.endOfInput))
+            return .answered
+        case .signal(let number):
+            try answer(prompt, .cancel(.interrupted))
+            return .interrupted(number)
+        case .other:
+            return .ended
+        }
+    }
+
+    private func answer(_ prompt: PromptMessage, _ value: PromptAnswer.Answer) throws {
+        do {
+            try client.answer(PromptAnswer(prompt: prompt.prompt, answer: value), to: id)
+        } catch {
+            throw RequestCommand.failure(error)
+        }
+    }
+}
+
+/// `devaccess request --json` (docs/json.md).
+struct RequestDocument: Encodable {
+    var user: String
+    var uid: UInt32
+    var results: [RequestResultDocument]
+    var permissions: [PermissionDocument]
+
+    init(_ decision: DecisionReply) {
+        user = decision.user
+        uid = decision.uid
+        results = decision.results.map(RequestResultDocument.init)
+        permissions = decision.permissions.map(PermissionDocument.init)
+    }
+}
+
+struct RequestResultDocument: Encodable {
+    var permission: String
+    var outcome: String
+    var how: String?
+    var grant: Int64?
+    var term: String?
+    var expires: String?
+    var pending: Int64?
+    var why: String?
+    var message: String
+
+    init(_ result: RequestResult) {
+        permission = result.permission.rawValue
+        outcome = result.outcome.rawValue
+        how = result.how?.rawValue
+        grant = result.grant
+        term = result.term?.rawValue
+        expires = result.expires
+        pending = result.pending
+        why = result.why?.rawValue
+        message = result.message
+    }
+}
