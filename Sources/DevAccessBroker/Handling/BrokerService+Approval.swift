@@ -52,10 +52,18 @@ extension BrokerService {
             }
             if let outcome = outcomes[id] {
                 if let result = outcome.results.first(where: { $0.permission == permission }) { return (permission, result) }
-                let resolution = outcome.request.resolution?.rawValue ?? "resolved"
-                return (permission, RequestResult(permission: permission, outcome: .undecided, why: .dismissed,
-                                                  message: "request \(id) was \(resolution) without a decision about "
-                                                      + permission.rawValue))
+                // Resolved while this request was being registered: the ledger says how.
+                let by = outcome.request.resolvedBy.map { " by \($0.name)" } ?? ""
+                switch outcome.request.resolution {
+                case .approved?:
+                    return (permission, RequestResult(permission: permission, outcome: .granted, how: .admin,
+                                                      message: "request \(id) was approved\(by)"))
+                case .rejected?:
+                    return (permission, RequestResult(permission: permission, outcome: .denied, how: .admin,
+                                                      message: "request \(id) was rejected\(by)"))
+                case .withdrawn?, nil:
+                    return (permission, Self.undecided(permission, .dismissed))
+                }
             }
             let earlier = fresh.contains(id) ? "" : " (an earlier request of yours, still waiting)"
             let advice = wait ? "you stopped waiting; it stays queued"

@@ -252,8 +252,7 @@ extension BrokerService {
             : grant.decision == .deny && grant.expires == nil ? "until reset" : ends.map { "until \($0)" } ?? ""
         return RequestResult(permission: grant.permission, outcome: outcome, how: decidedBy(grant.method), grant: grant.id,
                              term: term ?? stored, expires: ends,
-                             message: "\(grant.permission.rawValue) \(verb) \(terms) (grant \(grant.id), "
-                                 + "\(grant.method.rawValue))")
+                             message: "\(verb) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
     }
 
     // MARK: Prompts
@@ -329,7 +328,7 @@ extension BrokerService {
             outcome["outcome"] = "timeout"
             return .undecided(.timeout)
         case .departed(let departure):
-            outcome["outcome"] = "client-\(departure)"
+            outcome["outcome"] = "client-\(departure.word)"
             return .undecided(Self.reason(departure))
         case .mismatched(let answered, let open):
             outcome["outcome"] = "invalid"
@@ -398,7 +397,7 @@ extension BrokerService {
                 audit(context, group, stage: "prompt", extra: outcome)
                 return .undecided(.timeout)
             case .departed(let departure):
-                outcome["outcome"] = "client-\(departure)"
+                outcome["outcome"] = "client-\(departure.word)"
                 audit(context, group, stage: "prompt", extra: outcome)
                 return .undecided(Self.reason(departure))
             case .mismatched(let answered, let open):

@@ -19,6 +19,16 @@ public final class Exchange: Sendable {
         case badMessage
         /// The broker is stopping.
         case shutdown
+
+        /// For logs and the audit trail.
+        public var word: String {
+            switch self {
+            case .closed: return "closed"
+            case .endOfStream: return "end-of-stream"
+            case .badMessage: return "bad-message"
+            case .shutdown: return "shutdown"
+            }
+        }
     }
 
     public enum ClientEvent: Sendable {

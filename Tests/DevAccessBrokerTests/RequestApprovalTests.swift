@@ -1,0 +1,121 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessCore
+import DevAccessLedger
+import DevAccessProtocol
+import DevAccessTestSupport
+
+/// Policy auth_admin: the request waits in the ledger; an administrator (a member of the
+/// daemon's admin group) lists, approves or rejects it; anyone else is refused and audited.
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes users, groups and nodes"))
+struct RequestApprovalTests {
+    @Test func queuedThenApprovedByAnAdminAndRefusedToOthers() throws {
+        let carol = try TestUser("admin")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=auth_admin\n", admins: [carol])
+        let erin = try TestUser("queued")
+        let mallory = try TestUser("nosy")
+
+        let queued = try erin.onTerminal(["request", "camera", "--for", "2h", "--reason", "lab work", "--json"] + setup.socket)
+        #expect(queued.exit == 4, "\(queued.output)")
+        #expect(queued.prompts == 0)
+        #expect(queued.output.contains("queued as request 1 for an administrator"))
+        #expect(queued.output.contains(#""outcome" : "pending""#))
+        #expect(try !erin.canOpen(setup.camera, .read))
+
+        // Asked again while it waits: says so, queues nothing new.
+        let again = try erin.onTerminal(["request", "camera"] + setup.socket)
+        #expect(again.output.contains("already waiting as request 1"), "\(again.output)")
+        #expect(try setup.ledger().pendingRequests().count == 1)
+
+        // Only admins list, approve, reject; the rest is refused and audited.
+        let listing = try mallory.devaccess(["pending"] + setup.socket)
+        #expect(listing.status == 77, "\(listing.stderr)")
+        let refused = try mallory.devaccess(["approve", "1"] + setup.socket)
+        #expect(refused.status == 77)
+        #expect(refused.stderr.contains("may not approve request 1"))
+        #expect(try mallory.devaccess(["reject", "1"] + setup.socket).status == 77)
+        let refusals = try setup.ledger().events().map(\.event).filter { $0.type == .refused }
+        #expect(refusals.map { $0.details["operation"] } == ["pending", "approve", "reject"])
+        #expect(refusals.dropFirst().allSatisfy { $0.subject == Principal(uid: erin.uid, name: erin.name) })
+        #expect(refusals.allSatisfy { $0.actor?.uid == mallory.uid })
+        #expect(try setup.ledger().pendingRequest(id: 1)?.isWaiting == true, "refusals change nothing")
+
+        let pending = try carol.devaccess(["pending", "--json"] + setup.socket)
+        #expect(pending.status == 0, "\(pending.stderr)")
+        let requests = try #require(try json(pending.stdout)["requests"] as? [[String: Any]])
+        #expect(requests.count == 1)
+        #expect(requests.first?["id"] as? Int == 1)
+        #expect(requests.first?["user"] as? String == erin.name)
+        #expect(requests.first?["permissions"] as? [String] == ["camera"])
+        #expect(requests.first?["term"] as? String == "for" && requests.first?["duration"] as? Int == 7200)
+        #expect(requests.first?["reason"] as? String == "lab work")
+        #expect(requests.first?["program"] as? String == DaemonTests.realPath(TestProcess.devaccessBinary))
+        let table = try carol.devaccess(["pending"] + setup.socket)
+        #expect(table.stdout.contains("for 2h") && table.stdout.contains(erin.name))
+
+        let approved = try carol.devaccess(["approve", "1", "--reason", "ok for the lab"] + setup.socket)
+        #expect(approved.status == 0, "\(approved.stderr)")
+        #expect(approved.stdout.contains("request 1 of \(erin.name) (uid \(erin.uid)) approved"))
+        #expect(try erin.canOpen(setup.camera, .readWrite), "approved: the ACL entry is there")
+        let grant = try #require(try setup.grants(erin).first)
+        #expect(grant.method == .admin && grant.decidedBy == Principal(uid: carol.uid, name: carol.name))
+        #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 7200) < 2)
+        #expect(try setup.ledger().pendingRequests().isEmpty)
+        // Once only.
+        let twice = try carol.devaccess(["approve", "1"] + setup.socket)
+        #expect(twice.status == 64 && twice.stderr.contains("already approved by \(carol.name)"), "\(twice.stderr)")
+        #expect(try carol.devaccess(["reject", "99"] + setup.socket).status == 64)
+
+        // The requester coming back finds it decided.
+        let back = try erin.onTerminal(["request", "camera"] + setup.socket)
+        #expect(back.exit == 0 && back.output.contains("already allowed"), "\(back.output)")
+    }
+
+    @Test func aWaitingRequesterHearsTheRejection() throws {
+        let carol = try TestUser("admin")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=auth_admin\n[microphone]\nDefault=auth_admin\n",
+                                     admins: [carol])
+        let frank = try TestUser("waits")
+        let waiting = ResultBox<TerminalRun>()
+        let thread = Thread {
+            waiting.set(Result { try frank.onTerminal(["request", "camera", "microphone", "--wait"] + setup.socket) })
+        }
+        thread.start()
+        // Reject once the request is in the queue (the waiter registers right after).
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, (try? setup.ledger().pendingRequests().isEmpty) ?? true { usleep(50_000) }
+        try #require(try setup.ledger().pendingRequests().count == 1)
+        let rejected = try carol.devaccess(["reject", "1", "--reason", "not on this machine"] + setup.socket)
+        #expect(rejected.status == 0, "\(rejected.stderr)")
+        let finished = try waiting.wait(seconds: 30)
+        #expect(finished.exit == 3, "\(finished.output)")
+        #expect(finished.output.contains("waiting for the answer"))
+        #expect(finished.output.contains("camera      denied") && finished.output.contains("microphone  denied"))
+        let grants = try setup.grants(frank)
+        #expect(grants.count == 2 && grants.allSatisfy { $0.decision == .deny && $0.method == .admin })
+        #expect(try !frank.canOpen(setup.camera, .read))
+        // A rejection is a denial: not asked again.
+        let again = try frank.onTerminal(["request", "camera"] + setup.socket)
+        #expect(again.exit == 3 && again.output.contains("not asked again"), "\(again.output)")
+    }
+}
+
+/// One result from another thread.
+final class ResultBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private let done = DispatchSemaphore(value: 0)
+    private var value: Result<Value, any Error>?
+
+    func set(_ result: Result<Value, any Error>) {
+        lock.withLock { value = result }
+        done.signal()
+    }
+
+    func wait(seconds: Double) throws -> Value {
+        guard done.wait(timeout: .now() + seconds) == .success, let result = lock.withLock({ value }) else {
+            throw SetupError("no result within \(seconds) s")
+        }
+        return try result.get()
+    }
+}
