@@ -71,12 +71,12 @@ public enum Daemon {
         }
 
         let devices = deviceSetup(options, log: log)
-        // Made before the service so request handling can hand its decisions to it
-        // (`perform`); started only once the socket is bound, below.
+        // Made before the service, which hands its decisions to it (`perform`), so they
+        // and hotplug/expiry runs share one queue; started once the socket is bound.
         let live = makeLiveEnforcer(ledger: ledger, devices: devices, options: options, log: log)
         let service = BrokerService(probe: FreshProbe(probe: devices.probe),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
-                                    configDirectory: options.configDirectory, log: log)
+                                    configDirectory: options.configDirectory, log: log, enforcement: live)
         let server: BrokerServer
         do {
             server = try BrokerServer(socketPath: options.socketPath, handler: service, log: log, limits: options.limits)

@@ -233,3 +233,31 @@ public final class LiveEnforcer: Sendable {
         _ = Glibc.write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
     }
 }
+
+/// The broker's decisions (request flow, approvals) go through the same worker as
+/// hotplug, expiry and periodic runs: one queue, one engine run at a time, and the
+/// expiry timer re-armed after each decision.
+extension LiveEnforcer: DecisionEnforcement {
+    public func perform<R: Sendable>(
+        _ operation: String, _ body: @escaping @Sendable (Enforcer) throws(EnforcementError) -> (R, EnforcementReport)
+    ) async throws(DecisionEnforcementFailure) -> R {
+        do throws(Failure) {
+            let carried = try await perform(operation) { (engine: Enforcer) throws(EnforcementError) -> Carried<R> in
+                let (value, report) = try body(engine)
+                return Carried(value: value, enforcementReport: report)
+            }
+            return carried.value
+        } catch {
+            switch error {
+            case .engine(let engineError): throw .engine(engineError)
+            case .stopped: throw .unavailable(error.description)
+            }
+        }
+    }
+}
+
+/// A decision's value with the report of its run, so the worker can log it.
+struct Carried<Value: Sendable>: EnforcementOutcome {
+    var value: Value
+    var enforcementReport: EnforcementReport
+}
