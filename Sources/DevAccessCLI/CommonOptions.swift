@@ -64,13 +64,12 @@ enum CommonOptions {
 
     static func probeOptions(_ arguments: ParsedArguments, command: String) throws(UsageError) -> ProbeOptions {
         var options = ProbeOptions()
-        let environment = getenv("DEVACCESS_GPSD").map { String(cString: $0) }
-        if let text = arguments.value("gpsd") ?? environment {
-            do {
-                options.gpsd = try GpsdEndpoint(parsing: text)
-            } catch {
-                throw UsageError(message: "\(error)", command: command)
-            }
+        do {
+            // --gpsd wins; an unset or empty DEVACCESS_GPSD means the default.
+            options.gpsd = try arguments.value("gpsd").map { try GpsdEndpoint(parsing: $0) }
+                ?? GpsdEndpoint.fromEnvironment()
+        } catch {
+            throw UsageError(message: "\(error)", command: command)
         }
         if let text = arguments.value("gpsd-timeout") {
             guard let ms = Int(text), ms > 0, ms <= 60_000 else {

@@ -6,7 +6,7 @@ import Foundation
 /// default). One of them at most.
 enum GrantTerm {
     static let forOption = OptionSpec(long: "for", short: nil, value: "DURATION",
-                                      help: "Hold for this long: 90s, 15m, 8h, 7d, 1h30m.")
+                                      help: "Hold for this long: 90s, 15m, 8h, 7d, 2w, 1h30m.")
     static let untilOption = OptionSpec(long: "until", short: nil, value: "TIME",
                                         help: "Hold until this ISO 8601 time (2026-12-01T18:00Z; no zone = local).")
     static let alwaysOption = OptionSpec(long: "always", short: nil, value: nil,

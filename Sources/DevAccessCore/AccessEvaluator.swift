@@ -61,8 +61,10 @@ public enum AccessEvaluator {
         var maskedOut: AccessMode = .none
     }
 
+    /// `acl_permission_check` consults the ACL only when the group bits of the mode (which
+    /// show the ACL mask) are not all clear; with mask `---` the mode bits decide.
     private static func check(_ node: NodeFacts, _ user: UserIdentity, want: AccessMode) -> Check {
-        guard let acl = node.acl else {
+        guard let acl = node.acl, node.mode & 0o070 != 0 else {
             return checkMode(node, user, want: want)
         }
         return checkACL(acl, node, user, want: want)

@@ -4,7 +4,7 @@ public enum DurationText {
     public struct ParseError: Error, Equatable, CustomStringConvertible {
         public var text: String
         public var description: String {
-            "'\(text)' is not a duration; write a number with a unit s, m, h or d (90s, 15m, 8h, 7d, 1h30m)"
+            "'\(text)' is not a duration; write a number with a unit s, m, h, d or w (90s, 15m, 8h, 7d, 2w, 1h30m)"
         }
     }
 

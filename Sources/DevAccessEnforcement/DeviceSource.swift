@@ -22,6 +22,7 @@ public struct MachineDeviceSource: DeviceSource {
         if permission == .location {
             return LocationAdapter.probe(endpoint: probeOptions.gpsd, timeout: probeOptions.gpsdTimeout)
         }
-        return MachineProbe.probeLocal(permission)
+        // Enforcement runs on every hotplug and timer tick: classify from udev, do not wake cameras.
+        return MachineProbe.probeLocal(permission, openNodes: false)
     }
 }

@@ -31,7 +31,8 @@ public enum MachineProbe {
     }
 
     /// One udev-based permission, synchronously (the monitor re-probes with this).
-    public static func probeLocal(_ permission: Permission) -> AdapterReport {
+    /// `openNodes: false` for frequent runs (enforcement): classify from udev where it can.
+    public static func probeLocal(_ permission: Permission, openNodes: Bool = true) -> AdapterReport {
         let udev: Udev
         do {
             udev = try Udev()
@@ -39,7 +40,7 @@ public enum MachineProbe {
             return AdapterReport(permission: permission, devices: [], unavailableReason: error.description)
         }
         switch permission {
-        case .camera: return CameraAdapter.probe(udev: udev)
+        case .camera: return CameraAdapter.probe(udev: udev, openNodes: openNodes)
         case .microphone: return MicrophoneAdapter.probe(udev: udev)
         default:
             return AdapterReport(permission: permission, devices: [],

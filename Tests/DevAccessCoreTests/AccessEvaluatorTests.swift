@@ -114,4 +114,13 @@ struct AccessEvaluatorTests {
         let entries = acl(mask: AccessMode.none, other: .read, extra: [ACLEntry(tag: .user(2000), permissions: .read)])
         #expect(AccessEvaluator.evaluate(node(acl: entries), for: user()).access == .read)
     }
+
+    @Test func emptyMaskMeansTheModeBitsDecide() {
+        // Kernel: with mask --- (group bits 0) the ACL is not consulted at all, so a named
+        // user falls through to 'other'. The mode's group bits show the mask.
+        let entries = acl(mask: AccessMode.none, other: .read, extra: [ACLEntry(tag: .user(1000), permissions: .readWrite)])
+        let result = AccessEvaluator.evaluate(node(mode: 0o604, acl: entries), for: user())
+        #expect(result.access == .read)
+        #expect(result.decidedBy == .other)
+    }
 }

@@ -114,7 +114,7 @@ struct PolicyTests {
         ("[Rule]\nUser=alice", 1, "[Rule] has no Action= line"),
         ("[Rule]\nPermission=camra\nAction=deny", 2, "unknown permission 'camra' in Permission=; valid: camera, microphone, location, *"),
         ("[Rule]\nProgram=cheese\nAction=allow", 2, "Program= needs absolute paths, 'cheese' is not one"),
-        ("[camera]\nMaxDuration=forever", 2, "MaxDuration=: 'forever' is not a duration; write a number with a unit s, m, h or d (90s, 15m, 8h, 7d, 1h30m)"),
+        ("[camera]\nMaxDuration=forever", 2, "MaxDuration=: 'forever' is not a duration; write a number with a unit s, m, h, d or w (90s, 15m, 8h, 7d, 2w, 1h30m)"),
         ("[camera\nDefault=ask", 1, "section header '[camera' lacks its closing ']'"),
     ])
     func errorsNameFileLineAndProblem(text: String, line: Int, problem: String) {

@@ -296,16 +296,18 @@ struct LocationAdapterTests {
         #expect(elapsed < Self.budget + Self.slack, "took \(elapsed)")
     }
 
-    /// Receiver nodes: a symlink is reported by its target; a non-device is refused.
-    @Test func receiverNodeInspection() throws {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("devaccess-gps-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let link = directory.appendingPathComponent("gps0").path
-        let file = directory.appendingPathComponent("plain").path
+    /// Receiver nodes: only paths inside /dev are examined (the path comes from whoever
+    /// answers on gpsd's port); a symlink is reported by its target; a non-device is refused.
+    @Test(.enabled(if: getuid() == 0, "needs root: makes entries in /dev"))
+    func receiverNodeInspection() throws {
+        let tag = "devaccess-gps-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let link = "/dev/\(tag)-gps0", file = "/dev/\(tag)-plain", escape = "/dev/\(tag)-escape"
+        let outside = FileManager.default.temporaryDirectory.appendingPathComponent(tag).path
+        defer { for path in [link, file, escape, outside] { try? FileManager.default.removeItem(atPath: path) } }
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/dev/null")
         #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        #expect(FileManager.default.createFile(atPath: outside, contents: Data()))
+        try FileManager.default.createSymbolicLink(atPath: escape, withDestinationPath: outside)
 
         guard case .present(let facts) = LocationAdapter.inspectNode(link) else {
             Issue.record("a symlink to a character device must be present: \(LocationAdapter.inspectNode(link))")
@@ -317,11 +319,17 @@ struct LocationAdapterTests {
             return
         }
         #expect(why.contains("not a character device"))
-        guard case .unusable(let gone) = LocationAdapter.inspectNode(directory.appendingPathComponent("no").path) else {
+        guard case .unusable(let gone) = LocationAdapter.inspectNode("/dev/\(tag)-missing") else {
             Issue.record("a missing node must be unusable")
             return
         }
         #expect(gone.contains("no longer exists"))
+        #expect(LocationAdapter.inspectNode(outside) == .unusable("\(outside) is not under /dev; devaccess does not examine it"))
+        guard case .unusable(let escaped) = LocationAdapter.inspectNode(escape) else {
+            Issue.record("a /dev symlink leading outside /dev must not be examined")
+            return
+        }
+        #expect(escaped.contains("leads outside /dev"))
     }
 
     // MARK: Scripted gpsd (exact reports, no timing from a real receiver)

@@ -74,6 +74,13 @@ struct NodeAccessTests {
         try expectAgreement(node, alice, expected: .read)
     }
 
+    @Test func emptyMaskSendsNamedEntriesToTheModeBits() throws {
+        let node = try directory.makeNullNode("empty-mask", mode: "0604")
+        try TestProcess.shell("setfacl -m u:\(bob.name):rw,g:\(crew.name):rw,m::--- '\(node)'")
+        try expectAgreement(node, bob, expected: .read)
+        try expectAgreement(node, alice, expected: .read)
+    }
+
     @Test func groupClassWithoutTheBitsBlocksOther() throws {
         // alice matches the owning group, which has nothing; 'other' would give rw but does not apply.
         let node = try directory.makeNullNode("blocked", group: crew.name, mode: "0606")

@@ -15,9 +15,11 @@ struct PasswordCheckTests {
         user = try TestUser("pam")
         let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../config/pam.d/devaccess").standardized.path
-        try TestProcess.shell("cp '\(shipped)' /etc/pam.d/\(service)")
+        // Without the service file PAM would silently use /etc/pam.d/other instead.
+        let copied = try TestProcess.run("/bin/cp", [shipped, "/etc/pam.d/\(service)"])
+        try #require(copied.status == 0, "cp \(shipped): \(copied.stderr)")
         let set = try TestProcess.shell("echo '\(user.name):correct horse 42' | chpasswd")
-        #expect(set.status == 0, "chpasswd: \(set.stderr)")
+        try #require(set.status == 0, "chpasswd: \(set.stderr)")
     }
 
     @Test func rightPasswordPassesWrongOneIsRejected() throws {
@@ -34,9 +36,15 @@ struct PasswordCheckTests {
 
     @Test func lockedAccountIsRejected() throws {
         defer { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(service)") }
-        try TestProcess.shell("usermod -L \(user.name)")
-        #expect(throws: PasswordCheck.Failure.self) {
+        try PasswordCheck.verify(user: user.name, password: "correct horse 42", service: service)
+        try #require(try TestProcess.run("/usr/sbin/usermod", ["-L", user.name]).status == 0)
+        do {
             try PasswordCheck.verify(user: user.name, password: "correct horse 42", service: service)
+            Issue.record("a locked account was accepted")
+        } catch {
+            // pam_unix refuses a locked ('!'-prefixed) hash at authentication: a rejection.
+            #expect(error.isRejection, "\(error)")
+            #expect(error.stage == "authenticate")
         }
     }
 }

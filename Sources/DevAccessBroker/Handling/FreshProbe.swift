@@ -27,7 +27,7 @@ public final class FreshProbe: Sendable {
         { permission in
             switch permission {
             case .camera, .microphone:
-                return MachineProbe.probeLocal(permission)
+                return MachineProbe.probeLocal(permission, openNodes: false)
             case .location:
                 return LocationAdapter.probe(endpoint: options.gpsd, timeout: options.gpsdTimeout)
             default:

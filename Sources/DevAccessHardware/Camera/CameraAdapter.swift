@@ -10,7 +10,9 @@ import DevAccessCore
 public enum CameraAdapter {
     static let attributes = ["name", "index"]
 
-    public static func probe(udev: Udev) -> AdapterReport {
+    /// `openNodes: false` prefers udev's ID_V4L_CAPABILITIES and opens a node only when
+    /// udev has no answer: enforcement runs often and must not wake cameras each time.
+    public static func probe(udev: Udev, openNodes: Bool = true) -> AdapterReport {
         let nodes: [UdevDevice]
         do {
             nodes = try udev.devices(subsystem: "video4linux", attributes: attributes)
@@ -20,7 +22,7 @@ public enum CameraAdapter {
         var devices: [Device] = []
         var notes: [Reason] = []
         for node in nodes {
-            switch classify(node) {
+            switch classify(node, openNodes: openNodes) {
             case .camera(let device, let note):
                 devices.append(device)
                 if let note { notes.append(note) }
@@ -43,7 +45,7 @@ public enum CameraAdapter {
         case notCamera(Reason)
     }
 
-    public static func classify(_ node: UdevDevice) -> Classification {
+    public static func classify(_ node: UdevDevice, openNodes: Bool = true) -> Classification {
         guard let devnode = node.devnode else {
             return .notCamera(Reason(.skipped, "\(node.sysname): no device node"))
         }
@@ -51,13 +53,14 @@ public enum CameraAdapter {
         guard node.sysname.hasPrefix("video") else {
             return .notCamera(Reason(.skipped, "\(devnode): a \(nodeType(node.sysname)) node, not a video node"))
         }
-        let capability: V4L2Capability?
+        var capability: V4L2Capability?
         var note: Reason?
-        do {
-            capability = try V4L2Capability.query(node: devnode, major: node.major, minor: node.minor)
-        } catch {
-            capability = nil
-            note = Reason(.probe, "\(devnode): \(error.description); classified from udev's ID_V4L_CAPABILITIES")
+        if openNodes || node.properties["ID_V4L_CAPABILITIES"] == nil {
+            do {
+                capability = try V4L2Capability.query(node: devnode, major: node.major, minor: node.minor)
+            } catch {
+                note = Reason(.probe, "\(devnode): \(error.description); classified from udev's ID_V4L_CAPABILITIES")
+            }
         }
         let isCapture: Bool
         let roles: [String]

@@ -45,18 +45,26 @@ public struct V4L2Capability: Sendable, Hashable {
         }
     }
 
-    /// Opens the node and asks for its capabilities, after checking that what was
-    /// opened is the character device udev reported. O_NONBLOCK: never wait for a
-    /// busy device; QUERYCAP does not start streaming or turn on a camera's LED.
+    /// Asks a node for its capabilities. The path is first pinned with
+    /// O_PATH|O_NOFOLLOW and checked to be the character device udev reported; only
+    /// then is the device itself opened, through /proc/self/fd, so a symlink or a
+    /// swapped node is never opened. O_NONBLOCK: never wait for a busy device;
+    /// QUERYCAP does not start streaming or turn on a camera's LED.
     public static func query(node: String, major: UInt32, minor: UInt32) throws(QueryError) -> V4L2Capability {
-        let fd = Glibc.open(node, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-        if fd < 0 { throw .open(.current) }
-        defer { _ = Glibc.close(fd) }
+        let pinned: FileDescriptor
+        do {
+            pinned = try FileDescriptor.openPath(node)
+        } catch {
+            throw .open(error)
+        }
         var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFCHR,
+        guard fstat(pinned.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFCHR,
               devaccess_v4l2_major(info.st_rdev) == major, devaccess_v4l2_minor(info.st_rdev) == minor else {
             throw .notTheDevice(expected: "\(major):\(minor)")
         }
+        let fd = Glibc.open(pinned.procPath, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        if fd < 0 { throw .open(.current) }
+        defer { _ = Glibc.close(fd) }
         var capability = v4l2_capability()
         let rc = devaccess_v4l2_querycap(fd, &capability)
         if rc < 0 { throw .ioctl(Errno(rawValue: -rc)) }

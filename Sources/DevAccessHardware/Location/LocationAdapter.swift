@@ -23,15 +23,6 @@ public enum LocationAdapter {
         return report(for: status, inspect: inspectNode)
     }
 
-    /// The same probe at the endpoint `DEVACCESS_GPSD` names (default 127.0.0.1:2947).
-    public static func probeFromEnvironment(timeout: Duration = GpsdClient.defaultTimeout) -> AdapterReport {
-        do {
-            return probe(endpoint: try GpsdEndpoint.fromEnvironment(), timeout: timeout)
-        } catch {
-            return AdapterReport(permission: .location, devices: [], unavailableReason: error.description)
-        }
-    }
-
     /// Maps gpsd's answer to devices; `inspect` examines a receiver's node (tests swap it).
     public static func report(for status: GpsdStatus,
                               inspect: (String) -> DeviceNode.State = inspectNode) -> AdapterReport {
@@ -67,10 +58,18 @@ public enum LocationAdapter {
         guard path.hasPrefix("/") else {
             return .unusable("\(path) is a network source of gpsd, not a device node on this machine")
         }
+        // The path comes from whoever answers on gpsd's port (any local user, when gpsd
+        // is down): look only inside /dev, where root decides what exists.
+        guard path.hasPrefix("/dev/") else {
+            return .unusable("\(path) is not under /dev; devaccess does not examine it")
+        }
         var target = path
         if let resolved = realpath(path, nil) {
             target = String(cString: resolved)
             free(resolved)
+        }
+        guard target.hasPrefix("/dev/") else {
+            return .unusable("\(path) leads outside /dev (to \(target)); devaccess does not examine it")
         }
         let facts: NodeFacts
         do {
