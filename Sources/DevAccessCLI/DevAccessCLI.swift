@@ -125,11 +125,28 @@ struct CommandFailure: Error {
 /// that `monitor` lines reach a pipe as they are printed.
 struct Console: Sendable {
     func out(_ text: String) {
-        write(STDOUT_FILENO, text.hasSuffix("\n") ? text : text + "\n")
+        write(STDOUT_FILENO, Console.printable(text.hasSuffix("\n") ? text : text + "\n"))
     }
 
     func error(_ text: String) {
-        write(STDERR_FILENO, text + "\n")
+        write(STDERR_FILENO, Console.printable(text + "\n"))
+    }
+
+    /// Device names come from hardware (a USB iProduct string), gpsd and ALSA: control
+    /// characters in them are shown as `\xNN`, so no device can send escape sequences
+    /// to an admin's terminal. JSON output has none left (the encoder escapes them).
+    static func printable(_ text: String) -> String {
+        var result = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            if (value < 0x20 && scalar != "\n" && scalar != "\t") || (0x7F...0x9F).contains(value) {
+                let hex = String(value, radix: 16, uppercase: true)
+                result.append(contentsOf: ("\\x" + (hex.count < 2 ? "0" + hex : hex)).unicodeScalars)
+            } else {
+                result.append(scalar)
+            }
+        }
+        return String(result)
     }
 
     private func write(_ fd: CInt, _ text: String) {

@@ -46,3 +46,11 @@ struct ArgumentParserTests {
         #expect(spec.helpText.contains("--help"))
     }
 }
+
+struct ConsoleTests {
+    @Test func controlCharactersFromHardwareAreShownEscaped() {
+        #expect(Console.printable("cam\u{1B}]0;pwned\u{07}\n") == "cam\\x1B]0;pwned\\x07\n")
+        #expect(Console.printable("a\u{9B}31mb\tc") == "a\\x9B31mb\tc")
+        #expect(Console.printable("Integrated Camera: Integrated C") == "Integrated Camera: Integrated C")
+    }
+}
