@@ -23,6 +23,8 @@ struct RequestApprovalTests {
         #expect(queued.output.contains(#""outcome" : "pending""#))
         #expect(try !erin.canOpen(setup.camera, .read))
 
+        // The queue is in the ledger: it survives the requester leaving and a broker restart.
+        try setup.restart()
         // Asked again while it waits: says so, queues nothing new.
         let again = try erin.onTerminal(["request", "camera"] + setup.socket)
         #expect(again.output.contains("already waiting as request 1"), "\(again.output)")

@@ -11,7 +11,11 @@ import DevAccessTestSupport
 final class RequestSetup: @unchecked Sendable {
     let nodes: TemporaryDirectory
     let config: TemporaryDirectory
-    let daemon: RunningDaemon
+    private(set) var daemon: RunningDaemon
+    /// The ledger's directory: the first daemon's, kept by the ones after a restart.
+    let stateDirectory: String
+    private let arguments: [String]
+    private let environment: [String: String]
     let camera: String
     let microphone: String
     let admins: TestGroup?
@@ -36,18 +40,33 @@ final class RequestSetup: @unchecked Sendable {
         try TestProcess.shell("cp '\(shipped)' /etc/pam.d/\(pamService)")
         var arguments = ["--config-dir", config.path]
         if let group = self.admins { arguments += ["--admin-group", group.name] }
-        daemon = try RunningDaemon(arguments: arguments, environment: [
+        environment = [
             "DEVACCESS_TEST_DEVICES": devices, "DEVACCESS_PROMPT_TIMEOUT": String(promptTimeout),
             "DEVACCESS_TEST_PAM_SERVICE": pamService,
-        ])
+        ]
+        self.arguments = arguments
+        daemon = try RunningDaemon(arguments: arguments, environment: environment)
+        stateDirectory = daemon.stateDirectory
     }
+
+    /// Stops the daemon (SIGTERM) and starts another on the same ledger, socket and policy.
+    func restart() throws {
+        let state = stateDirectory
+        let socket = daemon.socketPath
+        guard daemon.stop() == 0 else { throw SetupError("devaccessd did not stop cleanly: \(daemon.log)") }
+        // The old daemon's directory (its ledger) lives as long as `previous` does.
+        previous.append(daemon)
+        daemon = try RunningDaemon(arguments: arguments + ["--state-dir", state], environment: environment, socket: socket)
+    }
+
+    private var previous: [RunningDaemon] = []
 
     deinit { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(pamService)") }
 
     var socket: [String] { ["--socket", daemon.socketPath] }
 
     func ledger() throws -> Ledger {
-        try Ledger(path: daemon.stateDirectory + "/" + Ledger.fileName, mode: .readOnly, journal: .disabled)
+        try Ledger(path: stateDirectory + "/" + Ledger.fileName, mode: .readOnly, journal: .disabled)
     }
 
     /// Every decision of `user`, standing or not.

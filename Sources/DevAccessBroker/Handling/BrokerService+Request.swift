@@ -33,6 +33,10 @@ struct RequestContext: Sendable {
     let user: UserIdentity
     let exchange: Exchange?
     let devices: [PromptDevice]
+    /// The request's audit events not written yet: they are written together before the
+    /// broker waits (for a person or the engine) and when the request ends, so a request
+    /// answered at once costs one ledger transaction, not one per stage.
+    let audit = AuditBuffer()
 
     var subject: Principal { Principal(uid: user.uid, name: user.name) }
     var reason: String { request.reason ?? "" }
@@ -77,6 +81,7 @@ extension BrokerService {
         let context = RequestContext(request: request, wireID: envelope.id, peer: peer, user: user, exchange: exchange,
                                      devices: devices)
         let standing = Decisions(active: read.grants.filter { $0.subject.uid == user.uid })
+        defer { flushAudit(context) }
 
         // 1. What is answered at once, and who decides the rest.
         var results: [Permission: RequestResult] = [:]
@@ -127,6 +132,7 @@ extension BrokerService {
             }
         }
         if !plans.isEmpty {
+            flushAudit(context)
             do {
                 for (permission, grant) in try await record(plans, context: context, enforcement: enforcement) {
                     results[permission] = Self.result(for: grant, outcome: grant.decision == .allow ? .granted : .denied,
@@ -141,6 +147,7 @@ extension BrokerService {
 
         // 5. auth_admin: queued in the ledger; optionally wait for the administrator.
         if let group = byAction[.authAdmin] {
+            flushAudit(context)
             do {
                 for (permission, result) in try await queueForAdmin(group, context: context, ledger: ledger) {
                     results[permission] = result
@@ -165,9 +172,14 @@ extension BrokerService {
         log.info("request answered", ["uid": String(user.uid), "pid": String(peer.pid), "program": peer.program ?? "-",
                                       "outcomes": ordered.map { "\($0.permission.rawValue)=\($0.outcome.rawValue)" }
                                           .joined(separator: ",")])
-        let (freshReports, freshRead) = await gathered(request.permissions)
-        return .decision(DecisionReply(user: user.name, uid: user.uid, results: ordered,
-                                       permissions: statuses(for: user, reports: freshReports, read: freshRead)))
+        // Nothing recorded, queued or asked (everything answered at once): the statuses of
+        // a moment ago are still the answer; otherwise they are computed again.
+        var after = before
+        if !plans.isEmpty || byAction[.authAdmin] != nil || promptNumber > 0 {
+            let (freshReports, freshRead) = await gathered(request.permissions)
+            after = statuses(for: user, reports: freshReports, read: freshRead)
+        }
+        return .decision(DecisionReply(user: user.name, uid: user.uid, results: ordered, permissions: after))
     }
 
     // MARK: Answered at once
@@ -284,6 +296,7 @@ extension BrokerService {
         if cap == nil { choices.append(PromptChoice(choice: .always, label: "Allow always")) }
         choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
         number += 1
+        flushAudit(context)
         let prompt = PromptMessage(
             prompt: number, kind: .ask, permissions: group, user: context.user.name, program: context.peer.program,
             reason: context.request.reason, devices: context.devices(for: group),
@@ -359,6 +372,7 @@ extension BrokerService {
                 program: context.peer.program, reason: context.request.reason, devices: context.devices(for: group),
                 text: text, choices: [], timeout: settings.promptTimeoutSeconds, attempt: attempt, attempts: attempts)
             var outcome = ["kind": "password", "prompt": String(number), "attempt": String(attempt)]
+            flushAudit(context)
             let end = await ask(prompt, on: context.exchange)
             switch end {
             case .answered(.password(let password)):
@@ -505,11 +519,11 @@ extension BrokerService {
         return details
     }
 
-    /// One `request` event per permission (so `audit --permission` finds them), in one
-    /// transaction. A ledger that cannot be written is logged, not fatal to the answer.
+    /// One `request` event per permission (so `audit --permission` finds them), kept for
+    /// the next `flushAudit`.
     func audit(_ context: RequestContext, _ permissions: [Permission], stage: String,
                perPermission: [Permission: [String: String]] = [:], extra: [String: String] = [:]) {
-        guard let ledger, !permissions.isEmpty else { return }
+        guard !permissions.isEmpty else { return }
         var base = ["stage": stage, "request_id": String(context.wireID), "pid": String(context.peer.pid)]
         if !context.reason.isEmpty { base["reason"] = context.reason }
         if let problem = context.peer.programProblem { base["program_problem"] = problem }
@@ -520,10 +534,34 @@ extension BrokerService {
                        program: context.peer.program,
                        details: base.merging(perPermission[permission] ?? [:]) { _, new in new })
         }
+        context.audit.add(events)
+    }
+
+    /// Writes the request's kept events in one transaction. A ledger that cannot be
+    /// written is logged, not fatal to the answer.
+    func flushAudit(_ context: RequestContext) {
+        let events = context.audit.take()
+        guard let ledger, !events.isEmpty else { return }
         do {
             try ledger.append(contentsOf: events)
         } catch {
-            log.error("could not audit a request", ["stage": stage, "error": error.description])
+            log.error("could not audit a request", ["events": String(events.count), "error": error.description])
+        }
+    }
+}
+
+/// Audit events of one request, kept until they are written together.
+final class AuditBuffer: Sendable {
+    private let events = Mutex<[AuditEvent]>([])
+
+    func add(_ more: [AuditEvent]) {
+        events.withLock { $0 += more }
+    }
+
+    func take() -> [AuditEvent] {
+        events.withLock { list in
+            defer { list = [] }
+            return list
         }
     }
 }
