@@ -103,6 +103,26 @@ struct RequestApprovalTests {
     }
 }
 
+extension RequestApprovalTests {
+    /// Camera asked at the terminal, microphone for an administrator: one request. The
+    /// user dismisses the prompt, so the broker queues the microphone but does not keep
+    /// a user who said nothing waiting.
+    @Test func aDismissedPromptQueuesButDoesNotWait() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n[microphone]\nDefault=auth_admin\n")
+        let gina = try TestUser("mixed")
+        let started = Date()
+        let run = try gina.onTerminal(["request", "camera", "microphone", "--wait", "--json"] + setup.socket,
+                                      answers: [("Answer", "\u{4}")])
+        #expect(run.exit == 4, "\(run.output)")
+        #expect(Date().timeIntervalSince(started) < 20)
+        #expect(run.output.contains(#""why" : "end-of-input""#))
+        #expect(run.output.contains(#""outcome" : "pending""#))
+        #expect(!run.output.contains("waiting for the answer"))
+        #expect(try setup.ledger().pendingRequests().map(\.permissions) == [[.microphone]])
+        #expect(try setup.grants(gina).isEmpty)
+    }
+}
+
 /// One result from another thread.
 final class ResultBox<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()

@@ -15,8 +15,8 @@ extension BrokerService {
     /// Queues the permissions no waiting request of this user covers yet, tells the client
     /// (`queued`), and with `wait` keeps the request open until an administrator decides
     /// or the client leaves.
-    func queueForAdmin(_ group: [Permission], context: RequestContext,
-                       ledger: Ledger) async throws(LedgerError) -> [(Permission, RequestResult)] {
+    func queueForAdmin(_ group: [Permission], context: RequestContext, ledger: Ledger,
+                       mayWait: Bool) async throws(LedgerError) -> [(Permission, RequestResult)] {
         let waiting = try ledger.pendingRequests(uid: context.user.uid)
         var pendingOf: [Permission: Int64] = [:]
         var fresh: Set<Int64> = []
@@ -37,7 +37,7 @@ extension BrokerService {
                 "permissions": uncovered.map(\.rawValue).joined(separator: " ")])
         }
         let ids = Set(pendingOf.values).sorted()
-        let wait = context.request.wait && context.exchange != nil && context.exchange?.departure == nil
+        let wait = mayWait && context.request.wait && context.exchange != nil && context.exchange?.departure == nil
         for id in ids {
             context.exchange?.send(.queued(QueuedReply(pending: id, permissions: group.filter { pendingOf[$0] == id },
                                                        new: fresh.contains(id), waiting: wait)), awaitingAnswer: false)

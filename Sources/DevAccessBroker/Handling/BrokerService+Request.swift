@@ -108,7 +108,8 @@ extension BrokerService {
                                    method: .policy, decidedBy: brokerPrincipal))
         }
         var promptNumber: Int64 = 0
-        // Once the user dismissed a prompt (or left), nothing more is asked of them.
+        // Once a prompt ended without a decision (dismissed, interrupted, timed out, the
+        // client gone, wrong passwords), nothing more is asked of the user, nor waited for.
         var ended: UndecidedReason?
         if let group = byAction[.ask] {
             switch await askConsent(group, context: context, policies: policies, number: &promptNumber) {
@@ -126,6 +127,7 @@ extension BrokerService {
                 switch await confirmPassword(group, context: context, policies: policies, number: &promptNumber) {
                 case .decided(let decided): plans += decided
                 case .undecided(let why):
+                    ended = why
                     for permission in group { results[permission] = Self.undecided(permission, why) }
                 case .broken(let error): return .error(error)
                 }
@@ -149,7 +151,9 @@ extension BrokerService {
         if let group = byAction[.authAdmin] {
             flushAudit(context)
             do {
-                for (permission, result) in try await queueForAdmin(group, context: context, ledger: ledger) {
+                // After a prompt ended unanswered the client is not listening for more: queue, do not wait.
+                for (permission, result) in try await queueForAdmin(group, context: context, ledger: ledger,
+                                                                    mayWait: ended == nil) {
                     results[permission] = result
                 }
             } catch {
