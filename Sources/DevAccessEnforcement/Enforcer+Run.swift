@@ -30,6 +30,9 @@ extension Enforcer {
         var pass = ApplyPass(enforcer: self, decisions: decisions, reports: reports, report: report)
         try pass.apply(records: records, uids: uids)
         report = pass.report
+        // Drift the pass found while editing (an entry that appeared between probe and edit) is
+        // not repeated, nor contradicted by a probe that predates it, by the check below.
+        let told = Set(report.drift.map { ApplyPass.Key(path: $0.nodePath, uid: $0.uid) })
 
         let fresh = nodePermissions.map { devices.report(for: $0) }
         let freshRecords = try ledger.aclEntries()
@@ -41,6 +44,7 @@ extension Enforcer {
             for permissionReport in fresh {
                 report.drift += DriftAnalyzer.drift(report: permissionReport, user: user, decisions: decisions,
                                                     records: freshRecords)
+                    .filter { !told.contains(ApplyPass.Key(path: $0.nodePath, uid: $0.uid)) }
             }
         }
         return report
@@ -57,6 +61,9 @@ extension Enforcer {
 ///   drop the record. A crash in between leaves a record without an entry, which the next
 ///   pass drops.
 /// An entry on a node without a record is not devaccess's: reported as drift, never changed.
+/// That holds for one that appears between the probe and the edit too: a missing entry is
+/// added create-only, and one found there at the edit is left alone and its intent record
+/// dropped.
 struct ApplyPass {
     let enforcer: Enforcer
     let decisions: Decisions
@@ -128,13 +135,33 @@ struct ApplyPass {
         try ledger.recordACLEntryAdded(newEntry(node, facts, device, grant), by: enforcer.actor, subject: grant.subject,
                                        permission: permission, deviceName: device.name, at: enforcer.clock())
         CrashPoint.afterLedgerWrite.hit()
-        let added = Result { () throws(ACLWriter.WriteError) -> Bool in
-            try ACLWriter.addUserEntry(path: node.path, expectedMajor: facts.major, expectedMinor: facts.minor,
-                                       uid: uid, permissions: node.required)
+        let added = Result { () throws(ACLWriter.WriteError) -> AddResult in
+            if entry != nil {
+                // devaccess's own entry (recorded), not in effect: widen it; the mask grows
+                // without widening anyone else.
+                return try ACLWriter.addUserEntry(path: node.path, expectedMajor: facts.major,
+                                                  expectedMinor: facts.minor, uid: uid, permissions: node.required)
+                    ? .added : .alreadyInEffect
+            }
+            // No entry at the probe: create-only, so one that appeared since is found, not taken over.
+            switch try ACLWriter.createUserEntry(path: node.path, expectedMajor: facts.major, expectedMinor: facts.minor,
+                                                 uid: uid, permissions: node.required) {
+            case .created: return .added
+            case .alreadyPresent(let permissions, let effective): return .foreign(permissions, effective: effective)
+            }
         }
-        if case .failure(let error) = added {
+        switch added {
+        case .failure(let error):
             try undoIntent(node.path, uid: uid, grant: grant, permission: permission, device: device, error: error)
             return
+        case .success(.alreadyInEffect):
+            return
+        case .success(.foreign(let permissions, let effective)):
+            try disown(node, permissions: permissions, effective: effective, grant: grant, permission: permission,
+                       device: device)
+            return
+        case .success(.added):
+            break
         }
         CrashPoint.afterACLEdit.hit()
         let entryText = ACLEntry(tag: .user(uid), permissions: node.required, qualifierName: name).text
@@ -142,7 +169,38 @@ struct ApplyPass {
             action: .aclAdded, nodePath: node.path, uid: uid, userName: name, permission: permission,
             deviceID: device.id, grantID: grant.id,
             message: "added \(entryText) on \(node.path) (\(permission.rawValue) \(device.name), grant \(grant.id))"
-                + (record == nil ? "" : "; it was missing (node re-created or an earlier run was interrupted)")))
+                + (record == nil ? "" : entry == nil
+                    ? "; it was missing (node re-created or an earlier run was interrupted)"
+                    : "; it was there but not in effect (its permissions or the ACL mask had been narrowed)")))
+    }
+
+    private enum AddResult {
+        case added
+        /// devaccess's entry was already in effect when the edit came: nothing changed.
+        case alreadyInEffect
+        /// An entry for the user that was not there at the probe: not devaccess's.
+        case foreign(AccessMode, effective: AccessMode)
+    }
+
+    /// An entry for the user appeared between the probe and the edit (logind, an admin): it is
+    /// not devaccess's. The intent record is dropped so nothing of devaccess's claims it (a later
+    /// revoke or expiry leaves it), and it is reported as drift, not as an added entry.
+    private mutating func disown(_ node: DeviceNode, permissions: AccessMode, effective: AccessMode, grant: Grant,
+                                 permission: Permission, device: Device) throws(LedgerError) {
+        let uid = grant.subject.uid, name = grant.subject.name
+        try ledger.recordACLEntryRemoved(nodePath: node.path, qualifier: .user(uid), by: enforcer.actor,
+                                         subject: grant.subject, permission: permission, deviceName: device.name,
+                                         at: enforcer.clock())
+        let entryText = ACLEntry(tag: .user(uid), permissions: permissions, qualifierName: name).text
+        report.drift.append(DriftItem(
+            kind: .unrecordedEntry, permission: permission, deviceID: device.id, nodePath: node.path, uid: uid,
+            userName: name, grantID: grant.id,
+            message: "\(node.path) has \(entryText), which devaccess did not make (it appeared while devaccess was "
+                + "adding its own, and was left as it is); "
+                + (effective.isSuperset(of: node.required)
+                   ? "it serves grant \(grant.id), but revoking will not remove it"
+                   : "devaccess does not change it, so grant \(grant.id) is not in effect there")
+                + " (remove it with 'setfacl -x u:\(name) \(node.path)' and run 'devaccess reconcile')"))
     }
 
     private func newEntry(_ node: DeviceNode, _ facts: NodeFacts, _ device: Device, _ grant: Grant) -> NewACLEntry {

@@ -9,9 +9,17 @@ import DevAccessCore
 /// Every call first proves what it is about to edit: the path is opened `O_PATH|O_NOFOLLOW`,
 /// the descriptor is `fstat`ed, and only a character device with exactly the expected
 /// major:minor is touched, through `/proc/self/fd/N`, so the inode checked is the inode
-/// edited (no symlink, no swapped-in file, no race between check and edit).
-/// Only the one entry and the mask change; the mask is recalculated afterwards (as
-/// systemd's devnode-acl does) so the entry takes effect.
+/// edited (no symlink, no swapped-in file, no race between check and edit). The ACL is
+/// read and written through that same descriptor.
+///
+/// No edit changes what anyone else can effectively do with the node. The mask limits every
+/// group-class entry (owning group, named users, named groups), and an admin may have
+/// narrowed it on purpose (`setfacl -m m::r`, `chmod g-w`). So the mask only grows when the
+/// entry being added needs it to, and then every other group-class entry is first clamped to
+/// what the old mask let it do (its rights ∧ old mask): its effective rights stay exactly as
+/// they were. Removing an entry clamps the same way before the mask is recalculated, and the
+/// mask is dropped only when no named entry is left, where it then equals the (clamped)
+/// owning group's rights: the node is mode-only again with the same access for everyone.
 public enum ACLWriter {
     /// Whose entry.
     public enum Qualifier: Sendable, Hashable, CustomStringConvertible {
@@ -64,8 +72,38 @@ public enum ACLWriter {
         }
     }
 
-    /// Ensures `uid` has at least `permissions` on the node. Returns whether the ACL changed
-    /// (false when an equal or wider entry was already there and effective).
+    /// What a create-only add found.
+    public enum CreateOutcome: Sendable, Hashable {
+        /// There was no entry for the qualifier; one with exactly the asked rights was added.
+        case created
+        /// An entry for the qualifier was already there (someone else's, as far as the
+        /// caller knows): it was left exactly as it was, and nothing else changed either.
+        case alreadyPresent(permissions: AccessMode, effective: AccessMode)
+    }
+
+    /// Adds `user:<uid>:<permissions>` only if the node has no entry for `uid` at all, as
+    /// read through the same verified descriptor the edit goes through. An existing entry
+    /// is never widened, narrowed or taken over: the caller learns it was there.
+    public static func createUserEntry(path: String, expectedMajor: UInt32, expectedMinor: UInt32, uid: UInt32,
+                                       permissions: AccessMode = .readWrite) throws(WriteError) -> CreateOutcome {
+        try createEntry(.user(uid), path: path, expectedMajor: expectedMajor, expectedMinor: expectedMinor,
+                        permissions: permissions)
+    }
+
+    public static func createEntry(_ qualifier: Qualifier, path: String, expectedMajor: UInt32, expectedMinor: UInt32,
+                                   permissions: AccessMode) throws(WriteError) -> CreateOutcome {
+        try withVerifiedNode(path, major: expectedMajor, minor: expectedMinor) { procPath throws(WriteError) in
+            try editACL(procPath, path: path) { acl throws(Errno) in
+                let outcome = try ACLEdit.create(qualifier, permissions: permissions, in: &acl)
+                return (outcome == .created, outcome)
+            }
+        }
+    }
+
+    /// Ensures `uid` has at least `permissions` on the node, widening an existing entry for
+    /// `uid` if need be: only for an entry the caller knows is its own (use
+    /// `createUserEntry` otherwise). Returns whether the ACL changed (false when an equal
+    /// or wider entry was already there and effective).
     @discardableResult
     public static func addUserEntry(path: String, expectedMajor: UInt32, expectedMinor: UInt32, uid: UInt32,
                                     permissions: AccessMode = .readWrite) throws(WriteError) -> Bool {
@@ -100,7 +138,8 @@ public enum ACLWriter {
                                 permissions: AccessMode) throws(WriteError) -> Bool {
         try withVerifiedNode(path, major: expectedMajor, minor: expectedMinor) { procPath throws(WriteError) in
             try editACL(procPath, path: path) { acl throws(Errno) in
-                try ACLEdit.add(qualifier, permissions: permissions, to: &acl)
+                let changed = try ACLEdit.add(qualifier, permissions: permissions, to: &acl)
+                return (changed, changed)
             }
         }
     }
@@ -111,7 +150,8 @@ public enum ACLWriter {
     {
         try withVerifiedNode(path, major: expectedMajor, minor: expectedMinor) { procPath throws(WriteError) in
             try editACL(procPath, path: path) { acl throws(Errno) in
-                try ACLEdit.remove(qualifier, from: &acl)
+                let changed = try ACLEdit.remove(qualifier, from: &acl)
+                return (changed, changed)
             }
         }
     }
@@ -140,64 +180,153 @@ public enum ACLWriter {
         return try body(fd.procPath)
     }
 
-    /// Reads the access ACL, lets `change` edit it, and writes it back only if it changed.
-    private static func editACL(_ procPath: String, path: String, _ change: (inout acl_t) throws(Errno) -> Bool)
-        throws(WriteError) -> Bool
+    /// Reads the access ACL, lets `change` edit it, and writes it back only if `change`
+    /// says it changed; returns what `change` found.
+    private static func editACL<R>(_ procPath: String, path: String,
+                                   _ change: (inout acl_t) throws(Errno) -> (changed: Bool, result: R))
+        throws(WriteError) -> R
     {
         guard var acl = acl_get_file(procPath, acl_type_t(ACL_TYPE_ACCESS)) else {
             throw .failed(path, operation: "reading the ACL of", .current)
         }
         // `change` may reallocate the ACL (acl_create_entry), so free whatever it ends as.
         defer { acl_free(UnsafeMutableRawPointer(acl)) }
-        let changed: Bool
+        let edit: (changed: Bool, result: R)
         do {
-            changed = try change(&acl)
+            edit = try change(&acl)
         } catch {
             throw .failed(path, operation: "editing the ACL of", error)
         }
-        guard changed else { return false }
+        guard edit.changed else { return edit.result }
         guard acl_valid(acl) == 0 else { throw .failed(path, operation: "validating the new ACL of", .current) }
         guard acl_set_file(procPath, acl_type_t(ACL_TYPE_ACCESS), acl) == 0 else {
             throw .failed(path, operation: "writing the ACL of", .current)
         }
-        return true
+        return edit.result
     }
 }
 
-/// In-memory edits of one libacl ACL. Each returns whether anything changed.
+/// In-memory edits of one libacl ACL. None changes another entry's effective rights.
 enum ACLEdit {
+    /// Adds an entry for `qualifier` with `permissions` unless one exists; an existing
+    /// entry is reported, never touched.
+    static func create(_ qualifier: ACLWriter.Qualifier, permissions: AccessMode, in acl: inout acl_t)
+        throws(Errno) -> ACLWriter.CreateOutcome
+    {
+        if let existing = try findEntry(acl, tag: qualifier.tag, id: qualifier.id) {
+            let current = try entryPermissions(existing)
+            let effective = try maskPermissions(acl).map { current.intersection($0) } ?? current
+            return .alreadyPresent(permissions: current, effective: effective)
+        }
+        let created = try newEntry(qualifier, in: &acl)
+        try makeEffective(created, qualifier, keeping: .none, adding: permissions, in: &acl)
+        return .created
+    }
+
+    /// Ensures the entry for `qualifier` effectively grants at least `permissions`, adding
+    /// or widening it. Returns whether anything changed.
     static func add(_ qualifier: ACLWriter.Qualifier, permissions: AccessMode, to acl: inout acl_t) throws(Errno) -> Bool {
         if let existing = try findEntry(acl, tag: qualifier.tag, id: qualifier.id) {
             let current = try entryPermissions(existing)
             let effective = try maskPermissions(acl).map { current.intersection($0) } ?? current
             if effective.isSuperset(of: permissions) { return false }
-            // Widen only: rights someone else gave this entry stay.
-            try setPermissions(existing, current.union(permissions))
+            try makeEffective(existing, qualifier, keeping: current, adding: permissions, in: &acl)
         } else {
-            var optionalACL: acl_t? = acl
-            var entry: acl_entry_t?
-            let rc = acl_create_entry(&optionalACL, &entry)
-            if let reallocated = optionalACL { acl = reallocated }
-            guard rc == 0, let created = entry else { throw .current }
-            guard acl_set_tag_type(created, qualifier.tag) == 0 else { throw .current }
-            var id = qualifier.id
-            guard acl_set_qualifier(created, &id) == 0 else { throw .current }
-            try setPermissions(created, permissions)
+            let created = try newEntry(qualifier, in: &acl)
+            try makeEffective(created, qualifier, keeping: .none, adding: permissions, in: &acl)
         }
-        try recalculateMask(&acl)
         return true
     }
 
+    /// Removes the entry for `qualifier`. The rest keep their effective rights: they are
+    /// clamped to the mask before it is recalculated (which can then only narrow it), and
+    /// with no named entry left the mask equals the owning group's clamped rights, so
+    /// dropping it leaves the same access and a plain mode-only node.
     static func remove(_ qualifier: ACLWriter.Qualifier, from acl: inout acl_t) throws(Errno) -> Bool {
         guard let existing = try findEntry(acl, tag: qualifier.tag, id: qualifier.id) else { return false }
+        let mask = try maskPermissions(acl)
         guard acl_delete_entry(acl, existing) == 0 else { throw .current }
+        // No mask means a minimal ACL, which cannot hold a named entry; nothing to keep then.
+        guard let mask else { return true }
+        try clampGroupClass(to: mask, in: acl, except: nil)
         try recalculateMask(&acl)
-        // With no named entries left, the recalculated mask equals the owning group's
-        // rights: dropping it leaves the same access and a plain mode-only node.
-        if try !hasNamedEntries(acl), let mask = try firstEntry(acl, where: { tag throws(Errno) in tag == acl_tag_t(ACL_MASK) }) {
-            guard acl_delete_entry(acl, mask) == 0 else { throw .current }
+        if try !hasNamedEntries(acl), let maskEntry = try firstEntry(acl, where: { tag throws(Errno) in tag == acl_tag_t(ACL_MASK) }) {
+            guard acl_delete_entry(acl, maskEntry) == 0 else { throw .current }
         }
         return true
+    }
+
+    /// An entry for `qualifier` with no rights yet.
+    private static func newEntry(_ qualifier: ACLWriter.Qualifier, in acl: inout acl_t) throws(Errno) -> acl_entry_t {
+        var optionalACL: acl_t? = acl
+        var entry: acl_entry_t?
+        let rc = acl_create_entry(&optionalACL, &entry)
+        if let reallocated = optionalACL { acl = reallocated }
+        guard rc == 0, let created = entry else { throw .current }
+        guard acl_set_tag_type(created, qualifier.tag) == 0 else { throw .current }
+        var id = qualifier.id
+        guard acl_set_qualifier(created, &id) == 0 else { throw .current }
+        try setPermissions(created, .none)
+        return created
+    }
+
+    /// Gives `target` (the entry of `qualifier`, stored rights `current`) the rights `wanted`
+    /// in effect, without changing what any other entry effectively grants.
+    ///
+    /// - No mask (a minimal ACL: owner, owning group, other): the new mask is the owning
+    ///   group's rights plus `wanted`, so the owning group keeps exactly its rights.
+    /// - A mask that already covers `wanted`: only the entry changes (to `current ∪ wanted`).
+    /// - A mask that must grow: every other group-class entry is first clamped to what the
+    ///   old mask let it do, and the entry keeps only its effective rights plus `wanted`,
+    ///   so the recalculated mask grants nobody anything beyond `wanted` for `target`.
+    private static func makeEffective(_ target: acl_entry_t, _ qualifier: ACLWriter.Qualifier,
+                                      keeping current: AccessMode, adding wanted: AccessMode,
+                                      in acl: inout acl_t) throws(Errno) {
+        guard let mask = try maskPermissions(acl) else {
+            try setPermissions(target, current.union(wanted))
+            try recalculateMask(&acl)
+            return
+        }
+        if mask.isSuperset(of: wanted) {
+            try setPermissions(target, current.union(wanted))
+            return
+        }
+        try clampGroupClass(to: mask, in: acl, except: qualifier)
+        try setPermissions(target, current.intersection(mask).union(wanted))
+        try recalculateMask(&acl)
+    }
+
+    /// Sets every group-class entry (owning group, named users and groups) but `except`'s to
+    /// its rights ∧ `mask`: what it effectively grants now, so a wider mask later changes
+    /// nothing for it.
+    private static func clampGroupClass(to mask: AccessMode, in acl: acl_t, except: ACLWriter.Qualifier?)
+        throws(Errno)
+    {
+        var entry: acl_entry_t?
+        var which = ACL_FIRST_ENTRY
+        while true {
+            let rc = acl_get_entry(acl, which, &entry)
+            if rc == 0 { return }
+            guard rc == 1, let current = entry else { throw .current }
+            which = ACL_NEXT_ENTRY
+            var tag = acl_tag_t()
+            guard acl_get_tag_type(current, &tag) == 0 else { throw .current }
+            switch tag {
+            case acl_tag_t(ACL_GROUP_OBJ):
+                break
+            case acl_tag_t(ACL_USER), acl_tag_t(ACL_GROUP):
+                if let except, tag == except.tag {
+                    guard let qualifier = acl_get_qualifier(current) else { throw .current }
+                    let id = qualifier.load(as: UInt32.self)
+                    acl_free(qualifier)
+                    if id == except.id { continue }
+                }
+            default:
+                continue
+            }
+            let permissions = try entryPermissions(current)
+            if !mask.isSuperset(of: permissions) { try setPermissions(current, permissions.intersection(mask)) }
+        }
     }
 
     private static func recalculateMask(_ acl: inout acl_t) throws(Errno) {
