@@ -92,7 +92,8 @@ struct DecisionsTests {
                                 records: recorded ? [record(device.nodes[0].path, grant: 1)] : []).map(\.kind)
         }
         let plain = device("cam1", mode: 0o600, group: 0)
-        let withEntry = device("cam1", mode: 0o600, group: 0, acl: aclWith([own]))
+        // With an ACL, the mode's group bits are the mask (rw here), as stat() shows them.
+        let withEntry = device("cam1", mode: 0o660, group: 0, acl: aclWith([own]))
         #expect(drift([grant(1, .allow)], plain, recorded: false) == [.missingEntry])
         #expect(drift([grant(1, .allow)], plain, recorded: true) == [.missingEntry])
         #expect(drift([grant(1, .allow)], withEntry, recorded: true) == [])
@@ -102,7 +103,7 @@ struct DecisionsTests {
         #expect(drift([grant(1, .deny)], withEntry, recorded: false) == [.accessDespiteDenial])
         #expect(drift([grant(1, .deny)], plain, recorded: false) == [])
         // A mask that takes write away leaves the entry short of what the grant needs.
-        let masked = device("cam1", mode: 0o600, group: 0, acl: [ACLEntry(tag: .userObject, permissions: .readWrite), own,
+        let masked = device("cam1", mode: 0o640, group: 0, acl: [ACLEntry(tag: .userObject, permissions: .readWrite), own,
             ACLEntry(tag: .groupObject, permissions: .none), ACLEntry(tag: .mask, permissions: .read),
             ACLEntry(tag: .other, permissions: .none)])
         #expect(drift([grant(1, .allow)], masked, recorded: true) == [.missingEntry])
