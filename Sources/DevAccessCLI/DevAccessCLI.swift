@@ -98,7 +98,7 @@ public enum DevAccessCLI {
         Run 'devaccess COMMAND --help' for the options of a command.
         Exit codes: 0 success/authorized, 1 error, 2 limited, 3 denied, 4 notDetermined,
         5 restricted, 6 unavailable, 64 usage error, 65 audit chain broken, 74 ledger unusable,
-        75 ledger busy, 77 needs root. See devaccess(1).
+        69 broker unreachable, 75 ledger busy, 77 needs root or refused. See devaccess(1).
         """
         return text
     }
