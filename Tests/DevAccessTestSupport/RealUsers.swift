@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// A real system user made with `useradd` for one test, removed afterwards.
 /// Names are unique per process so parallel tests and reruns never collide.
@@ -12,7 +13,16 @@ public final class TestUser: @unchecked Sendable {
         let suffix = String(UInt32(getpid()) % 100_000) + String(UInt32.random(in: 0..<1000))
         // useradd limits names to 32 characters.
         name = String("da\(tag)\(suffix)".prefix(31))
-        let made = try TestProcess.shell("useradd -M -N -r -s /usr/sbin/nologin -g nogroup \(name)")
+        // An explicit uid from a range no test run reuses: useradd -r hands out the uid a
+        // just-deleted test user had, and a test still holding that number (or a daemon
+        // caching it) would then see another user.
+        var made = ProcessOutput(status: -1, stdout: "", stderr: "")
+        for _ in 0..<50 {
+            let candidate = TestUser.nextUID()
+            made = try TestProcess.run("/usr/sbin/useradd", ["-M", "-N", "-u", String(candidate), "-s",
+                                                            "/usr/sbin/nologin", "-g", "nogroup", name])
+            if made.status != 4 { break }  // 4: uid already in use; take the next one
+        }
         guard made.status == 0 else { throw SetupError("useradd \(name): \(made.stderr)") }
         let ids = try TestProcess.shell("id -u \(name); id -g \(name)").stdout.split(separator: "\n")
         guard ids.count == 2, let uid = UInt32(ids[0]), let gid = UInt32(ids[1]) else {
@@ -23,6 +33,17 @@ public final class TestUser: @unchecked Sendable {
     }
 
     deinit { _ = try? TestProcess.shell("userdel \(name) 2>/dev/null") }
+
+    private static let uidCounter = Mutex<UInt32>(0)
+
+    /// 200000 + a per-process block + a counter: unique within a run, and across
+    /// concurrent runs unless two pids share a block (then useradd's check retries).
+    static func nextUID() -> UInt32 {
+        uidCounter.withLock { counter in
+            counter += 1
+            return 200_000 + (UInt32(getpid()) % 400) * 2_000 + counter % 2_000
+        }
+    }
 
     /// Really tries `open()` as this user, with the groups a login would give:
     /// `O_RDONLY` (`<`), `O_WRONLY` (`>>`) or `O_RDWR` (`<>`) from the shell.
