@@ -2,7 +2,6 @@
 #define DEVACCESS_CV4L2_SHIM_H
 #include <sys/types.h>
 #include <sys/ioctl.h>
-#include <sys/sysmacros.h>
 #include <errno.h>
 #include <string.h>
 #include <linux/videodev2.h>
@@ -12,12 +11,6 @@
    "Using mplane plugin for capture output" to the caller's stdout, which corrupts
    `devaccess ... --json`. Format conversion, libv4l2's reason to exist, is not
    needed to ask a node what it is. */
-
-static inline unsigned int devaccess_v4l2_major(dev_t d) { return major(d); }
-static inline unsigned int devaccess_v4l2_minor(dev_t d) { return minor(d); }
-
-/* The ioctl code is a function-like macro; Swift sees this value instead. */
-static inline unsigned long devaccess_vidioc_querycap(void) { return VIDIOC_QUERYCAP; }
 
 /* Fills *cap; returns 0 or -errno. ioctl is variadic, so Swift calls this. */
 static inline int devaccess_v4l2_querycap(int fd, struct v4l2_capability *cap) {

@@ -1,4 +1,5 @@
 import CV4L2
+import CLinux
 import Glibc
 import DevAccessSystem
 
@@ -59,7 +60,7 @@ public struct V4L2Capability: Sendable, Hashable {
         }
         var info = stat()
         guard fstat(pinned.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFCHR,
-              devaccess_v4l2_major(info.st_rdev) == major, devaccess_v4l2_minor(info.st_rdev) == minor else {
+              devaccess_major(info.st_rdev) == major, devaccess_minor(info.st_rdev) == minor else {
             throw .notTheDevice(expected: "\(major):\(minor)")
         }
         let fd = Glibc.open(pinned.procPath, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)

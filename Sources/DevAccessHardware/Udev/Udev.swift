@@ -1,4 +1,5 @@
 import CUdev
+import CLinux
 import Glibc
 import Foundation
 
@@ -71,8 +72,8 @@ public final class Udev {
             sysname: string(udev_device_get_sysname(device)) ?? "",
             subsystem: string(udev_device_get_subsystem(device)),
             devnode: string(udev_device_get_devnode(device)),
-            major: devaccess_udev_major(devnum),
-            minor: devaccess_udev_minor(devnum),
+            major: devaccess_major(devnum),
+            minor: devaccess_minor(devnum),
             action: string(udev_device_get_action(device)),
             seqnum: udev_device_get_seqnum(device),
             properties: properties(udev_device_get_properties_list_entry(device)),
