@@ -27,13 +27,7 @@ enum StatusCommand: Command {
         if arguments.has("broker") || arguments.value("socket") != nil {
             return try BrokerStatus.run(permissions, arguments, console: console, command: spec.name)
         }
-        let user = try CommonOptions.identity(arguments, command: spec.name)
-        let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
-        let reports = try await DeviceSources.reports(permissions, options: options)
-        let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
-        let policy = PolicyReading.read()
-        let statuses = reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy) }
+        let (user, statuses) = try await LocalStatus.compute(permissions, arguments, command: spec.name)
         if arguments.has("json") {
             let document = StatusDocument(user: user.name, uid: user.uid,
                                           permissions: statuses.map(PermissionDocument.init))
@@ -48,6 +42,22 @@ enum StatusCommand: Command {
             console.out(TableOutput.status(shown, user: user))
         }
         return .success
+    }
+}
+
+/// `status` and `check` computed here, without the broker: the machine, the ledger
+/// (read-only) and the policy, for the user named by --user or the caller.
+enum LocalStatus {
+    static func compute(_ permissions: [Permission], _ arguments: ParsedArguments, command: String)
+        async throws -> (UserIdentity, [PermissionStatus])
+    {
+        let user = try CommonOptions.identity(arguments, command: command)
+        let options = try CommonOptions.probeOptions(arguments, command: command)
+        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: command)
+        let reports = try await DeviceSources.reports(permissions, options: options)
+        let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
+        let policy = PolicyReading.read()
+        return (user, reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy) })
     }
 }
 
@@ -70,14 +80,9 @@ enum CheckCommand: Command {
                 : "check takes one PERMISSION, got \(arguments.positionals.count)", command: spec.name)
         }
         let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)
-        let user = try CommonOptions.identity(arguments, command: spec.name)
-        let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
-        let reports = try await DeviceSources.reports(permission, options: options)
-        guard let report = reports.first else { return .failure }
-        let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
-        let policy = PolicyReading.read()
-        return ExitCode(LedgerStatus.evaluate(report, for: user, ledger: ledger, policy: policy).status)
+        let (_, statuses) = try await LocalStatus.compute(permission, arguments, command: spec.name)
+        guard let status = statuses.first else { return .failure }
+        return ExitCode(status.status)
     }
 }
 

@@ -214,7 +214,7 @@ enum ACLEdit {
         throws(Errno) -> ACLWriter.CreateOutcome
     {
         if let existing = try findEntry(acl, tag: qualifier.tag, id: qualifier.id) {
-            let current = try entryPermissions(existing)
+            let current = try ACLEntries.permissions(existing)
             let effective = try maskPermissions(acl).map { current.intersection($0) } ?? current
             return .alreadyPresent(permissions: current, effective: effective)
         }
@@ -227,7 +227,7 @@ enum ACLEdit {
     /// or widening it. Returns whether anything changed.
     static func add(_ qualifier: ACLWriter.Qualifier, permissions: AccessMode, to acl: inout acl_t) throws(Errno) -> Bool {
         if let existing = try findEntry(acl, tag: qualifier.tag, id: qualifier.id) {
-            let current = try entryPermissions(existing)
+            let current = try ACLEntries.permissions(existing)
             let effective = try maskPermissions(acl).map { current.intersection($0) } ?? current
             if effective.isSuperset(of: permissions) { return false }
             try makeEffective(existing, qualifier, keeping: current, adding: permissions, in: &acl)
@@ -302,29 +302,16 @@ enum ACLEdit {
     private static func clampGroupClass(to mask: AccessMode, in acl: acl_t, except: ACLWriter.Qualifier?)
         throws(Errno)
     {
-        var entry: acl_entry_t?
-        var which = ACL_FIRST_ENTRY
-        while true {
-            let rc = acl_get_entry(acl, which, &entry)
-            if rc == 0 { return }
-            guard rc == 1, let current = entry else { throw .current }
-            which = ACL_NEXT_ENTRY
-            var tag = acl_tag_t()
-            guard acl_get_tag_type(current, &tag) == 0 else { throw .current }
+        try ACLEntries.forEach(acl) { (tag, current) throws(Errno) in
             switch tag {
             case acl_tag_t(ACL_GROUP_OBJ):
                 break
             case acl_tag_t(ACL_USER), acl_tag_t(ACL_GROUP):
-                if let except, tag == except.tag {
-                    guard let qualifier = acl_get_qualifier(current) else { throw .current }
-                    let id = qualifier.load(as: UInt32.self)
-                    acl_free(qualifier)
-                    if id == except.id { continue }
-                }
+                if let except, tag == except.tag, try ACLEntries.qualifier(current) == except.id { return }
             default:
-                continue
+                return
             }
-            let permissions = try entryPermissions(current)
+            let permissions = try ACLEntries.permissions(current)
             if !mask.isSuperset(of: permissions) { try setPermissions(current, permissions.intersection(mask)) }
         }
     }
@@ -337,11 +324,9 @@ enum ACLEdit {
     }
 
     static func findEntry(_ acl: acl_t, tag: acl_tag_t, id: UInt32) throws(Errno) -> acl_entry_t? {
-        try firstEntry(acl) { (entryTag, entry) throws(Errno) in
+        try ACLEntries.first(acl) { (entryTag, entry) throws(Errno) in
             guard entryTag == tag else { return false }
-            guard let qualifier = acl_get_qualifier(entry) else { throw .current }
-            defer { acl_free(qualifier) }
-            return qualifier.load(as: UInt32.self) == id
+            return try ACLEntries.qualifier(entry) == id
         }
     }
 
@@ -352,49 +337,20 @@ enum ACLEdit {
     private static func firstEntry(_ acl: acl_t, where matches: (acl_tag_t) throws(Errno) -> Bool)
         throws(Errno) -> acl_entry_t?
     {
-        try firstEntry(acl) { (tag, _) throws(Errno) in try matches(tag) }
-    }
-
-    /// Walks the entries in order and returns the first that `matches`.
-    private static func firstEntry(_ acl: acl_t, _ matches: (acl_tag_t, acl_entry_t) throws(Errno) -> Bool)
-        throws(Errno) -> acl_entry_t?
-    {
-        var entry: acl_entry_t?
-        var which = ACL_FIRST_ENTRY
-        while true {
-            let rc = acl_get_entry(acl, which, &entry)
-            if rc == 0 { return nil }
-            guard rc == 1, let current = entry else { throw .current }
-            which = ACL_NEXT_ENTRY
-            var tag = acl_tag_t()
-            guard acl_get_tag_type(current, &tag) == 0 else { throw .current }
-            if try matches(tag, current) { return current }
-        }
+        try ACLEntries.first(acl) { (tag, _) throws(Errno) in try matches(tag) }
     }
 
     /// The mask's rights, or nil when the ACL has no mask.
     private static func maskPermissions(_ acl: acl_t) throws(Errno) -> AccessMode? {
         guard let mask = try firstEntry(acl, where: { tag throws(Errno) in tag == acl_tag_t(ACL_MASK) }) else { return nil }
-        return try entryPermissions(mask)
-    }
-
-    private static let bits: [(AccessMode, acl_perm_t)] = [
-        (.read, acl_perm_t(ACL_READ)), (.write, acl_perm_t(ACL_WRITE)), (.execute, acl_perm_t(ACL_EXECUTE)),
-    ]
-
-    static func entryPermissions(_ entry: acl_entry_t) throws(Errno) -> AccessMode {
-        var permset: acl_permset_t?
-        guard acl_get_permset(entry, &permset) == 0, let set = permset else { throw .current }
-        var mode = AccessMode.none
-        for (flag, perm) in bits where acl_get_perm(set, perm) == 1 { mode.insert(flag) }
-        return mode
+        return try ACLEntries.permissions(mask)
     }
 
     private static func setPermissions(_ entry: acl_entry_t, _ mode: AccessMode) throws(Errno) {
         var permset: acl_permset_t?
         guard acl_get_permset(entry, &permset) == 0, let set = permset else { throw .current }
         guard acl_clear_perms(set) == 0 else { throw .current }
-        for (flag, perm) in bits where mode.contains(flag) {
+        for (flag, perm) in ACLEntries.bits where mode.contains(flag) {
             guard acl_add_perm(set, perm) == 0 else { throw .current }
         }
         guard acl_set_permset(entry, set) == 0 else { throw .current }

@@ -75,40 +75,21 @@ public enum ACLReader {
 
     static func entries(of acl: acl_t) throws(Errno) -> [ACLEntry] {
         var result: [ACLEntry] = []
-        var entry: acl_entry_t?
-        var which = ACL_FIRST_ENTRY
-        while true {
-            let rc = acl_get_entry(acl, which, &entry)
-            if rc == 0 { break }
-            guard rc == 1, let current = entry else { throw .current }
-            which = ACL_NEXT_ENTRY
-            var tagType = acl_tag_t()
-            guard acl_get_tag_type(current, &tagType) == 0 else { throw .current }
-            var permset: acl_permset_t?
-            guard acl_get_permset(current, &permset) == 0, let perms = permset else { throw .current }
-            var access = AccessMode.none
-            if acl_get_perm(perms, acl_perm_t(ACL_READ)) == 1 { access.insert(.read) }
-            if acl_get_perm(perms, acl_perm_t(ACL_WRITE)) == 1 { access.insert(.write) }
-            if acl_get_perm(perms, acl_perm_t(ACL_EXECUTE)) == 1 { access.insert(.execute) }
-
-            switch tagType {
+        try ACLEntries.forEach(acl) { (tag, current) throws(Errno) in
+            let access = try ACLEntries.permissions(current)
+            switch tag {
             case acl_tag_t(ACL_USER_OBJ): result.append(ACLEntry(tag: .userObject, permissions: access))
             case acl_tag_t(ACL_GROUP_OBJ): result.append(ACLEntry(tag: .groupObject, permissions: access))
             case acl_tag_t(ACL_MASK): result.append(ACLEntry(tag: .mask, permissions: access))
             case acl_tag_t(ACL_OTHER): result.append(ACLEntry(tag: .other, permissions: access))
-            case acl_tag_t(ACL_USER), acl_tag_t(ACL_GROUP):
-                guard let qualifier = acl_get_qualifier(current) else { throw .current }
-                let id = qualifier.load(as: UInt32.self)
-                acl_free(qualifier)
-                if tagType == acl_tag_t(ACL_USER) {
-                    result.append(ACLEntry(tag: .user(id), permissions: access,
-                                           qualifierName: UserDatabase.userName(id)))
-                } else {
-                    result.append(ACLEntry(tag: .group(id), permissions: access,
-                                           qualifierName: UserDatabase.groupName(id)))
-                }
+            case acl_tag_t(ACL_USER):
+                let uid = try ACLEntries.qualifier(current)
+                result.append(ACLEntry(tag: .user(uid), permissions: access, qualifierName: UserDatabase.userName(uid)))
+            case acl_tag_t(ACL_GROUP):
+                let gid = try ACLEntries.qualifier(current)
+                result.append(ACLEntry(tag: .group(gid), permissions: access, qualifierName: UserDatabase.groupName(gid)))
             default:
-                continue
+                break
             }
         }
         return result
