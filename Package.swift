@@ -34,17 +34,22 @@ let package = Package(
         // Turns ledger decisions into ACL entries on device nodes and back; reconcile, drift.
         .target(name: "DevAccessEnforcement",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger"]),
+        // Every operation that decides or records, as one Swift protocol; its two
+        // implementations: the broker client, and the engine (devaccessd, `--offline`).
+        .target(name: "DevAccessInterface",
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement",
+                               "DevAccessProtocol"]),
         // Commands, argument parsing and output; the executable only calls into it.
         .target(name: "DevAccessCLI",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement", "DevAccessProtocol"]),
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
         .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement", "DevAccessProtocol", "CSystemd"]),
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
         // Benchmark, run by hand: broker round trips, requests/s with many clients, daemon RSS.
         .executableTarget(name: "devaccessd-bench", dependencies: ["DevAccessCore", "DevAccessProtocol"]),

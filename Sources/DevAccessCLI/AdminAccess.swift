@@ -1,106 +1,94 @@
 import DevAccessCore
 import DevAccessEnforcement
+import DevAccessInterface
 import DevAccessLedger
+import DevAccessProtocol
 import DevAccessSystem
 import Glibc
 
-/// What the admin commands share: the root check, opening the ledger, the engine, and
-/// turning ledger and engine errors into documented exit codes.
+/// How the commands that decide or record reach the engine: through devaccessd (the one
+/// writer while it runs), or, with `--offline`, in this process under the engine lock
+/// (root, daemon down: the documented repair mode).
 enum AdminAccess {
-    /// Admin commands work on the ledger and the nodes directly, which only root may do.
-    static func requireRoot(_ command: String) throws {
+    static let offline = OptionSpec(long: "offline", short: nil, value: nil,
+                                    help: "Root, with devaccessd stopped: do it here, under the engine lock (repair mode).")
+    static let options = [offline, CommonOptions.stateDir, BrokerOptions.socket]
+    static let help = """
+        Goes through devaccessd, which does it as the kernel identifies you (exit 69 when it
+        cannot be reached). With --offline (root only, devaccessd stopped) devaccess runs the
+        engine itself under the engine lock; it refuses while devaccessd answers (exit 75).
+        """
+
+    /// The interface for this command: the broker, or the engine here with `--offline`.
+    static func interface(_ arguments: ParsedArguments, command: String) throws -> any DevAccessInterface {
+        let socketPath = try BrokerOptions.socketPath(arguments, command: command)
+        guard arguments.has("offline") else {
+            if arguments.value("state-dir") != nil {
+                throw UsageError(message: "'--state-dir' goes with '--offline'; devaccessd uses its own", command: command)
+            }
+            return BrokerInterface(socketPath: socketPath)
+        }
         guard geteuid() == 0 else {
-            throw CommandFailure(message: "'devaccess \(command)' needs root or the broker (devaccessd, not yet "
-                + "available); run it as root, e.g. 'sudo devaccess \(command) ...'", code: .noPermission)
+            throw CommandFailure(message: "'devaccess \(command) --offline' needs root: it edits the ledger and device "
+                + "ACLs itself; without --offline, devaccessd does it for you", code: .noPermission)
         }
-    }
-
-    /// The acting admin, from the kernel's idea of who runs this (never from the environment).
-    static func actor() -> Principal {
-        let uid = getuid()
-        return Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid))
-    }
-
-    /// Opens (creating and migrating when needed) the ledger in `stateDirectory`.
-    static func openLedger(_ stateDirectory: String) throws -> Ledger {
-        do {
-            return try Ledger(stateDirectory: stateDirectory)
-        } catch {
-            throw failure(error)
+        // A daemon that answers owns the machine, even one whose state directory differs.
+        if let hello = try? BrokerClient(socketPath: socketPath, timeout: .seconds(2)).hello() {
+            throw CommandFailure(message: "devaccessd (\(hello.server)) answers on \(socketPath): it is the one writer "
+                + "while it runs; run the command without --offline", code: .ledgerBusy)
         }
-    }
-
-    /// Opens an existing ledger for reading, migrating an older one (we are root);
-    /// nil when there is no ledger file.
-    static func openExistingLedger(_ stateDirectory: String) throws -> Ledger? {
-        let path = stateDirectory + "/" + Ledger.fileName
-        var info = stat()
-        if lstat(path, &info) != 0 && errno == ENOENT { return nil }
-        do {
-            return try Ledger(path: path, mode: .readOnly)
-        } catch .schemaOutdated {
-            return try openLedger(stateDirectory)
-        } catch {
-            throw failure(error)
-        }
-    }
-
-    static func engine(_ arguments: ParsedArguments, command: String) throws -> Enforcer {
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: command)
-        let devices = try DeviceSources.source(arguments, command: command)
-        return Enforcer(ledger: try openLedger(stateDirectory), devices: devices, actor: actor())
-    }
-
-    static func failure(_ error: LedgerError) -> CommandFailure {
-        switch error {
-        case .busy: return CommandFailure(message: error.description, code: .ledgerBusy)
-        case .invalidArgument: return CommandFailure(message: error.description, code: .usage)
-        case .crypto: return CommandFailure(message: error.description, code: .failure)
-        default: return CommandFailure(message: error.description, code: .ledgerUnusable)
-        }
-    }
-
-    static func failure(_ error: EnforcementError, command: String) -> any Error {
-        switch error {
-        case .ledger(.invalidArgument(let problem)):
-            return UsageError(message: problem, command: command)
-        case .ledger(let ledgerError):
-            return failure(ledgerError)
-        case .unknownDevice:
-            return UsageError(message: error.description, command: command)
-        }
-    }
-
-    /// Runs an engine operation, mapping its errors.
-    static func run<R>(_ command: String, _ body: () throws(EnforcementError) -> R) throws -> R {
+        let lock: EngineLock
         do {
-            return try body()
+            try StateDirectory.prepare(stateDirectory)
+            lock = try EngineLock(stateDirectory: stateDirectory)
+        } catch .held(let path) {
+            throw CommandFailure(message: EngineLock.Failure.held(path: path).description
+                + "; stop devaccessd ('systemctl stop devaccessd') or wait for the other command", code: .ledgerBusy)
+        } catch {
+            throw CommandFailure(message: error.description, code: .ledgerUnusable)
+        }
+        let ledger: Ledger
+        do {
+            ledger = try Ledger(stateDirectory: stateDirectory)
+        } catch {
+            throw failure(InterfaceError(EnforcementError.ledger(error)), command: command)
+        }
+        let devices = try DeviceSources.source(arguments, command: command)
+        let root = Principal(uid: getuid(), name: UserDatabase.userName(getuid()) ?? String(getuid()))
+        let engine = Enforcer(ledger: ledger, devices: devices, actor: root)
+        return EngineService(caller: Caller(principal: root, isAdmin: true),
+                             runner: OfflineEngine(enforcer: engine, lock: lock))
+    }
+
+    /// Runs one interface call, mapping its failure to the documented exit codes.
+    static func call<R>(_ command: String, _ body: () async throws(InterfaceError) -> R) async throws -> R {
+        do {
+            return try await body()
         } catch {
             throw failure(error, command: command)
         }
     }
 
-    /// A user for a decision: must exist now.
-    static func subject(_ arguments: ParsedArguments, command: String) throws -> Principal {
-        guard arguments.value("user") != nil else {
-            throw UsageError(message: "missing '--user USER' (whose access this is)", command: command)
+    static func failure(_ error: InterfaceError, command: String) -> any Error {
+        switch error {
+        case .refused: return CommandFailure(message: error.description, code: .noPermission)
+        case .badArgument(let text): return UsageError(message: text, command: command)
+        case .notFound: return CommandFailure(message: error.description, code: .failure)
+        case .busy: return CommandFailure(message: error.description, code: .ledgerBusy)
+        case .ledgerUnusable: return CommandFailure(message: error.description, code: .ledgerUnusable)
+        case .unreachable(let text):
+            return CommandFailure(message: "\(text); start it ('systemctl start devaccessd'), or as root with the "
+                + "daemon stopped repeat the command with --offline", code: .brokerUnreachable)
+        case .failed: return CommandFailure(message: error.description, code: .failure)
         }
-        let identity = try CommonOptions.identity(arguments, command: command)
-        return Principal(uid: identity.uid, name: identity.name)
     }
 
-    /// A user whose decisions are revoked, reset or listed: a uid of a deleted account is
-    /// accepted, so its leftovers can still be cleaned up.
-    static func formerOrCurrentUser(_ text: String, command: String) throws -> Principal {
-        do {
-            let identity = try UserDatabase.identity(for: text)
-            return Principal(uid: identity.uid, name: identity.name)
-        } catch .noSuchUID(let uid) {
-            return Principal(uid: uid, name: String(uid))
-        } catch .lookupFailed(let what, let errno) {
-            throw CommandFailure(message: UserDatabase.LookupError.lookupFailed(what, errno).description)
-        } catch {
-            throw UsageError(message: error.description, command: command)
+    /// The `--user` of an admin command, as given (the broker resolves it).
+    static func user(_ arguments: ParsedArguments, command: String, purpose: String) throws -> String {
+        guard let text = arguments.value("user"), !text.isEmpty else {
+            throw UsageError(message: "missing '--user USER' (\(purpose))", command: command)
         }
+        return text
     }
 }

@@ -1,5 +1,7 @@
 import DevAccessCore
+import DevAccessInterface
 import DevAccessLedger
+import Glibc
 
 enum AuditCommand: Command {
     static let spec = CommandSpec(
@@ -9,16 +11,18 @@ enum AuditCommand: Command {
         options: [
             OptionSpec(long: "verify", short: nil, value: nil,
                        help: "Recompute the chain; name the first event edited, removed, reordered or inserted."),
-            CommonOptions.stateDir,
-        ],
+            CommonOptions.json,
+        ] + AdminAccess.options,
         discussion: """
         Every audit event is chained: hash = SHA-256(previous hash || event). --verify walks the
         chain and prints 'audit chain intact: N events (LEDGER PATH)', or the first event that is not as it
         was written and how (edited, removed, reordered, inserted). The chain proves order and
         content up to its newest hash; the journal copy (DEVACCESS_HASH) anchors that hash
         outside the file. Audit reports (--since, --summary, formats) are not available yet.
-        Needs root. Exit codes: 0 intact, 65 the chain is broken, 64 usage error, 74/75 ledger
-        unusable (also: no ledger at all) / busy, 77 not root.
+        \(AdminAccess.help)
+        Root and members of devaccess-admin only. Exit codes: 0 intact, 65 the chain is broken,
+        64 usage error, 69 devaccessd unreachable, 74/75 ledger unusable (also: no ledger at all,
+        with --offline) / busy, 77 refused.
         """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
@@ -28,26 +32,25 @@ enum AuditCommand: Command {
         guard arguments.has("verify") else {
             throw UsageError(message: "missing '--verify' (audit reports are not available yet)", command: spec.name)
         }
-        try AdminAccess.requireRoot(spec.name)
-        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
-        guard let ledger = try AdminAccess.openExistingLedger(stateDirectory) else {
-            throw CommandFailure(message: "no ledger at \(stateDirectory)/\(Ledger.fileName): nothing to verify "
-                + "(if there was one, it was removed)", code: .ledgerUnusable)
+        if arguments.has("offline") {
+            // Verifying must not create the ledger it is asked about.
+            let path = try CommonOptions.stateDirectory(arguments, command: spec.name) + "/" + Ledger.fileName
+            var info = stat()
+            if geteuid() == 0, lstat(path, &info) != 0, errno == ENOENT {
+                throw CommandFailure(message: "no ledger at \(path): nothing to verify (if there was one, it was removed)",
+                                     code: .ledgerUnusable)
+            }
         }
-        let result: ChainVerification
-        do {
-            result = try ledger.verify()
-        } catch {
-            throw AdminAccess.failure(error)
+        let interface = try AdminAccess.interface(arguments, command: spec.name)
+        let result = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.verifyAudit() }
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(result))
+        } else if result.intact {
+            console.out("\(result.message) (\(result.ledger))")
+        } else {
+            console.out("audit chain broken at event \(result.brokenAt ?? 0) (\(result.kind ?? "?")): "
+                + "\(result.explanation ?? "") (\(result.ledger))")
         }
-        switch result {
-        case .intact:
-            console.out("\(result) (\(ledger.path))")
-            return .success
-        case .broken(let chainBreak):
-            console.out("audit chain broken at event \(chainBreak.seq) (\(chainBreak.kind.rawValue)): "
-                + "\(chainBreak.explanation) (\(ledger.path))")
-            return .auditBroken
-        }
+        return result.intact ? .success : .auditBroken
     }
 }

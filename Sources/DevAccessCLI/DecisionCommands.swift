@@ -1,6 +1,7 @@
 import DevAccessCore
-import DevAccessEnforcement
+import DevAccessInterface
 import DevAccessLedger
+import DevAccessProtocol
 import Foundation
 
 /// `grant` and `deny`: record an admin decision in the ledger and apply it to the nodes.
@@ -18,7 +19,7 @@ enum DecisionCommand {
                 ? "Let a user use a permission's devices (admin): record it and add ACL entries."
                 : "Forbid a user a permission (admin): record a sticky denial and remove devaccess's entries.",
             usage: "devaccess \(name) PERMISSION --user USER [--device ID] [--for DURATION | --until TIME | --always]",
-            options: [adminUser, device] + GrantTerm.options + [reason, CommonOptions.stateDir],
+            options: [adminUser, device] + GrantTerm.options + [reason, CommonOptions.json] + AdminAccess.options,
             discussion: """
             \(CommonOptions.permissionsHelp)
             \(decision == .allow ? """
@@ -34,9 +35,11 @@ enum DecisionCommand {
             """)
             The newest standing decision for a device wins. Location decisions are recorded but put no
             ACL on nodes: gpsd serves every local client.
-            Needs root. Exit codes: 0 done, 1 recorded but some node was refused or failed (see the
-            messages; fix and run 'devaccess reconcile'), 64 usage error, 74/75 ledger unusable/busy,
-            77 not root.
+            \(AdminAccess.help)
+            Root and members of devaccess-admin only. --json prints the result (docs/json.md).
+            Exit codes: 0 done, 1 recorded but some node was refused or failed (see the messages;
+            fix and run 'devaccess reconcile'), 64 usage error, 69 devaccessd unreachable,
+            74/75 ledger unusable/busy, 77 refused.
             """)
     }
 
@@ -53,16 +56,21 @@ enum DecisionCommand {
         if let deviceID = arguments.value("device"), deviceID.isEmpty {
             throw UsageError(message: "'--device' needs a device id", command: name)
         }
-        let subject = try AdminAccess.subject(arguments, command: name)
-        try AdminAccess.requireRoot(name)
-        let engine = try AdminAccess.engine(arguments, command: name)
-        let request = Enforcer.DecisionRequest(
-            subject: subject, permission: permission, deviceID: arguments.value("device"), decision: decision,
-            scope: term.scope, expires: term.expires, reason: arguments.value("reason") ?? "")
-        let outcome = try AdminAccess.run(name) { () throws(EnforcementError) in try engine.decide(request) }
-        var lines = ["recorded " + EnforcementText.grantLine(outcome.grant)]
+        let user = try AdminAccess.user(arguments, command: name, purpose: "whose access this is")
+        let interface = try AdminAccess.interface(arguments, command: name)
+        let order = DecisionOrder(allow: decision == .allow, permission: permission, user: user,
+                                  device: arguments.value("device"),
+                                  expiresMilliseconds: term.expires.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) },
+                                  reason: arguments.value("reason"))
+        let outcome = try await AdminAccess.call(name) { () throws(InterfaceError) in try await interface.decide(order) }
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(outcome))
+            EnforcementText.printProblems(outcome.report, console: console)
+            return outcome.report.hasProblems ? .failure : .success
+        }
+        var lines = ["recorded " + outcome.grant.line]
         for ended in outcome.ended {
-            lines.append("ended " + EnforcementText.grantLine(ended) + (decision == .allow ? " (replaced)" : " (denied now)"))
+            lines.append("ended " + ended.line + (decision == .allow ? " (replaced)" : " (denied now)"))
         }
         console.out(lines.joined(separator: "\n"))
         let code = EnforcementText.print(outcome.report, console: console, quietWhenUnchanged: true)

@@ -1,23 +1,26 @@
 import DevAccessCore
-import DevAccessEnforcement
-import DevAccessLedger
+import DevAccessInterface
+import DevAccessProtocol
 import Foundation
 
 enum ListCommand: Command {
     static let spec = CommandSpec(
         name: "list",
-        abstract: "List the decisions in the ledger (admin).",
+        abstract: "List the decisions in the ledger (yours; everyone's for an admin).",
         usage: "devaccess list [--user USER] [--permission PERMISSION] [--all] [--json]",
         options: [
             OptionSpec(long: "user", short: "u", value: "USER", help: "Only this user's decisions (name or uid)."),
             OptionSpec(long: "permission", short: "p", value: "PERMISSION", help: "Only this permission."),
             OptionSpec(long: "all", short: "a", value: nil, help: "Also decisions that ended (revoked, expired)."),
-            CommonOptions.json, CommonOptions.stateDir,
-        ],
+            CommonOptions.json,
+        ] + AdminAccess.options,
         discussion: """
         Standing decisions, newest first: id, user, permission, decision, device, term, and
         who decided. The newest standing decision for a device is the one that applies.
-        Needs root. Exit codes: 0, 64 usage error, 74/75 ledger unusable/busy, 77 not root.
+        Anyone sees their own decisions; root and members of devaccess-admin see everyone's
+        (and --user OTHER). \(AdminAccess.help)
+        Exit codes: 0, 64 usage error, 69 devaccessd unreachable, 74/75 ledger unusable/busy,
+        77 refused (another user's decisions).
         """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
@@ -27,40 +30,26 @@ enum ListCommand: Command {
         let permission = try arguments.value("permission").map { word throws(UsageError) in
             try CommonOptions.permissions([word], command: spec.name)[0]
         }
-        let subject = try arguments.value("user").map { try AdminAccess.formerOrCurrentUser($0, command: spec.name) }
-        try AdminAccess.requireRoot(spec.name)
-        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
-        let now = Date()
-        var grants: [Grant] = []
-        let ledger = try AdminAccess.openExistingLedger(stateDirectory)
-        if let ledger {
-            do {
-                grants = try ledger.grants(uid: subject?.uid, permission: permission, includeInactive: arguments.has("all"),
-                                           now: now)
-            } catch {
-                throw AdminAccess.failure(error)
-            }
-        }
-        let path = ledger?.path ?? stateDirectory + "/" + Ledger.fileName
+        let interface = try AdminAccess.interface(arguments, command: spec.name)
+        let query = ListQuery(user: arguments.value("user"), permission: permission, all: arguments.has("all"))
+        let list = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.list(query) }
         if arguments.has("json") {
-            console.out(try JSONOutput.encode(GrantListDocument(ledger: path, grants: grants.map { GrantDocument($0, now: now) })))
-        } else if grants.isEmpty {
-            console.error("devaccess: no \(arguments.has("all") ? "" : "standing ")decisions in \(path)"
-                + (ledger == nil ? " (the ledger does not exist yet)" : ""))
+            console.out(try JSONOutput.encode(list))
+        } else if list.grants.isEmpty {
+            console.error("devaccess: no \(arguments.has("all") ? "" : "standing ")decisions"
+                + (arguments.value("user").map { " of \($0)" } ?? "") + " in \(list.ledger)")
         } else {
-            console.out(table(grants, now: now))
+            console.out(table(list.grants))
         }
         return .success
     }
 
-    static func table(_ grants: [Grant], now: Date) -> String {
+    static func table(_ grants: [GrantDocument]) -> String {
         let header = ["ID", "USER", "PERMISSION", "DECISION", "DEVICE", "TERM", "STATE", "DECIDED BY"]
         let rows = grants.map { grant -> [String] in
-            let state = grant.isActive(at: now) ? "standing"
-                : grant.revoked.map { "ended \(ISOTime.format($0))" } ?? "expired"
-            return [String(grant.id), "\(grant.subject.name) (\(grant.subject.uid))", grant.permission.rawValue,
-                    grant.decision.rawValue, grant.deviceID ?? "(every)", EnforcementText.term(grant), state,
-                    "\(grant.decidedBy.name) (\(grant.method.rawValue))"]
+            let state = grant.active ? "standing" : grant.ended.map { "ended \($0)" } ?? "expired"
+            return [String(grant.id), "\(grant.user) (\(grant.uid))", grant.permission, grant.decision,
+                    grant.device ?? "(every)", grant.term, state, "\(grant.decidedBy) (\(grant.how))"]
         }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         return ([header] + rows).map { row in

@@ -1,5 +1,5 @@
 import DevAccessCore
-import DevAccessEnforcement
+import DevAccessInterface
 import Foundation
 
 enum ReconcileCommand: Command {
@@ -7,28 +7,30 @@ enum ReconcileCommand: Command {
         name: "reconcile",
         abstract: "Apply the ledger to the machine (admin) and report what changed and what drifted.",
         usage: "devaccess reconcile [--json]",
-        options: [CommonOptions.json, CommonOptions.stateDir],
+        options: [CommonOptions.json] + AdminAccess.options,
         discussion: """
         Ends grants whose time ran out; adds missing entries for standing grants (a node that
         was re-created on replug, an interrupted earlier run); removes the entries devaccess
         made that no grant stands behind; drops records of nodes that are gone. Entries
         devaccess did not make are never changed: they are reported as drift, as is access a
         denied user still has through a group. --json prints the report (docs/json.md).
-        Needs root. Exit codes: 0 done (drift may remain), 1 some node was refused or an edit
-        failed, 74/75 ledger unusable/busy, 77 not root.
+        devaccessd also does this at start, on hotplug, at every expiry and once a minute.
+        \(AdminAccess.help)
+        Root and members of devaccess-admin only. Exit codes: 0 done (drift may remain), 1 some
+        node was refused or an edit failed, 69 devaccessd unreachable, 74/75 ledger
+        unusable/busy, 77 refused.
         """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         if let word = arguments.positionals.first {
             throw UsageError(message: "unexpected argument '\(word)'", command: spec.name)
         }
-        try AdminAccess.requireRoot(spec.name)
-        let engine = try AdminAccess.engine(arguments, command: spec.name)
-        let report = try AdminAccess.run(spec.name) { () throws(EnforcementError) in try engine.reconcile() }
+        let interface = try AdminAccess.interface(arguments, command: spec.name)
+        let report = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.reconcile() }
         if arguments.has("json") {
-            console.out(try JSONOutput.encode(EnforcementDocument(report, now: Date())))
-            for problem in report.problems { console.error("devaccess: \(problem.kind.rawValue): \(problem.message)") }
-            return report.problems.isEmpty ? .success : .failure
+            console.out(try JSONOutput.encode(report))
+            EnforcementText.printProblems(report, console: console)
+            return report.hasProblems ? .failure : .success
         }
         return EnforcementText.print(report, console: console)
     }

@@ -1,13 +1,14 @@
 import DevAccessCore
-import DevAccessEnforcement
-import DevAccessLedger
+import DevAccessInterface
+import DevAccessProtocol
 
 enum RevokeCommand: Command {
     static let spec = CommandSpec(
         name: "revoke",
         abstract: "End a user's grants for a permission (admin) and remove the ACL entries devaccess made.",
         usage: "devaccess revoke PERMISSION --user USER [--device ID]",
-        options: [DecisionCommand.adminUser, DecisionCommand.device, DecisionCommand.reason, CommonOptions.stateDir],
+        options: [DecisionCommand.adminUser, DecisionCommand.device, DecisionCommand.reason, CommonOptions.json]
+            + AdminAccess.options,
         discussion: """
         \(CommonOptions.permissionsHelp)
         With --device, only grants made for that device end (a grant for every device stays;
@@ -15,8 +16,10 @@ enum RevokeCommand: Command {
         forgetting them is 'devaccess reset'. USER may be the uid of a deleted account.
         An ACL change does not close descriptors already open: a program that has the device
         open keeps using it until it closes it.
-        Needs root. Exit codes: 0 done (also when nothing was standing), 1 some node was
-        refused or failed, 64 usage error, 74/75 ledger unusable/busy, 77 not root.
+        \(AdminAccess.help)
+        Anyone may revoke their own grants; others' only root and members of devaccess-admin.
+        Exit codes: 0 done (also when nothing was standing), 1 some node was refused or failed,
+        64 usage error, 69 devaccessd unreachable, 74/75 ledger unusable/busy, 77 refused.
         """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
@@ -26,26 +29,25 @@ enum RevokeCommand: Command {
                              command: spec.name)
         }
         let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)[0]
-        guard let userText = arguments.value("user") else {
-            throw UsageError(message: "missing '--user USER' (whose grants end)", command: spec.name)
-        }
-        let subject = try AdminAccess.formerOrCurrentUser(userText, command: spec.name)
-        try AdminAccess.requireRoot(spec.name)
-        let engine = try AdminAccess.engine(arguments, command: spec.name)
+        let user = try AdminAccess.user(arguments, command: spec.name, purpose: "whose grants end")
+        let interface = try AdminAccess.interface(arguments, command: spec.name)
         let deviceID = arguments.value("device")
-        let outcome = try AdminAccess.run(spec.name) { () throws(EnforcementError) in
-            try engine.revoke(permission: permission, subject: subject, deviceID: deviceID,
-                              reason: arguments.value("reason") ?? "")
+        let order = RevokeOrder(permission: permission, user: user, device: deviceID, reason: arguments.value("reason"))
+        let outcome = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.revoke(order) }
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(outcome))
+            EnforcementText.printProblems(outcome.report, console: console)
+            return outcome.report.hasProblems ? .failure : .success
         }
         if outcome.revoked.isEmpty {
-            console.error("devaccess: \(subject) has no standing \(permission.rawValue) grant"
+            console.error("devaccess: \(user) has no standing \(permission.rawValue) grant"
                 + (deviceID.map { " for device \($0)" } ?? "") + "; nothing was revoked")
         } else {
-            console.out(outcome.revoked.map { "revoked " + EnforcementText.grantLine($0) }.joined(separator: "\n"))
+            console.out(outcome.revoked.map { "revoked " + $0.line }.joined(separator: "\n"))
         }
         for grant in outcome.stillCovering {
-            console.error("devaccess: note: \(EnforcementText.grantLine(grant)) still covers that device; revoke "
-                + "without --device, or 'devaccess deny \(permission.rawValue) --user \(subject.name) --device ID'")
+            console.error("devaccess: note: \(grant.line) still covers that device; revoke "
+                + "without --device, or 'devaccess deny \(permission.rawValue) --user \(grant.user) --device ID'")
         }
         return EnforcementText.print(outcome.report, console: console, quietWhenUnchanged: true)
     }

@@ -45,6 +45,24 @@ public enum UserDatabase {
         (try? passwd(uid: uid))??.name
     }
 
+    /// The gid of group `name`, nil when there is none (or NSS fails).
+    public static func groupID(_ name: String) -> UInt32? {
+        var size = 1024
+        while size <= 1 << 20 {
+            var buffer = [CChar](repeating: 0, count: size)
+            var group = Glibc.group()
+            var result: UnsafeMutablePointer<Glibc.group>?
+            let rc = getgrnam_r(name, &group, &buffer, buffer.count, &result)
+            if rc == ERANGE {
+                size *= 4
+                continue
+            }
+            guard rc == 0, let found = result else { return nil }
+            return found.pointee.gr_gid
+        }
+        return nil
+    }
+
     public static func groupName(_ gid: UInt32) -> String? {
         var size = 1024
         while size <= 1 << 20 {

@@ -6,6 +6,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessInterface
 
 /// devaccessd's shell: options, signals, logging, ledger, socket, readiness, shutdown.
 /// `main` returns the exit status: 0 after a clean stop, 1 when it cannot start,
@@ -60,6 +61,19 @@ public enum Daemon {
         // glibc gives each thread that allocates its own malloc arena (up to 8 per core);
         // two keep memory flat under load at no measurable cost for this workload.
         _ = mallopt(M_ARENA_MAX, 2)
+
+        // The one-writer rule: while devaccessd runs, nothing else writes the ledger or edits
+        // ACLs. An `--offline` repair still running gets a few seconds to finish.
+        let engineLock: EngineLock
+        do {
+            try StateDirectory.prepare(options.stateDirectory)
+            engineLock = try EngineLock(stateDirectory: options.stateDirectory, wait: .seconds(10))
+        } catch {
+            log.error("cannot take the engine lock", ["error": "\(error)", "state_dir": options.stateDirectory])
+            notify("STATUS=cannot take the engine lock in \(options.stateDirectory)")
+            return 1
+        }
+        defer { withExtendedLifetime(engineLock) {} }
 
         let ledger: Ledger
         do {

@@ -12,12 +12,8 @@ public enum Operation: String, Sendable, CaseIterable {
     case listPending = "pending"
     case approve
     case reject
-    // Served by the admin commands still to come; their rule is set here.
-    case grantForOthers = "grant"
-    case revokeForOthers = "revoke"
-    case resetForOthers = "reset"
-    case listEverything = "list"
-    case readAudit = "audit"
+    // decide, revoke, reset, list, reconcile, withdraw and audit-verify are decided by
+    // `EngineService` (DevAccessInterface), which devaccessd and `--offline` share.
 
     public enum Privilege: Sendable {
         case anyone
@@ -27,8 +23,7 @@ public enum Operation: String, Sendable, CaseIterable {
     public var privilege: Privilege {
         switch self {
         case .hello, .statusOfSelf, .requestForSelf: return .anyone
-        case .statusOfOthers, .listPending, .approve, .reject, .grantForOthers, .revokeForOthers, .resetForOthers,
-             .listEverything, .readAudit:
+        case .statusOfOthers, .listPending, .approve, .reject:
             return .admin
         }
     }
@@ -47,7 +42,7 @@ public struct AccessRules: Sendable {
     /// does not hold it, exactly as the kernel sees that session.
     public func isAdmin(_ peer: Peer) -> Bool {
         if peer.uid == 0 { return true }
-        guard let gid = Self.groupID(adminGroup) else { return false }
+        guard let gid = UserDatabase.groupID(adminGroup) else { return false }
         return peer.isMember(of: gid)
     }
 
@@ -56,22 +51,5 @@ public struct AccessRules: Sendable {
         case .anyone: return true
         case .admin: return isAdmin(peer)
         }
-    }
-
-    static func groupID(_ name: String) -> UInt32? {
-        var size = 1024
-        while size <= 1 << 20 {
-            var buffer = [CChar](repeating: 0, count: size)
-            var group = Glibc.group()
-            var result: UnsafeMutablePointer<Glibc.group>?
-            let rc = getgrnam_r(name, &group, &buffer, buffer.count, &result)
-            if rc == ERANGE {
-                size *= 4
-                continue
-            }
-            guard rc == 0, let found = result else { return nil }
-            return found.pointee.gr_gid
-        }
-        return nil
     }
 }

@@ -124,6 +124,8 @@ public final class BrokerService: RequestHandler {
             return await resolve(action, approve: true, id: envelope.id, peer: peer)
         case .reject(let action):
             return await resolve(action, approve: false, id: envelope.id, peer: peer)
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify:
+            return await administer(envelope.request, id: envelope.id, peer: peer)
         }
     }
 
@@ -218,12 +220,16 @@ public final class BrokerService: RequestHandler {
     }
 
     func refuse(_ operation: Operation, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
+        refuse(operation.rawValue, id: id, peer: peer, subject: subject, reason: reason)
+    }
+
+    func refuse(_ operation: String, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
         let actor = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
-        var details = ["operation": operation.rawValue, "request_id": String(id), "pid": String(peer.pid),
+        var details = ["operation": operation, "request_id": String(id), "pid": String(peer.pid),
                        "gid": String(peer.gid), "reason": reason]
         if let problem = peer.programProblem { details["program_problem"] = problem }
         let event = AuditEvent(type: .refused, actor: actor, subject: subject, program: peer.program, details: details)
-        log.notice("refused", ["operation": operation.rawValue, "uid": String(peer.uid), "pid": String(peer.pid),
+        log.notice("refused", ["operation": operation, "uid": String(peer.uid), "pid": String(peer.pid),
                                "program": peer.program ?? "-", "subject": subject?.description ?? "-"])
         if let ledger {
             do {
@@ -232,6 +238,6 @@ public final class BrokerService: RequestHandler {
                 log.error("could not record a refusal in the ledger", ["error": error.description])
             }
         }
-        return .error(ProtocolError(.permissionDenied, context: operation.rawValue, reason: reason))
+        return .error(ProtocolError(.permissionDenied, context: operation, reason: reason))
     }
 }

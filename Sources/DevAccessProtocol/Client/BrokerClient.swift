@@ -124,6 +124,15 @@ public final class BrokerClient {
         }
     }
 
+    /// A version 3 operation (`decide`, `list`, ...): its result document.
+    public func perform(_ request: Request) throws(BrokerClientError) -> OperationResult {
+        switch try send(request) {
+        case .result(let result): return result
+        case .error(let error): throw .rejected(error)
+        case let other: throw unexpected(other, for: request.type)
+        }
+    }
+
     // MARK: Conversations (request)
 
     /// Sends `request` and returns its id without waiting; read its replies with

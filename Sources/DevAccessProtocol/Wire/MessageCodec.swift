@@ -48,6 +48,8 @@ public enum MessageCodec {
         case .approve(let action), .reject(let action):
             members.append(JSONMember("pending", .integer(action.pending)))
             if let reason = action.reason { members.append(JSONMember("reason", .string(reason))) }
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify:
+            members += AdministrationCoding.encode(envelope.request)
         }
         return JSONWriter.bytes(.object(members))
     }
@@ -100,6 +102,16 @@ public enum MessageCodec {
                 try reader.finish()
                 let action = PendingAction(pending: pending, reason: reason)
                 request = type == "approve" ? .approve(action) : .reject(action)
+            case (_, 3...):
+                guard let administration = try AdministrationCoding.decode(type, &reader) else {
+                    throw ProtocolError(.unknownType, context: "$.type",
+                                        reason: "unknown request type '\(type)' in protocol version \(version); "
+                                            + "this broker knows: hello, status, request, prompt-answer, pending, "
+                                            + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
+                                            + "audit-verify")
+                }
+                try reader.finish()
+                request = administration
             default:
                 let known = version == 1 ? "hello, status, request"
                     : "hello, status, request, prompt-answer, pending, approve, reject"
@@ -150,6 +162,9 @@ public enum MessageCodec {
             members += ConversationCoding.encode(list)
         case .resolved(let resolved):
             members += ConversationCoding.encode(resolved)
+        case .result(let result):
+            members.append(JSONMember("operation", .string(result.operation)))
+            members.append(JSONMember("document", result.document))
         }
         return JSONWriter.bytes(.object(members))
     }
@@ -194,6 +209,14 @@ public enum MessageCodec {
                 reply = .pending(try ConversationCoding.decodePendingList(&reader))
             case ("resolved", 2...):
                 reply = .resolved(try ConversationCoding.decodeResolved(&reader))
+            case ("result", 3...):
+                let operation = try reader.string("operation", maxLength: 64)
+                let document = try reader.required("document")
+                guard case .object = document else {
+                    throw ProtocolError(.badMessage, context: reader.childPath("document"),
+                                        reason: "a result document is a JSON object, not \(document.kindDescription)")
+                }
+                reply = .result(OperationResult(operation: operation, document: document))
             default:
                 throw ProtocolError(.unknownType, context: "$.type",
                                     reason: "unknown reply type '\(type)' in protocol version \(version)")

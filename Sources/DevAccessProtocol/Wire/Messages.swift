@@ -9,11 +9,13 @@ import DevAccessCore
 ///
 /// Version 2 adds the request conversation (`prompt`, `prompt-answer`, `queued`,
 /// `decision`) and the approval queue (`pending`, `approve`, `reject`). Version 1
-/// messages are still served as version 1 defined them.
+/// messages are still served as version 1 defined them. Version 3 adds the operations
+/// that decide or record (`decide`, `revoke`, `reset`, `list`, `reconcile`, `withdraw`,
+/// `audit-verify`, Administration.swift), answered by `result`.
 public enum BrokerProtocol {
     /// The version this build writes.
-    public static let version: Int64 = 2
-    public static let supportedVersions: [Int64] = [1, 2]
+    public static let version: Int64 = 3
+    public static let supportedVersions: [Int64] = [1, 2, 3]
     /// 64 KiB: the most a request line may hold before its newline.
     public static let maxRequestSize = 64 * 1024
     /// Replies carry full statuses with devices, nodes and reasons; 1 MiB is far above
@@ -54,6 +56,17 @@ public enum Request: Sendable, Hashable {
     case approve(PendingAction)
     /// Admin: deny what a pending request asks for (version 2).
     case reject(PendingAction)
+    /// The requester takes back its own pending request (an admin: anyone's) (version 3).
+    case withdraw(PendingAction)
+    /// Record an allow or deny for a user and apply it (version 3).
+    case decide(DecisionOrder)
+    case revoke(RevokeOrder)
+    case reset(ResetOrder)
+    case list(ListQuery)
+    /// Apply the whole ledger to the machine (version 3).
+    case reconcile
+    /// Check the audit trail's hash chain (version 3).
+    case auditVerify
 
     public var type: String {
         switch self {
@@ -64,6 +77,13 @@ public enum Request: Sendable, Hashable {
         case .pending: return "pending"
         case .approve: return "approve"
         case .reject: return "reject"
+        case .withdraw: return "withdraw"
+        case .decide: return "decide"
+        case .revoke: return "revoke"
+        case .reset: return "reset"
+        case .list: return "list"
+        case .reconcile: return "reconcile"
+        case .auditVerify: return "audit-verify"
         }
     }
 }
@@ -140,6 +160,8 @@ public enum Reply: Sendable, Hashable {
     case pending(PendingListReply)
     /// The answer to `approve` and `reject`.
     case resolved(ResolvedReply)
+    /// The answer to a version 3 operation.
+    case result(OperationResult)
 
     public var type: String {
         switch self {
@@ -151,6 +173,7 @@ public enum Reply: Sendable, Hashable {
         case .decision: return "decision"
         case .pending: return "pending"
         case .resolved: return "resolved"
+        case .result: return "result"
         }
     }
 

@@ -56,6 +56,12 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let permissionDenied = ErrorCode(rawValue: "permission-denied")
     /// `approve` / `reject` name no request that is waiting (unknown, or already resolved).
     public static let noSuchRequest = ErrorCode(rawValue: "no-such-request")
+    /// A user, device or term in the request does not exist or cannot be (version 3).
+    public static let badArgument = ErrorCode(rawValue: "bad-argument")
+    /// Another process held the ledger too long; try again (version 3).
+    public static let ledgerBusy = ErrorCode(rawValue: "ledger-busy")
+    /// The broker's ledger cannot be used (corrupt, disk full, newer schema) (version 3).
+    public static let ledgerUnusable = ErrorCode(rawValue: "ledger-unusable")
     /// The request is valid but this broker does not serve it yet.
     public static let notImplemented = ErrorCode(rawValue: "not-implemented")
     /// The broker failed on its side (ledger, probe); the reason says what.

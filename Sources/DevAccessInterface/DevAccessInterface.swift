@@ -1,0 +1,56 @@
+import DevAccessCore
+import DevAccessProtocol
+
+/// Every operation devaccess offers that decides, records, or reads decisions, in one
+/// place (USBGuard's `Interface`). Two implementations:
+/// - `BrokerInterface` speaks the protocol to devaccessd, the one writer of the ledger
+///   and the ACLs while it runs; the CLI uses it for everyone, root included.
+/// - `EngineService` runs the enforcement engine itself. devaccessd serves its
+///   connections with it (one per request, for the peer the kernel named), and root's
+///   `--offline` repair mode uses it in-process under the engine lock the daemon holds.
+///
+/// `request` (the consent conversation) and `status` are served by devaccessd's
+/// conversation code and the local probes; they are not part of this protocol yet.
+public protocol DevAccessInterface: Sendable {
+    /// Record an allow or deny for a user and apply it to the nodes (admin).
+    func decide(_ order: DecisionOrder) async throws(InterfaceError) -> DecisionDocument
+    /// End a user's allow grants (admin; anyone for their own).
+    func revoke(_ order: RevokeOrder) async throws(InterfaceError) -> RevokeDocument
+    /// Forget a user's decisions (admin).
+    func reset(_ order: ResetOrder) async throws(InterfaceError) -> ResetDocument
+    /// Decisions in the ledger (admin: anyone's; others: their own).
+    func list(_ query: ListQuery) async throws(InterfaceError) -> GrantListDocument
+    /// Apply the whole ledger to the machine (admin).
+    func reconcile() async throws(InterfaceError) -> EnforcementDocument
+    /// Take back a pending request (its requester; admin: anyone's).
+    func withdraw(_ action: PendingAction) async throws(InterfaceError) -> WithdrawDocument
+    /// Check the audit trail's hash chain (admin).
+    func verifyAudit() async throws(InterfaceError) -> AuditVerifyDocument
+}
+
+/// Why an operation did not happen; each case maps to one documented exit code.
+public enum InterfaceError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The caller may not do this (exit 77); the broker audits it as `refused`.
+    case refused(operation: String, reason: String)
+    /// A user, device, pending request or term that does not exist or cannot be (exit 64).
+    case badArgument(String)
+    /// No pending request with that id, or it is resolved already (exit 1).
+    case notFound(String)
+    /// Another process holds the ledger or the engine lock (exit 75).
+    case busy(String)
+    /// The ledger cannot be used (exit 74).
+    case ledgerUnusable(String)
+    /// devaccessd cannot be reached (exit 69).
+    case unreachable(String)
+    /// Anything else (exit 1).
+    case failed(String)
+
+    public var description: String {
+        switch self {
+        case .refused(_, let reason): return reason
+        case .badArgument(let text), .notFound(let text), .busy(let text), .ledgerUnusable(let text),
+             .unreachable(let text), .failed(let text):
+            return text
+        }
+    }
+}

@@ -1,0 +1,245 @@
+import DevAccessCore
+import DevAccessEnforcement
+import DevAccessLedger
+import Foundation
+
+/// The documented JSON of what the operations that decide or record return (docs/json.md):
+/// `devaccess ... --json` prints them, and the broker's `result` replies carry them, so a
+/// result has one shape wherever it is read. Keys without a value are left out; times
+/// are UTC ISO 8601.
+public struct GrantListDocument: Codable, Sendable, Hashable {
+    public var ledger: String
+    public var grants: [GrantDocument]
+}
+
+public struct GrantDocument: Codable, Sendable, Hashable {
+    public var id: Int64
+    public var user: String
+    public var uid: UInt32
+    public var permission: String
+    public var device: String?
+    public var program: String?
+    public var decision: String
+    public var scope: String
+    public var created: String
+    public var expires: String?
+    public var ended: String?
+    public var active: Bool
+    public var decidedBy: String
+    public var decidedByUid: UInt32
+    public var how: String
+    public var reason: String?
+
+    public init(_ grant: Grant, now: Date) {
+        id = grant.id
+        user = grant.subject.name
+        uid = grant.subject.uid
+        permission = grant.permission.rawValue
+        device = grant.deviceID
+        program = grant.program?.path
+        decision = grant.decision.rawValue
+        scope = grant.scope.rawValue
+        created = ISOTime.format(grant.created)
+        expires = grant.expires.map(ISOTime.format)
+        ended = grant.revoked.map(ISOTime.format)
+        active = grant.isActive(at: now)
+        decidedBy = grant.decidedBy.name
+        decidedByUid = grant.decidedBy.uid
+        how = grant.method.rawValue
+        reason = grant.reason.isEmpty ? nil : grant.reason
+    }
+}
+
+public struct EnforcementDocument: Codable, Sendable, Hashable {
+    public var expired: [GrantDocument]
+    public var changes: [ChangeDocument]
+    public var problems: [ProblemDocument]
+    public var drift: [DriftDocument]
+    public var notes: [String]
+
+    public init(_ report: EnforcementReport, now: Date) {
+        expired = report.expired.map { GrantDocument($0, now: now) }
+        changes = report.changes.map(ChangeDocument.init)
+        problems = report.problems.map(ProblemDocument.init)
+        drift = report.drift.map(DriftDocument.init)
+        notes = report.notes
+    }
+}
+
+public struct ChangeDocument: Codable, Sendable, Hashable {
+    public var action: String
+    public var node: String
+    public var user: String
+    public var uid: UInt32
+    public var permission: String?
+    public var device: String
+    public var grant: Int64?
+    public var message: String
+
+    public init(_ change: EnforcementChange) {
+        action = change.action.rawValue
+        node = change.nodePath
+        user = change.userName
+        uid = change.uid
+        permission = change.permission?.rawValue
+        device = change.deviceID
+        grant = change.grantID
+        message = change.message
+    }
+}
+
+public struct ProblemDocument: Codable, Sendable, Hashable {
+    public var kind: String
+    public var node: String
+    public var user: String
+    public var uid: UInt32
+    public var permission: String?
+    public var device: String?
+    public var message: String
+
+    public init(_ problem: EnforcementProblem) {
+        kind = problem.kind.rawValue
+        node = problem.nodePath
+        user = problem.userName
+        uid = problem.uid
+        permission = problem.permission?.rawValue
+        device = problem.deviceID
+        message = problem.message
+    }
+}
+
+public struct DriftDocument: Codable, Sendable, Hashable {
+    public var kind: String
+    public var node: String
+    public var user: String
+    public var uid: UInt32
+    public var permission: String
+    public var device: String
+    public var grant: Int64?
+    public var message: String
+
+    public init(_ item: DriftItem) {
+        kind = item.kind.rawValue
+        node = item.nodePath
+        user = item.userName
+        uid = item.uid
+        permission = item.permission.rawValue
+        device = item.deviceID
+        grant = item.grantID
+        message = item.message
+    }
+}
+
+
+extension GrantListDocument {
+    public init(ledger: String, grants: [Grant], now: Date) {
+        self.ledger = ledger
+        self.grants = grants.map { GrantDocument($0, now: now) }
+    }
+}
+
+extension GrantDocument {
+    /// "grant 12: allow camera for alice (1001) on every device, until 2026-12-01T18:00:00Z".
+    public var line: String {
+        "grant \(id): \(decision) \(permission) for \(user) (\(uid)) on "
+            + (device.map { "device \($0)" } ?? "every device") + ", " + term
+    }
+
+    public var term: String {
+        scope == "always" ? "always" : expires.map { "until \($0)" } ?? scope
+    }
+}
+
+extension EnforcementDocument {
+    /// Whether a node was refused or an edit failed (the commands then exit 1).
+    public var hasProblems: Bool { !problems.isEmpty }
+    public var changedNothing: Bool { expired.isEmpty && changes.isEmpty }
+}
+
+/// `grant` and `deny`: the decision recorded, the allows it ended, and the engine run.
+public struct DecisionDocument: Codable, Sendable, Hashable {
+    public var grant: GrantDocument
+    public var ended: [GrantDocument]
+    public var report: EnforcementDocument
+
+    public init(_ outcome: Enforcer.DecisionOutcome, now: Date) {
+        grant = GrantDocument(outcome.grant, now: now)
+        ended = outcome.ended.map { GrantDocument($0, now: now) }
+        report = EnforcementDocument(outcome.report, now: now)
+    }
+}
+
+/// `revoke`: the grants ended, the grants for every device that still cover `--device`.
+public struct RevokeDocument: Codable, Sendable, Hashable {
+    public var revoked: [GrantDocument]
+    public var stillCovering: [GrantDocument]
+    public var report: EnforcementDocument
+
+    public init(_ outcome: Enforcer.RevokeOutcome, now: Date) {
+        revoked = outcome.revoked.map { GrantDocument($0, now: now) }
+        stillCovering = outcome.stillCovering.map { GrantDocument($0, now: now) }
+        report = EnforcementDocument(outcome.report, now: now)
+    }
+}
+
+/// `reset`: the decisions forgotten.
+public struct ResetDocument: Codable, Sendable, Hashable {
+    public var user: String
+    public var uid: UInt32
+    public var permission: String?
+    public var deleted: [GrantDocument]
+    public var report: EnforcementDocument
+
+    public init(_ outcome: Enforcer.ResetOutcome, subject: Principal, permission: Permission?, now: Date) {
+        user = subject.name
+        uid = subject.uid
+        self.permission = permission?.rawValue
+        deleted = outcome.deleted.map { GrantDocument($0, now: now) }
+        report = EnforcementDocument(outcome.report, now: now)
+    }
+}
+
+/// `audit --verify`.
+public struct AuditVerifyDocument: Codable, Sendable, Hashable {
+    public var ledger: String
+    public var intact: Bool
+    /// Events checked (intact chains).
+    public var events: Int64?
+    /// Where it breaks: the event's sequence number, the kind (`edited`, `removed`, ...), why.
+    public var brokenAt: Int64?
+    public var kind: String?
+    public var explanation: String?
+    public var message: String
+
+    public init(_ verification: ChainVerification, ledger: String) {
+        self.ledger = ledger
+        message = verification.description
+        switch verification {
+        case .intact(let count):
+            intact = true
+            events = count
+        case .broken(let chainBreak):
+            intact = false
+            brokenAt = chainBreak.seq
+            kind = chainBreak.kind.rawValue
+            explanation = chainBreak.explanation
+        }
+    }
+}
+
+/// `withdraw`: the pending request as it now stands.
+public struct WithdrawDocument: Codable, Sendable, Hashable {
+    public var pending: Int64
+    public var user: String
+    public var uid: UInt32
+    public var permissions: [String]
+    public var resolution: String
+
+    public init(_ request: PendingRequest) {
+        pending = request.id
+        user = request.subject.name
+        uid = request.subject.uid
+        permissions = request.permissions.map(\.rawValue)
+        resolution = request.resolution?.rawValue ?? "waiting"
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import DevAccessCore
+import DevAccessSystem
+import DevAccessLedger
+import DevAccessEnforcement
+import DevAccessProtocol
+
+/// Who is asking, as the kernel says (SO_PEERCRED for the broker, getuid for `--offline`).
+public struct Caller: Sendable, Hashable {
+    public var principal: Principal
+    /// Root, or a member of the admin group.
+    public var isAdmin: Bool
+
+    public init(principal: Principal, isAdmin: Bool) {
+        self.principal = principal
+        self.isAdmin = isAdmin
+    }
+}
+
+/// Runs engine operations one at a time: the daemon's enforcement queue, or the engine
+/// itself in `--offline` mode (under the engine lock).
+public protocol EngineRunner: Sendable {
+    func run<R: Sendable>(_ operation: String,
+                          _ body: @escaping @Sendable (Enforcer) throws(EnforcementError) -> (R, EnforcementReport))
+        async throws(InterfaceError) -> R
+}
+
+/// The operations of `DevAccessInterface` done by the engine, for one caller: who may do
+/// what is decided here, once, for both the daemon and `--offline`.
+public struct EngineService: DevAccessInterface {
+    public let caller: Caller
+    public let runner: any EngineRunner
+    public var clock: @Sendable () -> Date
+
+    public init(caller: Caller, runner: any EngineRunner, clock: @escaping @Sendable () -> Date = { Date() }) {
+        self.caller = caller
+        self.runner = runner
+        self.clock = clock
+    }
+
+    // MARK: Decisions
+
+    public func decide(_ order: DecisionOrder) async throws(InterfaceError) -> DecisionDocument {
+        let verb = order.allow ? "grant" : "deny"
+        let subject = try Self.currentUser(order.user)
+        try requireAdmin(verb, "\(verb) \(order.permission.rawValue) to \(subject)")
+        let expires = order.expiresMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
+        let request = Enforcer.DecisionRequest(
+            subject: subject, permission: order.permission, deviceID: order.device,
+            decision: order.allow ? .allow : .deny, scope: expires == nil ? .always : .until, expires: expires,
+            reason: order.reason ?? "")
+        let actor = caller.principal
+        let now = clock()
+        return try await runner.run(verb) { (engine) throws(EnforcementError) -> (DecisionDocument, EnforcementReport) in
+            let outcome = try engine.acting(as: actor).decide(request)
+            return (DecisionDocument(outcome, now: now), outcome.report)
+        }
+    }
+
+    public func revoke(_ order: RevokeOrder) async throws(InterfaceError) -> RevokeDocument {
+        let subject = try Self.formerOrCurrentUser(order.user)
+        // Giving up one's own access is always safe; ending someone else's is an admin's call.
+        if subject.uid != caller.principal.uid {
+            try requireAdmin("revoke", "revoke \(subject)'s \(order.permission.rawValue) grants")
+        }
+        let actor = caller.principal
+        let now = clock()
+        return try await runner.run("revoke") { (engine) throws(EnforcementError) -> (RevokeDocument, EnforcementReport) in
+            let outcome = try engine.acting(as: actor).revoke(permission: order.permission, subject: subject,
+                                                              deviceID: order.device, reason: order.reason ?? "")
+            return (RevokeDocument(outcome, now: now), outcome.report)
+        }
+    }
+
+    public func reset(_ order: ResetOrder) async throws(InterfaceError) -> ResetDocument {
+        let subject = try Self.formerOrCurrentUser(order.user)
+        // Not even for oneself: a reset forgets denials an administrator recorded.
+        try requireAdmin("reset", "forget \(subject)'s decisions")
+        let actor = caller.principal
+        let now = clock()
+        return try await runner.run("reset") { (engine) throws(EnforcementError) -> (ResetDocument, EnforcementReport) in
+            let outcome = try engine.acting(as: actor).reset(subject: subject, permission: order.permission)
+            return (ResetDocument(outcome, subject: subject, permission: order.permission, now: now), outcome.report)
+        }
+    }
+
+    public func reconcile() async throws(InterfaceError) -> EnforcementDocument {
+        try requireAdmin("reconcile", "reconcile the ledger with the machine")
+        let actor = caller.principal
+        let now = clock()
+        return try await runner.run("reconcile") { (engine) throws(EnforcementError) -> (EnforcementDocument, EnforcementReport) in
+            let report = try engine.acting(as: actor).reconcile()
+            return (EnforcementDocument(report, now: now), report)
+        }
+    }
+
+    // MARK: Reading and withdrawing
+
+    public func list(_ query: ListQuery) async throws(InterfaceError) -> GrantListDocument {
+        let uid: UInt32?
+        if let text = query.user {
+            let subject = try Self.formerOrCurrentUser(text)
+            if subject.uid != caller.principal.uid { try requireAdmin("list", "list \(subject)'s decisions") }
+            uid = subject.uid
+        } else {
+            // Without --user: everyone's for an admin, one's own for anyone else.
+            uid = caller.isAdmin ? nil : caller.principal.uid
+        }
+        let now = clock()
+        return try await runner.run("list") { (engine) throws(EnforcementError) -> (GrantListDocument, EnforcementReport) in
+            let grants = try Self.ledgerWork { () throws(LedgerError) in
+                try engine.ledger.grants(uid: uid, permission: query.permission, includeInactive: query.all, now: now)
+            }
+            return (GrantListDocument(ledger: engine.ledger.path, grants: grants, now: now), EnforcementReport())
+        }
+    }
+
+    public func withdraw(_ action: PendingAction) async throws(InterfaceError) -> WithdrawDocument {
+        let caller = self.caller
+        let outcome = try await runner.run("withdraw") {
+            (engine) throws(EnforcementError) -> (Result<WithdrawDocument, InterfaceError>, EnforcementReport) in
+            let ledger = engine.ledger
+            let found = try Self.ledgerWork { () throws(LedgerError) in try ledger.pendingRequest(id: action.pending) }
+            // Someone else's request is not named to a non-admin: no probing of other users' queue.
+            guard let request = found, request.subject.uid == caller.principal.uid || caller.isAdmin else {
+                return (.failure(.notFound("there is no pending request \(action.pending) of yours; "
+                    + "'devaccess pending' lists them")), EnforcementReport())
+            }
+            guard request.isWaiting else {
+                return (.failure(.notFound("request \(request.id) was already "
+                    + "\(request.resolution?.rawValue ?? "resolved")")), EnforcementReport())
+            }
+            let resolved = try Self.ledgerWork { () throws(LedgerError) in
+                try ledger.resolvePendingRequest(id: request.id, as: .withdrawn, by: caller.principal,
+                                                 note: action.reason ?? "withdrawn by \(caller.principal.name)")
+            }
+            return (.success(WithdrawDocument(resolved)), EnforcementReport())
+        }
+        return try outcome.get()
+    }
+
+    public func verifyAudit() async throws(InterfaceError) -> AuditVerifyDocument {
+        try requireAdmin("audit", "verify the audit trail")
+        return try await runner.run("audit-verify") {
+            (engine) throws(EnforcementError) -> (AuditVerifyDocument, EnforcementReport) in
+            let verification = try Self.ledgerWork { () throws(LedgerError) in try engine.ledger.verify() }
+            return (AuditVerifyDocument(verification, ledger: engine.ledger.path), EnforcementReport())
+        }
+    }
+
+    // MARK: Helpers
+
+    private func requireAdmin(_ operation: String, _ what: String) throws(InterfaceError) {
+        guard caller.isAdmin else {
+            throw .refused(operation: operation, reason: "\(caller.principal) may not \(what): only root and "
+                + "members of group '\(AdminGroup.name)' may")
+        }
+    }
+
+    /// A user a decision is made for: must exist now.
+    static func currentUser(_ text: String) throws(InterfaceError) -> Principal {
+        do {
+            let identity = try UserDatabase.identity(for: text)
+            return Principal(uid: identity.uid, name: identity.name)
+        } catch .lookupFailed(let what, let errno) {
+            throw .failed(UserDatabase.LookupError.lookupFailed(what, errno).description)
+        } catch {
+            throw .badArgument(error.description)
+        }
+    }
+
+    /// A user whose decisions end or are read: a deleted account's uid is accepted, so its
+    /// leftovers can still be cleaned up.
+    static func formerOrCurrentUser(_ text: String) throws(InterfaceError) -> Principal {
+        do {
+            let identity = try UserDatabase.identity(for: text)
+            return Principal(uid: identity.uid, name: identity.name)
+        } catch .noSuchUID(let uid) {
+            return Principal(uid: uid, name: String(uid))
+        } catch .lookupFailed(let what, let errno) {
+            throw .failed(UserDatabase.LookupError.lookupFailed(what, errno).description)
+        } catch {
+            throw .badArgument(error.description)
+        }
+    }
+
+    static func ledgerWork<R>(_ body: () throws(LedgerError) -> R) throws(EnforcementError) -> R {
+        do {
+            return try body()
+        } catch {
+            throw .ledger(error)
+        }
+    }
+}
+
+extension InterfaceError {
+    /// The engine's failures, sorted by what the caller can do about them.
+    public init(_ error: EnforcementError) {
+        switch error {
+        case .ledger(.busy): self = .busy(error.description)
+        case .ledger(.invalidArgument(let problem)): self = .badArgument(problem)
+        case .ledger(.crypto): self = .failed(error.description)
+        case .ledger: self = .ledgerUnusable(error.description)
+        case .unknownDevice: self = .badArgument(error.description)
+        }
+    }
+}
+
+extension Enforcer {
+    /// The same engine, recording `principal` as the one who acts.
+    public func acting(as principal: Principal) -> Enforcer {
+        Enforcer(ledger: ledger, devices: devices, actor: principal, nodePermissions: nodePermissions, clock: clock,
+                 identities: identities)
+    }
+}
+
+/// The group whose members administer devaccess.
+public enum AdminGroup {
+    public static let name = "devaccess-admin"
+
+    /// Whether the calling process holds the group (its real credentials, as the kernel has them).
+    public static func callerIsMember() -> Bool {
+        if getuid() == 0 { return true }
+        guard let gid = UserDatabase.groupID(name) else { return false }
+        if getgid() == gid { return true }
+        let count = getgroups(0, nil)
+        guard count > 0 else { return false }
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        let got = getgroups(count, &groups)
+        return got > 0 && groups.prefix(Int(got)).contains(gid)
+    }
+}
