@@ -15,6 +15,7 @@ public enum DevAccessCLI {
         CommandEntry(spec: PendingCommand.spec, run: PendingCommand.run),
         CommandEntry(spec: ApproveCommand.spec, run: ApproveCommand.run),
         CommandEntry(spec: RejectCommand.spec, run: RejectCommand.run),
+        CommandEntry(spec: WithdrawCommand.spec, run: WithdrawCommand.run),
         CommandEntry(spec: GrantCommand.spec, run: GrantCommand.run),
         CommandEntry(spec: DenyCommand.spec, run: DenyCommand.run),
         CommandEntry(spec: RevokeCommand.spec, run: RevokeCommand.run),
@@ -98,7 +99,7 @@ public enum DevAccessCLI {
         Run 'devaccess COMMAND --help' for the options of a command.
         Exit codes: 0 success/authorized, 1 error, 2 limited, 3 denied, 4 notDetermined,
         5 restricted, 6 unavailable, 64 usage error, 65 audit chain broken, 74 ledger unusable,
-        69 broker unreachable, 75 ledger busy, 77 needs root or refused. See devaccess(1).
+        69 broker unreachable, 75 ledger busy, 77 refused. See devaccess(1).
         """
         return text
     }

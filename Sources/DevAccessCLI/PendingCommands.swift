@@ -1,18 +1,21 @@
 import DevAccessCore
+import DevAccessInterface
 import DevAccessProtocol
 
 /// The approval queue (policy auth_admin), through devaccessd: root and members of
-/// devaccess-admin list, approve and reject; anyone else is refused (exit 77) and the
-/// broker records the refusal.
+/// devaccess-admin list every request, approve and reject; anyone else lists and
+/// withdraws their own, and is refused (exit 77, recorded) the rest.
 enum PendingCommand: Command {
     static let spec = CommandSpec(
         name: "pending",
-        abstract: "List the requests waiting for an administrator's approval.",
+        abstract: "List the requests waiting for an administrator's approval (yours; all for an admin).",
         usage: "devaccess pending [--json] [--socket PATH]",
         options: [CommonOptions.json, BrokerOptions.socket],
         discussion: """
-        Asks devaccessd (root or devaccess-admin; exit 77 otherwise, 69 when it cannot be
-        reached). Each request: its ID (for 'devaccess approve ID' and 'reject ID'), the
+        Asks devaccessd (exit 69 when it cannot be reached): root and members of
+        devaccess-admin see every waiting request, anyone else their own (which
+        'devaccess withdraw ID' takes back). Each request: its ID (for 'devaccess
+        approve ID' and 'reject ID'), the
         user and program the kernel identified, the permissions, the term asked for
         ('default': the policy's Keep=, else one use), when, and the reason given.
         """)
@@ -33,7 +36,7 @@ enum PendingCommand: Command {
             return .success
         }
         guard !list.requests.isEmpty else {
-            console.error("devaccess: no request is waiting for approval")
+            console.error("devaccess: no request \(AdminGroup.callerIsMember() ? "" : "of yours ")is waiting for approval")
             return .success
         }
         let rows = list.requests.map { item -> [String] in
@@ -185,5 +188,47 @@ struct ResolvedDocument: Encodable {
         user = resolved.user
         uid = resolved.uid
         results = resolved.results.map(RequestResultDocument.init)
+    }
+}
+
+/// `withdraw ID`: the requester takes back a request that waits for an administrator.
+enum WithdrawCommand: Command {
+    static let spec = CommandSpec(
+        name: "withdraw",
+        abstract: "Take back a request of yours that waits for an administrator.",
+        usage: "devaccess withdraw ID [--reason TEXT] [--json]",
+        options: [ResolveCommand.note, CommonOptions.json] + AdminAccess.options,
+        discussion: """
+        ID is from 'devaccess pending'. The request leaves the queue as 'withdrawn' (the
+        audit trail keeps it); nothing is granted or denied, so a later request asks again.
+        Your own requests only; root and members of devaccess-admin may withdraw any.
+        \(AdminAccess.help)
+        Exit codes: 0 withdrawn, 1 no such waiting request of yours, 64 usage error,
+        69 devaccessd unreachable, 74/75 ledger unusable/busy.
+        """)
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        guard arguments.positionals.count == 1, let text = arguments.positionals.first else {
+            throw UsageError(message: arguments.positionals.isEmpty ? "missing ID (see 'devaccess pending')"
+                : "withdraw takes one ID", command: spec.name)
+        }
+        guard let id = Int64(text), id > 0 else {
+            throw UsageError(message: "'\(text)' is not a request ID (a positive number from 'devaccess pending')",
+                             command: spec.name)
+        }
+        let reason = arguments.value("reason")
+        if let reason, reason.utf8.count > 1024 {
+            throw UsageError(message: "'--reason' is longer than 1024 bytes", command: spec.name)
+        }
+        let interface = try AdminAccess.interface(arguments, command: spec.name)
+        let action = PendingAction(pending: id, reason: reason)
+        let result = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.withdraw(action) }
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(result))
+        } else {
+            console.out("request \(result.pending) of \(result.user) (uid \(result.uid)) \(result.resolution): "
+                + result.permissions.joined(separator: ", "))
+        }
+        return .success
     }
 }

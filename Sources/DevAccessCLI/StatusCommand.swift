@@ -1,7 +1,10 @@
 import DevAccessCore
 import DevAccessEnforcement
 import DevAccessHardware
+import DevAccessInterface
+import DevAccessProtocol
 import Foundation
+import Glibc
 
 enum StatusCommand: Command {
     static let spec = CommandSpec(
@@ -46,16 +49,36 @@ enum StatusCommand: Command {
 }
 
 /// `status` and `check` computed here, without the broker: the machine, the ledger
-/// (read-only) and the policy, for the user named by --user or the caller.
+/// (read-only) and the policy, for the user named by --user or the caller. The ledger is
+/// private to root: anyone else gets its part from devaccessd (the whole status, computed
+/// there the same way), or is told the decisions are unknown when it cannot be reached.
 enum LocalStatus {
     static func compute(_ permissions: [Permission], _ arguments: ParsedArguments, command: String)
         async throws -> (UserIdentity, [PermissionStatus])
     {
         let user = try CommonOptions.identity(arguments, command: command)
+        // As the broker rules: another user's decisions are for root and admins only.
+        if user.uid != getuid() && !AdminGroup.callerIsMember() {
+            throw CommandFailure(message: "only root and members of group '\(AdminGroup.name)' may see the status of "
+                + "another user (\(user.name), uid \(user.uid)); without --user you see your own", code: .noPermission)
+        }
         let options = try CommonOptions.probeOptions(arguments, command: command)
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: command)
+        var ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
+        if ledger.isPrivate {
+            let path = try BrokerOptions.socketPath(arguments, command: command)
+            do {
+                let client = try BrokerClient(socketPath: path, timeout: .seconds(10))
+                let reply = try client.status(permissions == Permission.all ? nil : permissions,
+                                              user: user.uid == getuid() ? nil : String(user.uid))
+                return (user, reply.permissions)
+            } catch .rejected(let frame) where frame.code == .permissionDenied {
+                throw CommandFailure(message: frame.reason, code: .noPermission)
+            } catch {
+                ledger = .unknown(why: "devaccessd not reachable (\(error))")
+            }
+        }
         let reports = try await DeviceSources.reports(permissions, options: options)
-        let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
         let policy = PolicyReading.read()
         return (user, reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy) })
     }

@@ -11,6 +11,14 @@ public enum LedgerReading: Sendable {
     case loaded(LedgerSnapshot)
     /// The file exists but cannot be used; statuses come from the nodes alone.
     case unreadable(path: String, problem: String)
+    /// The ledger is private and devaccessd, which answers for it, could not be asked.
+    case unknown(why: String)
+
+    /// The file exists but the caller may not read it (the ledger is root's alone).
+    public var isPrivate: Bool {
+        guard case .unreadable(let path, _) = self else { return false }
+        return access(path, R_OK) != 0 && (errno == EACCES || errno == EPERM)
+    }
 }
 
 /// The decisions standing at one moment and the ACL entries devaccess recorded.
@@ -55,6 +63,9 @@ public enum LedgerStatus {
         case .unreadable(_, let problem):
             decisionReasons.append(Reason(.ledger, "the ledger cannot be read, so decisions are not shown "
                 + "and this status comes from the nodes alone: \(problem)"))
+        case .unknown(let why):
+            decisionReasons.append(Reason(.ledger, "decisions unknown: \(why); this status comes from the nodes "
+                + "and the policy alone"))
         case .loaded(let snapshot):
             let (fromLedger, ledgerReasons) = snapshot.decisions.inputs(user: user, report: report)
             inputs = fromLedger
@@ -71,7 +82,7 @@ public enum LedgerStatus {
         switch ledger {
         case .absent(let path):
             status.reasons.append(Reason(.ledger, "no ledger at \(path): nothing has been decided"))
-        case .unreadable:
+        case .unreadable, .unknown:
             break
         case .loaded(let snapshot):
             let drift = DriftAnalyzer.drift(report: report, user: user, decisions: snapshot.decisions,
