@@ -10,10 +10,13 @@ public struct Caller: Sendable, Hashable {
     public var principal: Principal
     /// Root, or a member of the admin group.
     public var isAdmin: Bool
+    /// The admin group's name, for the refusal's sentence.
+    public var adminGroup: String
 
-    public init(principal: Principal, isAdmin: Bool) {
+    public init(principal: Principal, isAdmin: Bool, adminGroup: String = AdminGroup.name) {
         self.principal = principal
         self.isAdmin = isAdmin
+        self.adminGroup = adminGroup
     }
 }
 
@@ -153,7 +156,7 @@ public struct EngineService: DevAccessInterface {
     private func requireAdmin(_ operation: String, _ what: String) throws(InterfaceError) {
         guard caller.isAdmin else {
             throw .refused(operation: operation, reason: "\(caller.principal) may not \(what): only root and "
-                + "members of group '\(AdminGroup.name)' may")
+                + "members of group '\(caller.adminGroup)' may")
         }
     }
 

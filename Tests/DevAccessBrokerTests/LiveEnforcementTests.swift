@@ -12,8 +12,8 @@ import DevAccessTestSupport
 /// Live enforcement in the real daemon (devaccessd(8), LIVE ENFORCEMENT): the start-up
 /// reconcile, the expiry timer, re-created nodes and the periodic safety run, against
 /// real nodes (mknod 1:3), real test users and real opens. Grants come from the real
-/// root CLI on the daemon's state directory, as an admin would make them; after that no
-/// CLI command runs, so whatever changes on the node is the daemon's doing.
+/// root CLI through the daemon, as an admin makes them; after that no CLI command runs,
+/// so whatever changes on the node is the daemon's doing.
 ///
 /// The nodes have no udev events (udev does not know mknod'd nodes, and this machine
 /// has no udevd); the daemon watches the declared nodes' directory instead (DEBUG only).
@@ -43,16 +43,24 @@ struct LiveEnforcementTests {
                               waitForReady: waitForReady)
         }
 
-        /// The root CLI on `stateDirectory`, with the same declared devices.
-        func cli(_ arguments: [String], stateDirectory: String) throws -> ProcessOutput {
+        /// Root's CLI through `daemon`, the one writer while it runs.
+        func cli(_ arguments: [String], through daemon: RunningDaemon) throws -> ProcessOutput {
             try TestProcess.devaccess(arguments, environment: [
-                "DEVACCESS_TEST_DEVICES": devices, "DEVACCESS_STATE_DIR": stateDirectory,
+                "DEVACCESS_TEST_DEVICES": devices, "DEVACCESS_SOCKET": daemon.socketPath,
                 "DEVACCESS_GPSD": "127.0.0.1:9",
             ])
         }
 
-        func grant(_ extra: [String] = [], stateDirectory: String) throws {
-            let result = try cli(["grant", "camera", "--user", user.name] + extra, stateDirectory: stateDirectory)
+        /// Root's CLI once the daemon has stopped: `--offline` on its state directory.
+        func offline(_ arguments: [String], stateDirectory: String) throws -> ProcessOutput {
+            try TestProcess.devaccess(arguments + ["--offline", "--state-dir", stateDirectory], environment: [
+                "DEVACCESS_TEST_DEVICES": devices, "DEVACCESS_SOCKET": stateDirectory + "/no-daemon.sock",
+                "DEVACCESS_GPSD": "127.0.0.1:9",
+            ])
+        }
+
+        func grant(_ extra: [String] = [], through daemon: RunningDaemon) throws {
+            let result = try cli(["grant", "camera", "--user", user.name] + extra, through: daemon)
             guard result.status == 0 else { throw SetupError("grant failed: \(result.stderr)") }
         }
 
@@ -91,7 +99,7 @@ struct LiveEnforcementTests {
     @Test func anExpiryWhileRunningRemovesTheEntryOnTimeWithoutAnyCommand() throws {
         let setup = try Setup("liveexp")
         let daemon = try setup.daemon()
-        try setup.grant(["--for", "2s"], stateDirectory: daemon.stateDirectory)
+        try setup.grant(["--for", "2s"], through: daemon)
         #expect(setup.hasEntry)
         #expect(try setup.user.canOpen(setup.node, .readWrite))
         let expiry = try Self.newestExpiry(daemon.stateDirectory)
@@ -108,14 +116,14 @@ struct LiveEnforcementTests {
         let events = try TestProcess.run("/usr/bin/sqlite3", [daemon.stateDirectory + "/ledger.db",
                                                               "SELECT type FROM audit_events ORDER BY seq"]).stdout
         #expect(events.split(separator: "\n") == ["grant", "acl_add", "expiry", "acl_remove"], "\(events)")
-        #expect(try setup.cli(["audit", "--verify"], stateDirectory: daemon.stateDirectory).status == 0)
+        #expect(try setup.offline(["audit", "--verify"], stateDirectory: daemon.stateDirectory).status == 0)
     }
 
     @Test func aGrantThatExpiredWhileTheDaemonWasDownIsRemovedBeforeReady() throws {
         let setup = try Setup("livedown")
         let first = try setup.daemon()
         let state = first.stateDirectory
-        try setup.grant(["--for", "2s"], stateDirectory: state)
+        try setup.grant(["--for", "2s"], through: first)
         #expect(first.stop() == 0)
         #expect(setup.hasEntry)
         let expiry = try Self.newestExpiry(state)
@@ -142,7 +150,7 @@ struct LiveEnforcementTests {
     @Test func aReCreatedNodeGetsItsEntryAtOnce() throws {
         let setup = try Setup("liveplug")
         let daemon = try setup.daemon()
-        try setup.grant([], stateDirectory: daemon.stateDirectory)
+        try setup.grant([], through: daemon)
         #expect(setup.hasEntry)
         for round in 1...3 {
             try setup.recreateNode()
@@ -159,7 +167,7 @@ struct LiveEnforcementTests {
     @Test func thePeriodicReconcileRepairsWhatNoEventReported() throws {
         let setup = try Setup("liveper")
         let daemon = try setup.daemon(["--reconcile-interval", "1"])
-        try setup.grant([], stateDirectory: daemon.stateDirectory)
+        try setup.grant([], through: daemon)
         // An ACL edit makes no event the daemon watches: only the periodic run sees it.
         #expect(try TestProcess.shell("setfacl -x u:\(setup.user.uid) '\(setup.node)'").status == 0)
         #expect(!setup.hasEntry)
@@ -172,7 +180,7 @@ struct LiveEnforcementTests {
     @Test func theIntervalZeroTurnsThePeriodicRunOff() throws {
         let setup = try Setup("liveoff")
         let daemon = try setup.daemon(["--reconcile-interval", "0"])
-        try setup.grant([], stateDirectory: daemon.stateDirectory)
+        try setup.grant([], through: daemon)
         #expect(try TestProcess.shell("setfacl -x u:\(setup.user.uid) '\(setup.node)'").status == 0)
         Thread.sleep(forTimeInterval: 1.5)
         #expect(!setup.hasEntry)
@@ -182,6 +190,7 @@ struct LiveEnforcementTests {
 
     // MARK: - Concurrency
 
+    /// Several root CLIs at once, all through the daemon, while nodes are re-created.
     @Test func concurrentRootCommandsAndTheDaemonConverge() throws {
         let setup = try Setup("liveconc")
         let others = try (1...3).map { try TestUser("liveconc\($0)") }
@@ -197,7 +206,7 @@ struct LiveEnforcementTests {
                 defer { group.leave() }
                 for _ in 0..<3 {
                     guard let result = try? setup.cli(["grant", "camera", "--user", user.name, "--for", "1s"],
-                                                      stateDirectory: state), result.status == 0 else {
+                                                      through: daemon), result.status == 0 else {
                         failures.value.withLock { $0.append(user.name) }
                         return
                     }
@@ -219,10 +228,10 @@ struct LiveEnforcementTests {
         #expect(cleared != nil, "\(acl)\n\(daemon.log)")
         #expect(!daemon.log.contains("enforcement run failed"), "\(daemon.log)")
         #expect(daemon.stop() == 0)
-        let reconcile = try setup.cli(["reconcile"], stateDirectory: state)
+        let reconcile = try setup.offline(["reconcile"], stateDirectory: state)
         #expect(reconcile.status == 0)
         #expect(reconcile.stdout.contains("nothing to change"), "\(reconcile.stdout)")
-        #expect(try setup.cli(["audit", "--verify"], stateDirectory: state).status == 0)
+        #expect(try setup.offline(["audit", "--verify"], stateDirectory: state).status == 0)
     }
 
 }

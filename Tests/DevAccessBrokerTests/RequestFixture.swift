@@ -20,6 +20,8 @@ final class RequestSetup: @unchecked Sendable {
     let microphone: String
     let admins: TestGroup?
     let pamService: String
+    /// The declared devices file (DEVACCESS_TEST_DEVICES), for CLI runs on the same nodes.
+    let devices: String
 
     init(policy: String, admins: [TestUser] = [], promptTimeout: Int = 30) throws {
         nodes = try TemporaryDirectory()
@@ -33,6 +35,7 @@ final class RequestSetup: @unchecked Sendable {
             ["permission": "microphone", "id": "microphone:test-card0", "name": "Test Microphone",
              "nodes": [["path": microphone, "major": 1, "minor": 3]]],
         ], in: nodes)
+        self.devices = devices
         self.admins = admins.isEmpty ? nil : try TestGroup("adm", members: admins)
         pamService = "devaccess-test-req\(getpid() % 100_000)"
         let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -60,6 +63,18 @@ final class RequestSetup: @unchecked Sendable {
     }
 
     private var previous: [RunningDaemon] = []
+
+    /// Stops the daemon (SIGTERM) and keeps its ledger for `start()`.
+    func stop() throws {
+        guard daemon.stop() == 0 else { throw SetupError("devaccessd did not stop cleanly: \(daemon.log)") }
+    }
+
+    /// Starts a daemon again on the same ledger, socket and policy after `stop()`.
+    func start() throws {
+        previous.append(daemon)
+        daemon = try RunningDaemon(arguments: arguments + ["--state-dir", stateDirectory], environment: environment,
+                                   socket: daemon.socketPath)
+    }
 
     deinit { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(pamService)") }
 

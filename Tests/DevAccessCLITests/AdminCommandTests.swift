@@ -18,23 +18,36 @@ struct AdminCommandTests {
         }
         let top = try TestProcess.devaccess(["--help"])
         for command in Self.commands { #expect(top.stdout.contains("  \(command) ")) }
-        #expect(top.stdout.contains("77 needs root"))
+        #expect(top.stdout.contains("69 broker unreachable"))
+        #expect(top.stdout.contains("77 refused"))
     }
 
-    @Test func nonRootGetsExitCode77AndNothingIsWritten() throws {
+    /// `--offline` is root's; without it and without a daemon the answer is 69, naming
+    /// `--offline`. Either way nothing is written.
+    @Test func nonRootOfflineGetsExitCode77AndNoDaemonGets69AndNothingIsWritten() throws {
         let fx = try AdminFixture("nonroot")
         try fx.camera("video0")
         let arguments: [[String]] = [
             ["grant", "camera", "--user", fx.alice.name], ["deny", "camera", "--user", fx.alice.name],
             ["revoke", "camera", "--user", fx.alice.name], ["reset", "--user", fx.alice.name], ["list"],
-            ["reconcile"], ["audit", "--verify"],
+            ["reconcile"], ["audit", "--verify"], ["withdraw", "1"],
         ]
         for words in arguments {
-            let result = try fx.run(as: fx.alice, words)
-            #expect(result.status == 77, "\(words): \(result.stderr)")
-            #expect(result.stderr.contains("needs root or the broker (devaccessd, not yet available)"), "\(words)")
+            let offline = try fx.run(as: fx.alice, words + ["--offline"])
+            #expect(offline.status == 77, "\(words): \(offline.stderr)")
+            #expect(offline.stderr.contains("--offline' needs root"), "\(words): \(offline.stderr)")
+            let noDaemon = try fx.run(as: fx.alice, words)
+            #expect(noDaemon.status == 69, "\(words): \(noDaemon.stderr)")
+            #expect(noDaemon.stderr.contains("cannot reach devaccessd"), "\(words): \(noDaemon.stderr)")
+            #expect(noDaemon.stderr.contains("--offline"), "\(words): \(noDaemon.stderr)")
         }
+        let rootNoDaemon = try TestProcess.devaccess(["grant", "camera", "--user", fx.alice.name],
+                                                     environment: fx.environment)
+        #expect(rootNoDaemon.status == 69, "\(rootNoDaemon.stderr)")
         #expect(!FileManager.default.fileExists(atPath: fx.ledgerPath))
+        // --state-dir is a local ledger's: without --offline it is a usage error.
+        let stray = try TestProcess.devaccess(["list", "--state-dir", fx.state.path], environment: fx.environment)
+        #expect(stray.status == 64, "\(stray.stderr)")
     }
 
     @Test func badInputIsAUsageErrorNamingTheWord() throws {

@@ -5,6 +5,11 @@ import DevAccessTestSupport
 /// The real `devaccess` binary against real nodes (mknod 1:3) and real users, with a
 /// temporary ledger directory. Devices are declared through the DEBUG-only
 /// `DEVACCESS_TEST_DEVICES` file, since udev does not know mknod'd nodes.
+///
+/// No devaccessd runs here: the commands that decide or record run in `--offline` mode
+/// (root's repair mode: the engine in the command, under the engine lock), which `run`
+/// adds to them. The socket points at an empty temporary path, so a daemon running on
+/// the machine is never asked. Through the daemon they are tested in DevAccessBrokerTests.
 final class AdminFixture: @unchecked Sendable {
     let nodes: TemporaryDirectory
     let state: TemporaryDirectory
@@ -21,7 +26,8 @@ final class AdminFixture: @unchecked Sendable {
     var ledgerPath: String { state.path + "/ledger.db" }
 
     var environment: [String: String] {
-        ["DEVACCESS_TEST_DEVICES": devicesFile, "DEVACCESS_STATE_DIR": state.path, "DEVACCESS_GPSD": "127.0.0.1:9"]
+        ["DEVACCESS_TEST_DEVICES": devicesFile, "DEVACCESS_STATE_DIR": state.path, "DEVACCESS_GPSD": "127.0.0.1:9",
+         "DEVACCESS_SOCKET": nodes.path + "/no-daemon.sock"]
     }
 
     /// A camera whose capture node is made now; returns the node's path.
@@ -40,11 +46,20 @@ final class AdminFixture: @unchecked Sendable {
         try data.write(to: URL(fileURLWithPath: devicesFile))
     }
 
-    func run(_ arguments: [String], extra: [String: String] = [:]) throws -> ProcessOutput {
-        try TestProcess.devaccess(arguments, environment: environment.merging(extra) { _, new in new })
+    /// The commands that go to devaccessd, or with `--offline` run the engine here.
+    static let engineCommands: Set<String> = ["grant", "deny", "revoke", "reset", "list", "reconcile", "audit", "withdraw"]
+
+    static func offline(_ arguments: [String]) -> [String] {
+        guard let command = arguments.first, engineCommands.contains(command), !arguments.contains("--help"),
+              !arguments.contains("--offline") else { return arguments }
+        return arguments + ["--offline"]
     }
 
-    /// Runs the binary as `user` (not root), with that user's groups.
+    func run(_ arguments: [String], extra: [String: String] = [:]) throws -> ProcessOutput {
+        try TestProcess.devaccess(Self.offline(arguments), environment: environment.merging(extra) { _, new in new })
+    }
+
+    /// Runs the binary as `user` (not root), with that user's groups, exactly as given.
     func run(as user: TestUser, _ arguments: [String]) throws -> ProcessOutput {
         try TestProcess.run("/usr/bin/setpriv",
                             ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--",

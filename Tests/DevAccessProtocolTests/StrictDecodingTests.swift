@@ -92,8 +92,8 @@ struct StrictDecodingTests {
     }
 
     @Test func unknownVersionNamesTheSupportedOne() {
-        expectRejected(#"{"version":3,"id":9,"type":"hello"}"#, .unsupportedVersion, context: "$.version",
-                       reasonContains: "protocol version 3 is not supported; this broker speaks versions 1, 2", id: 9)
+        expectRejected(#"{"version":4,"id":9,"type":"hello"}"#, .unsupportedVersion, context: "$.version",
+                       reasonContains: "protocol version 4 is not supported; this broker speaks versions 1, 2, 3", id: 9)
         // Checked before the rest: a version-2 message may have any shape.
         expectRejected(#"{"version":7,"id":9,"type":"teleport","what":{}}"#, .unsupportedVersion, id: 9)
         #expect(ErrorCode.unsupportedVersion.closesConnection)
@@ -198,10 +198,11 @@ struct StrictDecodingTests {
             permissions: [.microphone], reason: "call é😀", scope: .duration(seconds: 3600))), version: 1))
         // Version 2: the same messages, and the scope may be left to the policy.
         #expect(try MessageCodec.decodeRequest(Array(#"{"version":2,"id":5,"type":"hello"}"#.utf8))
-                == RequestEnvelope(id: 5, request: .hello))
+                == RequestEnvelope(id: 5, request: .hello, version: 2))
         let open = try MessageCodec.decodeRequest(Array(
             #"{"version":2,"id":6,"type":"request","permissions":["camera"],"wait":true}"#.utf8))
-        #expect(open == RequestEnvelope(id: 6, request: .request(AccessRequest(permissions: [.camera], wait: true))))
+        #expect(open == RequestEnvelope(id: 6, request: .request(AccessRequest(permissions: [.camera], wait: true)),
+                                        version: 2))
     }
 
     @Test func encodedRequestsDecodeToThemselves() throws {

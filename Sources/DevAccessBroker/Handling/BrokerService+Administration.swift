@@ -15,7 +15,7 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: request.type, reason: "this broker runs without a ledger"))
         }
         let caller = Caller(principal: Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid)),
-                            isAdmin: rules.isAdmin(peer))
+                            isAdmin: rules.isAdmin(peer), adminGroup: rules.adminGroup)
         let service = EngineService(caller: caller, runner: QueuedEngine(enforcement: enforcement))
         do throws(InterfaceError) {
             let document: any Encodable & Sendable

@@ -1,0 +1,78 @@
+import Testing
+import DevAccessCore
+@testable import DevAccessProtocol
+
+/// Version 3: the operations that decide or record, and their `result`.
+struct AdministrationCodingTests {
+    static let requests: [Request] = [
+        .decide(DecisionOrder(allow: true, permission: .camera, user: "alice", device: "camera:x",
+                              expiresMilliseconds: 1_764_525_600_123, reason: "exam week")),
+        .decide(DecisionOrder(allow: false, permission: .location, user: "1001")),
+        .revoke(RevokeOrder(permission: .microphone, user: "bob", device: "microphone:card0", reason: "left")),
+        .revoke(RevokeOrder(permission: .camera, user: "4242")),
+        .reset(ResetOrder(user: "carol")),
+        .reset(ResetOrder(user: "carol", permission: .camera)),
+        .list(ListQuery()),
+        .list(ListQuery(user: "dave", permission: .camera, all: true)),
+        .reconcile,
+        .withdraw(PendingAction(pending: 7, reason: "not needed")),
+        .withdraw(PendingAction(pending: 8)),
+        .auditVerify,
+    ]
+
+    @Test(arguments: requests)
+    func requestsRoundTrip(_ request: Request) throws {
+        let envelope = RequestEnvelope(id: 11, request: request)
+        #expect(try MessageCodec.decodeRequest(MessageCodec.encode(envelope)) == envelope)
+    }
+
+    func rejection(_ text: String) -> ProtocolError? {
+        do {
+            _ = try MessageCodec.decodeRequest(Array(text.utf8))
+            return nil
+        } catch {
+            return error.error
+        }
+    }
+
+    @Test func theyAreStrict() {
+        // Not in version 2: an older client cannot send them by accident.
+        #expect(rejection(#"{"version":2,"id":1,"type":"reconcile"}"#)?.code == .unknownType)
+        #expect(rejection(#"{"version":3,"id":1,"type":"teleport"}"#)?.reason.contains("audit-verify") == true)
+        #expect(rejection(#"{"version":3,"id":1,"type":"reconcile","force":true}"#)?.context == "$.force")
+        #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"maybe","permission":"camera","user":"a"}"#)?
+            .context == "$.decision")
+        #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"camera","user":""}"#)?
+            .context == "$.user")
+        #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"camera"}"#)?
+            .reason == "missing field 'user'")
+        #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"camera","user":"a","expires":0}"#)?
+            .context == "$.expires")
+        #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"cam","user":"a"}"#)?
+            .code == .unknownPermission)
+        #expect(rejection(#"{"version":3,"id":1,"type":"withdraw","pending":0}"#)?.context == "$.pending")
+        #expect(rejection(#"{"version":3,"id":1,"type":"list","all":"yes"}"#)?.context == "$.all")
+        let long = String(repeating: "x", count: 1025)
+        #expect(rejection(#"{"version":3,"id":1,"type":"revoke","permission":"camera","user":"a","reason":"\#(long)"}"#)?
+            .context == "$.reason")
+    }
+
+    @Test func resultCarriesAnObjectDocument() throws {
+        let document = JSONValue.object([JSONMember("grants", .array([])), JSONMember("ledger", .string("/x"))])
+        let reply = ReplyEnvelope(id: 4, reply: .result(OperationResult(operation: "list", document: document)))
+        let line = MessageCodec.encode(reply)
+        #expect(String(decoding: line, as: UTF8.self)
+                == #"{"version":3,"id":4,"type":"result","operation":"list","document":{"grants":[],"ledger":"/x"}}"#)
+        #expect(try MessageCodec.decodeReply(line) == reply)
+        func code(_ text: String) -> ErrorCode? {
+            do {
+                _ = try MessageCodec.decodeReply(Array(text.utf8))
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        #expect(code(#"{"version":3,"id":4,"type":"result","operation":"list","document":[]}"#) == .badMessage)
+        #expect(code(#"{"version":2,"id":4,"type":"result","operation":"list","document":{}}"#) == .unknownType)
+    }
+}
