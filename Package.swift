@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(name: "DevAccessHardwareTests",
                     dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessTestSupport"],
                     exclude: ["Fixtures"]),
-        .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore"]),
+        .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore"]),
         .testTarget(name: "DevAccessBrokerTests",

@@ -145,10 +145,11 @@ if command -v systemd-tmpfiles >/dev/null 2>&1; then
     if systemd-tmpfiles --create "$TMPFILESDIR/devaccess.conf"; then
         say "directories created (systemd-tmpfiles)"
     else
-        warn "systemd-tmpfiles failed; create /run/devaccess and /var/lib/devaccess (root, 0755)"
+        warn "systemd-tmpfiles failed; create /run/devaccess (root, 0755) and /var/lib/devaccess (root, 0700)"
     fi
 else
-    install -d -m 0755 -o root -g root /run/devaccess /var/lib/devaccess
+    install -d -m 0755 -o root -g root /run/devaccess
+    install -d -m 0700 -o root -g root /var/lib/devaccess
     say "directories created"
 fi
 if command -v udevadm >/dev/null 2>&1 && udevadm control --reload 2>/dev/null; then

@@ -291,9 +291,11 @@ struct ApplyPass {
         }
     }
 
+    /// Drops exactly the record this run read: if another writer (the broker, a root CLI)
+    /// replaced it meanwhile, the replacement is theirs and stays.
     private func forget(_ record: ACLEntryRecord, subject: Principal, permission: Permission?) throws(LedgerError) {
-        try ledger.recordACLEntryRemoved(nodePath: record.nodePath, qualifier: record.qualifier, by: enforcer.actor,
-                                         subject: subject, permission: permission, at: enforcer.clock())
+        try ledger.recordACLEntryRemoved(record, by: enforcer.actor, subject: subject, permission: permission,
+                                         at: enforcer.clock())
     }
 
     /// The permission a record serves: from its grant (standing or ended), else from the

@@ -32,8 +32,10 @@ extension Ledger {
         }
     }
 
-    /// Forgets the record of devaccess's entry for `qualifier` on `nodePath` and audits
-    /// `acl_remove`. Returns the record, or nil (and writes nothing) when there was none.
+    /// Forgets the record of devaccess's entry for `qualifier` on `nodePath`, whichever
+    /// record that is now, and audits `acl_remove`. Returns the record, or nil (and writes
+    /// nothing) when there was none. A caller holding the record it read should use
+    /// `recordACLEntryRemoved(_:by:...)`, which leaves a record another writer replaced.
     @discardableResult
     public func recordACLEntryRemoved(nodePath: String, qualifier: ACLEntryRecord.Qualifier, by actor: Principal,
                                       subject: Principal? = nil, permission: Permission? = nil,
@@ -51,6 +53,39 @@ extension Ledger {
             try audit.append(Self.aclEvent(.aclRemove, record, actor: actor, subject: subject, permission: permission,
                                            deviceName: deviceName, time: now))
             return record
+        }
+    }
+
+    /// Compare-and-delete: forgets `record`, as the caller read it, and audits `acl_remove`,
+    /// only if that very record is still there. Returns nil (and writes nothing) when it is
+    /// gone or was replaced, e.g. by another process re-adding an entry for the same node
+    /// and qualifier between the caller's read and this call: that newer record stays.
+    ///
+    /// "That very record" is the same id, node, qualifier, grant and creation time. The id
+    /// alone is not enough: `acl_entries.id` is a plain rowid, and SQLite hands a deleted
+    /// highest id to the next insert, which is exactly what a replacement does.
+    @discardableResult
+    public func recordACLEntryRemoved(_ record: ACLEntryRecord, by actor: Principal, subject: Principal? = nil,
+                                      permission: Permission? = nil, deviceName: String? = nil,
+                                      at now: Date = Date()) throws(LedgerError) -> ACLEntryRecord?
+    {
+        _ = try Timestamp.microseconds(now)
+        let created = try Timestamp.microseconds(record.created)
+        return try write { db, audit throws(LedgerError) in
+            let (qualifier, qualifierValue) = ACLEntryRow.qualifierClause(record.qualifier)
+            let match = "id = ? AND node_path = ? AND \(qualifier) AND grant_id IS ? AND created_usec = ?"
+            let values: [SQLValue] = [.integer(record.id), .text(record.nodePath), qualifierValue,
+                                      .optional(record.grantID), .integer(created)]
+            let select = try db.prepare("SELECT \(ACLEntryRow.columns) FROM acl_entries WHERE \(match)")
+            try select.bind(values)
+            guard try select.step() else { return nil }
+            // The write transaction holds the lock from this SELECT to the DELETE: no writer
+            // can slip in between, so the row audited is the row deleted.
+            let stored = try ACLEntryRow.read(select, path: db.path)
+            try db.prepare("DELETE FROM acl_entries WHERE \(match)").run(values)
+            try audit.append(Self.aclEvent(.aclRemove, stored, actor: actor, subject: subject, permission: permission,
+                                           deviceName: deviceName, time: now))
+            return stored
         }
     }
 

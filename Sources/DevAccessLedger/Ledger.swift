@@ -42,8 +42,14 @@ public final class Ledger: Sendable {
 
     /// Opens the ledger at `path`. Every refusal (corrupt, foreign, newer schema,
     /// unwritable) happens before anything is written to the file.
+    ///
+    /// Read-write, it first makes the ledger private (`StateFiles`): the file is created
+    /// 0600, an existing ledger, `-wal` and `-shm` are tightened to 0600, and the directory,
+    /// when it holds nothing else, to 0700 (modes only: no content is written). Read-only
+    /// opens change nothing.
     public init(path: String = Ledger.defaultPath, mode: OpenMode = .readWrite,
                 journal: JournalExport = .enabled, busyTimeout: Duration = .seconds(5)) throws(LedgerError) {
+        if mode == .readWrite { try StateFiles.secure(ledgerPath: path) }
         let database = try SQLiteDatabase.open(path: path, readOnly: mode == .readOnly)
         let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
         try database.setBusyTimeout(milliseconds: Int32(clamping: milliseconds))
@@ -80,17 +86,11 @@ public final class Ledger: Sendable {
         self.connection = Mutex(database)
     }
 
-    /// Opens `<directory>/ledger.db`, creating the directory (mode 0755) when writable.
+    /// Opens `<directory>/ledger.db`; read-write, it creates the directory (mode 0700,
+    /// missing parents 0755) when missing.
     public convenience init(stateDirectory: String = Ledger.defaultStateDirectory, mode: OpenMode = .readWrite,
                             journal: JournalExport = .enabled) throws(LedgerError) {
-        if mode == .readWrite {
-            do {
-                try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o755])
-            } catch {
-                throw .stateDirectory(path: stateDirectory, reason: error.localizedDescription)
-            }
-        }
+        if mode == .readWrite { try StateFiles.createDirectory(stateDirectory) }
         try self.init(path: stateDirectory + "/" + Ledger.fileName, mode: mode, journal: journal)
     }
 

@@ -37,7 +37,8 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     case diskFull(path: String, SQLiteFailure)
     /// A schema migration failed and was rolled back; the file is as it was.
     case migrationFailed(path: String, toVersion: Int32, SQLiteFailure)
-    /// The state directory could not be created.
+    /// The state directory could not be created, or it or a ledger file in it could not
+    /// be made private (a symlink or non-regular file in place of one, a failed chmod).
     case stateDirectory(path: String, reason: String)
     /// A stored row holds a value this code cannot read back (edited by hand?).
     case invalidRow(path: String, table: String, rowID: Int64, problem: String)
@@ -88,8 +89,8 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
             return "migrating ledger \(path) to schema version \(version) failed and was rolled back: \(failure);"
                 + " the file is unchanged, report this with the message"
         case .stateDirectory(let path, let reason):
-            return "cannot create state directory \(path): \(reason); create it (root, mode 0755) or choose another"
-                + " with DEVACCESS_STATE_DIR"
+            return "cannot set up state directory \(path): \(reason); create it (root, mode 0700, ledger files 0600)"
+                + " or choose another with DEVACCESS_STATE_DIR"
         case .invalidRow(let path, let table, let rowID, let problem):
             return "ledger \(path): row \(rowID) of \(table) is unreadable: \(problem); run 'devaccess audit --verify'"
         case .invalidArgument(let problem):

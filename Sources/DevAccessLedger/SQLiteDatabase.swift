@@ -73,9 +73,10 @@ struct SQLiteDatabase: ~Copyable, @unchecked Sendable {
         guard rc == SQLITE_OK else { throw error(rc, "setting the busy timeout") }
     }
 
-    /// Keeps the -wal and -shm files when the last writer closes. Without them an
-    /// unprivileged read-only open fails (it may not create them in a root-owned
-    /// directory), so `devaccess status` would break whenever the broker is stopped.
+    /// Keeps the -wal and -shm files when the last writer closes. Without them a read-only
+    /// open must create them, which fails for a reader that may not write the directory
+    /// (or on a read-only mount), so read-only queries would break whenever the broker is
+    /// stopped. Kept, they are also there to be tightened by the next read-write open.
     func persistWAL() throws(LedgerError) {
         var on: Int32 = 1
         let rc = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)

@@ -180,4 +180,53 @@ struct GrantTests {
         #expect(aclEvents[1].event.details["permissions"] == "r--")
         #expect(try ledger.verify().isIntact)
     }
+
+    /// A record another writer replaced between a read and the delete is not deleted: not
+    /// when the replacement serves another grant, and not when SQLite reused the id for a
+    /// replacement serving the same grant.
+    @Test func compareAndDeleteLeavesAReplacedRecord() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        let first = try ledger.recordGrant(consent(alice, .camera), at: start)
+        let second = try ledger.recordGrant(consent(alice, .camera), at: start.addingTimeInterval(1))
+        func entry(grant: Int64) -> NewACLEntry {
+            NewACLEntry(nodePath: "/dev/video0", deviceID: "cam0", major: 81, minor: 0, qualifier: .user(alice.uid),
+                        grantID: grant)
+        }
+        let read = try ledger.recordACLEntryAdded(entry(grant: first.id), by: rootUser, at: start)
+        #expect(try ledger.aclEntries(nodePath: "/dev/video0") == [read])
+
+        // Replaced for another grant (recordACLEntryAdded replaces the path+qualifier record).
+        let otherGrant = try ledger.recordACLEntryAdded(entry(grant: second.id), by: rootUser,
+                                                        at: start.addingTimeInterval(2))
+        #expect(try ledger.recordACLEntryRemoved(read, by: rootUser, at: start.addingTimeInterval(3)) == nil)
+        #expect(try ledger.aclEntries() == [otherGrant])
+
+        // Replaced by remove + add for the same grant: the only row went, so the new one gets
+        // the same id, node and grant; only its creation time tells it apart.
+        let stale = otherGrant
+        try #require(try ledger.recordACLEntryRemoved(nodePath: "/dev/video0", qualifier: .user(alice.uid),
+                                                      by: rootUser, at: start.addingTimeInterval(4)) == stale)
+        let sameGrant = try ledger.recordACLEntryAdded(entry(grant: second.id), by: rootUser,
+                                                       at: start.addingTimeInterval(5))
+        #expect(sameGrant.id == stale.id, "SQLite reused the rowid, which is why the id alone cannot be compared")
+        #expect(try ledger.recordACLEntryRemoved(stale, by: rootUser, at: start.addingTimeInterval(6)) == nil)
+        #expect(try ledger.aclEntries() == [sameGrant])
+
+        // Nothing was audited for the refused deletes: adds, and the one plain remove.
+        let aclEvents = try ledger.events().filter { [.aclAdd, .aclRemove].contains($0.event.type) }
+        #expect(aclEvents.map(\.event.type) == [.aclAdd, .aclAdd, .aclRemove, .aclAdd])
+
+        // The record as read now is the record stored: it is deleted and audited.
+        let current = try #require(try ledger.aclEntries().first)
+        let removed = try ledger.recordACLEntryRemoved(current, by: rootUser, subject: alice, permission: .camera,
+                                                       at: start.addingTimeInterval(7))
+        #expect(removed == sameGrant)
+        #expect(try ledger.aclEntries().isEmpty)
+        let last = try #require(try ledger.events().last?.event)
+        #expect(last.type == .aclRemove)
+        #expect(last.details["grant_id"] == String(second.id))
+        #expect(try ledger.recordACLEntryRemoved(current, by: rootUser, at: start.addingTimeInterval(8)) == nil)
+        #expect(try ledger.verify().isIntact)
+    }
 }

@@ -1,0 +1,189 @@
+import Glibc
+import CSQLite
+
+/// Keeps the ledger private: its state directory 0700, `ledger.db` and its `-wal`/`-shm`
+/// 0600, all owned by the writer (root in production). The ledger holds every user's
+/// decisions and reasons, which the broker shows only to that user or an admin, so the
+/// files must not be readable by other local users.
+///
+/// Only read-write opens call this; a read-only open changes nothing. Everything goes
+/// through file descriptors opened with `O_NOFOLLOW`, so a symlink planted in the state
+/// directory is never followed to chmod something else.
+enum StateFiles {
+    static let directoryMode: mode_t = 0o700
+    static let fileMode: mode_t = 0o600
+    /// Parents created on the way to a new state directory stay traversable, as before.
+    static let parentMode: mode_t = 0o755
+    /// Anything for group or other.
+    private static let sharedBits: mode_t = 0o077
+
+    /// Creates `directory` 0700 when missing (parents 0755); an existing one is left to
+    /// `secure`, which tightens it only when it is evidently devaccess's own.
+    static func createDirectory(_ directory: String) throws(LedgerError) {
+        try makeDirectory(directory, mode: directoryMode, stateDirectory: directory)
+    }
+
+    /// Makes `ledgerPath`'s directory and files private before SQLite opens them:
+    /// tightens the directory, creates the ledger 0600 when missing (SQLite then gives
+    /// `-wal`/`-shm` the same mode, copying it from the main file), and tightens an
+    /// existing ledger, `-wal` and `-shm` that an older devaccess left 0644.
+    ///
+    /// Modes only change on files and directories the effective uid owns. Changing them
+    /// is not a write, so a ledger that is then refused (corrupt, foreign) keeps its content.
+    static func secure(ledgerPath: String) throws(LedgerError) {
+        let (directory, name) = split(ledgerPath)
+        try tightenDirectory(directory, ledgerName: name)
+        for suffix in ["-wal", "-shm"] {
+            try tightenFile(ledgerPath + suffix, directory: directory)
+        }
+        // The main file last: its mode is the one SQLite copies to a new -wal/-shm.
+        if try !tightenFile(ledgerPath, directory: directory) {
+            try createFile(ledgerPath)
+        }
+    }
+
+    // MARK: - Directory
+
+    /// `mkdir -p`: `mode` for `path` itself, `parentMode` for missing parents.
+    private static func makeDirectory(_ path: String, mode: mode_t, stateDirectory: String) throws(LedgerError) {
+        if mkdir(path, mode) == 0 { return }
+        var failure = errno
+        if failure == EEXIST { return }  // its kind and mode are checked when it is opened
+        if failure == ENOENT {
+            let (parent, _) = split(path)
+            if parent != path {
+                try makeDirectory(parent, mode: parentMode, stateDirectory: stateDirectory)
+                if mkdir(path, mode) == 0 || errno == EEXIST { return }
+                failure = errno
+            }
+        }
+        throw .stateDirectory(path: stateDirectory, reason: "mkdir \(path): \(errnoText(failure))")
+    }
+
+    /// Removes group/other access from the directory holding the ledger, when the effective
+    /// uid owns it and it is evidently devaccess's own: it holds nothing but ledger files
+    /// (or nothing). A state directory pointed by mistake at `/`, `/etc` or `/var/lib`
+    /// is thus never locked down, and neither is a shared sticky directory such as `/tmp`.
+    /// A directory that does not qualify is left as it is; the files in it are still 0600.
+    private static func tightenDirectory(_ directory: String, ledgerName: String) throws(LedgerError) {
+        var before = stat()
+        guard lstat(directory, &before) == 0 else {
+            let failure = errno
+            // A missing directory is reported by the file creation that follows, as before.
+            if failure == ENOENT { return }
+            throw .stateDirectory(path: directory, reason: "lstat: \(errnoText(failure))")
+        }
+        // A symlinked state directory (an admin's choice) is not chmod-ed through the link.
+        guard before.st_mode & S_IFMT == S_IFDIR else { return }
+        guard before.st_uid == geteuid(), before.st_mode & sharedBits != 0, before.st_mode & S_ISVTX == 0 else { return }
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw .stateDirectory(path: directory, reason: "open: \(errnoText(errno))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .stateDirectory(path: directory, reason: "fstat: \(errnoText(errno))") }
+        guard info.st_dev == before.st_dev, info.st_ino == before.st_ino else {
+            throw .stateDirectory(path: directory, reason: "it was replaced while its mode was being checked")
+        }
+        guard try holdsOnlyLedgerFiles(fd, directory: directory, ledgerName: ledgerName) else { return }
+        guard fchmod(fd, directoryMode) == 0 else {
+            throw .stateDirectory(path: directory, reason: "chmod 0700: \(errnoText(errno))")
+        }
+    }
+
+    /// True when every entry of the directory is `ledgerName` or one of SQLite's files beside it.
+    private static func holdsOnlyLedgerFiles(_ fd: Int32, directory: String, ledgerName: String) throws(LedgerError)
+        -> Bool
+    {
+        let allowed: Set<String> = [".", "..", ledgerName, ledgerName + "-wal", ledgerName + "-shm",
+                                    ledgerName + "-journal"]
+        // fdopendir takes the descriptor it is given; a duplicate keeps `fd` for fchmod.
+        let listing = dup(fd)
+        guard listing >= 0, let stream = fdopendir(listing) else {
+            let failure = errno
+            if listing >= 0 { close(listing) }
+            throw .stateDirectory(path: directory, reason: "reading the directory: \(errnoText(failure))")
+        }
+        defer { closedir(stream) }
+        rewinddir(stream)
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if !allowed.contains(name) { return false }
+        }
+        return true
+    }
+
+    // MARK: - Files
+
+    /// Tightens `path` to 0600 when it exists, is ours, and grants group/other anything.
+    /// Returns false when there is no such file. Refuses a symlink or a non-regular file:
+    /// SQLite would otherwise read or write through it.
+    @discardableResult
+    private static func tightenFile(_ path: String, directory: String) throws(LedgerError) -> Bool {
+        let name = split(path).name
+        var before = stat()
+        guard lstat(path, &before) == 0 else {
+            let failure = errno
+            if failure == ENOENT { return false }
+            throw .stateDirectory(path: directory, reason: "lstat \(name): \(errnoText(failure))")
+        }
+        guard before.st_mode & S_IFMT != S_IFLNK else {
+            throw .stateDirectory(path: directory, reason: "\(name) is a symbolic link; devaccess does not follow it")
+        }
+        guard before.st_mode & S_IFMT == S_IFREG else {
+            throw .stateDirectory(path: directory, reason: "\(name) is not a regular file")
+        }
+        // Another owner's file is left alone: chmod-ing it as root would only hide the
+        // problem, and SQLite's own checks decide whether it can be used.
+        guard before.st_uid == geteuid(), before.st_mode & sharedBits != 0 else { return true }
+        // O_NONBLOCK: never hang on a FIFO swapped in after the lstat; the fstat below refuses it.
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else { throw .stateDirectory(path: directory, reason: "open \(name): \(errnoText(errno))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            throw .stateDirectory(path: directory, reason: "fstat \(name): \(errnoText(errno))")
+        }
+        guard info.st_dev == before.st_dev, info.st_ino == before.st_ino else {
+            throw .stateDirectory(path: directory, reason: "\(name) was replaced while its mode was being checked")
+        }
+        guard fchmod(fd, fileMode) == 0 else {
+            throw .stateDirectory(path: directory, reason: "chmod 0600 \(name): \(errnoText(errno))")
+        }
+        return true
+    }
+
+    /// Creates an empty ledger file 0600, which SQLite then treats as a new database.
+    /// A failure here is the one SQLite would have hit creating it, so it is reported
+    /// the same way (`cannotOpen`: missing or unwritable directory).
+    private static func createFile(_ path: String) throws(LedgerError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, fileMode)
+        if fd >= 0 {
+            close(fd)
+            return
+        }
+        let failure = errno
+        // Created by another process since the lstat: secure it like any existing file.
+        if failure == EEXIST {
+            try tightenFile(path, directory: split(path).directory)
+            return
+        }
+        throw .cannotOpen(path: path, SQLiteFailure(code: SQLITE_CANTOPEN,
+                                                    message: "cannot create the file: \(errnoText(failure))"))
+    }
+
+    // MARK: - Helpers
+
+    /// The directory part and the last component, `"."` for a bare name.
+    static func split(_ path: String) -> (directory: String, name: String) {
+        guard let slash = path.lastIndex(of: "/") else { return (".", path) }
+        let name = String(path[path.index(after: slash)...])
+        let directory = String(path[..<slash])
+        return (directory.isEmpty ? "/" : directory, name)
+    }
+
+    private static func errnoText(_ code: Int32) -> String {
+        String(cString: strerror(code))
+    }
+}
