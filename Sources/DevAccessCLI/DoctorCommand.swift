@@ -65,7 +65,7 @@ enum DoctorCommand: Command {
             doctor.manPages(),
             doctor.groupsExist(groups),
             doctor.directory("state-dir", stateDirectory, missing: .fail,
-                             hint: "created by systemd-tmpfiles --create or by devaccessd at start"),
+                             hint: "created by systemd-tmpfiles --create or by devaccessd at start", private: true),
             doctor.directory("runtime-dir", (socket as NSString).deletingLastPathComponent, missing: .warn,
                              hint: "created at boot by systemd-tmpfiles and by devaccessd at start"),
             doctor.broker(socket),
@@ -206,7 +206,9 @@ struct Doctor {
     }
 
     /// Root-owned and writable by nobody else: the ledger and socket live there.
-    func directory(_ name: String, _ directory: String, missing: DoctorCommand.Outcome, hint: String) -> Check {
+    /// `private`: nobody but root may even read it (the ledger's directory: decisions and reasons).
+    func directory(_ name: String, _ directory: String, missing: DoctorCommand.Outcome, hint: String,
+                   private: Bool = false) -> Check {
         var info = stat()
         guard lstat(directory, &info) == 0 else {
             return Check(name: name, status: missing, message: "\(directory) does not exist; \(hint)")
@@ -221,7 +223,13 @@ struct Doctor {
         }
         guard info.st_mode & 0o022 == 0 else {
             return Check(name: name, status: .fail,
-                         message: "\(directory) has mode \(mode): others can write; chmod 0755 \(directory)")
+                         message: "\(directory) has mode \(mode): others can write; chmod \(`private` ? "0700" : "0755") "
+                             + directory)
+        }
+        if `private` && info.st_mode & 0o077 != 0 {
+            return Check(name: name, status: .warn,
+                         message: "\(directory) has mode \(mode): other users can read decisions and reasons; chmod 0700 "
+                             + "\(directory) (devaccessd does so at start)")
         }
         return Check(name: name, status: .ok, message: "\(directory) (root, mode \(mode))")
     }
@@ -239,12 +247,16 @@ struct Doctor {
 
     func ledger(_ stateDirectory: String) -> Check {
         let file = stateDirectory + "/" + Ledger.fileName
+        if access(file, F_OK) != 0 && (errno == EACCES || errno == EPERM) {
+            return Check(name: "ledger", status: .ok, message: "\(stateDirectory) is private (root only), as it should "
+                             + "be; run doctor as root to verify the ledger")
+        }
         guard access(file, F_OK) == 0 else {
             return Check(name: "ledger", status: .fail, message: "no ledger at \(file); devaccessd creates it at start")
         }
         guard access(file, R_OK) == 0 else {
-            return Check(name: "ledger", status: .warn,
-                         message: "\(file) is not readable as uid \(getuid()); run doctor as root to verify it")
+            return Check(name: "ledger", status: .ok,
+                         message: "\(file) is private (root only), as it should be; run doctor as root to verify it")
         }
         do {
             let ledger = try Ledger(path: file, mode: .readOnly, journal: .disabled)

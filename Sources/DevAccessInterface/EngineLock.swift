@@ -2,6 +2,7 @@ import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessEnforcement
+import DevAccessLedger
 
 /// The one-writer rule across processes: whoever holds `engine.lock` in the state
 /// directory is the only process that writes the ledger and edits ACLs. devaccessd takes
@@ -10,7 +11,7 @@ import DevAccessEnforcement
 /// while the daemon holds it. The file lives in the private state directory, so no
 /// other user can open it, let alone lock it.
 public final class EngineLock: Sendable {
-    public static let fileName = "engine.lock"
+    public static let fileName = Ledger.engineLockFileName
 
     public let path: String
     private let descriptor: CInt

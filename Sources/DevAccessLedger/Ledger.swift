@@ -19,6 +19,8 @@ public final class Ledger: Sendable {
     }
 
     public static let fileName = "ledger.db"
+    /// Beside the ledger: whoever holds a lock on it is the one writer (DevAccessInterface's `EngineLock`).
+    public static let engineLockFileName = "engine.lock"
     public static let systemStateDirectory = "/var/lib/devaccess"
     /// The schema version this build writes and understands.
     public static var schemaVersion: Int32 { Schema.currentVersion }

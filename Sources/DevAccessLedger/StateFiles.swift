@@ -95,7 +95,7 @@ enum StateFiles {
         -> Bool
     {
         let allowed: Set<String> = [".", "..", ledgerName, ledgerName + "-wal", ledgerName + "-shm",
-                                    ledgerName + "-journal"]
+                                    ledgerName + "-journal", Ledger.engineLockFileName]
         // fdopendir takes the descriptor it is given; a duplicate keeps `fd` for fchmod.
         let listing = dup(fd)
         guard listing >= 0, let stream = fdopendir(listing) else {

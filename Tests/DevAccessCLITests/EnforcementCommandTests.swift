@@ -90,16 +90,23 @@ struct EnforcementCommandTests {
         #expect(table.stdout.components(separatedBy: "! drift:").count == 2)
     }
 
-    @Test func usersSeeTheirOwnDenialWithoutRoot() throws {
+    /// The ledger is root's alone: with no devaccessd to ask, a user's status says the
+    /// decisions are unknown and comes from the nodes (with a daemon, the broker answers:
+    /// OneWriterTests); root reads the ledger itself.
+    @Test func usersWithoutADaemonAreToldTheirDecisionsAreUnknown() throws {
         let fx = try AdminFixture("cliself")
-        try fx.camera("video0")
+        let node = try fx.camera("video0")
         #expect(try fx.run(["deny", "camera", "--user", fx.alice.name]).status == 0)
-        // The ledger is root's; status opens it read-only as the user.
-        #expect(try fx.run(as: fx.alice, ["check", "camera"]).status == 3)
+        #expect(try !fx.alice.canOpen(fx.ledgerPath, .read))
+        #expect(try fx.run(as: fx.alice, ["check", "camera"]).status == 4, "not denied: the denial cannot be read")
         let status = try fx.run(as: fx.alice, ["status", "camera"])
         #expect(status.status == 0, "\(status.stderr)")
-        #expect(status.stdout.contains("denied"))
-        #expect(status.stdout.contains("grant 1 denies \(fx.alice.name) camera"))
+        #expect(status.stdout.contains("decisions unknown: devaccessd not reachable"), "\(status.stdout)")
+        #expect(!status.stdout.contains("grant 1 denies"))
+        #expect(try !fx.alice.canOpen(node, .read))
+        let root = try fx.run(["status", "camera", "--user", fx.alice.name])
+        #expect(root.stdout.contains("grant 1 denies \(fx.alice.name) camera"), "\(root.stdout)")
+        #expect(try fx.run(["check", "camera", "--user", fx.alice.name]).status == 3)
     }
 
     @Test func foreignEntryIsNeverRemoved() throws {
