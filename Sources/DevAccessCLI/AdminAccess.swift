@@ -20,7 +20,10 @@ enum AdminAccess {
         """
 
     /// The interface for this command: the broker, or the engine here with `--offline`.
-    static func interface(_ arguments: ParsedArguments, command: String) throws -> any DevAccessInterface {
+    /// `readOnly` (list, audit): offline, the ledger is opened read-only and never created
+    /// (an immutable or missing ledger can still be read or reported), and no device is probed.
+    static func interface(_ arguments: ParsedArguments, command: String,
+                          readOnly: Bool = false) throws -> any DevAccessInterface {
         let socketPath = try BrokerOptions.socketPath(arguments, command: command)
         guard arguments.has("offline") else {
             if arguments.value("state-dir") != nil {
@@ -50,15 +53,41 @@ enum AdminAccess {
         }
         let ledger: Ledger
         do {
-            ledger = try Ledger(stateDirectory: stateDirectory)
+            ledger = readOnly ? try readingLedger(stateDirectory) : try Ledger(stateDirectory: stateDirectory)
         } catch {
             throw failure(InterfaceError(EnforcementError.ledger(error)), command: command)
         }
-        let devices = try DeviceSources.source(arguments, command: command)
+        let devices: any DeviceSource = readOnly ? NoDevices() : try DeviceSources.source(arguments, command: command)
         let root = Principal(uid: getuid(), name: UserDatabase.userName(getuid()) ?? String(getuid()))
         let engine = Enforcer(ledger: ledger, devices: devices, actor: root)
         return EngineService(caller: Caller(principal: root, isAdmin: true),
                              runner: OfflineEngine(enforcer: engine, lock: lock))
+    }
+
+    /// The ledger for reading: read-only, migrated first when an older devaccess wrote it.
+    private static func readingLedger(_ stateDirectory: String) throws(LedgerError) -> Ledger {
+        let path = stateDirectory + "/" + Ledger.fileName
+        do {
+            return try Ledger(path: path, mode: .readOnly)
+        } catch .schemaOutdated {
+            return try Ledger(stateDirectory: stateDirectory)
+        }
+    }
+
+    /// Reading the ledger needs no devices.
+    private struct NoDevices: DeviceSource {
+        func report(for permission: Permission) -> AdapterReport {
+            AdapterReport(permission: permission, devices: [], unavailableReason: "not probed")
+        }
+    }
+
+    /// With `--offline` (as root), whether the ledger file is missing: reading commands then
+    /// say so instead of creating it.
+    static func offlineLedgerIsMissing(_ arguments: ParsedArguments, command: String) throws -> String? {
+        guard arguments.has("offline"), geteuid() == 0 else { return nil }
+        let path = try CommonOptions.stateDirectory(arguments, command: command) + "/" + Ledger.fileName
+        var info = stat()
+        return lstat(path, &info) != 0 && errno == ENOENT ? path : nil
     }
 
     /// Runs one interface call, mapping its failure to the documented exit codes.

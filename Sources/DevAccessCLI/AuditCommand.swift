@@ -32,16 +32,12 @@ enum AuditCommand: Command {
         guard arguments.has("verify") else {
             throw UsageError(message: "missing '--verify' (audit reports are not available yet)", command: spec.name)
         }
-        if arguments.has("offline") {
-            // Verifying must not create the ledger it is asked about.
-            let path = try CommonOptions.stateDirectory(arguments, command: spec.name) + "/" + Ledger.fileName
-            var info = stat()
-            if geteuid() == 0, lstat(path, &info) != 0, errno == ENOENT {
-                throw CommandFailure(message: "no ledger at \(path): nothing to verify (if there was one, it was removed)",
-                                     code: .ledgerUnusable)
-            }
+        // Verifying must not create the ledger it is asked about.
+        if let missing = try AdminAccess.offlineLedgerIsMissing(arguments, command: spec.name) {
+            throw CommandFailure(message: "no ledger at \(missing): nothing to verify (if there was one, it was removed)",
+                                 code: .ledgerUnusable)
         }
-        let interface = try AdminAccess.interface(arguments, command: spec.name)
+        let interface = try AdminAccess.interface(arguments, command: spec.name, readOnly: true)
         let result = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.verifyAudit() }
         if arguments.has("json") {
             console.out(try JSONOutput.encode(result))

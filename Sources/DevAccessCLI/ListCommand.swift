@@ -30,7 +30,15 @@ enum ListCommand: Command {
         let permission = try arguments.value("permission").map { word throws(UsageError) in
             try CommonOptions.permissions([word], command: spec.name)[0]
         }
-        let interface = try AdminAccess.interface(arguments, command: spec.name)
+        if let missing = try AdminAccess.offlineLedgerIsMissing(arguments, command: spec.name) {
+            if arguments.has("json") {
+                console.out(try JSONOutput.encode(GrantListDocument(ledger: missing, grants: [], now: Date())))
+            } else {
+                console.error("devaccess: no decisions in \(missing) (the ledger does not exist yet)")
+            }
+            return .success
+        }
+        let interface = try AdminAccess.interface(arguments, command: spec.name, readOnly: true)
         let query = ListQuery(user: arguments.value("user"), permission: permission, all: arguments.has("all"))
         let list = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.list(query) }
         if arguments.has("json") {
