@@ -47,35 +47,36 @@ public enum UserDatabase {
 
     /// The gid of group `name`, nil when there is none (or NSS fails).
     public static func groupID(_ name: String) -> UInt32? {
-        var size = 1024
-        while size <= 1 << 20 {
-            var buffer = [CChar](repeating: 0, count: size)
-            var group = Glibc.group()
-            var result: UnsafeMutablePointer<Glibc.group>?
-            let rc = getgrnam_r(name, &group, &buffer, buffer.count, &result)
-            if rc == ERANGE {
-                size *= 4
-                continue
-            }
-            guard rc == 0, let found = result else { return nil }
-            return found.pointee.gr_gid
-        }
-        return nil
+        lookupGroup({ group, buffer, result in getgrnam_r(name, &group, buffer.baseAddress, buffer.count, &result) },
+                    read: { $0.gr_gid })
     }
 
     public static func groupName(_ gid: UInt32) -> String? {
+        lookupGroup({ group, buffer, result in getgrgid_r(gid, &group, buffer.baseAddress, buffer.count, &result) },
+                    read: { $0.gr_name.map { String(cString: $0) } })
+    }
+
+    /// One `getgr*_r` call with a buffer that grows on ERANGE (up to 1 MiB). The entry's
+    /// strings point into the buffer, so `read` takes what it needs before it is freed.
+    private static func lookupGroup<T>(
+        _ call: (inout Glibc.group, UnsafeMutableBufferPointer<CChar>, inout UnsafeMutablePointer<Glibc.group>?) -> CInt,
+        read: (Glibc.group) -> T?
+    ) -> T? {
         var size = 1024
         while size <= 1 << 20 {
             var buffer = [CChar](repeating: 0, count: size)
             var group = Glibc.group()
             var result: UnsafeMutablePointer<Glibc.group>?
-            let rc = getgrgid_r(gid, &group, &buffer, buffer.count, &result)
+            let (rc, value) = buffer.withUnsafeMutableBufferPointer { pointer -> (CInt, T?) in
+                let rc = call(&group, pointer, &result)
+                guard rc == 0, let found = result else { return (rc, nil) }
+                return (rc, read(found.pointee))
+            }
             if rc == ERANGE {
                 size *= 4
                 continue
             }
-            guard rc == 0, let found = result, let name = found.pointee.gr_name else { return nil }
-            return String(cString: name)
+            return value
         }
         return nil
     }

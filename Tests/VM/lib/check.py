@@ -911,8 +911,9 @@ def check_grant(c):
 
     # devaccessd ran the whole scenario and every change went through it.
     ran("daemon-ready", "devaccessd answers on its socket (devaccess pending)")
-    c.equal((c.text("daemon.rc") or "").strip(), "0", "devaccessd exits 0 on SIGTERM at the end",
-            (c.text("daemon.log") or "")[-600:])
+    daemon_rc = (c.text("daemon.rc") or "").strip()
+    c.expect(daemon_rc == "0", "devaccessd exits 0 on SIGTERM at the end",
+             f"exit {daemon_rc!r}; log: {(c.text('daemon.log') or '')[-600:]}")
 
     # Step 4: replug. No command runs between the replug and the check: the entry is devaccessd's doing.
     ran("s4-grant", "[step 4] grant camera --user vmuser")

@@ -145,9 +145,9 @@ rec s5-granted-getfacl getfacl -p "${nodes[@]}"
 stamp s5-list-start
 dav s5-list list --all --json
 stamp s5-list-end
-dav s5-granted-status status --user "$U" --json
+dstat s5-granted-status status --user "$U" --json
 for perm in camera microphone; do
-  dav "s5-granted-check-$perm" check "$perm" --user "$U"
+  dstat "s5-granted-check-$perm" check "$perm" --user "$U"
 done
 # No command runs: devaccessd removes the entries when the grant runs out.
 wait_entry /dev/snd/pcmC0D0c 0 >"$OUT/s5-expiry-wait.out"
