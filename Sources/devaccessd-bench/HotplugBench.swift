@@ -50,8 +50,9 @@ final class HotplugBench {
         } catch {
             fail("cannot write the declaration: \(error)")
         }
+        // The CLI's decisions go through this daemon (the one writer): its socket.
         let environment = ["DEVACCESS_TEST_DEVICES": work + "/devices.json", "DEVACCESS_STATE_DIR": work + "/state",
-                           "DEVACCESS_GPSD": "127.0.0.1:9"]
+                           "DEVACCESS_GPSD": "127.0.0.1:9", "DEVACCESS_SOCKET": work + "/broker.sock"]
         daemon = startDaemon(environment: environment)
         let log = work + "/daemon.log"
         guard (try? String(contentsOfFile: log, encoding: .utf8))?.contains("TEST ONLY") == true else {

@@ -11,6 +11,9 @@
 // --hotplug (root, a devaccessd that honours DEVACCESS_TEST_DEVICES): re-created node ->
 // ACL entry applied, against `setfacl -m` on the same node, and expiry -> entry removed
 // (HotplugBench.swift).
+//
+// --operations (root, the same): grant/revoke through the broker against --offline and
+// setfacl, status for a user (via the broker) against root's (OperationsBench.swift).
 import DevAccessCore
 import DevAccessProtocol
 import Foundation
@@ -25,6 +28,7 @@ struct Options {
     var hotplug = false
     var samples = 200
     var expiries = 10
+    var operations = false
 
     init(_ arguments: [String]) {
         var index = 0
@@ -40,11 +44,13 @@ struct Options {
             case "--seconds": seconds = Double(next()) ?? seconds
             case "--requests": sequential = Int(next()) ?? sequential
             case "--hotplug": hotplug = true
+            case "--operations": operations = true
             case "--samples": samples = max(1, Int(next()) ?? samples)
             case "--expiries": expiries = max(0, Int(next()) ?? expiries)
             case "-h", "--help":
                 print("usage: devaccessd-bench [--socket PATH] [--clients N,M] [--seconds S] [--requests N]\n"
-                      + "       devaccessd-bench --hotplug [--samples N (200)] [--expiries N (10)]   (root)")
+                      + "       devaccessd-bench --hotplug [--samples N (200)] [--expiries N (10)]   (root)\n"
+                      + "       devaccessd-bench --operations [--samples N (200)]   (root)")
                 exit(0)
             default: fail("unknown argument \(arguments[index])")
             }
@@ -222,6 +228,10 @@ func coldStatus(_ binary: String, runs: Int) -> Double? {
 let options = Options(Array(CommandLine.arguments.dropFirst()))
 if options.hotplug {
     HotplugBench().run(samples: options.samples, expiries: options.expiries)
+    exit(0)
+}
+if options.operations {
+    HotplugBench().operations(samples: options.samples)
     exit(0)
 }
 let here = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")

@@ -1,0 +1,126 @@
+// devaccessd-bench --operations (root, a DEBUG devaccessd): what "one writer" costs.
+// In one run, on one declared node (mknod 1:3):
+//   - grant + revoke as protocol round trips through the broker (what the CLI sends);
+//   - whole `devaccess grant` / `revoke` commands through the broker, against the same
+//     commands with --offline (the engine in the command itself: the path every root
+//     command took before devaccessd became the one writer);
+//   - `setfacl -m` + `setfacl -x` processes on the same node: the standard tool;
+//   - `devaccess status --json` for an unprivileged user (the ledger is private, so the
+//     decisions come from the broker) against root's local read of the ledger.
+import DevAccessCore
+import DevAccessProtocol
+import Foundation
+import Glibc
+
+extension HotplugBench {
+    func operations(samples: Int) {
+        guard getuid() == 0 else { fail("--operations needs root (mknod, ACLs, a root daemon)") }
+        let nodes = work + "/nodes"
+        let node = nodes + "/video0"
+        for directory in [work, nodes] {
+            guard mkdir(directory, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(directory): \(errnoText())") }
+        }
+        defer { finish() }
+        makeNode(node)
+        let declaration = "{\"devices\":[{\"permission\":\"camera\",\"id\":\"camera:bench-ops\","
+            + "\"name\":\"bench camera\",\"nodes\":[{\"path\":\"\(node)\",\"major\":1,\"minor\":3}]}]}"
+        do {
+            try declaration.write(toFile: work + "/devices.json", atomically: true, encoding: .utf8)
+        } catch {
+            fail("cannot write the declaration: \(error)")
+        }
+        let socket = work + "/broker.sock"
+        let state = work + "/state"
+        let environment = ["DEVACCESS_TEST_DEVICES": work + "/devices.json", "DEVACCESS_STATE_DIR": state,
+                           "DEVACCESS_GPSD": "127.0.0.1:9", "DEVACCESS_SOCKET": socket]
+        let cli = here.appendingPathComponent("devaccess").path
+        let user = String(Self.uid)
+        var daemonProcess = startDaemon(environment: environment)
+        guard (try? String(contentsOfFile: work + "/daemon.log", encoding: .utf8))?.contains("TEST ONLY") == true else {
+            fail("this devaccessd ignores DEVACCESS_TEST_DEVICES (a release build); use the debug build or "
+                 + "'swift build -c release -Xswiftc -DDEBUG'")
+        }
+
+        // Protocol round trips: a grant and its revoke, as the CLI sends them.
+        var grantTrips: [UInt64] = []
+        var revokeTrips: [UInt64] = []
+        do {
+            let client = try BrokerClient(socketPath: socket, timeout: .seconds(30))
+            for _ in 0..<samples {
+                var start = now()
+                _ = try client.perform(.decide(DecisionOrder(allow: true, permission: .camera, user: user)))
+                grantTrips.append(now() - start)
+                start = now()
+                _ = try client.perform(.revoke(RevokeOrder(permission: .camera, user: user)))
+                revokeTrips.append(now() - start)
+            }
+        } catch {
+            fail("broker round trip: \(error)")
+        }
+
+        // Whole commands through the broker, and status as an unprivileged user and as root.
+        let commandRuns = max(5, samples / 4)
+        let viaBroker = pairs(commandRuns, cli, user, extra: [], environment: environment)
+        var privateStatus: [UInt64] = []
+        var rootStatus: [UInt64] = []
+        for _ in 0..<commandRuns {
+            var start = now()
+            guard spawn("/usr/bin/setpriv", ["--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "--",
+                                             cli, "status", "camera", "--json"], environment: environment) else {
+                fail("status as uid \(Self.uid) failed")
+            }
+            privateStatus.append(now() - start)
+            start = now()
+            guard spawn("/usr/bin/setpriv", ["--reuid=0", "--regid=0", "--keep-groups", "--", cli, "status", "camera", "--json",
+                                             "--user", user], environment: environment) else {
+                fail("root's status failed")
+            }
+            rootStatus.append(now() - start)
+        }
+
+        // The same commands with --offline, the daemon stopped.
+        kill(daemonProcess.processIdentifier, SIGTERM)
+        daemonProcess.waitUntilExit()
+        let offline = pairs(commandRuns, cli, user, extra: ["--offline", "--state-dir", state], environment: environment)
+        var setfacl: [UInt64] = []
+        for _ in 0..<commandRuns {
+            let start = now()
+            guard spawn("/usr/bin/setfacl", ["-m", "u:\(Self.otherUID):rw", node]),
+                  spawn("/usr/bin/setfacl", ["-x", "u:\(Self.otherUID)", node]) else { fail("setfacl failed") }
+            setfacl.append(now() - start)
+        }
+        daemonProcess = startDaemon(environment: environment)
+
+        func ms(_ sorted: [UInt64], _ p: Double) -> Double { percentile(sorted, p) / 1000 }
+        let grant = grantTrips.sorted(), revoke = revokeTrips.sorted()
+        let broker = viaBroker.sorted(), direct = offline.sorted(), tool = setfacl.sorted()
+        let users = privateStatus.sorted(), root = rootStatus.sorted()
+        print("devaccessd-bench --operations: \(samples) round trips, \(commandRuns) commands each, "
+              + "\(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print(String(format: "decide (grant) round trip:               p50 %6.2f ms  p99 %6.2f ms", ms(grant, 0.5), ms(grant, 0.99)))
+        print(String(format: "revoke round trip:                       p50 %6.2f ms  p99 %6.2f ms", ms(revoke, 0.5), ms(revoke, 0.99)))
+        print(String(format: "grant+revoke commands via devaccessd:    p50 %6.2f ms  p90 %6.2f ms", ms(broker, 0.5), ms(broker, 0.9)))
+        print(String(format: "grant+revoke commands --offline:         p50 %6.2f ms  p90 %6.2f ms", ms(direct, 0.5), ms(direct, 0.9)))
+        print(String(format: "setfacl -m + setfacl -x (processes):     p50 %6.2f ms  p90 %6.2f ms", ms(tool, 0.5), ms(tool, 0.9)))
+        print(String(format: "ratios (p50): via devaccessd / --offline %.2f, via devaccessd / setfacl %.2f, --offline / setfacl %.2f",
+                     ms(broker, 0.5) / ms(direct, 0.5), ms(broker, 0.5) / ms(tool, 0.5), ms(direct, 0.5) / ms(tool, 0.5)))
+        print(String(format: "status camera, user (from devaccessd):   p50 %6.2f ms  p90 %6.2f ms", ms(users, 0.5), ms(users, 0.9)))
+        print(String(format: "status camera, root (reads the ledger):  p50 %6.2f ms  p90 %6.2f ms  (ratio user/root %.2f)",
+                     ms(root, 0.5), ms(root, 0.9), ms(users, 0.5) / ms(root, 0.5)))
+    }
+
+    /// `devaccess grant` then `devaccess revoke` for the bench user, `count` times: wall ns per pair.
+    private func pairs(_ count: Int, _ cli: String, _ user: String, extra: [String],
+                       environment: [String: String]) -> [UInt64] {
+        var samples: [UInt64] = []
+        for _ in 0..<count {
+            let start = now()
+            guard spawn(cli, ["grant", "camera", "--user", user] + extra, environment: environment),
+                  spawn(cli, ["revoke", "camera", "--user", user] + extra, environment: environment) else {
+                fail("devaccess grant/revoke \(extra.joined(separator: " ")) failed")
+            }
+            samples.append(now() - start)
+        }
+        return samples
+    }
+}
