@@ -109,6 +109,7 @@ enum AdminAccess {
         case .unreachable(let text):
             return CommandFailure(message: "\(text); start it ('systemctl start devaccessd'), or as root with the "
                 + "daemon stopped repeat the command with --offline", code: .brokerUnreachable)
+        case .brokerBusy: return CommandFailure(message: error.description, code: .brokerUnreachable)
         case .failed: return CommandFailure(message: error.description, code: .failure)
         }
     }

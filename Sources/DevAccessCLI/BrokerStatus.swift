@@ -23,7 +23,7 @@ enum BrokerOptions {
             return CommandFailure(message: "\(error); start it with 'systemctl start devaccessd', or drop --broker "
                                       + "to compute the status here", code: .brokerUnreachable)
         case .rejected(let frame) where frame.code == .busy:
-            return CommandFailure(message: "\(error)", code: .brokerUnreachable)
+            return CommandFailure(message: "devaccessd is busy: \(frame.reason)", code: .brokerUnreachable)
         case .rejected(let frame) where frame.code == .noSuchUser:
             return UsageError(message: frame.reason, command: command)
         case .rejected(let frame) where frame.code == .permissionDenied:

@@ -69,7 +69,7 @@ extension InterfaceError {
             case .permissionDenied: self = .refused(operation: frame.context, reason: frame.reason)
             case .badArgument, .noSuchUser, .unknownPermission: self = .badArgument(frame.reason)
             case .noSuchRequest: self = .notFound(frame.reason)
-            case .busy: self = .unreachable(frame.reason)
+            case .busy: self = .brokerBusy("devaccessd is busy: \(frame.reason)")
             case .ledgerBusy: self = .busy(frame.reason)
             case .ledgerUnusable: self = .ledgerUnusable(frame.reason)
             case .unknownType, .unsupportedVersion:
@@ -89,7 +89,8 @@ extension InterfaceError {
         case .notFound(let text): return ProtocolError(.noSuchRequest, context: "$.pending", reason: text)
         case .busy(let text): return ProtocolError(.ledgerBusy, context: "ledger", reason: text)
         case .ledgerUnusable(let text): return ProtocolError(.ledgerUnusable, context: "ledger", reason: text)
-        case .unreachable(let text), .failed(let text): return ProtocolError(.internal, context: "broker", reason: text)
+        case .unreachable(let text), .brokerBusy(let text), .failed(let text):
+            return ProtocolError(.internal, context: "broker", reason: text)
         }
     }
 }

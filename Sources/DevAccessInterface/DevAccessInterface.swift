@@ -42,6 +42,8 @@ public enum InterfaceError: Error, Sendable, Hashable, CustomStringConvertible {
     case ledgerUnusable(String)
     /// devaccessd cannot be reached (exit 69).
     case unreachable(String)
+    /// devaccessd runs but turned the connection away (too many); try again (exit 69).
+    case brokerBusy(String)
     /// Anything else (exit 1).
     case failed(String)
 
@@ -49,7 +51,7 @@ public enum InterfaceError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .refused(_, let reason): return reason
         case .badArgument(let text), .notFound(let text), .busy(let text), .ledgerUnusable(let text),
-             .unreachable(let text), .failed(let text):
+             .unreachable(let text), .brokerBusy(let text), .failed(let text):
             return text
         }
     }

@@ -46,6 +46,12 @@ public struct DaemonOptions: Sendable {
           --gpsd HOST:PORT       Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947).
           --gpsd-timeout MS      Give up on gpsd after MS milliseconds (default: 500).
           --max-connections N    Clients served at once; more are told 'busy' (default: 1024).
+          --max-connections-per-user N
+                                 Connections one user may hold (root and admins: no limit;
+                                 default: 256).
+          --reserved-connections N
+                                 Of --max-connections, the slots kept for root and admins
+                                 (default: 64).
           --idle-timeout SEC     Close idle connections after SEC seconds (default: 60).
           --reconcile-interval SEC
                                  Also apply the whole ledger to the machine every SEC seconds,
@@ -128,6 +134,10 @@ public struct DaemonOptions: Sendable {
                 options.probe.gpsdTimeout = .milliseconds(try number(name, try value(name, inline: inline), 1...60_000))
             case "--max-connections":
                 options.limits.maxConnections = try number(name, try value(name, inline: inline), 1...1_000_000)
+            case "--max-connections-per-user":
+                options.limits.maxConnectionsPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
+            case "--reserved-connections":
+                options.limits.reservedConnections = try number(name, try value(name, inline: inline), 0...1_000_000)
             case "--idle-timeout":
                 options.limits.idleTimeout = .seconds(try number(name, try value(name, inline: inline), 1...86_400))
             case "--reconcile-interval":
@@ -150,6 +160,10 @@ public struct DaemonOptions: Sendable {
             default:
                 throw UsageError(message: word.hasPrefix("-") ? "unknown option '\(word)'" : "unexpected argument '\(word)'")
             }
+        }
+        if options.limits.reservedConnections >= options.limits.maxConnections {
+            throw UsageError(message: "--reserved-connections (\(options.limits.reservedConnections)) must be less than "
+                + "--max-connections (\(options.limits.maxConnections)), or no user could connect")
         }
         return (options, .serve)
     }

@@ -31,6 +31,8 @@ public final class BrokerService: RequestHandler {
     let approvals = ApprovalWaiters()
     /// Who the broker is in the ledger when policy decides (`how=policy`).
     let brokerPrincipal: Principal
+    /// How many refusals per user reach the audit trail.
+    let refusals = RefusalThrottle()
 
     /// `configDirectory` holds devaccess.conf and its drop-ins (read for every request).
     /// `enforcement` nil: decisions run on a thread of this service's own
@@ -98,6 +100,12 @@ public final class BrokerService: RequestHandler {
             return
         }
         Task(executorPreference: executor) { exchange.finish(await self.respond(envelope, from: peer, exchange: exchange)) }
+    }
+
+    /// Root and members of the admin group: their connections are not limited per user,
+    /// and they get the slots kept for administrators.
+    public func isPrivileged(_ peer: Peer) -> Bool {
+        rules.isAdmin(peer)
     }
 
     /// Answers without a conversation: a request that needs a prompt ends undecided.
@@ -224,18 +232,23 @@ public final class BrokerService: RequestHandler {
     }
 
     func refuse(_ operation: String, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
-        let actor = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
-        var details = ["operation": operation, "request_id": String(id), "pid": String(peer.pid),
-                       "gid": String(peer.gid), "reason": reason]
-        if let problem = peer.programProblem { details["program_problem"] = problem }
-        let event = AuditEvent(type: .refused, actor: actor, subject: subject, program: peer.program, details: details)
-        log.notice("refused", ["operation": operation, "uid": String(peer.uid), "pid": String(peer.pid),
-                               "program": peer.program ?? "-", "subject": subject?.description ?? "-"])
-        if let ledger {
-            do {
-                try ledger.append(event)
-            } catch {
-                log.error("could not record a refusal in the ledger", ["error": error.description])
+        let verdict = refusals.admit(peer.uid)
+        if case .record(let leftOut) = verdict {
+            let actor = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
+            var details = ["operation": operation, "request_id": String(id), "pid": String(peer.pid),
+                           "gid": String(peer.gid), "reason": reason]
+            if let problem = peer.programProblem { details["program_problem"] = problem }
+            if leftOut > 0 { details["refusals_not_recorded_before"] = String(leftOut) }
+            let event = AuditEvent(type: .refused, actor: actor, subject: subject, program: peer.program, details: details)
+            log.notice("refused", ["operation": operation, "uid": String(peer.uid), "pid": String(peer.pid),
+                                   "program": peer.program ?? "-", "subject": subject?.description ?? "-",
+                                   "not_recorded_before": String(leftOut)])
+            if let ledger {
+                do {
+                    try ledger.append(event)
+                } catch {
+                    log.error("could not record a refusal in the ledger", ["error": error.description])
+                }
             }
         }
         return .error(ProtocolError(.permissionDenied, context: operation, reason: reason))

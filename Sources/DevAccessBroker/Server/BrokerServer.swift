@@ -14,9 +14,15 @@ public protocol RequestHandler: Sendable {
     /// The default runs `handle` as a task on `executor` (the handler threads); a
     /// handler may answer some requests without that hop.
     func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange)
+
+    /// Root and administrators: not held to the per-user connection limit, and served from
+    /// the slots kept for them when everyone else's are taken. The default: root only.
+    func isPrivileged(_ peer: Peer) -> Bool
 }
 
 extension RequestHandler {
+    public func isPrivileged(_ peer: Peer) -> Bool { peer.uid == 0 }
+
     public func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange) {
         Task(executorPreference: executor) { exchange.finish(await handle(request, from: peer)) }
     }
@@ -37,6 +43,12 @@ public final class BrokerServer: Sendable {
     public struct Limits: Sendable {
         /// Connections served at once; more are answered `busy` and closed.
         public var maxConnections: Int
+        /// Connections one user (uid) may hold at once, unless privileged: one user cannot
+        /// take every slot.
+        public var maxConnectionsPerUser: Int
+        /// Of `maxConnections`, the slots only root and administrators may take, so they
+        /// can still act (revoke, reconcile) while everyone else's slots are in use.
+        public var reservedConnections: Int
         /// A connection with no request in flight and no traffic for this long is
         /// closed (with a `timeout` error if a message was half sent).
         public var idleTimeout: Duration
@@ -48,9 +60,12 @@ public final class BrokerServer: Sendable {
         /// Threads that run request handlers (probes have their own).
         public var handlerThreads: Int
 
-        public init(maxConnections: Int = 1024, idleTimeout: Duration = .seconds(60),
-                    shutdownGrace: Duration = .seconds(2), linger: Duration = .seconds(1), handlerThreads: Int = 4) {
+        public init(maxConnections: Int = 1024, maxConnectionsPerUser: Int = 256, reservedConnections: Int = 64,
+                    idleTimeout: Duration = .seconds(60), shutdownGrace: Duration = .seconds(2),
+                    linger: Duration = .seconds(1), handlerThreads: Int = 4) {
             self.maxConnections = maxConnections
+            self.maxConnectionsPerUser = maxConnectionsPerUser
+            self.reservedConnections = min(reservedConnections, maxConnections)
             self.idleTimeout = idleTimeout
             self.shutdownGrace = shutdownGrace
             self.linger = linger
@@ -148,6 +163,10 @@ public final class BrokerServer: Sendable {
         let server: BrokerServer
         let signalDescriptor: CInt?
         var connections: [UInt64: Connection] = [:]
+        /// Open connections per uid (the per-user limit).
+        var perUser: [UInt32: Int] = [:]
+        /// When a uid was last turned away (to log a flood once, not per connection).
+        var lastTurnedAway: [UInt32: ContinuousClock.Instant] = [:]
         var nextID: UInt64 = 1
         var stopping = false
         var stopDeadline: ContinuousClock.Instant?
@@ -247,12 +266,17 @@ public final class BrokerServer: Sendable {
                 Socket.close(fd)
                 return
             }
-            if connections.count >= server.limits.maxConnections {
-                log.warning("too many connections; turning a client away",
-                            ["limit": String(server.limits.maxConnections), "uid": String(peer.uid), "pid": String(peer.pid)])
+            if let refusal = turnAway(peer) {
+                // Logged once per uid per burst, not per connection: a flood must not flood the log.
+                if lastTurnedAway[peer.uid].map({ ContinuousClock.now - $0 > .seconds(10) }) ?? true {
+                    log.warning("turning clients away", ["reason": refusal, "uid": String(peer.uid),
+                                                          "pid": String(peer.pid),
+                                                          "connections": String(connections.count)])
+                }
+                if lastTurnedAway.count > 4096 { lastTurnedAway.removeAll() }
+                lastTurnedAway[peer.uid] = ContinuousClock.now
                 var line = MessageCodec.encode(ReplyEnvelope(id: 0, reply: .error(ProtocolError(
-                    .busy, context: "connection",
-                    reason: "the broker serves \(server.limits.maxConnections) connections already; try again later"))))
+                    .busy, context: "connection", reason: refusal))))
                 line.append(0x0a)
                 _ = line.withUnsafeBytes { Socket.send(fd, $0) }
                 Socket.close(fd)
@@ -261,6 +285,7 @@ public final class BrokerServer: Sendable {
             let connection = Connection(id: nextID, descriptor: fd, peer: peer, now: ContinuousClock.now)
             nextID += 1
             connections[connection.id] = connection
+            perUser[peer.uid, default: 0] += 1
             if log.isEnabled(.debug) {
                 log.debug("client connected", ["connection": String(connection.id), "uid": String(peer.uid),
                                                 "pid": String(peer.pid), "program": peer.program ?? "-"])
@@ -457,8 +482,34 @@ public final class BrokerServer: Sendable {
             connection.phase = .lingering(until: ContinuousClock.now + server.limits.linger, discarded: 0)
         }
 
+        /// Why `peer` may not have another connection now, or nil. Unprivileged peers get
+        /// `maxConnections - reservedConnections` slots in all and `maxConnectionsPerUser`
+        /// each; root and administrators every slot, with no per-user limit.
+        func turnAway(_ peer: Peer) -> String? {
+            let limits = server.limits
+            if connections.count >= limits.maxConnections {
+                return "the broker serves \(limits.maxConnections) connections already; try again later"
+            }
+            if server.handler.isPrivileged(peer) { return nil }
+            let mine = perUser[peer.uid] ?? 0
+            if mine >= limits.maxConnectionsPerUser {
+                return "uid \(peer.uid) has \(mine) connections open already, the most one user may; close some and "
+                    + "try again"
+            }
+            if connections.count >= limits.maxConnections - limits.reservedConnections {
+                return "the broker's connections for users are all in use (the rest are kept for administrators); "
+                    + "try again later"
+            }
+            return nil
+        }
+
         mutating func close(_ connection: Connection) {
             guard connections.removeValue(forKey: connection.id) != nil else { return }
+            if let count = perUser[connection.peer.uid], count > 1 {
+                perUser[connection.peer.uid] = count - 1
+            } else {
+                perUser.removeValue(forKey: connection.peer.uid)
+            }
             detachExchange(connection, stopping ? .shutdown : .closed)
             Socket.close(connection.descriptor)
             if log.isEnabled(.debug) {

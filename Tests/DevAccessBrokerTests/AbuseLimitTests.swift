@@ -1,0 +1,162 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DevAccessBroker
+import DevAccessCore
+import DevAccessLedger
+import DevAccessProtocol
+import DevAccessTestSupport
+
+/// With devaccessd the one writer, it must stay reachable for administrators whatever a
+/// user does, and a user's refused requests must not fill the audit trail.
+struct RefusalThrottleTests {
+    @Test func aBurstIsRecordedThenCountedAndTheCountRidesOnTheNextRecord() {
+        let throttle = RefusalThrottle(burst: 3, window: .seconds(60))
+        let start = ContinuousClock.now
+        #expect((0..<3).map { _ in throttle.admit(1000, now: start) } == Array(repeating: .record(leftOut: 0), count: 3))
+        #expect((0..<5).map { _ in throttle.admit(1000, now: start + .seconds(1)) } == Array(repeating: .skip, count: 5))
+        // Another user is not held back by the first one's flood.
+        #expect(throttle.admit(1001, now: start + .seconds(1)) == .record(leftOut: 0))
+        // The next window: recorded again, with the count of what was left out.
+        #expect(throttle.admit(1000, now: start + .seconds(61)) == .record(leftOut: 5))
+        #expect(throttle.admit(1000, now: start + .seconds(62)) == .record(leftOut: 0))
+    }
+}
+
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root and runs clients as real test users"))
+struct AbuseLimitTests {
+    /// Sends argv[2] refused requests on one connection (a reset of a uid nobody has) and
+    /// prints how many were answered permission-denied.
+    static let refusalFlood = """
+        import socket, sys, json
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(sys.argv[1])
+        n = int(sys.argv[2])
+        f = s.makefile("rwb")
+        denied = 0
+        for i in range(n):
+            f.write(json.dumps({"version": 3, "id": i + 1, "type": "reset", "user": str(3000000000 + i)}).encode() + b"\\n")
+            f.flush()
+            r = json.loads(f.readline())
+            if r.get("type") == "error" and r.get("code") == "permission-denied":
+                denied += 1
+        print(json.dumps({"denied": denied}))
+        """
+
+    @Test func oneUsersRefusalsDoNotFillTheAuditTrail() throws {
+        let daemon = try RunningDaemon()
+        let mallory = try TestUser("flood")
+        let bob = try TestUser("floodok")
+        let flood = try mallory.python(Self.refusalFlood, [daemon.socketPath, "200"])
+        #expect(flood.status == 0, "\(flood.stderr)")
+        #expect(try json(flood.stdout)["denied"] as? Int == 200, "every refused request is still answered")
+        let ledger = try Ledger(path: daemon.stateDirectory + "/" + Ledger.fileName, mode: .readOnly, journal: .disabled)
+        let refusals = try ledger.events().map(\.event).filter { $0.type == .refused }
+        #expect(refusals.filter { $0.actor?.uid == mallory.uid }.count == 20, "the burst, then counted only")
+        // Another user's refusal is recorded although mallory's window is full.
+        let bobs = try bob.devaccess(["reset", "--user", mallory.name, "--socket", daemon.socketPath])
+        #expect(bobs.status == 77, "\(bobs.stderr)")
+        let after = try ledger.events().map(\.event).filter { $0.type == .refused && $0.actor?.uid == bob.uid }
+        #expect(after.count == 1)
+    }
+
+    /// Opens argv[2] connections, says hello on each, prints how many were served and how
+    /// many were told busy, then keeps the served ones open for argv[3] seconds.
+    static let holdConnections = """
+        import socket, sys, json, time
+        path, n, hold = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+        served, busy, other, keep = 0, 0, [], []
+        def line(s):
+            buf = b""
+            try:
+                while not buf.endswith(b"\\n"):
+                    d = s.recv(65536)
+                    if not d: break
+                    buf += d
+            except (socket.timeout, ConnectionResetError):
+                pass
+            return json.loads(buf) if buf.endswith(b"\\n") else {}
+        for i in range(n):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            s.settimeout(10)
+            # A connection turned away gets its 'busy' frame at once, before any request.
+            try:
+                s.sendall(json.dumps({"version": 3, "id": 1, "type": "hello"}).encode() + b"\\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            r = line(s)
+            if r.get("type") == "hello":
+                served += 1
+                keep.append(s)
+            elif r.get("code") == "busy":
+                busy += 1
+                s.close()
+            else:
+                other.append(r)
+                s.close()
+        print(json.dumps({"served": served, "busy": busy, "other": other[:3]}), flush=True)
+        time.sleep(hold)
+        """
+
+    /// Starts `holdConnections` as `user` in the background; returns the process and waits
+    /// for its counts.
+    static func hold(_ user: TestUser, _ socket: String, count: Int, seconds: Int, output: String) throws
+        -> (Process, [String: Any])
+    {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--", "/usr/bin/python3",
+                             "-c", holdConnections, socket, String(count), String(seconds)]
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if let text = try? String(contentsOfFile: output, encoding: .utf8), text.hasSuffix("\n") {
+                return (process, try json(text))
+            }
+            usleep(20_000)
+        }
+        process.terminate()
+        throw SetupError("the connection holder of \(user.name) did not report")
+    }
+
+    @Test func oneUserCannotTakeEverySlotAndAdminsKeepTheirs() throws {
+        let carol = try TestUser("slotadm")
+        let admins = try TestGroup("slotadm", members: [carol])
+        let daemon = try RunningDaemon(arguments: ["--max-connections", "40", "--max-connections-per-user", "10",
+                                                   "--reserved-connections", "10", "--admin-group", admins.name])
+        let users = try (1...3).map { try TestUser("slot\($0)") }
+        let late = try TestUser("slotlate")
+        let scratch = try TemporaryDirectory()
+        var holders: [Process] = []
+        defer { for holder in holders { holder.terminate(); holder.waitUntilExit() } }
+
+        // Each user gets at most 10, however many they ask for.
+        for (index, user) in users.enumerated() {
+            let (process, counts) = try Self.hold(user, daemon.socketPath, count: 15, seconds: 30,
+                                                  output: scratch.path + "/hold\(index).json")
+            holders.append(process)
+            #expect(counts["served"] as? Int == 10, "\(user.name): \(counts)")
+            #expect(counts["busy"] as? Int == 5, "\(user.name): \(counts)")
+        }
+        // 30 of 40 taken: the other 10 are the administrators'.
+        let refused = try late.devaccess(["list", "--socket", daemon.socketPath])
+        #expect(refused.status == 69, "\(refused.stderr)")
+        #expect(refused.stderr.contains("busy"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("start it"), "a busy broker is not a stopped one: \(refused.stderr)")
+        let root = try TestProcess.devaccess(["list", "--socket", daemon.socketPath])
+        #expect(root.status == 0, "root is served from the reserved slots: \(root.stderr)")
+        let admin = try carol.devaccess(["reconcile", "--socket", daemon.socketPath])
+        #expect(admin.status == 0, "an admin is served from the reserved slots: \(admin.stderr)")
+        #expect(daemon.log.contains("turning clients away"))
+    }
+
+    @Test func reservedSlotsMustLeaveRoomForUsers() throws {
+        let daemon = try RunningDaemon(arguments: ["--max-connections", "10", "--reserved-connections", "10"],
+                                       waitForReady: false)
+        #expect(daemon.waitForExit(timeout: 10) == 64, "\(daemon.log)")
+        #expect(daemon.log.contains("--reserved-connections (10) must be less than --max-connections (10)"))
+    }
+}
