@@ -244,4 +244,27 @@ struct OneWriterTests {
         let root = try TestProcess.devaccess(["status", "camera", "--user", user.name, "--json"], environment: env)
         #expect(root.stdout.contains("\"status\" : \"denied\""), "\(root.stdout)")
     }
+
+    /// A state directory another user owns (a world-writable --state-dir) or a symlink is
+    /// refused before any ledger in it is trusted or any lock taken.
+    @Test func aStateDirectoryNotOwnedByRootIsRefused() throws {
+        let owner = try TestUser("wdir")
+        let scratch = try TemporaryDirectory()
+        let planted = scratch.path + "/planted"
+        #expect(mkdir(planted, 0o777) == 0)
+        #expect(chown(planted, owner.uid, owner.gid) == 0)
+        let env = ["DEVACCESS_SOCKET": scratch.path + "/no-daemon.sock", "DEVACCESS_GPSD": "127.0.0.1:9"]
+        let offline = try TestProcess.devaccess(["reconcile", "--offline", "--state-dir", planted], environment: env)
+        #expect(offline.status == 74, "\(offline.stderr)")
+        #expect(offline.stderr.contains("belongs to uid \(owner.uid)"), "\(offline.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: planted + "/ledger.db"))
+        let link = scratch.path + "/link"
+        #expect(symlink(scratch.path, link) == 0)
+        let linked = try TestProcess.devaccess(["reconcile", "--offline", "--state-dir", link], environment: env)
+        #expect(linked.status == 74, "\(linked.stderr)")
+        #expect(linked.stderr.contains("not a directory"), "\(linked.stderr)")
+        let daemon = try RunningDaemon(arguments: ["--state-dir", planted], waitForReady: false)
+        #expect(daemon.waitForExit(timeout: 10) == 1, "\(daemon.log)")
+        #expect(daemon.log.contains("belongs to uid \(owner.uid)"), "\(daemon.log)")
+    }
 }
