@@ -116,7 +116,8 @@ public final class Exchange: Sendable {
         guard line.count > BrokerProtocol.maxReplySize else { return line }
         return MessageCodec.encode(ReplyEnvelope(id: request.id, reply: .error(ProtocolError(
             .internal, context: request.request.type,
-            reason: "the reply would exceed \(BrokerProtocol.maxReplySize) bytes; ask for fewer permissions")),
+            reason: "the reply would exceed \(BrokerProtocol.maxReplySize) bytes; ask for less (fewer permissions, "
+                + "or 'list' for one --user or --permission, without --all)")),
             version: request.version))
     }
 }
