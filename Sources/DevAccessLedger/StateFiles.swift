@@ -28,8 +28,9 @@ enum StateFiles {
     /// `-wal`/`-shm` the same mode, copying it from the main file), and tightens an
     /// existing ledger, `-wal` and `-shm` that an older devaccess left 0644.
     ///
-    /// Modes only change on files and directories the effective uid owns. Changing them
-    /// is not a write, so a ledger that is then refused (corrupt, foreign) keeps its content.
+    /// A ledger file owned by another user is refused. Modes only change on files and
+    /// directories the effective uid owns. Changing them is not a write, so a ledger that
+    /// is then refused (corrupt, foreign) keeps its content.
     static func secure(ledgerPath: String) throws(LedgerError) {
         let (directory, name) = split(ledgerPath)
         try tightenDirectory(directory, ledgerName: name)
@@ -134,9 +135,12 @@ enum StateFiles {
         guard before.st_mode & S_IFMT == S_IFREG else {
             throw .stateDirectory(path: directory, reason: "\(name) is not a regular file")
         }
-        // Another owner's file is left alone: chmod-ing it as root would only hide the
-        // problem, and SQLite's own checks decide whether it can be used.
-        guard before.st_uid == geteuid(), before.st_mode & sharedBits != 0 else { return true }
+        // Another user's ledger file may have been planted (in a state directory others can
+        // write): it is refused, neither used nor chmod-ed.
+        guard before.st_uid == geteuid() else {
+            throw .foreignOwner(path: path, owner: before.st_uid, expected: geteuid())
+        }
+        guard before.st_mode & sharedBits != 0 else { return true }
         // O_NONBLOCK: never hang on a FIFO swapped in after the lstat; the fstat below refuses it.
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else { throw .stateDirectory(path: directory, reason: "open \(name): \(errnoText(errno))") }
