@@ -82,7 +82,7 @@ struct SQLiteDatabase: ~Copyable, @unchecked Sendable {
     /// Keeps the -wal and -shm files when the last writer closes. Without them a read-only
     /// open must create them, which fails for a reader that may not write the directory
     /// (or on a read-only mount), so read-only queries would break whenever the broker is
-    /// stopped. Kept, they are also there to be tightened by the next read-write open.
+    /// stopped. Kept, they are also checked by the next read-write open (`StateFiles`).
     func persistWAL() throws(LedgerError) {
         var on: Int32 = 1
         let rc = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
