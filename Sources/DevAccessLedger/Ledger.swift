@@ -46,15 +46,17 @@ public final class Ledger: Sendable {
     /// unwritable) happens before anything is written to the file.
     ///
     /// Read-write, it first makes the ledger private (`StateFiles`): the file is created
-    /// 0600, an existing ledger, `-wal` and `-shm` are tightened to 0600, and the directory,
-    /// when it holds nothing else, to 0700 (modes only: no content is written). Read-only
-    /// opens change nothing.
+    /// 0600, the directory, when it holds nothing else, is tightened to 0700, and a ledger
+    /// an older devaccess left readable by others is copied, content unchanged, into new
+    /// 0600 files that replace the old ones (`PrivateCopy`). A ledger file owned by another
+    /// user is refused. Read-only opens change nothing.
     public init(path: String = Ledger.defaultPath, mode: OpenMode = .readWrite,
                 journal: JournalExport = .enabled, busyTimeout: Duration = .seconds(5)) throws(LedgerError) {
-        if mode == .readWrite { try StateFiles.secure(ledgerPath: path) }
+        let milliseconds = Int32(clamping: busyTimeout.components.seconds * 1000
+                                     + busyTimeout.components.attoseconds / 1_000_000_000_000_000)
+        if mode == .readWrite { try StateFiles.secure(ledgerPath: path, busyTimeoutMilliseconds: milliseconds) }
         let database = try SQLiteDatabase.open(path: path, readOnly: mode == .readOnly)
-        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
-        try database.setBusyTimeout(milliseconds: Int32(clamping: milliseconds))
+        try database.setBusyTimeout(milliseconds: milliseconds)
         let state = try Migrator.inspect(database)
         try Migrator.check(state, path: path)
         switch mode {

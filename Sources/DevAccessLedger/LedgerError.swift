@@ -40,6 +40,12 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The state directory could not be created, or it or a ledger file in it could not
     /// be made private (a symlink or non-regular file in place of one, a failed chmod).
     case stateDirectory(path: String, reason: String)
+    /// A ledger file (`ledger.db`, `-wal` or `-shm`) belongs to another user than the one
+    /// opening it read-write: possibly planted in a shared state directory, so not trusted.
+    case foreignOwner(path: String, owner: UInt32, expected: UInt32)
+    /// An older devaccess left the ledger readable by other users, and moving it into new,
+    /// private files failed; `reason` says whether the old files are as they were.
+    case rebuildFailed(path: String, reason: String)
     /// A stored row holds a value this code cannot read back (edited by hand?).
     case invalidRow(path: String, table: String, rowID: Int64, problem: String)
     /// A caller passed a value the ledger cannot store.
@@ -91,6 +97,14 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         case .stateDirectory(let path, let reason):
             return "cannot set up state directory \(path): \(reason); create it (root, mode 0700, ledger files 0600)"
                 + " or choose another with DEVACCESS_STATE_DIR"
+        case .foreignOwner(let path, let owner, let expected):
+            return "ledger file \(path) belongs to uid \(owner), not to uid \(expected) that writes the ledger; it is not"
+                + " trusted (planted in a shared state directory?): check where it came from, then move it aside or"
+                + " 'chown \(expected) \(path)'"
+        case .rebuildFailed(let path, let reason):
+            return "ledger \(path) was readable by other users and could not be moved into private files: \(reason)."
+                + " Most likely another process has held the ledger open since before it was made private: stop it"
+                + " (fuser -v \(path) \(path)-wal \(path)-shm) and start again"
         case .invalidRow(let path, let table, let rowID, let problem):
             return "ledger \(path): row \(rowID) of \(table) is unreadable: \(problem); run 'devaccess audit --verify'"
         case .invalidArgument(let problem):

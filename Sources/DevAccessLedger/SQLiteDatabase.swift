@@ -12,10 +12,16 @@ struct SQLiteDatabase: ~Copyable, @unchecked Sendable {
     /// Opens (or, writable, creates) `path`. `SQLITE_OPEN_NOFOLLOW` refuses a symlink
     /// planted in place of the ledger; `EXRESCODE` keeps the extended result codes.
     static func open(path: String, readOnly: Bool) throws(LedgerError) -> SQLiteDatabase {
-        var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
-        flags |= readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        try open(filename: path, path: path,
+                 flags: readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
+    }
+
+    /// Opens `filename` (a path, or a `file:` URI when `flags` has `SQLITE_OPEN_URI`) with
+    /// `flags` besides the ones above; errors name `path`.
+    static func open(filename: String, path: String, flags: Int32) throws(LedgerError) -> SQLiteDatabase {
+        let flags = flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
         var raw: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &raw, flags, nil)
+        let rc = sqlite3_open_v2(filename, &raw, flags, nil)
         guard rc == SQLITE_OK, let handle = raw else {
             let failure = SQLiteFailure(code: rc, message: raw.map { String(cString: sqlite3_errmsg($0)) }
                                         ?? String(cString: sqlite3_errstr(rc)))
@@ -76,7 +82,7 @@ struct SQLiteDatabase: ~Copyable, @unchecked Sendable {
     /// Keeps the -wal and -shm files when the last writer closes. Without them a read-only
     /// open must create them, which fails for a reader that may not write the directory
     /// (or on a read-only mount), so read-only queries would break whenever the broker is
-    /// stopped. Kept, they are also there to be tightened by the next read-write open.
+    /// stopped. Kept, they are also checked by the next read-write open (`StateFiles`).
     func persistWAL() throws(LedgerError) {
         var on: Int32 = 1
         let rc = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)

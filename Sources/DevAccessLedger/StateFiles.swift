@@ -6,16 +6,16 @@ import CSQLite
 /// decisions and reasons, which the broker shows only to that user or an admin, so the
 /// files must not be readable by other local users.
 ///
-/// Only read-write opens call this; a read-only open changes nothing. Everything goes
-/// through file descriptors opened with `O_NOFOLLOW`, so a symlink planted in the state
-/// directory is never followed to chmod something else.
+/// Only read-write opens call this; a read-only open changes nothing. Files are checked
+/// with `lstat` and changed through descriptors opened with `O_NOFOLLOW`, so a symlink
+/// planted in the state directory is never followed.
 enum StateFiles {
     static let directoryMode: mode_t = 0o700
     static let fileMode: mode_t = 0o600
     /// Parents created on the way to a new state directory stay traversable, as before.
     static let parentMode: mode_t = 0o755
     /// Anything for group or other.
-    private static let sharedBits: mode_t = 0o077
+    static let sharedBits: mode_t = 0o077
 
     /// Creates `directory` 0700 when missing (parents 0755); an existing one is left to
     /// `secure`, which tightens it only when it is evidently devaccess's own.
@@ -23,23 +23,64 @@ enum StateFiles {
         try makeDirectory(directory, mode: directoryMode, stateDirectory: directory)
     }
 
-    /// Makes `ledgerPath`'s directory and files private before SQLite opens them:
-    /// tightens the directory, creates the ledger 0600 when missing (SQLite then gives
-    /// `-wal`/`-shm` the same mode, copying it from the main file), and tightens an
-    /// existing ledger, `-wal` and `-shm` that an older devaccess left 0644.
+    /// What `lstat` says about an existing ledger file.
+    struct FileFacts: Equatable {
+        var device: dev_t
+        var inode: ino_t
+        var mode: mode_t
+
+        var isShared: Bool { mode & StateFiles.sharedBits != 0 }
+    }
+
+    /// Makes `ledgerPath`'s directory and files private before SQLite opens them: tightens
+    /// the directory, creates the ledger 0600 when missing (SQLite then gives `-wal`/`-shm`
+    /// the same mode, copying it from the main file), and moves a ledger that an older
+    /// devaccess left 0644 into new private files (`PrivateCopy`).
     ///
-    /// Modes only change on files and directories the effective uid owns. Changing them
-    /// is not a write, so a ledger that is then refused (corrupt, foreign) keeps its content.
-    static func secure(ledgerPath: String) throws(LedgerError) {
+    /// Not chmod: whoever opened the public files before keeps those descriptors, and with
+    /// them would read every later decision and could hold a lock on the `-shm` that blocks
+    /// every write. The new files are inodes nobody else has open.
+    ///
+    /// A ledger file owned by another user is refused: in a state directory others can
+    /// write, it may have been planted there.
+    static func secure(ledgerPath: String, busyTimeoutMilliseconds: Int32) throws(LedgerError) {
         let (directory, name) = split(ledgerPath)
         try tightenDirectory(directory, ledgerName: name)
-        for suffix in ["-wal", "-shm"] {
-            try tightenFile(ledgerPath + suffix, directory: directory)
+        let wal = ledgerPath + "-wal", shm = ledgerPath + "-shm"
+        // Another process may create or rebuild the ledger between the checks and the
+        // change (outside devaccessd and --offline, which the engine lock keeps to one):
+        // each round starts again from what is there then.
+        for _ in 0..<3 {
+            let walFacts = try ledgerFile(wal, directory: directory)
+            let shmFacts = try ledgerFile(shm, directory: directory)
+            guard let mainFacts = try ledgerFile(ledgerPath, directory: directory) else {
+                // A -wal/-shm without its database: SQLite discards such a WAL anyway. Public
+                // ones are an older devaccess's and may be held open, locks and all: removed.
+                for (file, facts) in [(wal, walFacts), (shm, shmFacts)] where facts?.isShared == true {
+                    try remove(file, directory: directory)
+                }
+                if try createFile(ledgerPath) { return }
+                continue
+            }
+            guard mainFacts.isShared || walFacts?.isShared == true || shmFacts?.isShared == true else { return }
+            do {
+                if try PrivateCopy.replace(ledgerPath, original: mainFacts, hasSHM: shmFacts != nil,
+                                           busyTimeoutMilliseconds: busyTimeoutMilliseconds) { return }
+            } catch {
+                switch error {
+                case .corrupt, .notALedger, .schemaTooNew:
+                    // Refused for what it holds, so never written by this devaccess: chmod keeps
+                    // new readers out without changing its content (the old rule).
+                    for (file, facts) in [(ledgerPath, mainFacts), (wal, walFacts), (shm, shmFacts)] {
+                        if let facts, facts.isShared { try tightenInPlace(file, facts, directory: directory) }
+                    }
+                default:
+                    break
+                }
+                throw error
+            }
         }
-        // The main file last: its mode is the one SQLite copies to a new -wal/-shm.
-        if try !tightenFile(ledgerPath, directory: directory) {
-            try createFile(ledgerPath)
-        }
+        throw .rebuildFailed(path: ledgerPath, reason: "another process kept replacing it while it was being copied")
     }
 
     // MARK: - Directory
@@ -96,6 +137,8 @@ enum StateFiles {
     {
         let allowed: Set<String> = [".", "..", ledgerName, ledgerName + "-wal", ledgerName + "-shm",
                                     ledgerName + "-journal", Ledger.engineLockFileName]
+        // A private copy an interrupted rebuild left behind (PrivateCopy) is devaccess's too.
+        let copyPrefix = ledgerName + PrivateCopy.suffix
         // fdopendir takes the descriptor it is given; a duplicate keeps `fd` for fchmod.
         let listing = dup(fd)
         guard listing >= 0, let stream = fdopendir(listing) else {
@@ -109,34 +152,40 @@ enum StateFiles {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
                 String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if !allowed.contains(name) { return false }
+            if !allowed.contains(name) && !name.hasPrefix(copyPrefix) { return false }
         }
         return true
     }
 
     // MARK: - Files
 
-    /// Tightens `path` to 0600 when it exists, is ours, and grants group/other anything.
-    /// Returns false when there is no such file. Refuses a symlink or a non-regular file:
-    /// SQLite would otherwise read or write through it.
-    @discardableResult
-    private static func tightenFile(_ path: String, directory: String) throws(LedgerError) -> Bool {
+    /// What `lstat` says about `path`, nil when there is no such file. Refuses a symlink or
+    /// a non-regular file (SQLite would read or write through it) and another owner's file.
+    static func ledgerFile(_ path: String, directory: String) throws(LedgerError) -> FileFacts? {
         let name = split(path).name
-        var before = stat()
-        guard lstat(path, &before) == 0 else {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
             let failure = errno
-            if failure == ENOENT { return false }
+            if failure == ENOENT { return nil }
             throw .stateDirectory(path: directory, reason: "lstat \(name): \(errnoText(failure))")
         }
-        guard before.st_mode & S_IFMT != S_IFLNK else {
+        guard info.st_mode & S_IFMT != S_IFLNK else {
             throw .stateDirectory(path: directory, reason: "\(name) is a symbolic link; devaccess does not follow it")
         }
-        guard before.st_mode & S_IFMT == S_IFREG else {
+        guard info.st_mode & S_IFMT == S_IFREG else {
             throw .stateDirectory(path: directory, reason: "\(name) is not a regular file")
         }
-        // Another owner's file is left alone: chmod-ing it as root would only hide the
-        // problem, and SQLite's own checks decide whether it can be used.
-        guard before.st_uid == geteuid(), before.st_mode & sharedBits != 0 else { return true }
+        // Another user's ledger file may have been planted (in a state directory others can
+        // write): it is refused, neither used nor chmod-ed.
+        guard info.st_uid == geteuid() else {
+            throw .foreignOwner(path: path, owner: info.st_uid, expected: geteuid())
+        }
+        return FileFacts(device: info.st_dev, inode: info.st_ino, mode: info.st_mode & 0o7777)
+    }
+
+    /// chmod 0600 of the file `facts` describes, if `path` still is that file.
+    private static func tightenInPlace(_ path: String, _ facts: FileFacts, directory: String) throws(LedgerError) {
+        let name = split(path).name
         // O_NONBLOCK: never hang on a FIFO swapped in after the lstat; the fstat below refuses it.
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else { throw .stateDirectory(path: directory, reason: "open \(name): \(errnoText(errno))") }
@@ -145,30 +194,33 @@ enum StateFiles {
         guard fstat(fd, &info) == 0 else {
             throw .stateDirectory(path: directory, reason: "fstat \(name): \(errnoText(errno))")
         }
-        guard info.st_dev == before.st_dev, info.st_ino == before.st_ino else {
+        guard info.st_dev == facts.device, info.st_ino == facts.inode else {
             throw .stateDirectory(path: directory, reason: "\(name) was replaced while its mode was being checked")
         }
         guard fchmod(fd, fileMode) == 0 else {
             throw .stateDirectory(path: directory, reason: "chmod 0600 \(name): \(errnoText(errno))")
         }
-        return true
+    }
+
+    /// Unlinks `path`; already gone is fine.
+    static func remove(_ path: String, directory: String) throws(LedgerError) {
+        guard unlink(path) == 0 || errno == ENOENT else {
+            throw .stateDirectory(path: directory, reason: "removing \(split(path).name): \(errnoText(errno))")
+        }
     }
 
     /// Creates an empty ledger file 0600, which SQLite then treats as a new database.
-    /// A failure here is the one SQLite would have hit creating it, so it is reported
+    /// False when another process created it first (it is then checked like any existing
+    /// one). A failure here is the one SQLite would have hit creating it, so it is reported
     /// the same way (`cannotOpen`: missing or unwritable directory).
-    private static func createFile(_ path: String) throws(LedgerError) {
+    private static func createFile(_ path: String) throws(LedgerError) -> Bool {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, fileMode)
         if fd >= 0 {
             close(fd)
-            return
+            return true
         }
         let failure = errno
-        // Created by another process since the lstat: secure it like any existing file.
-        if failure == EEXIST {
-            try tightenFile(path, directory: split(path).directory)
-            return
-        }
+        if failure == EEXIST { return false }
         throw .cannotOpen(path: path, SQLiteFailure(code: SQLITE_CANTOPEN,
                                                     message: "cannot create the file: \(errnoText(failure))"))
     }
@@ -183,7 +235,7 @@ enum StateFiles {
         return (directory.isEmpty ? "/" : directory, name)
     }
 
-    private static func errnoText(_ code: Int32) -> String {
+    static func errnoText(_ code: Int32) -> String {
         String(cString: strerror(code))
     }
 }

@@ -167,6 +167,29 @@ struct StatePrivacyUserTests {
         #expect(try permissionBits(dir.ledgerPath) == 0o600)
     }
 
+    /// A ledger.db, -wal or -shm that belongs to another user (planted in a shared
+    /// --state-dir) is refused for writing, and left as it was.
+    @Test func ledgerOwnedByAnotherUserIsRefused() throws {
+        let user = try TestUser("ledgerown")
+        for file in ["ledger.db", "ledger.db-wal", "ledger.db-shm"] {
+            let dir = TemporaryLedgerDirectory()
+            do { try openLedger(dir).recordGrant(sampleGrant()) }
+            #expect(chown(dir.file(file), user.uid, user.gid) == 0)
+            let before = try FileSnapshot(dir.ledgerPath)
+            do throws(LedgerError) {
+                _ = try openLedger(dir)
+                Issue.record("a ledger whose \(file) belongs to uid \(user.uid) opened for writing")
+            } catch {
+                #expect(error == .foreignOwner(path: dir.file(file), owner: user.uid, expected: geteuid()), "\(error)")
+                #expect(error.description.contains(dir.file(file)), "\(error.description)")
+            }
+            #expect(try FileSnapshot(dir.ledgerPath) == before)
+            #expect(try ownerUID(dir.file(file)) == user.uid)
+            // Reading it is still allowed: nothing is written.
+            #expect(try openLedger(dir, mode: .readOnly).grants(includeInactive: true).count == 1)
+        }
+    }
+
     private func sampleGrant() -> NewGrant {
         NewGrant(subject: alice, permission: .camera, decision: .allow, scope: .always, decidedBy: alice,
                  method: .consent)
