@@ -9,7 +9,12 @@ extension Enforcer {
     /// the next run ends (`Ledger.expiredUnrevoked`).
     public func nextExpiry() throws(EnforcementError) -> Date? {
         do {
-            return try ledger.grants(now: clock()).compactMap(\.expires).min()
+            let now = clock()
+            // A grant whose time ran out but that no run has ended yet is due now: it is no
+            // longer among the standing grants, so the minimum below would miss it, and its
+            // entry would stay until some other run came by.
+            if let overdue = try ledger.expiredUnrevoked(now: now).compactMap(\.expires).min() { return overdue }
+            return try ledger.grants(now: now).compactMap(\.expires).min()
         } catch {
             throw .ledger(error)
         }

@@ -71,6 +71,25 @@ struct EnforcementTests {
         #expect(try fx.ledger().grants(includeInactive: true).isEmpty)
     }
 
+    /// The daemon arms its expiry timer from `nextExpiry`. A grant that ran out while a run
+    /// was busy with another is no longer standing, but still due: it must be the answer,
+    /// or its entry stays until an unrelated run comes by.
+    @Test func aGrantThatRanOutUnendedIsTheNextExpiry() throws {
+        let fx = try EngineFixture("nextexp")
+        try fx.camera("video0")
+        let first = try fx.allow(fx.alice, scope: .until, expires: fx.clock.now.addingTimeInterval(2)).grant
+        let second = try fx.allow(fx.bob, scope: .until, expires: fx.clock.now.addingTimeInterval(5)).grant
+        #expect(try fx.engine().nextExpiry() == first.expires)
+        fx.clock.advance(3)
+        #expect(try fx.engine().nextExpiry() == first.expires, "overdue and not ended: due now")
+        _ = try fx.engine().reconcile()
+        #expect(try fx.engine().nextExpiry() == second.expires)
+        fx.clock.advance(3)
+        #expect(try fx.engine().nextExpiry() == second.expires)
+        _ = try fx.engine().reconcile()
+        #expect(try fx.engine().nextExpiry() == nil)
+    }
+
     @Test func expiredGrantIsRemovedWhenTheEngineRuns() throws {
         let fx = try EngineFixture("expiry")
         let node = try fx.camera("video0")

@@ -51,7 +51,7 @@ public struct DaemonOptions: Sendable {
                                  default: 256).
           --reserved-connections N
                                  Of --max-connections, the slots kept for root and admins
-                                 (default: 64).
+                                 (default: one in 16, 64 of 1024).
           --idle-timeout SEC     Close idle connections after SEC seconds (default: 60).
           --reconcile-interval SEC
                                  Also apply the whole ledger to the machine every SEC seconds,
@@ -71,6 +71,7 @@ public struct DaemonOptions: Sendable {
     public static func parse(_ arguments: [String],
                              environment: [String: String]) throws(UsageError) -> (DaemonOptions, Action) {
         var options = DaemonOptions()
+        var reservedGiven = false
         if let directory = environment["DEVACCESS_STATE_DIR"], !directory.isEmpty { options.stateDirectory = directory }
         if let directory = environment["DEVACCESS_CONFIG_DIR"], !directory.isEmpty { options.configDirectory = directory }
         if let text = environment[GpsdEndpoint.environmentVariable], !text.isEmpty {
@@ -138,6 +139,7 @@ public struct DaemonOptions: Sendable {
                 options.limits.maxConnectionsPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
             case "--reserved-connections":
                 options.limits.reservedConnections = try number(name, try value(name, inline: inline), 0...1_000_000)
+                reservedGiven = true
             case "--idle-timeout":
                 options.limits.idleTimeout = .seconds(try number(name, try value(name, inline: inline), 1...86_400))
             case "--reconcile-interval":
@@ -160,6 +162,10 @@ public struct DaemonOptions: Sendable {
             default:
                 throw UsageError(message: word.hasPrefix("-") ? "unknown option '\(word)'" : "unexpected argument '\(word)'")
             }
+        }
+        if !reservedGiven {
+            // The default keeps 1 slot in 16 for administrators (64 of 1024), fewer with fewer slots.
+            options.limits.reservedConnections = min(options.limits.reservedConnections, options.limits.maxConnections / 16)
         }
         if options.limits.reservedConnections >= options.limits.maxConnections {
             throw UsageError(message: "--reserved-connections (\(options.limits.reservedConnections)) must be less than "
