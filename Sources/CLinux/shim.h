@@ -4,6 +4,8 @@
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <utmpx.h>
+#include <termios.h>
 
 /* O_PATH is hidden behind _GNU_SOURCE, which a shim must not define (it clashes with
    SwiftGlibc); glibc always defines the value itself as __O_PATH. */

@@ -3,6 +3,7 @@
 #include <sys/uio.h>
 #include <systemd/sd-journal.h>
 #include <systemd/sd-daemon.h>
+#include <systemd/sd-login.h>
 
 /* devaccessd's socket and process helpers. They live here because the broker links
    libsystemd anyway and a shim must not define _GNU_SOURCE (it clashes with

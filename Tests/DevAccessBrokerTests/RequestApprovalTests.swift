@@ -105,15 +105,15 @@ struct RequestApprovalTests {
 }
 
 extension RequestApprovalTests {
-    /// Camera asked at the terminal, microphone for an administrator: one request. The
-    /// user dismisses the prompt, so the broker queues the microphone but does not keep
-    /// a user who said nothing waiting.
+    /// Camera asked (outside a login session: by password instead), microphone for an
+    /// administrator: one request. The user dismisses the prompt, so the broker queues the
+    /// microphone but does not keep a user who said nothing waiting.
     @Test func aDismissedPromptQueuesButDoesNotWait() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n[microphone]\nDefault=auth_admin\n")
         let gina = try TestUser("mixed")
         let started = Date()
         let run = try gina.onTerminal(["request", "camera", "microphone", "--wait", "--json"] + setup.socket,
-                                      answers: [("Answer", "\u{4}")])
+                                      answers: [("Password", "\u{4}")])
         #expect(run.exit == 4, "\(run.output)")
         #expect(Date().timeIntervalSince(started) < 20)
         #expect(run.output.contains(#""why" : "end-of-input""#))

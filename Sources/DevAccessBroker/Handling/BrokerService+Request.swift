@@ -111,6 +111,7 @@ extension BrokerService {
         // Once a prompt ended without a decision (dismissed, interrupted, timed out, the
         // client gone, wrong passwords), nothing more is asked of the user, nor waited for.
         var ended: UndecidedReason?
+        var passwordGroups: [(group: [Permission], instead: String?)] = []
         if let group = byAction[.ask] {
             switch await askConsent(group, context: context, policies: policies, number: &promptNumber) {
             case .decided(let decided): plans += decided
@@ -118,18 +119,25 @@ extension BrokerService {
                 ended = why
                 for permission in group { results[permission] = Self.undecided(permission, why) }
             case .broken(let error): return .error(error)
+            case .noChannel(let why):
+                // Nobody the requester cannot impersonate can be asked: the password proves a
+                // person instead (as polkit does), never the requester's own "yes".
+                passwordGroups.append((group, why))
             }
         }
-        if let group = byAction[.authSelf] {
+        if let group = byAction[.authSelf] { passwordGroups.append((group, nil)) }
+        for (group, instead) in passwordGroups {
             if let ended {
                 for permission in group { results[permission] = Self.undecided(permission, ended) }
             } else {
-                switch await confirmPassword(group, context: context, policies: policies, number: &promptNumber) {
+                switch await confirmPassword(group, context: context, policies: policies, number: &promptNumber,
+                                             instead: instead) {
                 case .decided(let decided): plans += decided
                 case .undecided(let why):
                     ended = why
                     for permission in group { results[permission] = Self.undecided(permission, why) }
                 case .broken(let error): return .error(error)
+                case .noChannel: break
                 }
             }
         }
@@ -278,6 +286,8 @@ extension BrokerService {
         case undecided(UndecidedReason)
         /// The client broke the conversation (an answer that does not fit the prompt).
         case broken(ProtocolError)
+        /// No channel the requester cannot drive (ConsentChannel): `ask` is not put to anyone.
+        case noChannel(String)
     }
 
     /// `ask`: one prompt for the whole group; the answer decides every permission in it.
@@ -301,22 +311,34 @@ extension BrokerService {
         choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
         number += 1
         flushAudit(context)
-        let prompt = PromptMessage(
-            prompt: number, kind: .ask, permissions: group, user: context.user.name, program: context.peer.program,
-            reason: context.request.reason, devices: context.devices(for: group),
-            text: RequestText.question(group, term: nil, user: context.user, peer: context.peer,
-                                       devices: context.devices(for: group), reason: context.request.reason),
-            choices: choices, timeout: settings.promptTimeoutSeconds)
-        let end = await ask(prompt, on: context.exchange)
         var outcome = ["kind": "ask", "prompt": String(number)]
         defer { audit(context, group, stage: "prompt", extra: outcome) }
+        let terminal: ConsentChannel.Terminal
+        switch consentChannel(context.peer, context.user) {
+        case .failure(let unavailable):
+            outcome["outcome"] = "no-channel"
+            outcome["channel_problem"] = unavailable.reason
+            return .noChannel(unavailable.reason)
+        case .success(let found):
+            terminal = found
+        }
+        outcome["channel"] = "\(terminal.path) (\(terminal.source))"
+        let text = RequestText.question(group, term: nil, user: context.user, peer: context.peer,
+                                        devices: context.devices(for: group), reason: context.request.reason)
+        let end = await askOnTerminal(terminal, text: text, choices: choices, owner: context.user.uid,
+                                      exchange: context.exchange)
+        if case .failed(let problem) = end {
+            outcome["outcome"] = "no-channel"
+            outcome["channel_problem"] = problem
+            return .noChannel("the login terminal could not be used: \(problem)")
+        }
+        log.info("asked on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
+                                                  "source": terminal.source])
         switch end {
-        case .answered(.choice(let choice)):
+        case .chose(let choice):
             guard let offered = choices.first(where: { $0.choice == choice }) else {
                 outcome["outcome"] = "invalid"
-                return .broken(ProtocolError(.badMessage, context: "$.answer",
-                    reason: "'\(choice.rawValue)' was not offered; offered: "
-                        + choices.map(\.choice.rawValue).joined(separator: ", ") + "; nothing was recorded"))
+                return .undecided(.dismissed)
             }
             outcome["outcome"] = choice.rawValue
             let subject = context.subject
@@ -334,23 +356,32 @@ extension BrokerService {
                 return GrantPlan(permission: permission, decision: offered.choice == .deny ? .deny : .allow, term: term,
                                  method: .consent, decidedBy: subject)
             })
-        case .answered(.cancel(let why)):
-            outcome["outcome"] = "cancel:\(why.rawValue)"
-            return .undecided(UndecidedReason(why))
-        case .answered(.password):
-            outcome["outcome"] = "invalid"
-            return .broken(ProtocolError(.badMessage, context: "$.answer",
-                reason: "prompt \(number) asks for a choice, not a password; nothing was recorded"))
+        case .dismissed:
+            outcome["outcome"] = "cancel:dismissed"
+            return .undecided(.dismissed)
         case .timedOut:
             outcome["outcome"] = "timeout"
             return .undecided(.timeout)
-        case .departed(let departure):
+        case .cancelled:
+            let departure = context.exchange?.departure ?? .closed
             outcome["outcome"] = "client-\(departure.word)"
             return .undecided(Self.reason(departure))
-        case .mismatched(let answered, let open):
-            outcome["outcome"] = "invalid"
-            return .broken(Self.mismatch(answered, open))
+        case .failed:
+            return .undecided(.dismissed)  // handled above
         }
+    }
+
+    /// Asks on the login terminal; the requester's leaving withdraws the question. An
+    /// answer the requester sends on its connection meanwhile is not read: the event loop
+    /// keeps it until the request ends, and then refuses it.
+    func askOnTerminal(_ terminal: ConsentChannel.Terminal, text: String, choices: [PromptChoice], owner: UInt32,
+                       exchange: Exchange?) async -> TerminalPrompt.End {
+        let prompt = TerminalPrompt(path: terminal.path, owner: owner)
+        exchange?.listen { event in
+            if case .departed = event { prompt.cancel() }
+        }
+        if exchange?.departure != nil { return .cancelled }
+        return await prompt.ask(text, choices: choices, timeout: settings.promptTimeout)
     }
 
     static func mismatch(_ answered: Int64, _ open: Int64) -> ProtocolError {
@@ -360,7 +391,7 @@ extension BrokerService {
 
     /// `auth_self`: the user's password through PAM, up to `passwordAttempts` tries.
     func confirmPassword(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
-                         number: inout Int64) async -> GroupOutcome {
+                         number: inout Int64, instead: String? = nil) async -> GroupOutcome {
         let terms = group.map { DecisionTerm.resolve(context.request.scope, policy: policies($0)) }
         let termText = Set(terms.map(\.text)).count == 1 ? terms.first?.text : nil
         let attempts = Int64(max(1, settings.passwordAttempts))
@@ -369,7 +400,12 @@ extension BrokerService {
             number += 1
             var text = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
                                             devices: context.devices(for: group), reason: context.request.reason)
-            text += "\nPolicy asks \(context.user.name) to confirm with their password"
+            if let instead {
+                text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
+                    + "password instead of a yes: type it to allow \(termText ?? "this")"
+            } else {
+                text += "\nPolicy asks \(context.user.name) to confirm with their password"
+            }
             text += attempt > 1 ? " (the last one was wrong; attempt \(attempt) of \(attempts))." : "."
             let prompt = PromptMessage(
                 prompt: number, kind: .password, permissions: group, user: context.user.name,

@@ -33,6 +33,10 @@ public final class BrokerService: RequestHandler {
     let brokerPrincipal: Principal
     /// How many refusals per user reach the audit trail.
     let refusals = RefusalThrottle()
+    /// Where `ask` is put to a person: the login terminal, when the broker can trust it.
+    let consentChannel: @Sendable (Peer, UserIdentity) -> Result<ConsentChannel.Terminal, ConsentChannel.Unavailable> = {
+        ConsentChannel.terminal(for: $0, user: $1)
+    }
 
     /// `configDirectory` holds devaccess.conf and its drop-ins (read for every request).
     /// `enforcement` nil: decisions run on a thread of this service's own

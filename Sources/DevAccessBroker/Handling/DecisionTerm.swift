@@ -101,6 +101,10 @@ enum RequestText {
         let program = peer.program ?? "a program whose executable is unknown"
         var text = "Allow \(program) to use \(list(permissions))" + (term.map { " \($0)" } ?? "") + "?\n"
         text += "  requested by: \(user.name) (uid \(user.uid)), process \(peer.pid)\n"
+        // The CLI is rarely what wants the camera: say what started it.
+        if !peer.ancestry.isEmpty {
+            text += "  started by: " + peer.ancestry.joined(separator: " <- ") + "\n"
+        }
         if devices.isEmpty {
             text += "  devices: none present now; the decision applies to those that appear\n"
         } else {

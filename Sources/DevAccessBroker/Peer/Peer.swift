@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import CSystemd
 import DevAccessSystem
@@ -21,6 +22,14 @@ public struct Peer: Sendable, Hashable {
     public var programProblem: String?
     /// How the pid was pinned: `SO_PEERPIDFD` or `pidfd_open`.
     public var pidfdSource: String?
+    /// The audit login session (`/proc/PID/sessionid`) and login uid (`loginuid`) the
+    /// kernel keeps for the peer: set by `pam_loginuid` at login, inherited by every
+    /// descendant, never changed by an unprivileged process. nil: not in a login session.
+    public var sessionID: UInt32?
+    public var loginUID: UInt32?
+    /// The programs above the peer, nearest first ("bash (pid 812)"), for prompts, pending
+    /// lists and the audit: the CLI is rarely what really asks. Read once, not pinned.
+    public var ancestry: [String] = []
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32], program: String? = nil,
                 programProblem: String? = nil, pidfdSource: String? = nil) {
@@ -106,10 +115,69 @@ public struct Peer: Sendable, Hashable {
             return
         }
         peer.program = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        peer.sessionID = ProcFile.auditID(directory, "sessionid")
+        peer.loginUID = ProcFile.auditID(directory, "loginuid")
+        peer.ancestry = ProcFile.ancestry(of: peer.pid)
     }
 
     static func isAlive(_ pidfd: CInt) -> Bool {
         var descriptor = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
         return poll(&descriptor, 1, 0) == 0
+    }
+}
+
+/// Small reads from /proc for the peer's login session and its parents.
+enum ProcFile {
+    /// 4294967295 (-1) means unset.
+    static let unset: UInt32 = .max
+
+    static func read(_ directory: CInt, _ name: String, limit: Int = 4096) -> String? {
+        let fd = openat(directory, name, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var buffer = [UInt8](repeating: 0, count: limit)
+        let count = Glibc.read(fd, &buffer, buffer.count)
+        guard count >= 0 else { return nil }
+        return String(decoding: buffer.prefix(count), as: UTF8.self)
+    }
+
+    /// `sessionid` or `loginuid` as a number; nil when unset or unreadable.
+    static func auditID(_ directory: CInt, _ name: String) -> UInt32? {
+        guard let text = read(directory, name), let value = UInt32(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+              value != unset else { return nil }
+        return value
+    }
+
+    static func auditID(pid: Int32, _ name: String) -> UInt32? {
+        let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { return nil }
+        defer { Glibc.close(directory) }
+        return auditID(directory, name)
+    }
+
+    /// The parent's pid from /proc/PID/stat (the field after the parenthesised name).
+    static func parent(of pid: Int32) -> Int32? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 1, let parent = Int32(fields[1]) else { return nil }
+        return parent
+    }
+
+    /// Up to `depth` ancestors: "name (pid N)", nearest first; stops at pid 1.
+    static func ancestry(of pid: Int32, depth: Int = 4) -> [String] {
+        var chain: [String] = []
+        var current = pid
+        while chain.count < depth, let parent = parent(of: current), parent > 1 {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let count = readlink("/proc/\(parent)/exe", &buffer, buffer.count - 1)
+            let name = count > 0
+                ? String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                : ((try? String(contentsOfFile: "/proc/\(parent)/comm", encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?")
+            chain.append("\(name) (pid \(parent))")
+            current = parent
+        }
+        return chain
     }
 }

@@ -1,0 +1,156 @@
+import Foundation
+import Glibc
+import Synchronization
+import CLinux
+import DevAccessSystem
+import DevAccessProtocol
+
+/// A question the broker itself asks on the user's login terminal, and the line typed in
+/// answer. It runs on a thread of its own for the few seconds a person takes (blocking
+/// `poll` on one terminal), and can be cancelled when the requester leaves.
+final class TerminalPrompt: Sendable {
+    enum End: Sendable, Hashable {
+        case chose(ConsentChoice)
+        /// Ctrl-D, an empty line or three answers that were not offered.
+        case dismissed
+        case timedOut
+        /// The requester went away (its connection closed): nothing more is asked.
+        case cancelled
+        /// The terminal could not be opened or used.
+        case failed(String)
+    }
+
+    let path: String
+    let owner: UInt32
+    private let cancelled = Atomic<Bool>(false)
+
+    init(path: String, owner: UInt32) {
+        self.path = path
+        self.owner = owner
+    }
+
+    func cancel() { cancelled.store(true, ordering: .relaxed) }
+
+    /// Writes `text` and the numbered choices, then reads one answer within `timeout`.
+    func ask(_ text: String, choices: [PromptChoice], timeout: Duration) async -> End {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: self.run(text, choices: choices, timeout: timeout)) }
+            thread.name = "devaccessd terminal prompt"
+            thread.start()
+        }
+    }
+
+    private func run(_ text: String, choices: [PromptChoice], timeout: Duration) -> End {
+        // O_NOCTTY: the broker must never get a controlling terminal; O_NOFOLLOW: the
+        // path was checked, a symlink swapped in since is refused.
+        let fd = open(path, O_RDWR | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return .failed("\(path): \(Errno.current)") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFCHR, info.st_uid == owner, isatty(fd) == 1 else {
+            return .failed("\(path) is no longer the user's terminal")
+        }
+        // Keys typed before the question was shown are not an answer to it.
+        tcflush(fd, TCIFLUSH)
+        let keys = choices.indices.map { String($0 + 1) }.joined(separator: "/") + " (or "
+            + choices.compactMap { $0.choice.rawValue.first.map(String.init) }.joined(separator: "/") + ")"
+        var prompt = "\r\n" + Self.terminalText(text) + "\r\n"
+        for (index, choice) in choices.enumerated() {
+            prompt += "  \(index + 1)) \(Self.terminalText(choice.label))\r\n"
+        }
+        let seconds = Int(timeout.components.seconds)
+        let ask = "devaccessd: answer \(keys) within \(seconds) s (empty line or Ctrl-D: no decision): "
+        write(fd, prompt + ask)
+        let deadline = ContinuousClock.now + timeout
+        var line: [UInt8] = []
+        var invalid = 0
+        while true {
+            if cancelled.load(ordering: .relaxed) {
+                write(fd, "\r\ndevaccessd: the request was withdrawn; nothing was recorded\r\n")
+                return .cancelled
+            }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else {
+                write(fd, "\r\ndevaccessd: no answer in time; nothing was recorded\r\n")
+                return .timedOut
+            }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, CInt(min(200, max(1, left.components.seconds * 1000 + 1))))
+            if ready < 0 && errno != EINTR { return .failed("poll \(path): \(Errno.current)") }
+            guard ready > 0 else { continue }
+            if descriptor.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 && descriptor.revents & Int16(POLLIN) == 0 {
+                return .dismissed
+            }
+            var buffer = [UInt8](repeating: 0, count: 256)
+            let count = Glibc.read(fd, &buffer, buffer.count)
+            if count < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                return .failed("read \(path): \(Errno.current)")
+            }
+            // Ctrl-D on an empty line (end of file in canonical mode).
+            if count == 0 { return .dismissed }
+            for byte in buffer.prefix(count) {
+                guard byte == 0x0a || byte == 0x0d else {
+                    if line.count < 64 { line.append(byte) }
+                    continue
+                }
+                let word = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
+                line.removeAll()
+                if word.isEmpty { return .dismissed }
+                if let choice = Self.choice(word, among: choices) {
+                    write(fd, "devaccessd: \(Self.terminalText(choice.label))\r\n")
+                    return .chose(choice.choice)
+                }
+                invalid += 1
+                guard invalid < 3 else {
+                    write(fd, "devaccessd: no valid answer; nothing was recorded\r\n")
+                    return .dismissed
+                }
+                write(fd, "devaccessd: '\(Self.terminalText(word))' is not one of \(keys); " + ask)
+            }
+        }
+    }
+
+    /// "2", a choice's word ("once", "for", "always", "deny") or its first letter (the
+    /// keys `devaccess request` has always offered: o, f, a, d).
+    static func choice(_ word: String, among choices: [PromptChoice]) -> PromptChoice? {
+        if let number = Int(word), choices.indices.contains(number - 1) { return choices[number - 1] }
+        if word.count == 1 { return choices.first { $0.choice.rawValue.hasPrefix(word) } }
+        return choices.first { $0.choice.rawValue == word }
+    }
+
+    /// Text from hardware names and requesters goes to a person's terminal: control
+    /// characters are shown as \xNN, never sent; newlines become CR LF.
+    static func terminalText(_ text: String) -> String {
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if scalar == "\n" {
+                result += "\r\n"
+            } else if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+                        || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value) {
+                result += String(format: "\\x%02X", scalar.value)
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    private func write(_ fd: CInt, _ text: String) {
+        var bytes = Array(text.utf8)[...]
+        let deadline = ContinuousClock.now + .seconds(2)
+        while !bytes.isEmpty && ContinuousClock.now < deadline {
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN {
+                    var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    _ = poll(&descriptor, 1, 100)
+                    continue
+                }
+                return
+            }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DevAccessBroker
+import DevAccessCore
+import DevAccessLedger
+import DevAccessProtocol
+import DevAccessTestSupport
+
+/// The program that asks never answers: `ask` is put to a person on the login terminal by
+/// devaccessd itself, or it becomes a password check; an answer that travels over the
+/// requester's own connection (or a terminal the requester controls) decides nothing.
+struct ConsentChannelUnitTests {
+    @Test func terminalInputIsTrustedOnlyWhenTIOCSTIIsOff() throws {
+        let directory = try TemporaryDirectory()
+        let setting = directory.path + "/legacy_tiocsti"
+        #expect(ConsentChannel.injection(setting: setting)?.contains("no dev.tty.legacy_tiocsti setting") == true)
+        try Data("1\n".utf8).write(to: URL(fileURLWithPath: setting))
+        #expect(ConsentChannel.injection(setting: setting)?.contains("legacy_tiocsti is 1") == true)
+        try Data("0\n".utf8).write(to: URL(fileURLWithPath: setting))
+        #expect(ConsentChannel.injection(setting: setting) == nil)
+    }
+
+    @Test func answersAreNumbersOrTheChoicesOwnWords() {
+        let choices = [PromptChoice(choice: .once, label: "Allow once"),
+                       PromptChoice(choice: .forDuration, duration: 3600, label: "Allow for 1h"),
+                       PromptChoice(choice: .deny, label: "Deny")]
+        #expect(TerminalPrompt.choice("1", among: choices)?.choice == .once)
+        #expect(TerminalPrompt.choice("3", among: choices)?.choice == .deny)
+        #expect(TerminalPrompt.choice("for", among: choices)?.choice == .forDuration)
+        #expect(TerminalPrompt.choice("4", among: choices) == nil)
+        #expect(TerminalPrompt.choice("always", among: choices) == nil, "not offered")
+        #expect(TerminalPrompt.choice("0", among: choices) == nil)
+        #expect(TerminalPrompt.choice("d", among: choices)?.choice == .deny)
+        #expect(TerminalPrompt.choice("a", among: choices) == nil, "always was not offered")
+    }
+
+    @Test func aRequestersTextCannotDriveTheTerminal() {
+        let shown = TerminalPrompt.terminalText("call\u{1B}[2J now\u{202E}gpj.exe\nnext")
+        #expect(!shown.contains("\u{1B}"))
+        #expect(!shown.contains("\u{202E}"))
+        #expect(shown.contains("\\x1B[2J"))
+        #expect(shown.contains("\r\nnext"))
+    }
+}
+
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes users and nodes"))
+struct ForgedConsentTests {
+    /// Speaks the protocol as the user: asks for the camera, and answers every prompt
+    /// itself with "always" (the attack of issue 10). Prints the kinds of prompts it saw
+    /// and the final reply.
+    static let selfAnswering = """
+        import socket, sys, json
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(sys.argv[1])
+        f = s.makefile("rwb")
+        def send(m):
+            f.write(json.dumps(m).encode() + b"\\n"); f.flush()
+        send({"version": 2, "id": 1, "type": "request", "permissions": ["camera"], "scope": "always"})
+        kinds, final = [], None
+        while True:
+            line = f.readline()
+            if not line: break
+            r = json.loads(line)
+            if r["type"] == "prompt":
+                kinds.append(r["kind"])
+                send({"version": 2, "id": 1, "type": "prompt-answer", "prompt": r["prompt"], "answer": "always"})
+                continue
+            final = r
+            break
+        print(json.dumps({"kinds": kinds, "final": final}))
+        """
+
+    @Test func aProgramAnsweringItsOwnPromptGetsNoGrant() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+        let mallory = try TestUser("selfans")
+        let run = try mallory.python(Self.selfAnswering, [setup.daemon.socketPath])
+        #expect(run.status == 0, "\(run.stderr)")
+        let document = try json(run.stdout)
+        // No consent question travels to the requester: only a password can stand in for a person.
+        #expect((document["kinds"] as? [String]) == ["password"], "\(run.stdout)")
+        #expect(try setup.grants(mallory).isEmpty, "\(run.stdout)")
+        #expect(try !mallory.canOpen(setup.camera, .read))
+        let prompts = try setup.requestEvents(mallory).filter { $0.details["stage"] == "prompt" }
+        #expect(prompts.contains { $0.details["outcome"] == "no-channel" && $0.details["kind"] == "ask" },
+                "\(prompts.map(\.details))")
+    }
+
+    /// `script` gives the CLI a terminal the user's own program controls; typing into it
+    /// is the requester answering itself.
+    @Test func theCLIDrivenThroughScriptGetsNoGrant() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n", promptTimeout: 5)
+        let mallory = try TestUser("scripted")
+        let command = "(sleep 2; printf 'a\\n'; sleep 1; printf '3\\n'; sleep 1; printf 'always\\n') | "
+            + "script -qec '\(TestProcess.devaccessBinary) request camera --always --socket \(setup.daemon.socketPath)' "
+            + "/dev/null"
+        let run = try mallory.run("/bin/sh", ["-c", command])
+        #expect(!run.stdout.contains("allowed"), "\(run.stdout)")
+        #expect(try setup.grants(mallory).isEmpty, "\(run.stdout) \(run.stderr)")
+        #expect(try !mallory.canOpen(setup.camera, .read))
+    }
+}
