@@ -55,8 +55,11 @@ struct LoginTerminalHarnessTests {
                         + #"while [ ! -e "$1" ]; do sleep 0.1; done"#, "sh", go,
                 ])
             }
-            // Ends the session however the checks below end.
-            defer { _ = FileManager.default.createFile(atPath: go, contents: nil) }
+            // Ends the session however the checks below end, before the user and `go` go.
+            defer {
+                _ = FileManager.default.createFile(atPath: go, contents: nil)
+                _ = try? session.wait()
+            }
             let record = try #require(try Self.waitForUserProcess(name), "no USER_PROCESS record for \(name)")
             let shellPID = try #require(pid_t(record.pid))
             let shell = Self.processInfo(shellPID)

@@ -148,11 +148,11 @@ public enum LoginTerminal {
         var words = ["/bin/sh", "-c", wrapper, "sh"]
         if !environment.isEmpty {
             words.append("env")
+            let nameCharacters = Set("_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
             for (key, value) in environment.sorted(by: { $0.key < $1.key }) {
-                guard let first = key.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic),
-                      key.unicodeScalars.allSatisfy({ $0 == "_" || ($0.isASCII && $0.properties.isAlphabetic)
-                          || ("0"..."9").contains($0) })
-                else { throw SetupError("not an environment variable name: \(key)") }
+                guard let first = key.first, !first.isNumber, key.allSatisfy(nameCharacters.contains) else {
+                    throw SetupError("not an environment variable name: \(key)")
+                }
                 words.append("\(key)=\(value)")
             }
         }
@@ -169,10 +169,11 @@ public enum LoginTerminal {
 
     /// A word as sh reads it back unchanged.
     static func quote(_ word: String) -> String {
-        let plain = word.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || "0123456789_./:,+@%=-".unicodeScalars.contains($0)) }
-        if plain && !word.isEmpty { return word }
+        if !word.isEmpty && word.allSatisfy(plainCharacters.contains) { return word }
         return "'" + word.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
     }
+
+    private static let plainCharacters = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:,+@%=-")
 
     /// argv[1]: {"user", "line", "answers": [[expect, type]], "timeout"}. Prints one JSON
     /// object: out, command_output, answered, exit, phase, timed_out, login_pid, tty.
@@ -181,6 +182,7 @@ public enum LoginTerminal {
         cfg = json.loads(sys.argv[1])
         answers = [(e.encode(), t.encode()) for e, t in cfg["answers"]]
         deadline = time.time() + cfg["timeout"]
+        caller = os.getppid()
         ttyr, ttyw = os.pipe()
         pid, fd = pty.fork()
         if pid == 0:
@@ -265,7 +267,8 @@ public enum LoginTerminal {
                     command_output = now[start:found.start()].decode("utf-8", "replace")
                     type_line(b"exit")
                     phase = "exit"
-            if time.time() > deadline:
+            # A test process that died leaves no session behind either.
+            if time.time() > deadline or os.getppid() != caller:
                 break
             r, _, _ = select.select([fd], [], [], 0.1)
             if r:
@@ -315,7 +318,6 @@ struct LoginFootprint {
     let lastlogOffset: Int
     /// The user's lastlog record before, if the file reached that far.
     let lastlogRecord: [UInt8]?
-
     let user: String
 
     init(user: TestUser) {
@@ -338,17 +340,7 @@ struct LoginFootprint {
         if !motdExisted { unlink(Self.motd) }
         let line = tty.map { $0.hasPrefix("/dev/") ? String($0.dropFirst(5)) : $0 }
         if let line { Self.markDead(line: line, user: user) }
-        if let old = wtmpSize, let line, let now = Self.size(Self.wtmp), now > old, let added = Self.read(Self.wtmp, at: old, count: now - old),
-           let lineOffset = MemoryLayout<utmpx>.offset(of: \utmpx.ut_line) {
-            let recordSize = MemoryLayout<utmpx>.size
-            let lineSize = MemoryLayout.size(ofValue: utmpx().ut_line)
-            let lineBytes = Array(line.utf8)
-            let ours = added.count % recordSize == 0 && stride(from: 0, to: added.count, by: recordSize).allSatisfy { base in
-                let field = added[(base + lineOffset)..<(base + lineOffset + lineSize)]
-                return Array(field.prefix { $0 != 0 }) == lineBytes
-            }
-            if ours { truncate(Self.wtmp, off_t(old)) }
-        }
+        if let old = wtmpSize, let line, Self.onlyRecords(of: line, inWTMPAfter: old) { truncate(Self.wtmp, off_t(old)) }
         guard let old = lastlogSize else {
             unlink(Self.lastlog)
             return
@@ -361,6 +353,18 @@ struct LoginFootprint {
             }
         }
         if let now = Self.size(Self.lastlog), now > old { truncate(Self.lastlog, off_t(old)) }
+    }
+
+    private static func onlyRecords(of line: String, inWTMPAfter offset: Int) -> Bool {
+        guard let now = size(wtmp), now > offset, let added = read(wtmp, at: offset, count: now - offset),
+              let lineOffset = MemoryLayout<utmpx>.offset(of: \utmpx.ut_line) else { return false }
+        let recordSize = MemoryLayout<utmpx>.size
+        let lineSize = MemoryLayout.size(ofValue: utmpx().ut_line)
+        guard added.count % recordSize == 0 else { return false }
+        return stride(from: 0, to: added.count, by: recordSize).allSatisfy { base in
+            let field = added[(base + lineOffset)..<(base + lineOffset + lineSize)]
+            return String(decoding: field.prefix { $0 != 0 }, as: UTF8.self) == line
+        }
     }
 
     /// As init marks a session's record once its process is gone.
