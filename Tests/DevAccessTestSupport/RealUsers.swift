@@ -8,19 +8,28 @@ public final class TestUser: @unchecked Sendable {
     public let name: String
     public let uid: UInt32
     public let gid: UInt32
+    public let shell: String
+    /// A directory of its own for a user with a login shell (nil otherwise): without one,
+    /// `login` warns "No directory, logging in with HOME=/", and `-d /` would hand the
+    /// user a home it cannot write (and make a later `userdel -r` remove /).
+    public let home: String?
+    private let homeDirectory: TemporaryDirectory?
 
-    public init(_ tag: String) throws {
+    /// `shell`: "/bin/sh" for users that log in (`LoginTerminal`).
+    public init(_ tag: String, shell: String = "/usr/sbin/nologin") throws {
         let suffix = String(UInt32(getpid()) % 100_000) + String(UInt32.random(in: 0..<1000))
         // useradd limits names to 32 characters.
         name = String("da\(tag)\(suffix)".prefix(31))
+        let homeDirectory = shell == "/usr/sbin/nologin" ? nil : try TemporaryDirectory()
         // An explicit uid from a range no test run reuses: useradd -r hands out the uid a
         // just-deleted test user had, and a test still holding that number (or a daemon
         // caching it) would then see another user.
         var made = ProcessOutput(status: -1, stdout: "", stderr: "")
         for _ in 0..<50 {
             let candidate = TestUser.nextUID()
-            made = try TestProcess.run("/usr/sbin/useradd", ["-M", "-N", "-u", String(candidate), "-s",
-                                                            "/usr/sbin/nologin", "-g", "nogroup", name])
+            made = try TestProcess.run("/usr/sbin/useradd", ["-M", "-N", "-u", String(candidate), "-s", shell,
+                                                            "-g", "nogroup"]
+                                           + (homeDirectory.map { ["-d", $0.path] } ?? []) + [name])
             if made.status != 4 { break }  // 4: uid already in use; take the next one
         }
         guard made.status == 0 else { throw SetupError("useradd \(name): \(made.stderr)") }
@@ -28,8 +37,16 @@ public final class TestUser: @unchecked Sendable {
         guard ids.count == 2, let uid = UInt32(ids[0]), let gid = UInt32(ids[1]) else {
             throw SetupError("cannot read the ids of \(name)")
         }
+        if let homeDirectory, chown(homeDirectory.path, uid, gid) != 0 {
+            let reason = String(cString: strerror(errno))
+            _ = try? TestProcess.shell("userdel \(name) 2>/dev/null")
+            throw SetupError("chown \(homeDirectory.path): \(reason)")
+        }
         self.uid = uid
         self.gid = gid
+        self.shell = shell
+        self.home = homeDirectory?.path
+        self.homeDirectory = homeDirectory
     }
 
     deinit { _ = try? TestProcess.shell("userdel \(name) 2>/dev/null") }
