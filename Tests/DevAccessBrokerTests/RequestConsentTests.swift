@@ -14,116 +14,24 @@ struct RequestConsentTests {
     static let ask = "[camera]\nDefault=ask\n[microphone]\nDefault=ask\n"
     static var program: String { DaemonTests.realPath(TestProcess.devaccessBinary) }
 
-    @Test func askThenAllowOnceForAnHourOrAlwaysOpensTheNode() throws {
+    /// Outside a login session (these test users have none) `ask` is a password check,
+    /// and without a terminal to type it on, nothing is decided.
+    @Test func askWithoutALoginTerminalIsAPasswordCheckAndNeverAYesFromTheRequester() throws {
         let setup = try RequestSetup(policy: Self.ask)
-        // All alive together: a user deleted after its turn would hand its uid to the next.
-        let users = try ["o", "f", "a"].map { try TestUser("ask\($0)") }
-        for (user, (key, seconds)) in zip(users, [("o", Int64?.some(300)), ("f", 3600), ("a", nil)]) {
-            #expect(try !user.canOpen(setup.camera, .readWrite))
-            let run = try user.onTerminal(["request", "camera", "--reason", "video call"] + setup.socket,
-                                          answers: [("Answer", "\(key)\n")])
-            #expect(run.exit == 0, "\(run.output)")
-            #expect(run.prompts == 1)
-            // The prompt says what, which devices, which program and why.
-            #expect(run.output.contains("to use the camera?"))
-            #expect(run.output.contains("Test Camera [camera:test-video-index0]"))
-            #expect(run.output.contains("Allow \(Self.program)"), "\(run.output)")
-            #expect(run.output.contains("reason: video call"))
-            #expect(run.output.contains("requested by: \(user.name) (uid \(user.uid))"))
-            #expect(run.output.contains("camera      authorized"), "the new status is printed")
-            #expect(try user.canOpen(setup.camera, .readWrite), "the kernel lets \(user.name) in")
-            #expect(try !user.canOpen(setup.microphone, .read), "and only into what was asked for")
-
-            let grants = try setup.grants(user)
-            try #require(grants.count == 1)
-            let grant = grants[0]
-            #expect(grant.decision == .allow && grant.method == .consent && grant.permission == .camera)
-            #expect(grant.decidedBy == Principal(uid: user.uid, name: user.name))
-            if let seconds {
-                #expect(grant.scope == .until)
-                let length = try #require(grant.expires).timeIntervalSince(grant.created)
-                #expect(abs(length - Double(seconds)) < 2, "\(key): \(length)")
-            } else {
-                #expect(grant.scope == .always && grant.expires == nil)
-            }
-            // Audited: the request, the prompt's outcome, the decision.
-            let stages = try setup.requestEvents(user).compactMap { $0.details["stage"] }
-            #expect(stages == ["received", "prompt"], "\(stages)")
-            let decisions = try setup.ledger().events().map(\.event).filter {
-                $0.type == .decision && $0.subject?.uid == user.uid
-            }
-            #expect(decisions.count == 1 && decisions.first?.details["how"] == "consent")
-        }
-    }
-
-    @Test func aDenialIsStickyAndNotAskedAgain() throws {
-        let setup = try RequestSetup(policy: Self.ask)
-        let user = try TestUser("deny")
-        let run = try user.onTerminal(["request", "camera"] + setup.socket, answers: [("Answer", "d\n")])
-        #expect(run.exit == 3, "\(run.output)")
-        #expect(run.output.contains("camera      denied"))
-        #expect(try !user.canOpen(setup.camera, .read))
-        let denial = try #require(try setup.grants(user).first)
-        #expect(denial.decision == .deny && denial.method == .consent && denial.scope == .always)
-
-        // Asked again: answered at once, no prompt, same denial.
-        let again = try user.onTerminal(["request", "camera", "--json"] + setup.socket)
-        #expect(again.exit == 3)
-        #expect(again.prompts == 0, "\(again.output)")
-        #expect(again.output.contains(#""outcome" : "already-denied""#), "\(again.output)")
-        #expect(again.output.contains("it is not asked again"))
-        #expect(try setup.grants(user).count == 1, "nothing new recorded")
-    }
-
-    @Test func dismissedOrInterruptedPromptsRecordNothing() throws {
-        let setup = try RequestSetup(policy: Self.ask)
-        let user = try TestUser("dismiss")
+        let user = try TestUser("nolgn")
         let arguments = ["request", "camera"] + setup.socket
-
-        let endOfInput = try user.onTerminal(arguments, answers: [("Answer", "\u{4}")])
-        #expect(endOfInput.exit == 4, "\(endOfInput.output)")
-        #expect(endOfInput.output.contains("no decision: the terminal reached end of input"))
-        #expect(endOfInput.output.contains("camera      notDetermined"))
-
-        let interrupted = try user.onTerminal(arguments, answers: [("Answer", "\u{3}")])
-        #expect(interrupted.signal == SIGINT, "dies of the signal, as a shell expects: \(interrupted.output)")
-        #expect(interrupted.output.contains("no decision: the prompt was interrupted"))
-
-        // Nonsense is asked again, not taken for an answer.
-        let retyped = try user.onTerminal(arguments, answers: [("Answer", "maybe\n"), ("Please answer", "\u{4}")])
-        #expect(retyped.exit == 4 && retyped.answered == 2, "\(retyped.output)")
-
+        let asked = try user.onTerminal(arguments, answers: [("Password", "\u{4}")])
+        #expect(asked.exit == 4, "\(asked.output)")
+        #expect(asked.output.contains("cannot ask you where only you can answer"), "\(asked.output)")
+        #expect(asked.output.contains("not in a login session"), "\(asked.output)")
+        #expect(!asked.output.contains("Allow once"), "no consent question reaches the requester")
         let withoutTerminal = try user.withoutTerminal(arguments)
         #expect(withoutTerminal.status == 1, "\(withoutTerminal.stderr)")
-        #expect(withoutTerminal.stderr.contains("cannot ask for consent: this process has no controlling terminal"))
-        #expect(withoutTerminal.stderr.contains("no decision: there was no terminal to ask on"))
-
+        #expect(withoutTerminal.stderr.contains("no decision: there was no terminal to ask on"), "\(withoutTerminal.stderr)")
         #expect(try setup.grants(user).isEmpty, "no decision, and above all no denial")
         #expect(try !user.canOpen(setup.camera, .read))
-        let outcomes = try setup.requestEvents(user).filter { $0.details["stage"] == "prompt" }.compactMap { $0.details["outcome"] }
-        #expect(outcomes == ["cancel:end-of-input", "cancel:interrupted", "cancel:end-of-input", "cancel:no-terminal"],
-                "\(outcomes)")
-        let status = try json(user.devaccess(["status", "camera", "--broker", "--json"] + setup.socket).stdout)
-        #expect((status["permissions"] as? [[String: Any]])?.first?["status"] as? String == "notDetermined")
-
-        // Not sticky: the next request asks again, and an answer counts.
-        let later = try user.onTerminal(arguments, answers: [("Answer", "o\n")])
-        #expect(later.exit == 0 && later.prompts == 1, "\(later.output)")
-        #expect(try user.canOpen(setup.camera, .readWrite))
-    }
-
-    @Test func anUnansweredPromptTimesOutWithNoDecision() throws {
-        let setup = try RequestSetup(policy: Self.ask, promptTimeout: 2)
-        let user = try TestUser("late")
-        let started = Date()
-        let run = try user.onTerminal(["request", "camera"] + setup.socket)
-        #expect(run.exit == 4, "\(run.output)")
-        #expect(run.output.contains("within 2 s"))
-        #expect(run.output.contains("no decision: nobody answered in time"))
-        #expect(Date().timeIntervalSince(started) < 15)
-        #expect(try setup.grants(user).isEmpty)
-        let outcomes = try setup.requestEvents(user).compactMap { $0.details["outcome"] }
-        #expect(outcomes.contains("timeout"))
+        let prompts = try setup.requestEvents(user).filter { $0.details["stage"] == "prompt" }
+        #expect(prompts.filter { $0.details["kind"] == "ask" }.allSatisfy { $0.details["outcome"] == "no-channel" })
     }
 
     @Test func authSelfTakesTheRightPasswordAndNeverRecordsAWrongOneAsDenial() throws {
@@ -176,21 +84,6 @@ struct RequestConsentTests {
         #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 300) < 2)
     }
 
-    @Test func severalPermissionsAreAnsweredTogether() throws {
-        let setup = try RequestSetup(policy: Self.ask)
-        let user = try TestUser("both")
-        let run = try user.onTerminal(["request", "camera", "microphone", "--json"] + setup.socket,
-                                      answers: [("Answer", "a\n")])
-        #expect(run.exit == 0, "\(run.output)")
-        #expect(run.prompts == 1, "one prompt for both")
-        #expect(run.output.contains("to use the camera and the microphone?"))
-        #expect(run.output.contains("Test Camera") && run.output.contains("Test Microphone"))
-        #expect(try user.canOpen(setup.camera, .readWrite) && user.canOpen(setup.microphone, .readWrite))
-        let grants = try setup.grants(user)
-        #expect(Set(grants.map(\.permission)) == [.camera, .microphone])
-        #expect(grants.allSatisfy { $0.scope == .always && $0.method == .consent })
-    }
-
     @Test func maxDurationCapsAlwaysAndKeepIsTheDefaultTerm() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=allow\nMaxDuration=1h\n[microphone]\nDefault=allow\nKeep=2h\n")
         let user = try TestUser("cap")
@@ -204,14 +97,173 @@ struct RequestConsentTests {
         #expect(kept.exit == 0, "\(kept.output)")
         let keep = try #require(try setup.grants(user).first { $0.permission == .microphone })
         #expect(abs(try #require(keep.expires).timeIntervalSince(keep.created) - 7200) < 2)
+    }
+}
 
-        // Asked, MaxDuration takes 'always' off the choices and caps 'for'.
-        let asking = try RequestSetup(policy: "[camera]\nDefault=ask\nMaxDuration=30m\n")
-        let other = try TestUser("capask")
-        let run = try other.onTerminal(["request", "camera", "--for", "8h"] + asking.socket, answers: [("Answer", "f\n")])
-        #expect(run.exit == 0, "\(run.output)")
-        #expect(!run.output.contains("[a]") && run.output.contains("[f] Allow for 30m"), "\(run.output)")
-        let grant = try #require(try asking.grants(other).first)
-        #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 1800) < 2)
+extension LoginSessions {
+    /// `ask` put to a person on their login terminal by devaccessd itself: the way `login`
+    /// makes one (root on a pty, `login -f`, utmp, pam_loginuid), with TIOCSTI off. The CLI
+    /// runs in that session; the answer is typed on the terminal, and never travels over
+    /// the requester's connection.
+    @Suite
+    struct ConsentAtTheLoginTerminalTests {
+        static let ask = "[camera]\nDefault=ask\n[microphone]\nDefault=ask\n"
+        static let question = "within"
+
+        static func request(_ user: TestUser, _ setup: RequestSetup, _ extra: [String] = [],
+                            answers: [(expect: String, type: String)] = []) throws -> LoginRun {
+            try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "request"] + extra + setup.socket,
+                                  answers: answers, timeout: 90)
+        }
+
+        @Test func aPersonAtTheLoginTerminalAllowsOnceForAnHourOrAlways() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask)
+            let users = try ["o", "f", "a"].map { try TestUser("lask\($0)", shell: "/bin/sh") }
+            for (user, (key, seconds)) in zip(users, [("1", Int64?.some(300)), ("f", 3600), ("always", nil)]) {
+                #expect(try !user.canOpen(setup.camera, .readWrite))
+                let run = try Self.request(user, setup, ["camera", "--reason", "video call"],
+                                           answers: [(Self.question, "\(key)\n")])
+                #expect(run.exitStatus == 0, "\(run.output)")
+                // devaccessd's question, on the terminal: what, which devices, who started it, why.
+                #expect(run.output.contains("to use the camera?"), "\(run.output)")
+                #expect(run.output.contains("Test Camera [camera:test-video-index0]"))
+                #expect(run.output.contains("requested by: \(user.name) (uid \(user.uid))"))
+                #expect(run.output.contains("started by: "), "\(run.output)")
+                #expect(run.output.contains("reason: video call"))
+                #expect(run.output.contains("camera      authorized"), "the new status is printed")
+                #expect(try user.canOpen(setup.camera, .readWrite), "the kernel lets \(user.name) in")
+                #expect(try !user.canOpen(setup.microphone, .read), "and only into what was asked for")
+                let grants = try setup.grants(user)
+                try #require(grants.count == 1)
+                let grant = grants[0]
+                #expect(grant.decision == .allow && grant.method == .consent && grant.permission == .camera)
+                #expect(grant.decidedBy == Principal(uid: user.uid, name: user.name))
+                if let seconds {
+                    let length = try #require(grant.expires).timeIntervalSince(grant.created)
+                    #expect(abs(length - Double(seconds)) < 2, "\(key): \(length)")
+                } else {
+                    #expect(grant.scope == .always && grant.expires == nil)
+                }
+                let prompt = try #require(try setup.requestEvents(user).first { $0.details["stage"] == "prompt" })
+                #expect(prompt.details["channel"]?.contains("utmp: login pid") == true, "\(prompt.details)")
+                #expect(prompt.details["channel"]?.contains(run.tty ?? "?") == true, "\(prompt.details)")
+            }
+        }
+
+        @Test func aDenialIsStickyAndNotAskedAgain() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask)
+            let user = try TestUser("ldeny", shell: "/bin/sh")
+            let run = try Self.request(user, setup, ["camera"], answers: [(Self.question, "d\n")])
+            #expect(run.exitStatus == 3, "\(run.output)")
+            #expect(run.output.contains("camera      denied"))
+            let denial = try #require(try setup.grants(user).first)
+            #expect(denial.decision == .deny && denial.method == .consent && denial.scope == .always)
+            let again = try Self.request(user, setup, ["camera", "--json"])
+            #expect(again.exitStatus == 3, "\(again.output)")
+            #expect(!again.output.contains("devaccessd: answer"), "not asked again: \(again.output)")
+            #expect(again.output.contains(#""outcome" : "already-denied""#), "\(again.output)")
+            #expect(try setup.grants(user).count == 1, "nothing new recorded")
+        }
+
+        @Test func endOfInputInterruptionNonsenseAndSilenceRecordNothing() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask, promptTimeout: 3)
+            let user = try TestUser("ldism", shell: "/bin/sh")
+
+            let endOfInput = try Self.request(user, setup, ["camera"], answers: [(Self.question, "\u{4}")])
+            #expect(endOfInput.exitStatus == 4, "\(endOfInput.output)")
+            #expect(endOfInput.output.contains("no decision: the terminal reached end of input"), "\(endOfInput.output)")
+
+            let interrupted = try Self.request(user, setup, ["camera"], answers: [(Self.question, "\u{3}")])
+            #expect(interrupted.exitStatus == 130, "dies of SIGINT: \(interrupted.output)")
+            #expect(interrupted.output.contains("the request was withdrawn"), "\(interrupted.output)")
+
+            let retyped = try Self.request(user, setup, ["camera"],
+                                           answers: [(Self.question, "maybe\n"), ("is not one of", "\n")])
+            #expect(retyped.exitStatus == 4 && retyped.answered == 2, "\(retyped.output)")
+            #expect(retyped.output.contains("no decision: the prompt was dismissed"), "\(retyped.output)")
+
+            let started = Date()
+            let silent = try Self.request(user, setup, ["camera"])
+            #expect(silent.exitStatus == 4, "\(silent.output)")
+            #expect(silent.output.contains("no decision: nobody answered in time"), "\(silent.output)")
+            #expect(Date().timeIntervalSince(started) < 30)
+
+            #expect(try setup.grants(user).isEmpty, "no decision, and above all no denial")
+            #expect(try !user.canOpen(setup.camera, .read))
+            let outcomes = try setup.requestEvents(user).filter { $0.details["stage"] == "prompt" }
+                .compactMap { $0.details["outcome"] }
+            #expect(outcomes == ["cancel:end-of-input", "client-closed", "cancel:dismissed", "timeout"], "\(outcomes)")
+        }
+
+        @Test func severalPermissionsAreAnsweredTogetherAndMaxDurationCapsTheChoices() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask)
+            let user = try TestUser("lboth", shell: "/bin/sh")
+            let run = try Self.request(user, setup, ["camera", "microphone"], answers: [(Self.question, "a\n")])
+            #expect(run.exitStatus == 0, "\(run.output)")
+            #expect(run.output.contains("to use the camera and the microphone?"))
+            #expect(try user.canOpen(setup.camera, .readWrite) && user.canOpen(setup.microphone, .readWrite))
+            let grants = try setup.grants(user)
+            #expect(Set(grants.map(\.permission)) == [.camera, .microphone])
+            #expect(grants.allSatisfy { $0.scope == .always && $0.method == .consent })
+
+            // MaxDuration takes 'always' off the choices and caps 'for'.
+            let capped = try RequestSetup(policy: "[camera]\nDefault=ask\nMaxDuration=30m\n")
+            let other = try TestUser("lcap", shell: "/bin/sh")
+            let asked = try Self.request(other, capped, ["camera", "--for", "8h"], answers: [(Self.question, "f\n")])
+            #expect(asked.exitStatus == 0, "\(asked.output)")
+            #expect(!asked.output.contains("Allow always") && asked.output.contains("Allow for 30m"), "\(asked.output)")
+            let grant = try #require(try capped.grants(other).first)
+            #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 1800) < 2)
+        }
+
+        /// The attacks of issue 10 from inside the session: a program whose controlling
+        /// terminal IS the login terminal speaks the protocol, answers on its connection and
+        /// writes the answer to the terminal (output, not input): no grant. With TIOCSTI
+        /// allowed, the terminal is not trusted at all and `ask` is a password check.
+        @Test func aProgramInTheSessionCannotAnswerAndTIOCSTIMakesTheTerminalUntrusted() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            let setup = try RequestSetup(policy: Self.ask, promptTimeout: 3)
+            let mallory = try TestUser("lforge", shell: "/bin/sh")
+            let forger = #"""
+                import socket, sys, json, os, time
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sys.argv[1])
+                f = s.makefile("rwb")
+                f.write(json.dumps({"version": 2, "id": 1, "type": "request", "permissions": ["camera"], "scope": "always"}).encode() + b"\n"); f.flush()
+                time.sleep(0.5)
+                tty = os.open("/dev/tty", os.O_WRONLY)
+                os.write(tty, b"always\n1\n")
+                f.write(json.dumps({"version": 2, "id": 1, "type": "prompt-answer", "prompt": 1, "answer": "always"}).encode() + b"\n"); f.flush()
+                print(f.readline().decode().strip()[:300])
+                """#
+            let scratch = try TemporaryDirectory()
+            let script = scratch.path + "/forger.py"
+            try Data(forger.utf8).write(to: URL(fileURLWithPath: script))
+            let forged = try LoginTerminal.run(user: mallory, command: ["/usr/bin/python3", script, setup.daemon.socketPath],
+                                               timeout: 60)
+            #expect(try setup.grants(mallory).isEmpty, "\(forged.output)")
+            #expect(try !mallory.canOpen(setup.camera, .read))
+            let outcomes = try setup.requestEvents(mallory).filter { $0.details["stage"] == "prompt" }
+                .compactMap { $0.details["outcome"] }
+            #expect(outcomes == ["timeout"], "\(outcomes) \(forged.output)")
+            settings.restore()
+
+            // TIOCSTI allowed: no terminal consent, even at the login terminal.
+            let open = try TerminalSettings(legacyTIOCSTI: 1)
+            defer { open.restore() }
+            let user = try TestUser("ltiocsti", shell: "/bin/sh")
+            let run = try Self.request(user, setup, ["camera"], answers: [("Password", "\u{4}")])
+            #expect(run.output.contains("legacy_tiocsti is 1"), "\(run.output)")
+            #expect(!run.output.contains("devaccessd: answer"), "\(run.output)")
+            #expect(try setup.grants(user).isEmpty)
+        }
     }
 }

@@ -90,9 +90,13 @@ enum ConsentChannel {
     /// getutxent's buffer is the C library's, shared by every thread.
     private static let utmpLock = Mutex(())
 
-    /// The terminal of a USER_PROCESS utmp record for `user` written by a root-owned
-    /// `login` or `sshd` of the same audit session: a record a terminal emulator or the
-    /// user wrote (libutempter, a writable utmp) does not count.
+    /// The terminal of a USER_PROCESS utmp record for `user` that a root-owned `login` or
+    /// `sshd` made for this audit session. Debian's login (shadow) writes the record from
+    /// the session's shell, so the record's process is the shell (the user's) and its
+    /// parent is root's `login`; with sshd the record's process may be sshd itself. A
+    /// record written by a terminal emulator (libutempter) names a shell whose parent is
+    /// the user's own program, and does not count; nor does a stale one (utmp keeps
+    /// records of ended logins where no init cleans them up).
     private static func utmpTerminal(session: UInt32, user: UserIdentity) -> Result<Terminal, Unavailable> {
         let records: [(line: String, pid: Int32)] = utmpLock.withLock { _ in
             var found: [(String, Int32)] = []
@@ -113,31 +117,36 @@ enum ConsentChannel {
         }
         var seen: [String] = []
         for record in records {
-            var info = stat()
-            guard stat("/proc/\(record.pid)", &info) == 0, info.st_uid == 0 else {
-                seen.append("\(record.line): its process \(record.pid) is gone or not root's")
+            guard record.pid > 1, ProcFile.auditID(pid: record.pid, "sessionid") == session else {
+                seen.append("\(record.line): another login session, or one that ended")
                 continue
             }
-            let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(record.pid)/exe")) ?? "?"
-            guard loginPrograms.contains(exe) else {
-                seen.append("\(record.line): written by \(exe), not login or sshd")
+            guard let login = loginProcess(record.pid) else {
+                seen.append("\(record.line): not made by a root login or sshd")
                 continue
             }
-            guard ProcFile.auditID(pid: record.pid, "sessionid") == session else {
-                seen.append("\(record.line): another login session")
-                continue
-            }
-            guard !record.line.isEmpty, !record.line.contains("/..") , !record.line.hasPrefix("/") else { continue }
+            guard !record.line.isEmpty, !record.line.contains(".."), !record.line.hasPrefix("/") else { continue }
             let path = "/dev/" + record.line
             if let problem = check(path, owner: user.uid) {
                 seen.append(problem)
                 continue
             }
-            return .success(Terminal(path: path, source: "utmp: \(URL(fileURLWithPath: exe).lastPathComponent) "
-                + "pid \(record.pid), session \(session)"))
+            return .success(Terminal(path: path, source: "utmp: \(login.name) pid \(login.pid), session \(session)"))
         }
         return .failure(Unavailable(reason: "no login terminal of this session can be trusted ("
             + seen.joined(separator: "; ") + ")"))
+    }
+
+    /// `pid` itself or its parent, when that is a root-owned login program.
+    private static func loginProcess(_ pid: Int32) -> (name: String, pid: Int32)? {
+        for candidate in [pid, ProcFile.parent(of: pid)].compactMap({ $0 }) where candidate > 1 {
+            var info = stat()
+            guard stat("/proc/\(candidate)", &info) == 0, info.st_uid == 0 else { continue }
+            guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(candidate)/exe"),
+                  loginPrograms.contains(exe) else { continue }
+            return (URL(fileURLWithPath: exe).lastPathComponent, candidate)
+        }
+        return nil
     }
 
     /// A terminal is a character device (not a symlink) that login gave to the user.

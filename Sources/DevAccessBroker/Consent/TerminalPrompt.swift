@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import CLinux
+import CSystemd
 import DevAccessSystem
 import DevAccessProtocol
 
@@ -11,8 +12,10 @@ import DevAccessProtocol
 final class TerminalPrompt: Sendable {
     enum End: Sendable, Hashable {
         case chose(ConsentChoice)
-        /// Ctrl-D, an empty line or three answers that were not offered.
+        /// An empty line, or three answers that were not offered.
         case dismissed
+        /// Ctrl-D (end of input), or the terminal hung up.
+        case endOfInput
         case timedOut
         /// The requester went away (its connection closed): nothing more is asked.
         case cancelled
@@ -22,11 +25,16 @@ final class TerminalPrompt: Sendable {
 
     let path: String
     let owner: UInt32
+    /// The requesting process: the terminal is read only while it lives and is the
+    /// terminal's foreground job, so the broker never takes keys meant for the shell or
+    /// another program (the requester ended, or was put in the background).
+    let requester: Int32
     private let cancelled = Atomic<Bool>(false)
 
-    init(path: String, owner: UInt32) {
+    init(path: String, owner: UInt32, requester: Int32) {
         self.path = path
         self.owner = owner
+        self.requester = requester
     }
 
     func cancel() { cancelled.store(true, ordering: .relaxed) }
@@ -50,6 +58,15 @@ final class TerminalPrompt: Sendable {
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFCHR, info.st_uid == owner, isatty(fd) == 1 else {
             return .failed("\(path) is no longer the user's terminal")
         }
+        // The broker has no controlling terminal, so it cannot ask the terminal (tcgetpgrp);
+        // the kernel tells through the requester's /proc/PID/stat instead.
+        guard isForeground(terminal: UInt64(info.st_rdev)) else {
+            return .failed("the requesting program (pid \(requester)) is not the foreground job of \(path), so an "
+                + "answer typed there would be meant for something else")
+        }
+        let lifetime = devaccess_pidfd_open(requester, 0)
+        guard lifetime >= 0 else { return .failed("the requesting program (pid \(requester)) has ended") }
+        defer { close(lifetime) }
         // Keys typed before the question was shown are not an answer to it.
         tcflush(fd, TCIFLUSH)
         let keys = choices.indices.map { String($0 + 1) }.joined(separator: "/") + " (or "
@@ -74,12 +91,19 @@ final class TerminalPrompt: Sendable {
                 write(fd, "\r\ndevaccessd: no answer in time; nothing was recorded\r\n")
                 return .timedOut
             }
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, CInt(min(200, max(1, left.components.seconds * 1000 + 1))))
+            var descriptors = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: lifetime, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&descriptors, 2, CInt(min(200, max(1, left.components.seconds * 1000 + 1))))
             if ready < 0 && errno != EINTR { return .failed("poll \(path): \(Errno.current)") }
             guard ready > 0 else { continue }
+            // Checked before reading, so no key is taken from whoever the terminal serves now.
+            if descriptors[1].revents != 0 || !isForeground(terminal: UInt64(info.st_rdev)) {
+                write(fd, "\r\ndevaccessd: the request was withdrawn; nothing was recorded\r\n")
+                return .cancelled
+            }
+            let descriptor = descriptors[0]
             if descriptor.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 && descriptor.revents & Int16(POLLIN) == 0 {
-                return .dismissed
+                return .endOfInput
             }
             var buffer = [UInt8](repeating: 0, count: 256)
             let count = Glibc.read(fd, &buffer, buffer.count)
@@ -88,7 +112,10 @@ final class TerminalPrompt: Sendable {
                 return .failed("read \(path): \(Errno.current)")
             }
             // Ctrl-D on an empty line (end of file in canonical mode).
-            if count == 0 { return .dismissed }
+            if count == 0 {
+                write(fd, "\r\ndevaccessd: no answer; nothing was recorded\r\n")
+                return .endOfInput
+            }
             for byte in buffer.prefix(count) {
                 guard byte == 0x0a || byte == 0x0d else {
                     if line.count < 64 { line.append(byte) }
@@ -109,6 +136,13 @@ final class TerminalPrompt: Sendable {
                 write(fd, "devaccessd: '\(Self.terminalText(word))' is not one of \(keys); " + ask)
             }
         }
+    }
+
+    /// Whether the requester runs with `terminal` as its controlling terminal and its
+    /// process group is that terminal's foreground job.
+    private func isForeground(terminal: UInt64) -> Bool {
+        guard let state = ProcFile.terminalState(of: requester) else { return false }
+        return state.tty == terminal && state.group == state.foreground && state.group > 0
     }
 
     /// "2", a choice's word ("once", "for", "always", "deny") or its first letter (the

@@ -326,7 +326,7 @@ extension BrokerService {
         let text = RequestText.question(group, term: nil, user: context.user, peer: context.peer,
                                         devices: context.devices(for: group), reason: context.request.reason)
         let end = await askOnTerminal(terminal, text: text, choices: choices, owner: context.user.uid,
-                                      exchange: context.exchange)
+                                      requester: context.peer.pid, exchange: context.exchange)
         if case .failed(let problem) = end {
             outcome["outcome"] = "no-channel"
             outcome["channel_problem"] = problem
@@ -359,6 +359,9 @@ extension BrokerService {
         case .dismissed:
             outcome["outcome"] = "cancel:dismissed"
             return .undecided(.dismissed)
+        case .endOfInput:
+            outcome["outcome"] = "cancel:end-of-input"
+            return .undecided(.endOfInput)
         case .timedOut:
             outcome["outcome"] = "timeout"
             return .undecided(.timeout)
@@ -375,8 +378,8 @@ extension BrokerService {
     /// answer the requester sends on its connection meanwhile is not read: the event loop
     /// keeps it until the request ends, and then refuses it.
     func askOnTerminal(_ terminal: ConsentChannel.Terminal, text: String, choices: [PromptChoice], owner: UInt32,
-                       exchange: Exchange?) async -> TerminalPrompt.End {
-        let prompt = TerminalPrompt(path: terminal.path, owner: owner)
+                       requester: Int32, exchange: Exchange?) async -> TerminalPrompt.End {
+        let prompt = TerminalPrompt(path: terminal.path, owner: owner, requester: requester)
         exchange?.listen { event in
             if case .departed = event { prompt.cancel() }
         }

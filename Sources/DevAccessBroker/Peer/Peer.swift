@@ -164,6 +164,18 @@ enum ProcFile {
         return parent
     }
 
+    /// From /proc/PID/stat: the process group, the controlling terminal's device number
+    /// and that terminal's foreground process group (fields 5, 7 and 8).
+    static func terminalState(of pid: Int32) -> (group: Int32, tty: UInt64, foreground: Int32)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the name: state(0) ppid(1) pgrp(2) session(3) tty_nr(4) tpgid(5).
+        guard fields.count > 5, let group = Int32(fields[2]), let tty = Int64(fields[4]),
+              let foreground = Int32(fields[5]) else { return nil }
+        return (group, UInt64(bitPattern: tty), foreground)
+    }
+
     /// Up to `depth` ancestors: "name (pid N)", nearest first; stops at pid 1.
     static func ancestry(of pid: Int32, depth: Int = 4) -> [String] {
         var chain: [String] = []
