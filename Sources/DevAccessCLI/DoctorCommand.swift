@@ -70,6 +70,7 @@ enum DoctorCommand: Command {
                              hint: "created at boot by systemd-tmpfiles and by devaccessd at start"),
             doctor.broker(socket),
             doctor.ledger(stateDirectory),
+            doctor.consentChannel(),
         ]
         let report = Report(checks: checks, ok: checks.filter { $0.status == .ok }.count,
                             warn: checks.filter { $0.status == .warn }.count,
@@ -243,6 +244,23 @@ struct Doctor {
         } catch {
             return Check(name: "socket", status: .fail, message: "\(error)")
         }
+    }
+
+    /// Where policy `ask` can be put to a person on this machine (devaccessd(8), CONSENT).
+    func consentChannel() -> Check {
+        if let problem = TerminalInjection.problem() {
+            return Check(name: "consent", status: .warn, message: problem + "; 'ask' falls back to the user's password")
+        }
+        if access("/run/systemd/seats", F_OK) == 0 {
+            return Check(name: "consent", status: .ok, message: "'ask' is put on the login terminal of a text session "
+                             + "(logind); graphical sessions fall back to the user's password")
+        }
+        if access("/run/utmp", F_OK) == 0 {
+            return Check(name: "consent", status: .ok, message: "'ask' is put on login terminals recorded by login/sshd "
+                             + "in /run/utmp (no logind)")
+        }
+        return Check(name: "consent", status: .warn, message: "no logind and no /run/utmp: no login terminal is known, "
+                         + "so 'ask' falls back to the user's password")
     }
 
     func ledger(_ stateDirectory: String) -> Check {

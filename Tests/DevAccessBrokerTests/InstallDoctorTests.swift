@@ -77,6 +77,16 @@ extension DaemonTests {
         }
         #expect(healthy.checks["ledger"]?.1.contains("intact: 1 events") == true)
         #expect(healthy.checks["groups"] != nil)
+        // The consent channel follows the machine: TIOCSTI allowed means passwords instead.
+        let tiocsti = (try? String(contentsOfFile: "/proc/sys/dev/tty/legacy_tiocsti", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let consent = healthy.checks["consent"]
+        if tiocsti != "0" {
+            #expect(consent?.0 == "warn" && consent?.1.contains("falls back to the user's password") == true,
+                    "\(consent ?? ("missing", ""))")
+        } else {
+            #expect(consent != nil, "\(healthy.raw)")
+        }
         let failures = healthy.checks.values.filter { $0.0 == "fail" }.count
         #expect(healthy.status == (failures == 0 ? 0 : 1), "\(healthy.raw)")
 

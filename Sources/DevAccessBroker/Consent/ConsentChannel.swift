@@ -30,14 +30,9 @@ enum ConsentChannel {
 
     /// Programs that write a login's utmp record as root and own the terminal's other side.
     static let loginPrograms: Set<String> = ["/usr/bin/login", "/bin/login", "/usr/sbin/sshd"]
-    static let tiocstiSetting = "/proc/sys/dev/tty/legacy_tiocsti"
 
     /// The login terminal of the peer's session, if the broker can trust it.
     static func terminal(for peer: Peer, user: UserIdentity) -> Result<Terminal, Unavailable> {
-        switch injection() {
-        case .some(let why): return .failure(Unavailable(reason: why))
-        case .none: break
-        }
         guard let session = peer.sessionID else {
             return .failure(Unavailable(reason: "the requesting process is not in a login session "
                 + "(no audit session id: it was not started from a login)"))
@@ -47,6 +42,7 @@ enum ConsentChannel {
                 + "\(peer.loginUID.map(String.init) ?? "?") logged into (su, sudo or setpriv), whose terminal is not "
                 + "\(user.name)'s"))
         }
+        if let why = injection() { return .failure(Unavailable(reason: why)) }
         if sd_booted() > 0, let terminal = logindTerminal(pid: peer.pid, uid: peer.uid) {
             return terminal
         }
@@ -54,16 +50,8 @@ enum ConsentChannel {
     }
 
     /// Why terminal input can be forged on this machine, or nil when it cannot.
-    static func injection(setting path: String = tiocstiSetting) -> String? {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            return "this kernel lets any program type into a terminal (TIOCSTI, no dev.tty.legacy_tiocsti setting), "
-                + "so an answer typed there may not come from a person"
-        }
-        guard text.trimmingCharacters(in: .whitespacesAndNewlines) == "0" else {
-            return "dev.tty.legacy_tiocsti is 1: any program can type into a terminal (TIOCSTI), so an answer typed "
-                + "there may not come from a person (sysctl -w dev.tty.legacy_tiocsti=0 turns that off)"
-        }
-        return nil
+    static func injection(setting path: String = TerminalInjection.setting) -> String? {
+        TerminalInjection.problem(setting: path)
     }
 
     /// logind's session of the peer and its TTY (text logins only; a graphical session
