@@ -84,13 +84,26 @@ public enum Daemon {
             return 1
         }
 
+        // A policy that does not parse is refused at start: serving with no policy, or with
+        // the built-in one, would grant or ask where the administrator wrote otherwise.
+        let policy: Policy
+        switch PolicyReading.read(directory: options.configDirectory) {
+        case .loaded(let loaded): policy = loaded
+        case .unreadable(let problem):
+            log.error("refusing to start: the policy does not parse; fix it ('devaccess policy check "
+                      + options.configDirectory + "' says where)", ["error": problem])
+            notify("STATUS=the policy does not parse: \(problem)")
+            return 1
+        }
+
         let devices = deviceSetup(options, log: log)
         // Made before the service, which hands its decisions to it (`perform`), so they
         // and hotplug/expiry runs share one queue; started once the socket is bound.
         let live = makeLiveEnforcer(ledger: ledger, devices: devices, options: options, log: log)
         let service = BrokerService(probe: FreshProbe(probe: devices.probe),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
-                                    configDirectory: options.configDirectory, log: log, enforcement: live)
+                                    configDirectory: options.configDirectory, log: log, enforcement: live,
+                                    policy: policy)
         let server: BrokerServer
         do {
             server = try BrokerServer(socketPath: options.socketPath, handler: service, log: log, limits: options.limits)

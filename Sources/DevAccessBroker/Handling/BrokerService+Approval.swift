@@ -168,7 +168,7 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: operation.rawValue, reason: "this broker runs without a ledger"))
         }
         let policy: Policy
-        switch PolicyReading.read(directory: configDirectory) {
+        switch policies.current() {
         case .loaded(let loaded): policy = loaded
         case .unreadable(let problem):
             return .error(ProtocolError(.internal, context: operation.rawValue,

@@ -24,6 +24,8 @@ public final class BrokerService: RequestHandler {
     let decisionReads: Coalescer<DecisionRead>
     let log: BrokerLog
     let configDirectory: String
+    /// The policy in force: re-read per request, the last good one kept (PolicyKeeper).
+    let policies: PolicyKeeper
     let settings: RequestSettings
     /// Where decisions are recorded and enforced, one at a time (nil without a ledger).
     let enforcement: (any DecisionEnforcement)?
@@ -44,12 +46,14 @@ public final class BrokerService: RequestHandler {
     /// one queue.
     public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, configDirectory: String, log: BrokerLog,
                 settings: RequestSettings = .fromEnvironment(ProcessInfo.processInfo.environment),
-                enforcement: (any DecisionEnforcement)? = nil) {
+                enforcement: (any DecisionEnforcement)? = nil, policy: Policy? = nil) {
         self.probe = probe
         self.rules = rules
         self.ledger = ledger
         self.log = log
         self.configDirectory = configDirectory
+        let policies = PolicyKeeper(directory: configDirectory, log: log, initial: policy)
+        self.policies = policies
         self.settings = settings
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
@@ -63,7 +67,7 @@ public final class BrokerService: RequestHandler {
         }
         decisionReads = Coalescer(name: "devaccessd decisions") {
             var read = DecisionRead(grants: [], records: [], problem: nil,
-                                    policy: PolicyReading.read(directory: configDirectory))
+                                    policy: policies.current())
             guard let ledger else { return read }
             do throws(LedgerError) {
                 read.grants = try ledger.grants()
@@ -104,6 +108,12 @@ public final class BrokerService: RequestHandler {
             return
         }
         Task(executorPreference: executor) { exchange.finish(await self.respond(envelope, from: peer, exchange: exchange)) }
+    }
+
+    /// SIGHUP: the policy is read again now (it is anyway at the next request) and the log
+    /// says whether it parses.
+    public func reload() {
+        policies.reload()
     }
 
     /// Root and members of the admin group: their connections are not limited per user,

@@ -18,9 +18,14 @@ public protocol RequestHandler: Sendable {
     /// Root and administrators: not held to the per-user connection limit, and served from
     /// the slots kept for them when everyone else's are taken. The default: root only.
     func isPrivileged(_ peer: Peer) -> Bool
+
+    /// SIGHUP: read the configuration again (on the event loop thread: keep it short).
+    func reload()
 }
 
 extension RequestHandler {
+    public func reload() {}
+
     public func isPrivileged(_ peer: Peer) -> Bool { peer.uid == 0 }
 
     public func start(_ request: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange) {
@@ -554,7 +559,8 @@ public final class BrokerServer: Sendable {
             let name = info.ssi_signo == UInt32(SIGTERM) ? "SIGTERM" : info.ssi_signo == UInt32(SIGINT) ? "SIGINT"
                 : "signal \(info.ssi_signo)"
             if info.ssi_signo == UInt32(SIGHUP) {
-                log.info("SIGHUP received; there is no configuration to reload yet")
+                log.info("SIGHUP received; reading the policy again", ["from_pid": String(info.ssi_pid)])
+                server.handler.reload()
                 return
             }
             beginStop(reason: "\(name) from pid \(info.ssi_pid)", onStopping: onStopping)
