@@ -84,6 +84,11 @@ struct ForgedConsentTests {
         let prompts = try setup.requestEvents(mallory).filter { $0.details["stage"] == "prompt" }
         #expect(prompts.contains { $0.details["outcome"] == "no-channel" && $0.details["kind"] == "ask" },
                 "\(prompts.map(\.details))")
+        // The audit names what really asked: the program and what started it.
+        let received = try #require(try setup.requestEvents(mallory).first { $0.details["stage"] == "received" })
+        #expect(received.program?.hasSuffix("python3.11") == true || received.program?.contains("python") == true,
+                "\(String(describing: received.program))")
+        #expect(received.details["started_by"]?.contains("devaccessPackageTests.xctest") == true, "\(received.details)")
     }
 
     /// `script` gives the CLI a terminal the user's own program controls; typing into it

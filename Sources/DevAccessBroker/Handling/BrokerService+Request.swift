@@ -98,7 +98,8 @@ extension BrokerService {
                 byAction[decision.action, default: []].append(permission)
             }
         }
-        audit(context, request.permissions, stage: "received", perPermission: received, extra: requestDetails(request))
+        audit(context, request.permissions, stage: "received", perPermission: received,
+              extra: requestDetails(request, peer: peer))
 
         // 2. Policy allow, 3. ask, 4. auth_self: decisions to record.
         var plans: [GrantPlan] = []
@@ -549,8 +550,10 @@ extension BrokerService {
 
     // MARK: Audit
 
-    func requestDetails(_ request: AccessRequest) -> [String: String] {
+    func requestDetails(_ request: AccessRequest, peer: Peer) -> [String: String] {
         var details: [String: String] = ["wait": request.wait ? "true" : "false"]
+        // What really asked: the CLI is rarely it.
+        if !peer.ancestry.isEmpty { details["started_by"] = peer.ancestry.joined(separator: " <- ") }
         switch request.scope {
         case nil: details["scope"] = "default"
         case .once: details["scope"] = "once"
