@@ -12,7 +12,15 @@ extension Enforcer {
         var report = EnforcementReport()
         let due = try ledger.expiredUnrevoked(now: clock())
         if !due.isEmpty {
-            report.expired = try ledger.markExpired(due.map(\.id), by: actor, at: clock())
+            do {
+                report.expired = try ledger.markExpired(due.map(\.id), by: actor, at: clock())
+            } catch {
+                // Fail closed: a grant whose time is up loses its entries even when the ledger
+                // cannot be written now (disk full, I/O error). The records stay, so the next
+                // run that can write records the expiry and finds the entries gone.
+                removeEntriesFailingClosed(of: due)
+                throw error
+            }
         }
         var uids = scope
         if var widened = uids {
@@ -48,6 +56,20 @@ extension Enforcer {
             }
         }
         return report
+    }
+}
+
+extension Enforcer {
+    /// Removes the ACL entries recorded for `grants` without writing the ledger: for ending
+    /// access when the ledger cannot record it. Reading still works on a full disk.
+    func removeEntriesFailingClosed(of grants: [Grant]) {
+        let ids = Set(grants.map(\.id))
+        guard let records = try? ledger.aclEntries() else { return }
+        for record in records {
+            guard let grant = record.grantID, ids.contains(grant), case .user(let uid) = record.qualifier else { continue }
+            _ = try? ACLWriter.removeUserEntry(path: record.nodePath, expectedMajor: record.major,
+                                               expectedMinor: record.minor, uid: uid)
+        }
     }
 }
 

@@ -119,6 +119,40 @@ struct LiveEnforcementTests {
         #expect(try setup.offline(["audit", "--verify"], stateDirectory: daemon.stateDirectory).status == 0)
     }
 
+    /// Fail closed: when the ledger cannot be written (here its WAL made immutable, as a
+    /// full disk or an I/O error would), an expired grant still loses its entry on time;
+    /// the expiry is recorded once the ledger can be written again.
+    @Test func anExpiryRemovesTheEntryEvenWhenTheLedgerCannotBeWritten() throws {
+        let setup = try Setup("livefull")
+        let daemon = try setup.daemon()
+        try setup.grant(["--for", "2s"], through: daemon)
+        #expect(setup.hasEntry)
+        let wal = daemon.stateDirectory + "/ledger.db-wal"
+        #expect(try TestProcess.run("/usr/bin/chattr", ["+i", wal]).status == 0)
+        defer { _ = try? TestProcess.run("/usr/bin/chattr", ["-i", wal]) }
+        let expiry = try Self.newestExpiry(daemon.stateDirectory)
+        let removed = try #require(Self.waitFor(expiry.timeIntervalSinceNow + 2) { !setup.hasEntry },
+                                   "the entry outlived its grant: \(daemon.log)")
+        #expect(removed.timeIntervalSince(expiry) >= 0, "not before the expiry")
+        #expect(removed.timeIntervalSince(expiry) < 1.5, "\(removed.timeIntervalSince(expiry)) s late")
+        #expect(try !setup.user.canOpen(setup.node, .read))
+        #expect(daemon.log.contains("enforcement run failed"), "\(daemon.log)")
+        // The ledger could not say so yet; once it can, the retry records the expiry.
+        let standing = try TestProcess.run("/usr/bin/sqlite3", [daemon.stateDirectory + "/ledger.db",
+                                                                "SELECT count(*) FROM grants WHERE revoked_usec IS NULL"])
+        #expect(standing.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(standing.stdout)")
+        #expect(try TestProcess.run("/usr/bin/chattr", ["-i", wal]).status == 0)
+        let recorded = Self.waitFor(10) {
+            let open = try? TestProcess.run("/usr/bin/sqlite3", [daemon.stateDirectory + "/ledger.db",
+                                                                 "SELECT count(*) FROM grants WHERE revoked_usec IS NULL"])
+            return open?.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0"
+        }
+        #expect(recorded != nil, "the retry did not record the expiry: \(daemon.log)")
+        #expect(!setup.hasEntry)
+        #expect(daemon.stop() == 0)
+        #expect(try setup.offline(["audit", "--verify"], stateDirectory: daemon.stateDirectory).status == 0)
+    }
+
     @Test func aGrantThatExpiredWhileTheDaemonWasDownIsRemovedBeforeReady() throws {
         let setup = try Setup("livedown")
         let first = try setup.daemon()

@@ -236,6 +236,13 @@ final class EnforcementWorker {
             }
             return
         }
+        // An overdue grant while a failed run waits for its retry: the retry ends it (its
+        // entries are already off: the failed run removed them, failing closed), and arming
+        // for a past instant would only spin failing runs.
+        if let next, retryDue != nil, next <= Date() {
+            if expiryTimer.armedFor != nil { expiryTimer.arm(nil) }
+            return
+        }
         guard next != expiryTimer.armedFor else { return }
         expiryTimer.arm(next)
         if let next {
