@@ -4,7 +4,6 @@
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <fcntl.h>
-#include <utmpx.h>
 #include <termios.h>
 
 /* O_PATH is hidden behind _GNU_SOURCE, which a shim must not define (it clashes with

@@ -35,6 +35,38 @@ struct ConsentChannelUnitTests {
         #expect(TerminalPrompt.choice("a", among: choices) == nil, "always was not offered")
     }
 
+    @Test func anAnswerNeedsTheQuestionsCode() {
+        let choices = [PromptChoice(choice: .once, label: "Allow once"), PromptChoice(choice: .always, label: "Always"),
+                       PromptChoice(choice: .deny, label: "Deny")]
+        #expect(TerminalPrompt.answer("2 417", code: "417", among: choices)?.choice == .always)
+        #expect(TerminalPrompt.answer("2417", code: "417", among: choices)?.choice == .always)
+        #expect(TerminalPrompt.answer("always 417", code: "417", among: choices)?.choice == .always)
+        #expect(TerminalPrompt.answer("d 417", code: "417", among: choices)?.choice == .deny)
+        #expect(TerminalPrompt.answer("2", code: "417", among: choices) == nil, "no code")
+        #expect(TerminalPrompt.answer("2 418", code: "417", among: choices) == nil, "another code")
+        #expect(TerminalPrompt.answer("417", code: "417", among: choices) == nil, "a code and no choice")
+        #expect(TerminalPrompt.answer("9 417", code: "417", among: choices) == nil)
+    }
+
+    @Test func terminalDevicesAreNamedFromTheirNumbers() {
+        #expect(ConsentChannel.devicePath(major: 136, minor: 3) == "/dev/pts/3")
+        #expect(ConsentChannel.devicePath(major: 137, minor: 1) == "/dev/pts/257")
+        #expect(ConsentChannel.devicePath(major: 4, minor: 2) == "/dev/tty2")
+        #expect(ConsentChannel.devicePath(major: 4, minor: 64) == "/dev/ttyS0")
+        #expect(ConsentChannel.devicePath(major: 4, minor: 0) == nil, "tty0 is whichever console is in front")
+        #expect(ConsentChannel.devicePath(major: 5, minor: 0) == nil)
+    }
+
+    @Test func requesterTextStaysOnOneLine() {
+        let shown = RequestText.question([.camera], term: nil,
+                                         user: UserIdentity(uid: 1000, name: "alice", primaryGID: 1000, groups: []),
+                                         peer: Peer(pid: 42, uid: 1000, gid: 1000, groups: [], program: "/tmp/x\nfake: y"),
+                                         devices: [], reason: "call\n  devices: all of them\n" + String(repeating: "z", count: 900))
+        #expect(shown.split(separator: "\n").count == 4, "\(shown)")
+        #expect(shown.contains("/tmp/x\\nfake: y"))
+        #expect(!shown.contains(String(repeating: "z", count: 300)))
+    }
+
     @Test func aRequestersTextCannotDriveTheTerminal() {
         let shown = TerminalPrompt.terminalText("call\u{1B}[2J now\u{202E}gpj.exe\nnext")
         #expect(!shown.contains("\u{1B}"))

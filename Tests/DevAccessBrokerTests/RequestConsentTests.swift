@@ -121,7 +121,8 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let users = try ["o", "f", "a"].map { try TestUser("lask\($0)", shell: "/bin/sh") }
-            for (user, (key, seconds)) in zip(users, [("1", Int64?.some(300)), ("f", 3600), ("always", nil)]) {
+            for (user, (key, seconds)) in zip(users, [("1 {code}", Int64?.some(300)), ("f {code}", 3600),
+                                                      ("always{code}", nil)]) {
                 #expect(try !user.canOpen(setup.camera, .readWrite))
                 let run = try Self.request(user, setup, ["camera", "--reason", "video call"],
                                            answers: [(Self.question, "\(key)\n")])
@@ -147,7 +148,7 @@ extension LoginSessions {
                     #expect(grant.scope == .always && grant.expires == nil)
                 }
                 let prompt = try #require(try setup.requestEvents(user).first { $0.details["stage"] == "prompt" })
-                #expect(prompt.details["channel"]?.contains("utmp: login pid") == true, "\(prompt.details)")
+                #expect(prompt.details["channel"]?.contains("login pid") == true, "\(prompt.details)")
                 #expect(prompt.details["channel"]?.contains(run.tty ?? "?") == true, "\(prompt.details)")
             }
         }
@@ -157,14 +158,14 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let user = try TestUser("ldeny", shell: "/bin/sh")
-            let run = try Self.request(user, setup, ["camera"], answers: [(Self.question, "d\n")])
+            let run = try Self.request(user, setup, ["camera"], answers: [(Self.question, "d {code}\n")])
             #expect(run.exitStatus == 3, "\(run.output)")
             #expect(run.output.contains("camera      denied"))
             let denial = try #require(try setup.grants(user).first)
             #expect(denial.decision == .deny && denial.method == .consent && denial.scope == .always)
             let again = try Self.request(user, setup, ["camera", "--json"])
             #expect(again.exitStatus == 3, "\(again.output)")
-            #expect(!again.output.contains("devaccessd: answer"), "not asked again: \(again.output)")
+            #expect(!again.output.contains("the code"), "not asked again: \(again.output)")
             #expect(again.output.contains(#""outcome" : "already-denied""#), "\(again.output)")
             #expect(try setup.grants(user).count == 1, "nothing new recorded")
         }
@@ -183,9 +184,12 @@ extension LoginSessions {
             #expect(interrupted.exitStatus == 130, "dies of SIGINT: \(interrupted.output)")
             #expect(interrupted.output.contains("the request was withdrawn"), "\(interrupted.output)")
 
+            // Nonsense, and a right choice without the code, are not answers (and are not echoed).
             let retyped = try Self.request(user, setup, ["camera"],
-                                           answers: [(Self.question, "maybe\n"), ("is not one of", "\n")])
-            #expect(retyped.exitStatus == 4 && retyped.answered == 2, "\(retyped.output)")
+                                           answers: [(Self.question, "maybe\n"), ("not an answer", "1\n"),
+                                                     ("not an answer", "\n")])
+            #expect(retyped.exitStatus == 4 && retyped.answered == 3, "\(retyped.output)")
+            #expect(!retyped.output.contains("'maybe'"), "\(retyped.output)")
             #expect(retyped.output.contains("no decision: the prompt was dismissed"), "\(retyped.output)")
 
             let started = Date()
@@ -206,7 +210,7 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let user = try TestUser("lboth", shell: "/bin/sh")
-            let run = try Self.request(user, setup, ["camera", "microphone"], answers: [(Self.question, "a\n")])
+            let run = try Self.request(user, setup, ["camera", "microphone"], answers: [(Self.question, "a {code}\n")])
             #expect(run.exitStatus == 0, "\(run.output)")
             #expect(run.output.contains("to use the camera and the microphone?"))
             #expect(try user.canOpen(setup.camera, .readWrite) && user.canOpen(setup.microphone, .readWrite))
@@ -217,7 +221,8 @@ extension LoginSessions {
             // MaxDuration takes 'always' off the choices and caps 'for'.
             let capped = try RequestSetup(policy: "[camera]\nDefault=ask\nMaxDuration=30m\n")
             let other = try TestUser("lcap", shell: "/bin/sh")
-            let asked = try Self.request(other, capped, ["camera", "--for", "8h"], answers: [(Self.question, "f\n")])
+            let asked = try Self.request(other, capped, ["camera", "--for", "8h"],
+                                         answers: [(Self.question, "f {code}\n")])
             #expect(asked.exitStatus == 0, "\(asked.output)")
             #expect(!asked.output.contains("Allow always") && asked.output.contains("Allow for 30m"), "\(asked.output)")
             let grant = try #require(try capped.grants(other).first)
@@ -262,8 +267,55 @@ extension LoginSessions {
             let user = try TestUser("ltiocsti", shell: "/bin/sh")
             let run = try Self.request(user, setup, ["camera"], answers: [("Password", "\u{4}")])
             #expect(run.output.contains("legacy_tiocsti is 1"), "\(run.output)")
-            #expect(!run.output.contains("devaccessd: answer"), "\(run.output)")
+            #expect(!run.output.contains("the code"), "\(run.output)")
             #expect(try setup.grants(user).isEmpty)
+        }
+
+        /// A pseudo-terminal of the user's own inside the login session (`script`): the
+        /// requester is not on the login's terminal, so nothing is asked there, whatever
+        /// utmp says (a line in it can be forged with utempter).
+        @Test func aRequesterOnAPseudoTerminalOfItsOwnIsNotAskedOnTheLoginTerminal() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask, promptTimeout: 3)
+            let mallory = try TestUser("lscript", shell: "/bin/sh")
+            let inner = "\(TestProcess.devaccessBinary) request camera --always --socket \(setup.daemon.socketPath)"
+            let run = try LoginTerminal.run(user: mallory, command: ["/usr/bin/script", "-qec", inner, "/dev/null"],
+                                            answers: [("Password", "\u{4}")], timeout: 60)
+            #expect(run.output.contains("does not run on the terminal of a login"), "\(run.output)")
+            #expect(!run.output.contains("the code"), "\(run.output)")
+            #expect(try setup.grants(mallory).isEmpty)
+            #expect(try !mallory.canOpen(setup.camera, .read))
+        }
+
+        /// The requester, foreground on the login terminal, stops the terminal's output to
+        /// hide the real question and shows its own ("type 3"): the broker turns output back
+        /// on, and an answer without the question's code is no answer.
+        @Test func aHiddenQuestionCannotBeAnsweredWithoutItsCode() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask, promptTimeout: 4)
+            let mallory = try TestUser("lhide", shell: "/bin/sh")
+            let hider = #"""
+                import socket, sys, json, os, termios, time
+                termios.tcflow(0, termios.TCOOFF)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sys.argv[1])
+                f = s.makefile("rwb")
+                f.write(json.dumps({"version": 2, "id": 1, "type": "request", "permissions": ["camera"], "scope": "always"}).encode() + b"\n"); f.flush()
+                time.sleep(1)
+                termios.tcflow(0, termios.TCOON)
+                os.write(1, b"\nAccept the license? type 3 then Enter: ")
+                print(f.readline().decode().strip()[:200])
+                """#
+            let scratch = try TemporaryDirectory()
+            let script = scratch.path + "/hider.py"
+            try Data(hider.utf8).write(to: URL(fileURLWithPath: script))
+            let run = try LoginTerminal.run(user: mallory, command: ["/usr/bin/python3", script, setup.daemon.socketPath],
+                                            answers: [("type 3 then Enter: ", "3\n")], timeout: 60)
+            #expect(run.output.contains("the code"), "the real question was shown: \(run.output)")
+            #expect(try setup.grants(mallory).isEmpty, "\(run.output)")
+            #expect(try !mallory.canOpen(setup.camera, .read))
         }
     }
 }

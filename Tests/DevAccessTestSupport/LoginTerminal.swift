@@ -100,7 +100,8 @@ public struct LoginTerminalError: Error, CustomStringConvertible {
 /// as its controlling terminal, and types a command and answers into it.
 public enum LoginTerminal {
     /// Types `command` (each word quoted) into the user's login shell once it prompts, then
-    /// plays `answers` (each typed once its text appeared after the previous one; keys may
+    /// plays `answers` (each typed once its text appeared after the previous one; "{code}" in
+    /// the keys becomes the last "the code N" shown since the command started; keys may
     /// be "\u{3}" for Ctrl-C or "\u{4}" for Ctrl-D), then types `exit`. `environment` goes
     /// through `env K=V`. Throws if login gives no prompt or `timeout` seconds pass (then the
     /// whole session is killed).
@@ -258,7 +259,13 @@ public enum LoginTerminal {
                     if pos >= 0:
                         mark = pos + len(answers[step][0])
                         time.sleep(0.05)
-                        os.write(fd, answers[step][1])
+                        keys = answers[step][1]
+                        # "{code}": the one-time code the question just showed (devaccessd's
+                        # terminal prompt), as the person reads it off the screen.
+                        if b"{code}" in keys:
+                            codes = re.findall(rb"the code (\d+)", now[start:mark])
+                            keys = keys.replace(b"{code}", codes[-1] if codes else b"none")
+                        os.write(fd, keys)
                         step += 1
                         continue
                 found = marker.search(now, start)

@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Synchronization
 import CLinux
 import CSystemd
 import DevAccessCore
@@ -16,6 +15,11 @@ import DevAccessSystem
 /// unless the kernel lets processes push input into a terminal (`TIOCSTI`), which it
 /// does unless `dev.tty.legacy_tiocsti` is 0. The broker (root) writes the question to
 /// that terminal and reads the answer from it itself.
+///
+/// The terminal is never taken from a record someone wrote (utmp lines can be forged with
+/// the setgid `utempter`): it is the controlling terminal of the login's session leader,
+/// the requester's ancestor whose parent is root's `login` (or sshd's session process
+/// under root's sshd), and the requester must have that same controlling terminal.
 enum ConsentChannel {
     /// A terminal the broker may ask on, and how it was found (for the audit).
     struct Terminal: Sendable, Hashable {
@@ -28,7 +32,7 @@ enum ConsentChannel {
         var reason: String
     }
 
-    /// Programs that write a login's utmp record as root and own the terminal's other side.
+    /// Root programs that make logins and hold the terminal's other side.
     static let loginPrograms: Set<String> = ["/usr/bin/login", "/bin/login", "/usr/sbin/sshd"]
 
     /// The login terminal of the peer's session, if the broker can trust it.
@@ -43,10 +47,13 @@ enum ConsentChannel {
                 + "\(user.name)'s"))
         }
         if let why = injection() { return .failure(Unavailable(reason: why)) }
-        if sd_booted() > 0, let terminal = logindTerminal(pid: peer.pid, uid: peer.uid) {
+        guard let requester = ProcFile.stat(of: peer.pid), requester.tty != 0 else {
+            return .failure(Unavailable(reason: "the requesting process has no controlling terminal"))
+        }
+        if sd_booted() > 0, let terminal = logindTerminal(pid: peer.pid, uid: peer.uid, tty: requester.tty) {
             return terminal
         }
-        return utmpTerminal(session: session, user: user)
+        return loginLeaderTerminal(of: peer.pid, session: session, tty: requester.tty, user: user)
     }
 
     /// Why terminal input can be forged on this machine, or nil when it cannot.
@@ -56,92 +63,104 @@ enum ConsentChannel {
 
     /// logind's session of the peer and its TTY (text logins only; a graphical session
     /// has none, and a desktop agent is for later).
-    private static func logindTerminal(pid: Int32, uid: UInt32) -> Result<Terminal, Unavailable>? {
+    private static func logindTerminal(pid: Int32, uid: UInt32, tty: UInt64) -> Result<Terminal, Unavailable>? {
         var session: UnsafeMutablePointer<CChar>?
         guard sd_pid_get_session(pid, &session) >= 0, let session else { return nil }
         defer { free(session) }
         var owner: uid_t = 0
         guard sd_session_get_uid(session, &owner) >= 0, owner == uid else { return nil }
-        var tty: UnsafeMutablePointer<CChar>?
-        guard sd_session_get_tty(session, &tty) >= 0, let tty else {
+        var name: UnsafeMutablePointer<CChar>?
+        guard sd_session_get_tty(session, &name) >= 0, let name else {
             return .failure(Unavailable(reason: "logind session \(String(cString: session)) has no terminal "
                 + "(a graphical session: a desktop consent agent is not available yet)"))
         }
-        defer { free(tty) }
-        let path = "/dev/" + String(cString: tty)
-        guard let problem = check(path, owner: uid) else {
-            return .success(Terminal(path: path, source: "logind session \(String(cString: session))"))
-        }
-        return .failure(Unavailable(reason: problem))
+        defer { free(name) }
+        let path = "/dev/" + String(cString: name)
+        if let problem = check(path, owner: uid, device: tty) { return .failure(Unavailable(reason: problem)) }
+        return .success(Terminal(path: path, source: "logind session \(String(cString: session))"))
     }
 
-    /// getutxent's buffer is the C library's, shared by every thread.
-    private static let utmpLock = Mutex(())
-
-    /// The terminal of a USER_PROCESS utmp record for `user` that a root-owned `login` or
-    /// `sshd` made for this audit session. Debian's login (shadow) writes the record from
-    /// the session's shell, so the record's process is the shell (the user's) and its
-    /// parent is root's `login`; with sshd the record's process may be sshd itself. A
-    /// record written by a terminal emulator (libutempter) names a shell whose parent is
-    /// the user's own program, and does not count; nor does a stale one (utmp keeps
-    /// records of ended logins where no init cleans them up).
-    private static func utmpTerminal(session: UInt32, user: UserIdentity) -> Result<Terminal, Unavailable> {
-        let records: [(line: String, pid: Int32)] = utmpLock.withLock { _ in
-            var found: [(String, Int32)] = []
-            setutxent()
-            defer { endutxent() }
-            while let entry = getutxent() {
-                guard entry.pointee.ut_type == USER_PROCESS else { continue }
-                let name = withUnsafeBytes(of: entry.pointee.ut_user) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                guard name == user.name else { continue }
-                let line = withUnsafeBytes(of: entry.pointee.ut_line) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                found.append((line, entry.pointee.ut_pid))
-            }
-            return found
+    /// The controlling terminal of the requester's login: the leader of the requester's
+    /// terminal session must be root's `login` (Debian's login stays the session leader and
+    /// runs the shell as its child), or a process whose parent is root's `login` or sshd's
+    /// per-session process (where the shell itself calls setsid), in the same audit session,
+    /// on the same controlling terminal. A program that makes a session of its own (setsid,
+    /// a pty of its own) leads it itself, under no login, and loses this terminal.
+    private static func loginLeaderTerminal(of pid: Int32, session: UInt32, tty: UInt64,
+                                            user: UserIdentity) -> Result<Terminal, Unavailable> {
+        let refusal = Unavailable(reason: "the requesting process does not run on the terminal of a login made by "
+            + "root's login or sshd (it was started from another terminal, a terminal emulator or a pseudo-terminal "
+            + "of its own)")
+        guard let requester = ProcFile.stat(of: pid), requester.session > 1,
+              let leader = ProcFile.stat(of: requester.session), leader.tty == tty,
+              ProcFile.auditID(pid: requester.session, "sessionid") == session else { return .failure(refusal) }
+        let login: String
+        if let own = ProcFile.ownerAndProgram(requester.session), own.uid == 0, loginPrograms.contains(own.program) {
+            login = URL(fileURLWithPath: own.program).lastPathComponent + " pid \(requester.session) (session leader)"
+        } else if let parent = loginParent(of: leader.parent) {
+            login = parent + " pid \(leader.parent), session leader \(requester.session)"
+        } else {
+            return .failure(refusal)
         }
-        guard !records.isEmpty else {
-            return .failure(Unavailable(reason: "no login of \(user.name) is recorded in utmp (no logind on this "
-                + "machine, and login/sshd recorded none)"))
+        let (major, minor) = (UInt32((tty >> 8) & 0xfff), UInt32((tty & 0xff) | ((tty >> 12) & 0xfff00)))
+        guard let path = devicePath(major: major, minor: minor) else {
+            return .failure(Unavailable(reason: "the login terminal (device \(major):\(minor)) is not a "
+                + "pseudo-terminal or console this broker knows"))
         }
-        var seen: [String] = []
-        for record in records {
-            guard record.pid > 1, ProcFile.auditID(pid: record.pid, "sessionid") == session else {
-                seen.append("\(record.line): another login session, or one that ended")
-                continue
-            }
-            guard let login = loginProcess(record.pid) else {
-                seen.append("\(record.line): not made by a root login or sshd")
-                continue
-            }
-            guard !record.line.isEmpty, !record.line.contains(".."), !record.line.hasPrefix("/") else { continue }
-            let path = "/dev/" + record.line
-            if let problem = check(path, owner: user.uid) {
-                seen.append(problem)
-                continue
-            }
-            return .success(Terminal(path: path, source: "utmp: \(login.name) pid \(login.pid), session \(session)"))
+        if major == 4 && minor < 64, let problem = consoleInjection() {
+            return .failure(Unavailable(reason: problem))
         }
-        return .failure(Unavailable(reason: "no login terminal of this session can be trusted ("
-            + seen.joined(separator: "; ") + ")"))
+        if let problem = check(path, owner: user.uid, device: tty) {
+            return .failure(Unavailable(reason: problem))
+        }
+        return .success(Terminal(path: path, source: "\(login), audit session \(session)"))
     }
 
-    /// `pid` itself or its parent, when that is a root-owned login program.
-    private static func loginProcess(_ pid: Int32) -> (name: String, pid: Int32)? {
-        for candidate in [pid, ProcFile.parent(of: pid)].compactMap({ $0 }) where candidate > 1 {
-            var info = stat()
-            guard stat("/proc/\(candidate)", &info) == 0, info.st_uid == 0 else { continue }
-            guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(candidate)/exe"),
-                  loginPrograms.contains(exe) else { continue }
-            return (URL(fileURLWithPath: exe).lastPathComponent, candidate)
+    /// "login" or "sshd" when `pid` is root's login program (or sshd's per-session process,
+    /// which runs as the user, under root's sshd).
+    private static func loginParent(of pid: Int32) -> String? {
+        guard pid > 1, let process = ProcFile.ownerAndProgram(pid), loginPrograms.contains(process.program) else {
+            return nil
         }
-        return nil
+        let name = URL(fileURLWithPath: process.program).lastPathComponent
+        if process.uid == 0 { return name }
+        guard name == "sshd", let parent = ProcFile.stat(of: pid)?.parent, parent > 1,
+              let above = ProcFile.ownerAndProgram(parent), above.uid == 0, above.program == process.program else {
+            return nil
+        }
+        return "sshd"
     }
 
-    /// A terminal is a character device (not a symlink) that login gave to the user.
-    static func check(_ path: String, owner uid: UInt32) -> String? {
+    /// /dev path of a terminal device: Unix98 pseudo-terminals (majors 136-143), virtual
+    /// consoles (4:1-63) and serial lines (4:64-255).
+    static func devicePath(major: UInt32, minor: UInt32) -> String? {
+        switch major {
+        case 136...143: return "/dev/pts/\((major - 136) * 256 + minor)"
+        case 4 where (1..<64).contains(minor): return "/dev/tty\(minor)"
+        case 4 where minor >= 64: return "/dev/ttyS\(minor - 64)"
+        default: return nil
+        }
+    }
+
+    /// Before Linux 6.7, TIOCLINUX could paste a selection into a virtual console as input,
+    /// even with TIOCSTI off.
+    static func consoleInjection() -> String? {
+        var names = utsname()
+        guard uname(&names) == 0 else { return "cannot tell the kernel version" }
+        let release = withUnsafeBytes(of: names.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+        guard parts.count == 2 else { return "cannot tell the kernel version from '\(release)'" }
+        if parts[0] > 6 || (parts[0] == 6 && parts[1] >= 7) { return nil }
+        return "Linux \(release) lets programs paste input into a virtual console (TIOCLINUX, limited from 6.7)"
+    }
+
+    /// A terminal is a character device (not a symlink) that login gave to the user, and
+    /// the very device the processes have as their controlling terminal.
+    static func check(_ path: String, owner uid: UInt32, device: UInt64) -> String? {
         var info = stat()
         guard lstat(path, &info) == 0 else { return "\(path): \(Errno.current)" }
         guard info.st_mode & S_IFMT == S_IFCHR else { return "\(path) is not a terminal device" }
+        guard UInt64(info.st_rdev) == device else { return "\(path) is not the login's controlling terminal" }
         guard info.st_uid == uid else { return "\(path) belongs to uid \(info.st_uid), not the requesting user" }
         return nil
     }

@@ -48,7 +48,19 @@ final class TerminalPrompt: Sendable {
         }
     }
 
+    /// Terminals with a question open: one question per terminal at a time, so two
+    /// requests never race for one answer.
+    private static let busy = Mutex<Set<String>>([])
+
     private func run(_ text: String, choices: [PromptChoice], timeout: Duration) -> End {
+        guard Self.busy.withLock({ $0.insert(path).inserted }) else {
+            return .failed("another devaccessd question is open on \(path)")
+        }
+        defer { _ = Self.busy.withLock { $0.remove(path) } }
+        return ask(text, choices: choices, timeout: timeout)
+    }
+
+    private func ask(_ text: String, choices: [PromptChoice], timeout: Duration) -> End {
         // O_NOCTTY: the broker must never get a controlling terminal; O_NOFOLLOW: the
         // path was checked, a symlink swapped in since is refused.
         let fd = open(path, O_RDWR | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
@@ -69,15 +81,23 @@ final class TerminalPrompt: Sendable {
         defer { close(lifetime) }
         // Keys typed before the question was shown are not an answer to it.
         tcflush(fd, TCIFLUSH)
-        let keys = choices.indices.map { String($0 + 1) }.joined(separator: "/") + " (or "
-            + choices.compactMap { $0.choice.rawValue.first.map(String.init) }.joined(separator: "/") + ")"
+        // The requester, as the foreground job, may have stopped the terminal's output
+        // (Ctrl-S, tcflow) to hide this question behind one of its own: start it again. An
+        // answer must carry the code shown here, which only the person reading the real
+        // question knows (the user's programs cannot read what is written to a terminal).
+        tcflow(fd, TCOON)
+        let code = String(UInt32.random(in: 100...999))
+        let keys = choices.indices.map { String($0 + 1) }.joined(separator: "/")
         var prompt = "\r\n" + Self.terminalText(text) + "\r\n"
         for (index, choice) in choices.enumerated() {
             prompt += "  \(index + 1)) \(Self.terminalText(choice.label))\r\n"
         }
         let seconds = Int(timeout.components.seconds)
-        let ask = "devaccessd: answer \(keys) within \(seconds) s (empty line or Ctrl-D: no decision): "
-        write(fd, prompt + ask)
+        let ask = "devaccessd: type your choice (\(keys)) and the code \(code), e.g. \"1 \(code)\", within \(seconds) s "
+            + "(empty line or Ctrl-D: no decision): "
+        guard write(fd, prompt + ask) else {
+            return .failed("the question could not be shown on \(path) (its output is stopped or blocked)")
+        }
         let deadline = ContinuousClock.now + timeout
         var line: [UInt8] = []
         var invalid = 0
@@ -121,19 +141,20 @@ final class TerminalPrompt: Sendable {
                     if line.count < 64 { line.append(byte) }
                     continue
                 }
-                let word = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
+                let typed = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
                 line.removeAll()
-                if word.isEmpty { return .dismissed }
-                if let choice = Self.choice(word, among: choices) {
-                    write(fd, "devaccessd: \(Self.terminalText(choice.label))\r\n")
+                if typed.isEmpty { return .dismissed }
+                if let choice = Self.answer(typed, code: code, among: choices) {
+                    _ = write(fd, "devaccessd: \(Self.terminalText(choice.label))\r\n")
                     return .chose(choice.choice)
                 }
                 invalid += 1
                 guard invalid < 3 else {
-                    write(fd, "devaccessd: no valid answer; nothing was recorded\r\n")
+                    _ = write(fd, "devaccessd: no valid answer; nothing was recorded\r\n")
                     return .dismissed
                 }
-                write(fd, "devaccessd: '\(Self.terminalText(word))' is not one of \(keys); " + ask)
+                // What was typed is not repeated: it may have been meant for another program.
+                _ = write(fd, "devaccessd: that is not an answer (a choice and the code); " + ask)
             }
         }
     }
@@ -141,8 +162,18 @@ final class TerminalPrompt: Sendable {
     /// Whether the requester runs with `terminal` as its controlling terminal and its
     /// process group is that terminal's foreground job.
     private func isForeground(terminal: UInt64) -> Bool {
-        guard let state = ProcFile.terminalState(of: requester) else { return false }
+        guard let state = ProcFile.stat(of: requester) else { return false }
         return state.tty == terminal && state.group == state.foreground && state.group > 0
+    }
+
+    /// "CHOICE CODE" (or "CHOICECODE" for a number): nil unless the code is the one shown.
+    static func answer(_ typed: String, code: String, among choices: [PromptChoice]) -> PromptChoice? {
+        let words = typed.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        if words.count == 2, words[1] == code { return choice(words[0], among: choices) }
+        if words.count == 1, typed.hasSuffix(code), typed.count > code.count {
+            return choice(String(typed.dropLast(code.count)), among: choices)
+        }
+        return nil
     }
 
     /// "2", a choice's word ("once", "for", "always", "deny") or its first letter (the
@@ -161,7 +192,8 @@ final class TerminalPrompt: Sendable {
             if scalar == "\n" {
                 result += "\r\n"
             } else if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
-                        || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value) {
+                        || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+                        || [0x200E, 0x200F, 0x061C, 0x2028, 0x2029].contains(scalar.value) {
                 result += String(format: "\\x%02X", scalar.value)
             } else {
                 result.unicodeScalars.append(scalar)
@@ -170,7 +202,9 @@ final class TerminalPrompt: Sendable {
         return result
     }
 
-    private func write(_ fd: CInt, _ text: String) {
+    /// True when all of `text` reached the terminal within 2 s.
+    @discardableResult
+    private func write(_ fd: CInt, _ text: String) -> Bool {
         var bytes = Array(text.utf8)[...]
         let deadline = ContinuousClock.now + .seconds(2)
         while !bytes.isEmpty && ContinuousClock.now < deadline {
@@ -182,9 +216,20 @@ final class TerminalPrompt: Sendable {
                     _ = poll(&descriptor, 1, 100)
                     continue
                 }
-                return
+                return false
             }
             bytes = bytes.dropFirst(written)
         }
+        return bytes.isEmpty
+    }
+}
+
+extension TerminalPrompt {
+    /// Text from the requester (its reason, its program's path) or from hardware, for one
+    /// line of the question: newlines shown as \n, so it cannot add lines of its own, and
+    /// long text cut, so it cannot push the real question off the screen.
+    static func oneLine(_ text: String, limit: Int = 200) -> String {
+        let flat = text.replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(of: "\n", with: "\\n")
+        return flat.count > limit ? String(flat.prefix(limit)) + "..." : flat
     }
 }

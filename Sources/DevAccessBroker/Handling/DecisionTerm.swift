@@ -98,19 +98,22 @@ enum RequestText {
     /// The question, with who asks (the kernel's view of the peer), which devices and why.
     static func question(_ permissions: [Permission], term: String?, user: UserIdentity, peer: Peer,
                          devices: [PromptDevice], reason: String?) -> String {
-        let program = peer.program ?? "a program whose executable is unknown"
+        // Everything but our own words comes from the requester or from hardware: one line
+        // each, so none of it can draw lines of its own under the question.
+        let line = { (text: String) in TerminalPrompt.oneLine(text) }
+        let program = peer.program.map(line) ?? "a program whose executable is unknown"
         var text = "Allow \(program) to use \(list(permissions))" + (term.map { " \($0)" } ?? "") + "?\n"
-        text += "  requested by: \(user.name) (uid \(user.uid)), process \(peer.pid)\n"
+        text += "  requested by: \(line(user.name)) (uid \(user.uid)), process \(peer.pid)\n"
         // The CLI is rarely what wants the camera: say what started it.
         if !peer.ancestry.isEmpty {
-            text += "  started by: " + peer.ancestry.joined(separator: " <- ") + "\n"
+            text += "  started by: " + peer.ancestry.map(line).joined(separator: " <- ") + "\n"
         }
         if devices.isEmpty {
             text += "  devices: none present now; the decision applies to those that appear\n"
         } else {
-            text += "  devices: " + devices.map { "\($0.name) [\($0.id)]" }.joined(separator: ", ") + "\n"
+            text += "  devices: " + devices.map { "\(line($0.name)) [\(line($0.id))]" }.joined(separator: ", ") + "\n"
         }
-        text += "  reason: " + (reason.map { $0.isEmpty ? "(none given)" : $0 } ?? "(none given)")
+        text += "  reason: " + (reason.map { $0.isEmpty ? "(none given)" : line($0) } ?? "(none given)")
         return text
     }
 }

@@ -164,16 +164,33 @@ enum ProcFile {
         return parent
     }
 
-    /// From /proc/PID/stat: the process group, the controlling terminal's device number
-    /// and that terminal's foreground process group (fields 5, 7 and 8).
-    static func terminalState(of pid: Int32) -> (group: Int32, tty: UInt64, foreground: Int32)? {
+    /// From /proc/PID/stat: the parent, process group, session, the controlling terminal's
+    /// device number (kernel encoding) and that terminal's foreground process group.
+    struct Stat: Sendable {
+        var parent: Int32
+        var group: Int32
+        var session: Int32
+        var tty: UInt64
+        var foreground: Int32
+    }
+
+    static func stat(of pid: Int32) -> Stat? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // After the name: state(0) ppid(1) pgrp(2) session(3) tty_nr(4) tpgid(5).
-        guard fields.count > 5, let group = Int32(fields[2]), let tty = Int64(fields[4]),
-              let foreground = Int32(fields[5]) else { return nil }
-        return (group, UInt64(bitPattern: tty), foreground)
+        guard fields.count > 5, let parent = Int32(fields[1]), let group = Int32(fields[2]),
+              let session = Int32(fields[3]), let tty = Int64(fields[4]), let foreground = Int32(fields[5])
+        else { return nil }
+        return Stat(parent: parent, group: group, session: session, tty: UInt64(bitPattern: tty), foreground: foreground)
+    }
+
+    /// The owner and executable of a process (nil when it is gone or unreadable).
+    static func ownerAndProgram(_ pid: Int32) -> (uid: UInt32, program: String)? {
+        var info = Glibc.stat()
+        guard lstat("/proc/\(pid)", &info) == 0,
+              let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else { return nil }
+        return (info.st_uid, exe)
     }
 
     /// Up to `depth` ancestors: "name (pid N)", nearest first; stops at pid 1.
