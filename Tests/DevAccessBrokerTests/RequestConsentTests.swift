@@ -121,8 +121,8 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let users = try ["o", "f", "a"].map { try TestUser("lask\($0)", shell: "/bin/sh") }
-            for (user, (key, seconds)) in zip(users, [("1 {code}", Int64?.some(300)), ("f {code}", 3600),
-                                                      ("always{code}", nil)]) {
+            for (user, (key, seconds)) in zip(users, [("once {code}", Int64?.some(300)), ("for {code}", 3600),
+                                                      ("always {code}", nil)]) {
                 #expect(try !user.canOpen(setup.camera, .readWrite))
                 let run = try Self.request(user, setup, ["camera", "--reason", "video call"],
                                            answers: [(Self.question, "\(key)\n")])
@@ -158,7 +158,7 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let user = try TestUser("ldeny", shell: "/bin/sh")
-            let run = try Self.request(user, setup, ["camera"], answers: [(Self.question, "d {code}\n")])
+            let run = try Self.request(user, setup, ["camera"], answers: [(Self.question, "deny {code}\n")])
             #expect(run.exitStatus == 3, "\(run.output)")
             #expect(run.output.contains("camera      denied"))
             let denial = try #require(try setup.grants(user).first)
@@ -210,7 +210,7 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let user = try TestUser("lboth", shell: "/bin/sh")
-            let run = try Self.request(user, setup, ["camera", "microphone"], answers: [(Self.question, "a {code}\n")])
+            let run = try Self.request(user, setup, ["camera", "microphone"], answers: [(Self.question, "always {code}\n")])
             #expect(run.exitStatus == 0, "\(run.output)")
             #expect(run.output.contains("to use the camera and the microphone?"))
             #expect(try user.canOpen(setup.camera, .readWrite) && user.canOpen(setup.microphone, .readWrite))
@@ -222,7 +222,7 @@ extension LoginSessions {
             let capped = try RequestSetup(policy: "[camera]\nDefault=ask\nMaxDuration=30m\n")
             let other = try TestUser("lcap", shell: "/bin/sh")
             let asked = try Self.request(other, capped, ["camera", "--for", "8h"],
-                                         answers: [(Self.question, "f {code}\n")])
+                                         answers: [(Self.question, "for {code}\n")])
             #expect(asked.exitStatus == 0, "\(asked.output)")
             #expect(!asked.output.contains("Allow always") && asked.output.contains("Allow for 30m"), "\(asked.output)")
             let grant = try #require(try capped.grants(other).first)
@@ -285,6 +285,49 @@ extension LoginSessions {
             #expect(run.output.contains("does not run on the terminal of a login"), "\(run.output)")
             #expect(!run.output.contains("the code"), "\(run.output)")
             #expect(try setup.grants(mallory).isEmpty)
+            #expect(try !mallory.canOpen(setup.camera, .read))
+        }
+
+        /// A program of the session makes a terminal of its own (a new session on a pty it
+        /// holds, as a hijacked login shell could), runs the CLI there and answers through
+        /// the master side, where it can read everything the question shows, code included:
+        /// the session is not led by root's login, so nothing is asked there.
+        @Test func aPseudoTerminalTheRequesterHoldsIsNeverAskedOn() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask, promptTimeout: 4)
+            let mallory = try TestUser("lmaster", shell: "/bin/sh")
+            let driver = #"""
+                import os, pty, re, sys, time
+                pid, fd = pty.fork()
+                if pid == 0:
+                    os.execv(sys.argv[1], [sys.argv[1], "request", "camera", "--always", "--socket", sys.argv[2]])
+                out = b""; deadline = time.time() + 20; answered = False
+                while time.time() < deadline:
+                    try:
+                        data = os.read(fd, 4096)
+                    except OSError:
+                        break
+                    if not data:
+                        break
+                    out += data
+                    code = re.search(rb"the code (\d+)", out)
+                    if code and not answered:
+                        os.write(fd, b"always " + code.group(1) + b"\n"); answered = True
+                    if b"Password" in out and not answered:
+                        os.write(fd, b"\x04"); answered = True
+                os.waitpid(pid, 0)
+                sys.stdout.write(out.decode("utf-8", "replace"))
+                """#
+            let scratch = try TemporaryDirectory()
+            let script = scratch.path + "/master.py"
+            try Data(driver.utf8).write(to: URL(fileURLWithPath: script))
+            let run = try LoginTerminal.run(user: mallory, command: ["/usr/bin/python3", script,
+                                                                     TestProcess.devaccessBinary, setup.daemon.socketPath],
+                                            timeout: 60)
+            #expect(run.output.contains("does not run on the terminal of a login made by root's login"), "\(run.output)")
+            #expect(!run.output.contains("the code"), "\(run.output)")
+            #expect(try setup.grants(mallory).isEmpty, "\(run.output)")
             #expect(try !mallory.canOpen(setup.camera, .read))
         }
 

@@ -25,6 +25,16 @@ enum ConsentChannel {
     struct Terminal: Sendable, Hashable {
         var path: String
         var source: String
+        /// The device node itself (devpts instance and inode): the same number can name a
+        /// terminal of another devpts instance (a user namespace's).
+        var node: Node
+        /// The session the requester must stay in (the login's), when known.
+        var session: Int32?
+    }
+
+    struct Node: Sendable, Hashable {
+        var device: UInt64
+        var inode: UInt64
     }
 
     /// Why there is no trusted channel; said to the user and recorded.
@@ -32,8 +42,9 @@ enum ConsentChannel {
         var reason: String
     }
 
-    /// Root programs that make logins and hold the terminal's other side.
-    static let loginPrograms: Set<String> = ["/usr/bin/login", "/bin/login", "/usr/sbin/sshd"]
+    /// Root's login program, which stays the leader of the session it makes on Debian
+    /// (shadow's login) and holds the terminal open for the session's life.
+    static let loginPrograms: Set<String> = ["/usr/bin/login", "/bin/login"]
 
     /// The login terminal of the peer's session, if the broker can trust it.
     static func terminal(for peer: Peer, user: UserIdentity) -> Result<Terminal, Unavailable> {
@@ -77,31 +88,35 @@ enum ConsentChannel {
         defer { free(name) }
         let path = "/dev/" + String(cString: name)
         if let problem = check(path, owner: uid, device: tty) { return .failure(Unavailable(reason: problem)) }
-        return .success(Terminal(path: path, source: "logind session \(String(cString: session))"))
+        guard let node = node(path), holds(pid, node) else {
+            return .failure(Unavailable(reason: "the requesting process does not have \(path) open (it does not run "
+                + "on its session's terminal)"))
+        }
+        return .success(Terminal(path: path, source: "logind session \(String(cString: session))", node: node,
+                                 session: nil))
     }
 
-    /// The controlling terminal of the requester's login: the leader of the requester's
-    /// terminal session must be root's `login` (Debian's login stays the session leader and
-    /// runs the shell as its child), or a process whose parent is root's `login` or sshd's
-    /// per-session process (where the shell itself calls setsid), in the same audit session,
-    /// on the same controlling terminal. A program that makes a session of its own (setsid,
-    /// a pty of its own) leads it itself, under no login, and loses this terminal.
+    /// The controlling terminal of the requester's login, trusted only when everything
+    /// that could be bent by a program of the user is checked against what root holds:
+    /// - the leader of the requester's terminal session is root's `login` itself (a
+    ///   session whose leader is the user's own process, for instance the login shell
+    ///   that made itself a session on a pseudo-terminal it holds, is refused);
+    /// - that login holds the very terminal node open (device and inode, so a terminal
+    ///   with the same number in another devpts instance does not pass);
+    /// - the requester has the same node open, and it is the requester's controlling
+    ///   terminal (same number).
+    /// Logins by sshd are not recognised yet (the shell leads that session): they fall
+    /// back to the password.
     private static func loginLeaderTerminal(of pid: Int32, session: UInt32, tty: UInt64,
                                             user: UserIdentity) -> Result<Terminal, Unavailable> {
         let refusal = Unavailable(reason: "the requesting process does not run on the terminal of a login made by "
-            + "root's login or sshd (it was started from another terminal, a terminal emulator or a pseudo-terminal "
+            + "root's login (it was started from another terminal, a terminal emulator, ssh, or a pseudo-terminal "
             + "of its own)")
         guard let requester = ProcFile.stat(of: pid), requester.session > 1,
               let leader = ProcFile.stat(of: requester.session), leader.tty == tty,
-              ProcFile.auditID(pid: requester.session, "sessionid") == session else { return .failure(refusal) }
-        let login: String
-        if let own = ProcFile.ownerAndProgram(requester.session), own.uid == 0, loginPrograms.contains(own.program) {
-            login = URL(fileURLWithPath: own.program).lastPathComponent + " pid \(requester.session) (session leader)"
-        } else if let parent = loginParent(of: leader.parent) {
-            login = parent + " pid \(leader.parent), session leader \(requester.session)"
-        } else {
-            return .failure(refusal)
-        }
+              ProcFile.auditID(pid: requester.session, "sessionid") == session,
+              let own = ProcFile.ownerAndProgram(requester.session), own.uid == 0, loginPrograms.contains(own.program)
+        else { return .failure(refusal) }
         let (major, minor) = (UInt32((tty >> 8) & 0xfff), UInt32((tty & 0xff) | ((tty >> 12) & 0xfff00)))
         guard let path = devicePath(major: major, minor: minor) else {
             return .failure(Unavailable(reason: "the login terminal (device \(major):\(minor)) is not a "
@@ -113,22 +128,36 @@ enum ConsentChannel {
         if let problem = check(path, owner: user.uid, device: tty) {
             return .failure(Unavailable(reason: problem))
         }
-        return .success(Terminal(path: path, source: "\(login), audit session \(session)"))
+        guard let node = node(path) else { return .failure(refusal) }
+        guard holds(requester.session, node) else {
+            return .failure(Unavailable(reason: "root's login (pid \(requester.session)) does not hold \(path) open"))
+        }
+        guard holds(pid, node) else {
+            return .failure(Unavailable(reason: "the requesting process does not have \(path) open (it does not run "
+                + "on the login's terminal)"))
+        }
+        return .success(Terminal(path: path, source: "login pid \(requester.session) (session leader), audit session "
+            + "\(session)", node: node, session: requester.session))
     }
 
-    /// "login" or "sshd" when `pid` is root's login program (or sshd's per-session process,
-    /// which runs as the user, under root's sshd).
-    private static func loginParent(of pid: Int32) -> String? {
-        guard pid > 1, let process = ProcFile.ownerAndProgram(pid), loginPrograms.contains(process.program) else {
-            return nil
+    /// The device node at `path` (not following a symlink).
+    static func node(_ path: String) -> Node? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return Node(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// Whether process `pid` has `node` open on one of its first descriptors (a login and a
+    /// program run on a terminal have it on 0, 1 or 2; a few more are looked at).
+    static func holds(_ pid: Int32, _ node: Node) -> Bool {
+        for fd in 0..<16 {
+            var info = stat()
+            guard stat("/proc/\(pid)/fd/\(fd)", &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFCHR, UInt64(info.st_dev) == node.device, UInt64(info.st_ino) == node.inode {
+                return true
+            }
         }
-        let name = URL(fileURLWithPath: process.program).lastPathComponent
-        if process.uid == 0 { return name }
-        guard name == "sshd", let parent = ProcFile.stat(of: pid)?.parent, parent > 1,
-              let above = ProcFile.ownerAndProgram(parent), above.uid == 0, above.program == process.program else {
-            return nil
-        }
-        return "sshd"
+        return false
     }
 
     /// /dev path of a terminal device: Unix98 pseudo-terminals (majors 136-143), virtual

@@ -24,6 +24,10 @@ final class TerminalPrompt: Sendable {
     }
 
     let path: String
+    /// The node the question must go to (checked on the opened descriptor).
+    let node: ConsentChannel.Node
+    /// The login's session the requester must stay in, when known.
+    let session: Int32?
     let owner: UInt32
     /// The requesting process: the terminal is read only while it lives and is the
     /// terminal's foreground job, so the broker never takes keys meant for the shell or
@@ -31,8 +35,10 @@ final class TerminalPrompt: Sendable {
     let requester: Int32
     private let cancelled = Atomic<Bool>(false)
 
-    init(path: String, owner: UInt32, requester: Int32) {
-        self.path = path
+    init(terminal: ConsentChannel.Terminal, owner: UInt32, requester: Int32) {
+        self.path = terminal.path
+        self.node = terminal.node
+        self.session = terminal.session
         self.owner = owner
         self.requester = requester
     }
@@ -67,7 +73,8 @@ final class TerminalPrompt: Sendable {
         guard fd >= 0 else { return .failed("\(path): \(Errno.current)") }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFCHR, info.st_uid == owner, isatty(fd) == 1 else {
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFCHR, info.st_uid == owner, isatty(fd) == 1,
+              UInt64(info.st_dev) == node.device, UInt64(info.st_ino) == node.inode else {
             return .failed("\(path) is no longer the user's terminal")
         }
         // The broker has no controlling terminal, so it cannot ask the terminal (tcgetpgrp);
@@ -87,14 +94,19 @@ final class TerminalPrompt: Sendable {
         // question knows (the user's programs cannot read what is written to a terminal).
         tcflow(fd, TCOON)
         let code = String(UInt32.random(in: 100...999))
-        let keys = choices.indices.map { String($0 + 1) }.joined(separator: "/")
+        // The answer is a word that says what it does, not a number or a letter: a program
+        // that redraws the screen could relabel "1)" but cannot change what "deny" means.
+        let words = choices.map(\.choice.rawValue)
+        let width = words.map(\.count).max() ?? 0
         var prompt = "\r\n" + Self.terminalText(text) + "\r\n"
-        for (index, choice) in choices.enumerated() {
-            prompt += "  \(index + 1)) \(Self.terminalText(choice.label))\r\n"
+        for choice in choices {
+            let word = choice.choice.rawValue
+            prompt += "  " + word + String(repeating: " ", count: width - word.count + 2)
+                + Self.terminalText(choice.label) + "\r\n"
         }
         let seconds = Int(timeout.components.seconds)
-        let ask = "devaccessd: type your choice (\(keys)) and the code \(code), e.g. \"1 \(code)\", within \(seconds) s "
-            + "(empty line or Ctrl-D: no decision): "
+        let ask = "devaccessd: type one word (" + words.joined(separator: ", ") + ") and the code \(code), e.g. \""
+            + (words.last ?? "deny") + " \(code)\", within \(seconds) s (empty line or Ctrl-D: no decision): "
         guard write(fd, prompt + ask) else {
             return .failed("the question could not be shown on \(path) (its output is stopped or blocked)")
         }
@@ -154,7 +166,7 @@ final class TerminalPrompt: Sendable {
                     return .dismissed
                 }
                 // What was typed is not repeated: it may have been meant for another program.
-                _ = write(fd, "devaccessd: that is not an answer (a choice and the code); " + ask)
+                _ = write(fd, "devaccessd: that is not an answer (a word and the code); " + ask)
             }
         }
     }
@@ -163,25 +175,20 @@ final class TerminalPrompt: Sendable {
     /// process group is that terminal's foreground job.
     private func isForeground(terminal: UInt64) -> Bool {
         guard let state = ProcFile.stat(of: requester) else { return false }
+        if let session, state.session != session { return false }
         return state.tty == terminal && state.group == state.foreground && state.group > 0
     }
 
-    /// "CHOICE CODE" (or "CHOICECODE" for a number): nil unless the code is the one shown.
+    /// "WORD CODE": nil unless WORD is an offered choice's word and CODE the one shown.
     static func answer(_ typed: String, code: String, among choices: [PromptChoice]) -> PromptChoice? {
         let words = typed.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        if words.count == 2, words[1] == code { return choice(words[0], among: choices) }
-        if words.count == 1, typed.hasSuffix(code), typed.count > code.count {
-            return choice(String(typed.dropLast(code.count)), among: choices)
-        }
-        return nil
+        guard words.count == 2, words[1] == code else { return nil }
+        return choice(words[0], among: choices)
     }
 
-    /// "2", a choice's word ("once", "for", "always", "deny") or its first letter (the
-    /// keys `devaccess request` has always offered: o, f, a, d).
+    /// An offered choice by its word ("once", "for", "always", "deny").
     static func choice(_ word: String, among choices: [PromptChoice]) -> PromptChoice? {
-        if let number = Int(word), choices.indices.contains(number - 1) { return choices[number - 1] }
-        if word.count == 1 { return choices.first { $0.choice.rawValue.hasPrefix(word) } }
-        return choices.first { $0.choice.rawValue == word }
+        choices.first { $0.choice.rawValue == word }
     }
 
     /// Text from hardware names and requesters goes to a person's terminal: control

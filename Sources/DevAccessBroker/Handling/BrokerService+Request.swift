@@ -380,7 +380,7 @@ extension BrokerService {
     /// keeps it until the request ends, and then refuses it.
     func askOnTerminal(_ terminal: ConsentChannel.Terminal, text: String, choices: [PromptChoice], owner: UInt32,
                        requester: Int32, exchange: Exchange?) async -> TerminalPrompt.End {
-        let prompt = TerminalPrompt(path: terminal.path, owner: owner, requester: requester)
+        let prompt = TerminalPrompt(terminal: terminal, owner: owner, requester: requester)
         exchange?.listen { event in
             if case .departed = event { prompt.cancel() }
         }
