@@ -46,6 +46,9 @@ struct ConsentChannelUnitTests {
         #expect(ConsentChannel.devicePath(major: 4, minor: 64) == "/dev/ttyS0")
         #expect(ConsentChannel.devicePath(major: 4, minor: 0) == nil, "tty0 is whichever console is in front")
         #expect(ConsentChannel.devicePath(major: 5, minor: 0) == nil)
+        #expect(ConsentChannel.numbers(UInt64((137 << 8) | 1)) == (137, 1))
+        #expect(ConsentChannel.kindProblem(major: 4, minor: 64)?.contains("TIOCM_LOOP") == true, "serial: refused")
+        #expect(ConsentChannel.kindProblem(major: 136, minor: 0) == nil)
     }
 
     @Test func requesterTextStaysOnOneLine() {

@@ -87,6 +87,10 @@ enum ConsentChannel {
         }
         defer { free(name) }
         let path = "/dev/" + String(cString: name)
+        let (major, minor) = numbers(tty)
+        if let problem = kindProblem(major: major, minor: minor) {
+            return .failure(Unavailable(reason: problem))
+        }
         if let problem = check(path, owner: uid, device: tty) { return .failure(Unavailable(reason: problem)) }
         guard let node = node(path), holds(pid, node) else {
             return .failure(Unavailable(reason: "the requesting process does not have \(path) open (it does not run "
@@ -117,12 +121,12 @@ enum ConsentChannel {
               ProcFile.auditID(pid: requester.session, "sessionid") == session,
               let own = ProcFile.ownerAndProgram(requester.session), own.uid == 0, loginPrograms.contains(own.program)
         else { return .failure(refusal) }
-        let (major, minor) = (UInt32((tty >> 8) & 0xfff), UInt32((tty & 0xff) | ((tty >> 12) & 0xfff00)))
+        let (major, minor) = numbers(tty)
         guard let path = devicePath(major: major, minor: minor) else {
             return .failure(Unavailable(reason: "the login terminal (device \(major):\(minor)) is not a "
                 + "pseudo-terminal or console this broker knows"))
         }
-        if major == 4 && minor < 64, let problem = consoleInjection() {
+        if let problem = kindProblem(major: major, minor: minor) {
             return .failure(Unavailable(reason: problem))
         }
         if let problem = check(path, owner: user.uid, device: tty) {
@@ -169,6 +173,23 @@ enum ConsentChannel {
         case 4 where minor >= 64: return "/dev/ttyS\(minor - 64)"
         default: return nil
         }
+    }
+
+    /// Major and minor of a device number in the kernel's encoding (/proc/PID/stat tty_nr).
+    static func numbers(_ device: UInt64) -> (major: UInt32, minor: UInt32) {
+        (UInt32((device >> 8) & 0xfff), UInt32((device & 0xff) | ((device >> 12) & 0xfff00)))
+    }
+
+    /// Terminals whose input their user can feed without a person: a serial line (its owner
+    /// can switch the UART to loopback, TIOCM_LOOP, so the question comes back as input) and
+    /// a virtual console before Linux 6.7 (TIOCLINUX pastes a selection as input).
+    static func kindProblem(major: UInt32, minor: UInt32) -> String? {
+        guard major == 4 else { return nil }
+        if minor >= 64 {
+            return "a serial line's user can loop its output back as input (TIOCM_LOOP), so an answer there may not "
+                + "come from a person"
+        }
+        return consoleInjection()
     }
 
     /// Before Linux 6.7, TIOCLINUX could paste a selection into a virtual console as input,
