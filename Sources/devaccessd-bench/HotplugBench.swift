@@ -36,23 +36,8 @@ final class HotplugBench {
 
     func run(samples: Int, expiries: Int) {
         guard getuid() == 0 else { fail("--hotplug needs root (mknod, ACLs, a root daemon)") }
-        let nodes = work + "/nodes"
-        let node = nodes + "/video0"
-        for directory in [work, nodes] {
-            guard mkdir(directory, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(directory): \(errnoText())") }
-        }
         defer { finish() }
-        makeNode(node)
-        let declaration = "{\"devices\":[{\"permission\":\"camera\",\"id\":\"camera:bench-hotplug\","
-            + "\"name\":\"bench camera\",\"nodes\":[{\"path\":\"\(node)\",\"major\":1,\"minor\":3}]}]}"
-        do {
-            try declaration.write(toFile: work + "/devices.json", atomically: true, encoding: .utf8)
-        } catch {
-            fail("cannot write the declaration: \(error)")
-        }
-        // The CLI's decisions go through this daemon (the one writer): its socket.
-        let environment = ["DEVACCESS_TEST_DEVICES": work + "/devices.json", "DEVACCESS_STATE_DIR": work + "/state",
-                           "DEVACCESS_GPSD": "127.0.0.1:9", "DEVACCESS_SOCKET": work + "/broker.sock"]
+        let (nodes, node, environment) = declareCamera(id: "camera:bench-hotplug")
         daemon = startDaemon(environment: environment)
         let log = work + "/daemon.log"
         guard (try? String(contentsOfFile: log, encoding: .utf8))?.contains("TEST ONLY") == true else {
@@ -152,6 +137,27 @@ final class HotplugBench {
             usleep(20_000)
         }
         fail("devaccessd did not come up")
+    }
+
+    /// A camera node (mknod 1:3) declared to the daemon and the CLI in the scratch
+    /// directory, and the environment that points both at it and at this run's daemon.
+    func declareCamera(id: String) -> (nodes: String, node: String, environment: [String: String]) {
+        let nodes = work + "/nodes"
+        let node = nodes + "/video0"
+        for directory in [work, nodes] {
+            guard mkdir(directory, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(directory): \(errnoText())") }
+        }
+        makeNode(node)
+        let declaration = "{\"devices\":[{\"permission\":\"camera\",\"id\":\"\(id)\","
+            + "\"name\":\"bench camera\",\"nodes\":[{\"path\":\"\(node)\",\"major\":1,\"minor\":3}]}]}"
+        do {
+            try declaration.write(toFile: work + "/devices.json", atomically: true, encoding: .utf8)
+        } catch {
+            fail("cannot write the declaration: \(error)")
+        }
+        // The CLI's decisions go through this daemon (the one writer): its socket.
+        return (nodes, node, ["DEVACCESS_TEST_DEVICES": work + "/devices.json", "DEVACCESS_STATE_DIR": work + "/state",
+                              "DEVACCESS_GPSD": "127.0.0.1:9", "DEVACCESS_SOCKET": work + "/broker.sock"])
     }
 
     /// glibc's makedev() (a macro Swift cannot import).

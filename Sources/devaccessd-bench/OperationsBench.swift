@@ -15,24 +15,10 @@ import Glibc
 extension HotplugBench {
     func operations(samples: Int) {
         guard getuid() == 0 else { fail("--operations needs root (mknod, ACLs, a root daemon)") }
-        let nodes = work + "/nodes"
-        let node = nodes + "/video0"
-        for directory in [work, nodes] {
-            guard mkdir(directory, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(directory): \(errnoText())") }
-        }
         defer { finish() }
-        makeNode(node)
-        let declaration = "{\"devices\":[{\"permission\":\"camera\",\"id\":\"camera:bench-ops\","
-            + "\"name\":\"bench camera\",\"nodes\":[{\"path\":\"\(node)\",\"major\":1,\"minor\":3}]}]}"
-        do {
-            try declaration.write(toFile: work + "/devices.json", atomically: true, encoding: .utf8)
-        } catch {
-            fail("cannot write the declaration: \(error)")
-        }
+        let (_, node, environment) = declareCamera(id: "camera:bench-ops")
         let socket = work + "/broker.sock"
         let state = work + "/state"
-        let environment = ["DEVACCESS_TEST_DEVICES": work + "/devices.json", "DEVACCESS_STATE_DIR": state,
-                           "DEVACCESS_GPSD": "127.0.0.1:9", "DEVACCESS_SOCKET": socket]
         let cli = here.appendingPathComponent("devaccess").path
         let user = String(Self.uid)
         var daemonProcess = startDaemon(environment: environment)
