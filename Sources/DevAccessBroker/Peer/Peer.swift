@@ -27,8 +27,9 @@ public struct Peer: Sendable, Hashable {
     /// descendant, never changed by an unprivileged process. nil: not in a login session.
     public var sessionID: UInt32?
     public var loginUID: UInt32?
-    /// The programs above the peer, nearest first ("bash (pid 812)"), for prompts, pending
-    /// lists and the audit: the CLI is rarely what really asks. Read once, not pinned.
+    /// The programs above the peer, nearest first ("bash (pid 812)"), for prompts and the
+    /// audit: the CLI is rarely what really asks. Read by the request path (not at accept:
+    /// most connections only ask a status), not pinned.
     public var ancestry: [String] = []
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32], program: String? = nil,
@@ -117,7 +118,6 @@ public struct Peer: Sendable, Hashable {
         peer.program = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
         peer.sessionID = ProcFile.auditID(directory, "sessionid")
         peer.loginUID = ProcFile.auditID(directory, "loginuid")
-        peer.ancestry = ProcFile.ancestry(of: peer.pid)
     }
 
     static func isAlive(_ pidfd: CInt) -> Bool {
@@ -155,15 +155,6 @@ enum ProcFile {
         return auditID(directory, name)
     }
 
-    /// The parent's pid from /proc/PID/stat (the field after the parenthesised name).
-    static func parent(of pid: Int32) -> Int32? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 1, let parent = Int32(fields[1]) else { return nil }
-        return parent
-    }
-
     /// From /proc/PID/stat: the parent, process group, session, the controlling terminal's
     /// device number (kernel encoding) and that terminal's foreground process group.
     struct Stat: Sendable {
@@ -197,7 +188,7 @@ enum ProcFile {
     static func ancestry(of pid: Int32, depth: Int = 4) -> [String] {
         var chain: [String] = []
         var current = pid
-        while chain.count < depth, let parent = parent(of: current), parent > 1 {
+        while chain.count < depth, let parent = stat(of: current)?.parent, parent > 1 {
             var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
             let count = readlink("/proc/\(parent)/exe", &buffer, buffer.count - 1)
             let name = count > 0

@@ -495,17 +495,20 @@ public final class BrokerServer: Sendable {
             if connections.count >= limits.maxConnections {
                 return "the broker serves \(limits.maxConnections) connections already; try again later"
             }
-            if server.handler.isPrivileged(peer) { return nil }
             let mine = perUser[peer.uid] ?? 0
+            let refusal: String
             if mine >= limits.maxConnectionsPerUser {
-                return "uid \(peer.uid) has \(mine) connections open already, the most one user may; close some and "
+                refusal = "uid \(peer.uid) has \(mine) connections open already, the most one user may; close some and "
                     + "try again"
-            }
-            if connections.count >= limits.maxConnections - limits.reservedConnections {
-                return "the broker's connections for users are all in use (the rest are kept for administrators); "
+            } else if connections.count >= limits.maxConnections - limits.reservedConnections {
+                refusal = "the broker's connections for users are all in use (the rest are kept for administrators); "
                     + "try again later"
+            } else {
+                return nil
             }
-            return nil
+            // Asked only when a limit is reached: it is a group lookup (NSS), and every
+            // accept runs on this one thread.
+            return server.handler.isPrivileged(peer) ? nil : refusal
         }
 
         mutating func close(_ connection: Connection) {
