@@ -41,9 +41,13 @@ enum AdminAccess {
                 + "while it runs; run the command without --offline", code: .ledgerBusy)
         }
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: command)
+        do {
+            try Ledger.prepareStateDirectory(stateDirectory)
+        } catch {
+            throw failure(InterfaceError(EnforcementError.ledger(error)), command: command)
+        }
         let lock: EngineLock
         do {
-            try StateDirectory.prepare(stateDirectory)
             lock = try EngineLock(stateDirectory: stateDirectory)
         } catch .held(let path) {
             throw CommandFailure(message: EngineLock.Failure.held(path: path).description

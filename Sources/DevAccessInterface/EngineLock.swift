@@ -20,8 +20,6 @@ public final class EngineLock: Sendable {
         /// Another process holds it (the daemon, or another `--offline` run).
         case held(path: String)
         case cannotOpen(path: String, Errno)
-        /// The state directory is not one this process can trust.
-        case untrusted(path: String, why: String)
 
         public var description: String {
             switch self {
@@ -30,8 +28,6 @@ public final class EngineLock: Sendable {
                     + "'devaccess --offline' command is"
             case .cannotOpen(let path, let error):
                 return "cannot open the engine lock \(path): \(error)"
-            case .untrusted(let path, let why):
-                return "refusing the state directory \(path): \(why); use a directory only this user owns"
             }
         }
     }
@@ -80,30 +76,6 @@ public final class OfflineEngine: EngineRunner {
             return try body(enforcer).0
         } catch {
             throw InterfaceError(error)
-        }
-    }
-}
-
-/// The state directory: private to root (mode 0700), created when missing. The ledger
-/// tightens an older, wider directory when it opens it. One that is a symlink or belongs
-/// to someone else is refused: whoever owns it could plant a ledger or take the lock.
-public enum StateDirectory {
-    public static func prepare(_ path: String) throws(EngineLock.Failure) {
-        var parts: [String] = []
-        for component in path.split(separator: "/") {
-            parts.append(String(component))
-            let prefix = (path.hasPrefix("/") ? "/" : "") + parts.joined(separator: "/")
-            // Only the last one is ours to make private; parents are made as mkdir -p would.
-            let mode: mode_t = parts.count == path.split(separator: "/").count ? 0o700 : 0o755
-            if mkdir(prefix, mode) != 0 && errno != EEXIST {
-                throw .cannotOpen(path: prefix, Errno.current)
-            }
-        }
-        var info = stat()
-        guard lstat(path, &info) == 0 else { throw .cannotOpen(path: path, Errno.current) }
-        guard info.st_mode & S_IFMT == S_IFDIR else { throw .untrusted(path: path, why: "it is not a directory") }
-        guard info.st_uid == geteuid() else {
-            throw .untrusted(path: path, why: "it belongs to uid \(info.st_uid), not to uid \(geteuid())")
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 import CSQLite
 
@@ -96,6 +97,24 @@ public final class Ledger: Sendable {
                             journal: JournalExport = .enabled) throws(LedgerError) {
         if mode == .readWrite { try StateFiles.createDirectory(stateDirectory) }
         try self.init(path: stateDirectory + "/" + Ledger.fileName, mode: mode, journal: journal)
+    }
+
+    /// The state directory of the one writer (devaccessd, `--offline`): created 0700 when
+    /// missing (parents 0755), and refused when it is a symlink or belongs to another user,
+    /// who could plant a ledger in it or take its engine lock.
+    public static func prepareStateDirectory(_ path: String) throws(LedgerError) {
+        try StateFiles.createDirectory(path)
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            throw .stateDirectory(path: path, reason: StateFiles.errnoText(errno))
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw .stateDirectory(path: path, reason: "it is not a directory (a symlink?); refusing it")
+        }
+        guard info.st_uid == geteuid() else {
+            throw .stateDirectory(path: path, reason: "it belongs to uid \(info.st_uid), not to uid \(geteuid()); "
+                + "use a directory only this user owns")
+        }
     }
 
     /// The schema version stored in the file.

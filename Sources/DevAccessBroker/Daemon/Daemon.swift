@@ -66,7 +66,13 @@ public enum Daemon {
         // ACLs. An `--offline` repair still running gets a few seconds to finish.
         let engineLock: EngineLock
         do {
-            try StateDirectory.prepare(options.stateDirectory)
+            try Ledger.prepareStateDirectory(options.stateDirectory)
+        } catch {
+            log.error("cannot use the state directory", ["error": error.description, "state_dir": options.stateDirectory])
+            notify("STATUS=\(error.description)")
+            return 1
+        }
+        do {
             engineLock = try EngineLock(stateDirectory: options.stateDirectory, wait: .seconds(10))
         } catch {
             log.error("cannot take the engine lock", ["error": "\(error)", "state_dir": options.stateDirectory])
