@@ -77,15 +77,16 @@ final class TerminalPrompt: Sendable {
               UInt64(info.st_dev) == node.device, UInt64(info.st_ino) == node.inode else {
             return .failed("\(path) is no longer the user's terminal")
         }
+        // Pinned first, so the checks below are about the process that stays pinned.
+        let lifetime = devaccess_pidfd_open(requester, 0)
+        guard lifetime >= 0 else { return .failed("the requesting program (pid \(requester)) has ended") }
+        defer { close(lifetime) }
         // The broker has no controlling terminal, so it cannot ask the terminal (tcgetpgrp);
         // the kernel tells through the requester's /proc/PID/stat instead.
         guard isForeground(terminal: UInt64(info.st_rdev)) else {
             return .failed("the requesting program (pid \(requester)) is not the foreground job of \(path), so an "
                 + "answer typed there would be meant for something else")
         }
-        let lifetime = devaccess_pidfd_open(requester, 0)
-        guard lifetime >= 0 else { return .failed("the requesting program (pid \(requester)) has ended") }
-        defer { close(lifetime) }
         // Keys typed before the question was shown are not an answer to it.
         tcflush(fd, TCIFLUSH)
         // The requester, as the foreground job, may have stopped the terminal's output

@@ -52,7 +52,12 @@ extension BrokerService {
     /// password) over the connection, queues the rest for an administrator (auth_admin),
     /// records and enforces the decisions, and replies with the statuses afterwards.
     /// A dismissed, interrupted, timed-out or abandoned prompt records no decision.
-    func request(_ request: AccessRequest, envelope: RequestEnvelope, peer: Peer, exchange: Exchange?) async -> Reply {
+    func request(_ request: AccessRequest, envelope: RequestEnvelope, peer connected: Peer, exchange: Exchange?) async
+        -> Reply
+    {
+        var asking = connected
+        asking.ancestry = ProcFile.ancestry(of: connected.pid)
+        let peer = asking
         guard envelope.version >= 2 else {
             return .error(ProtocolError(.notImplemented, context: "request",
                 reason: "protocol version 1 has no request conversation (prompts, approvals); send the request in "
@@ -328,20 +333,17 @@ extension BrokerService {
                                         devices: context.devices(for: group), reason: context.request.reason)
         let end = await askOnTerminal(terminal, text: text, choices: choices, owner: context.user.uid,
                                       requester: context.peer.pid, exchange: context.exchange)
-        if case .failed(let problem) = end {
+        switch end {
+        case .failed(let problem):
             outcome["outcome"] = "no-channel"
             outcome["channel_problem"] = problem
             return .noChannel("the login terminal could not be used: \(problem)")
-        }
-        log.info("asked on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
-                                                  "source": terminal.source])
-        switch end {
         case .chose(let choice):
-            guard let offered = choices.first(where: { $0.choice == choice }) else {
-                outcome["outcome"] = "invalid"
-                return .undecided(.dismissed)
-            }
+            // TerminalPrompt takes only offered words.
+            guard let offered = choices.first(where: { $0.choice == choice }) else { return .undecided(.dismissed) }
             outcome["outcome"] = choice.rawValue
+            log.info("answered on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
+                                                         "source": terminal.source, "answer": choice.rawValue])
             let subject = context.subject
             return .decided(group.map { permission in
                 let decision = policies(permission)
@@ -370,8 +372,6 @@ extension BrokerService {
             let departure = context.exchange?.departure ?? .closed
             outcome["outcome"] = "client-\(departure.word)"
             return .undecided(Self.reason(departure))
-        case .failed:
-            return .undecided(.dismissed)  // handled above
         }
     }
 
