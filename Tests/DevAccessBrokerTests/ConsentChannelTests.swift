@@ -129,5 +129,8 @@ struct ForgedConsentTests {
         #expect(!run.stdout.contains("allowed"), "\(run.stdout)")
         #expect(try setup.grants(mallory).isEmpty, "\(run.stdout) \(run.stderr)")
         #expect(try !mallory.canOpen(setup.camera, .read))
+        // It did reach the broker, which put no consent question to it.
+        let asks = try setup.requestEvents(mallory).filter { $0.details["stage"] == "prompt" && $0.details["kind"] == "ask" }
+        #expect(!asks.isEmpty && asks.allSatisfy { $0.details["outcome"] == "no-channel" }, "\(asks.map(\.details))")
     }
 }

@@ -232,6 +232,44 @@ struct OneWriterTests {
         #expect(try setup.grants(user).allSatisfy { !$0.isActive(at: Date()) })
     }
 
+    /// Two writers racing at start: an `--offline` run (here a holder of its lock) that is
+    /// still at work when devaccessd starts. The daemon waits for it rather than write
+    /// beside it, and gives up (exit 1, saying why) if it does not end.
+    @Test func theDaemonWaitsForAnOfflineRunAndRefusesToStartBesideIt() throws {
+        let scratch = try TemporaryDirectory()
+        let state = scratch.path + "/state"
+        #expect(mkdir(state, 0o700) == 0)
+        func holdLock(seconds: Int) throws -> Process {
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            holder.arguments = ["-c", "import fcntl, os, sys, time\n"
+                + "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+                + "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(float(sys.argv[2]))",
+                                state + "/engine.lock", String(seconds)]
+            let out = Pipe()
+            holder.standardOutput = out
+            try holder.run()
+            _ = out.fileHandleForReading.availableData  // "locked": the lock is held from here on
+            return holder
+        }
+
+        let briefly = try holdLock(seconds: 3)
+        let waiting = try RunningDaemon(arguments: ["--state-dir", state], waitForReady: false)
+        usleep(1_500_000)
+        #expect(briefly.isRunning)
+        #expect((try? waiting.client(timeout: .seconds(1)).hello()) == nil, "serving beside the offline run")
+        #expect(!FileManager.default.fileExists(atPath: state + "/ledger.db"), "the ledger was opened beside it")
+        briefly.waitUntilExit()
+        try waiting.waitUntilServing(timeout: 15)
+        #expect(waiting.stop() == 0)
+
+        let stuck = try holdLock(seconds: 30)
+        defer { stuck.terminate(); stuck.waitUntilExit() }
+        let refused = try RunningDaemon(arguments: ["--state-dir", state], waitForReady: false)
+        #expect(refused.waitForExit(timeout: 20) == 1, "\(refused.log)")
+        #expect(refused.log.contains("engine lock"), "\(refused.log)")
+    }
+
     /// Unprivileged status: the ledger part comes from devaccessd, or is said to be unknown.
     @Test func unprivilegedStatusAsksTheBrokerOrSaysDecisionsAreUnknown() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")

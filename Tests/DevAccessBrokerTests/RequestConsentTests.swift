@@ -116,6 +116,17 @@ extension LoginSessions {
                                   answers: answers, timeout: 90)
         }
 
+        /// Runs a python program as `user` in a login session (from a file: the harness types
+        /// one line, and a program of several lines does not fit in it).
+        static func python(_ source: String, as user: TestUser, _ arguments: [String],
+                           answers: [(expect: String, type: String)] = []) throws -> LoginRun {
+            let scratch = try TemporaryDirectory()
+            let script = scratch.path + "/program.py"
+            try Data(source.utf8).write(to: URL(fileURLWithPath: script))
+            return try LoginTerminal.run(user: user, command: ["/usr/bin/python3", script] + arguments, answers: answers,
+                                         timeout: 60)
+        }
+
         @Test func aPersonAtTheLoginTerminalAllowsOnceForAnHourOrAlways() throws {
             let settings = try TerminalSettings(legacyTIOCSTI: 0)
             defer { settings.restore() }
@@ -249,11 +260,7 @@ extension LoginSessions {
                 f.write(json.dumps({"version": 2, "id": 1, "type": "prompt-answer", "prompt": 1, "answer": "always"}).encode() + b"\n"); f.flush()
                 print(f.readline().decode().strip()[:300])
                 """#
-            let scratch = try TemporaryDirectory()
-            let script = scratch.path + "/forger.py"
-            try Data(forger.utf8).write(to: URL(fileURLWithPath: script))
-            let forged = try LoginTerminal.run(user: mallory, command: ["/usr/bin/python3", script, setup.daemon.socketPath],
-                                               timeout: 60)
+            let forged = try Self.python(forger, as: mallory, [setup.daemon.socketPath])
             #expect(try setup.grants(mallory).isEmpty, "\(forged.output)")
             #expect(try !mallory.canOpen(setup.camera, .read))
             let outcomes = try setup.requestEvents(mallory).filter { $0.details["stage"] == "prompt" }
@@ -319,14 +326,11 @@ extension LoginSessions {
                 os.waitpid(pid, 0)
                 sys.stdout.write(out.decode("utf-8", "replace"))
                 """#
-            let scratch = try TemporaryDirectory()
-            let script = scratch.path + "/master.py"
-            try Data(driver.utf8).write(to: URL(fileURLWithPath: script))
-            let run = try LoginTerminal.run(user: mallory, command: ["/usr/bin/python3", script,
-                                                                     TestProcess.devaccessBinary, setup.daemon.socketPath],
-                                            timeout: 60)
+            let run = try Self.python(driver, as: mallory, [TestProcess.devaccessBinary, setup.daemon.socketPath])
             #expect(run.output.contains("does not run on the terminal of a login made by root's login"), "\(run.output)")
             #expect(!run.output.contains("the code"), "\(run.output)")
+            let asks = try setup.requestEvents(mallory).filter { $0.details["stage"] == "prompt" && $0.details["kind"] == "ask" }
+            #expect(asks.map { $0.details["outcome"] } == ["no-channel"], "\(asks.map(\.details))")
             #expect(try setup.grants(mallory).isEmpty, "\(run.output)")
             #expect(try !mallory.canOpen(setup.camera, .read))
         }
@@ -351,13 +355,14 @@ extension LoginSessions {
                 os.write(1, b"\nAccept the license? type 3 then Enter: ")
                 print(f.readline().decode().strip()[:200])
                 """#
-            let scratch = try TemporaryDirectory()
-            let script = scratch.path + "/hider.py"
-            try Data(hider.utf8).write(to: URL(fileURLWithPath: script))
-            let run = try LoginTerminal.run(user: mallory, command: ["/usr/bin/python3", script, setup.daemon.socketPath],
-                                            answers: [("type 3 then Enter: ", "3\n")], timeout: 60)
+            let run = try Self.python(hider, as: mallory, [setup.daemon.socketPath],
+                                      answers: [("type 3 then Enter: ", "3\n")])
             #expect(run.output.contains("the code"), "the real question was shown: \(run.output)")
             #expect(try setup.grants(mallory).isEmpty, "\(run.output)")
+            // Asked on the terminal, and "3" without the code decided nothing.
+            let asked = try setup.requestEvents(mallory).filter { $0.details["stage"] == "prompt" }
+            #expect(asked.map { $0.details["outcome"] } == ["timeout"], "\(asked.map(\.details))")
+            #expect(asked.first?.details["channel"] != nil)
             #expect(try !mallory.canOpen(setup.camera, .read))
         }
     }
