@@ -25,3 +25,15 @@ public enum EnforcementError: Error, Sendable, Hashable, CustomStringConvertible
         }
     }
 }
+
+extension EnforcementError {
+    /// Runs ledger work, its failure as an engine failure (for callers that work on the
+    /// engine's ledger beside the engine's own operations).
+    public static func ledgerWork<R>(_ body: () throws(LedgerError) -> R) throws(EnforcementError) -> R {
+        do {
+            return try body()
+        } catch {
+            throw .ledger(error)
+        }
+    }
+}

@@ -197,10 +197,6 @@ public struct Enforcer: Sendable {
     }
 
     private func ledgerWork<R>(_ body: () throws(LedgerError) -> R) throws(EnforcementError) -> R {
-        do {
-            return try body()
-        } catch {
-            throw .ledger(error)
-        }
+        try EnforcementError.ledgerWork(body)
     }
 }

@@ -111,7 +111,7 @@ public struct EngineService: DevAccessInterface {
         }
         let now = clock()
         return try await runner.run("list") { (engine) throws(EnforcementError) -> (GrantListDocument, EnforcementReport) in
-            let grants = try Self.ledgerWork { () throws(LedgerError) in
+            let grants = try EnforcementError.ledgerWork { () throws(LedgerError) in
                 try engine.ledger.grants(uid: uid, permission: query.permission, includeInactive: query.all, now: now)
             }
             return (GrantListDocument(ledger: engine.ledger.path, grants: grants, now: now), EnforcementReport())
@@ -123,7 +123,7 @@ public struct EngineService: DevAccessInterface {
         let outcome = try await runner.run("withdraw") {
             (engine) throws(EnforcementError) -> (Result<WithdrawDocument, InterfaceError>, EnforcementReport) in
             let ledger = engine.ledger
-            let found = try Self.ledgerWork { () throws(LedgerError) in try ledger.pendingRequest(id: action.pending) }
+            let found = try EnforcementError.ledgerWork { () throws(LedgerError) in try ledger.pendingRequest(id: action.pending) }
             // Someone else's request is not named to a non-admin: no probing of other users' queue.
             guard let request = found, request.subject.uid == caller.principal.uid || caller.isAdmin else {
                 return (.failure(.notFound("there is no pending request \(action.pending) of yours; "
@@ -133,7 +133,7 @@ public struct EngineService: DevAccessInterface {
                 return (.failure(.notFound("request \(request.id) was already "
                     + "\(request.resolution?.rawValue ?? "resolved")")), EnforcementReport())
             }
-            let resolved = try Self.ledgerWork { () throws(LedgerError) in
+            let resolved = try EnforcementError.ledgerWork { () throws(LedgerError) in
                 try ledger.resolvePendingRequest(id: request.id, as: .withdrawn, by: caller.principal,
                                                  note: action.reason ?? "withdrawn by \(caller.principal.name)")
             }
@@ -146,7 +146,7 @@ public struct EngineService: DevAccessInterface {
         try requireAdmin("audit", "verify the audit trail")
         return try await runner.run("audit-verify") {
             (engine) throws(EnforcementError) -> (AuditVerifyDocument, EnforcementReport) in
-            let verification = try Self.ledgerWork { () throws(LedgerError) in try engine.ledger.verify() }
+            let verification = try EnforcementError.ledgerWork { () throws(LedgerError) in try engine.ledger.verify() }
             return (AuditVerifyDocument(verification, ledger: engine.ledger.path), EnforcementReport())
         }
     }
@@ -162,36 +162,25 @@ public struct EngineService: DevAccessInterface {
 
     /// A user a decision is made for: must exist now.
     static func currentUser(_ text: String) throws(InterfaceError) -> Principal {
-        do {
-            let identity = try UserDatabase.identity(for: text)
-            return Principal(uid: identity.uid, name: identity.name)
-        } catch .lookupFailed(let what, let errno) {
-            throw .failed(UserDatabase.LookupError.lookupFailed(what, errno).description)
-        } catch {
-            throw .badArgument(error.description)
-        }
+        try user(text, formerUID: false)
     }
 
     /// A user whose decisions end or are read: a deleted account's uid is accepted, so its
     /// leftovers can still be cleaned up.
     static func formerOrCurrentUser(_ text: String) throws(InterfaceError) -> Principal {
+        try user(text, formerUID: true)
+    }
+
+    private static func user(_ text: String, formerUID: Bool) throws(InterfaceError) -> Principal {
         do {
             let identity = try UserDatabase.identity(for: text)
             return Principal(uid: identity.uid, name: identity.name)
-        } catch .noSuchUID(let uid) {
+        } catch .noSuchUID(let uid) where formerUID {
             return Principal(uid: uid, name: String(uid))
         } catch .lookupFailed(let what, let errno) {
             throw .failed(UserDatabase.LookupError.lookupFailed(what, errno).description)
         } catch {
             throw .badArgument(error.description)
-        }
-    }
-
-    static func ledgerWork<R>(_ body: () throws(LedgerError) -> R) throws(EnforcementError) -> R {
-        do {
-            return try body()
-        } catch {
-            throw .ledger(error)
         }
     }
 }
