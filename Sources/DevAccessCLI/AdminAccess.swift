@@ -63,7 +63,10 @@ enum AdminAccess {
         }
         let devices: any DeviceSource = readOnly ? NoDevices() : try DeviceSources.source(arguments, command: command)
         let root = Principal(uid: getuid(), name: UserDatabase.userName(getuid()) ?? String(getuid()))
-        let engine = Enforcer(ledger: ledger, devices: devices, actor: root)
+        // The policy as devaccessd would apply it: grants it forbids end, remaining access is drift.
+        let configDirectory = PolicyFiles.defaultDirectory
+        let engine = Enforcer(ledger: ledger, devices: devices, actor: root,
+                              policy: { PolicyReading.read(directory: configDirectory) })
         return EngineService(caller: Caller(principal: root, isAdmin: true),
                              runner: OfflineEngine(enforcer: engine, lock: lock))
     }

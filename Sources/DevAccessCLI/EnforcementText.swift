@@ -12,6 +12,9 @@ enum EnforcementText {
         for grant in report.expired {
             lines.append("expired grant \(grant.id): \(grant.user) \(grant.permission) (until \(grant.expires ?? "?"))")
         }
+        for ended in report.endedByPolicy {
+            lines.append("ended grant \(ended.grant.id) by policy: \(ended.reason)")
+        }
         lines += report.changes.map(\.message)
         if report.changedNothing && !quietWhenUnchanged { lines.append("nothing to change") }
         lines += report.drift.map { "drift: \($0.message)" }

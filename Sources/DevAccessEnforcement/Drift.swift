@@ -14,6 +14,9 @@ public struct DriftItem: Sendable, Hashable {
         case unrecordedEntry
         /// The ledger denies the user, yet the kernel lets them open the node (group, other bits...).
         case accessDespiteDenial
+        /// The policy forbids the permission to the user, yet the kernel lets them open the
+        /// node (group, owner, other bits, an entry devaccess did not make).
+        case accessDespitePolicy
         /// The ledger allows the user but the node cannot be examined or is not what udev says.
         case unenforceable
     }
@@ -43,10 +46,12 @@ public struct DriftItem: Sendable, Hashable {
 }
 
 /// Finds drift for one user on the devices of one report. Pure: the caller supplies the
-/// node facts (in the report), the decisions and the records.
+/// node facts (in the report), the decisions, the records and, when the policy forbids
+/// the permission to the user, its reason. Under such a restriction the policy decides
+/// each node: any way the user can still open it is drift, whatever the ledger says.
 public enum DriftAnalyzer {
     public static func drift(report: AdapterReport, user: UserIdentity, decisions: Decisions,
-                             records: [ACLEntryRecord]) -> [DriftItem] {
+                             records: [ACLEntryRecord], restriction: Reason? = nil) -> [DriftItem] {
         let recorded = Set(records.compactMap { record -> String? in
             guard case .user(let uid) = record.qualifier, uid == user.uid else { return nil }
             return record.nodePath
@@ -77,6 +82,15 @@ public enum DriftAnalyzer {
                 let ours = recorded.contains(node.path)
                 let entryText = entry.map { ACLEntry(tag: .user(user.uid), permissions: $0.permissions,
                                                      qualifierName: user.name).text }
+                if let restriction {
+                    guard user.uid != 0 else { continue }
+                    let result = AccessEvaluator.evaluate(facts, for: user)
+                    guard !result.access.intersection(node.required).isEmpty else { continue }
+                    item(.accessDespitePolicy, "\(restriction.message), but \(user.name) can open \(node.path) "
+                         + "\(result.access.word) "
+                         + route(result, facts: facts, user: user, entryText: entryText, ours: ours, rule: "policy"))
+                    continue
+                }
                 switch grant?.decision {
                 case .allow?:
                     guard let grant else { continue }
@@ -98,7 +112,7 @@ public enum DriftAnalyzer {
                     guard !result.access.intersection(node.required).isEmpty else { continue }
                     item(.accessDespiteDenial, "grant \(grant.id) denies \(user.name) \(report.permission.rawValue), "
                          + "but \(user.name) can open \(node.path) \(result.access.word) "
-                         + route(result, facts: facts, user: user, entryText: entryText, ours: ours))
+                         + route(result, facts: facts, user: user, entryText: entryText, ours: ours, rule: "denial"))
                 case nil:
                     guard let entryText else { continue }
                     if ours {
@@ -132,14 +146,15 @@ public enum DriftAnalyzer {
         return uids
     }
 
+    /// How the user gets in, and what would make `rule` ("denial", "policy") hold.
     private static func route(_ result: AccessEvaluator.Result, facts: NodeFacts, user: UserIdentity,
-                              entryText: String?, ours: Bool) -> String {
+                              entryText: String?, ours: Bool, rule: String) -> String {
         switch result.decidedBy {
         case .groupClass(let gids):
             let names = gids.map { gid in
                 "'" + (user.groupName(gid) ?? (gid == facts.groupGID ? facts.groupName : nil) ?? String(gid)) + "'"
             }
-            return "through group \(names.joined(separator: ", ")) (take \(user.name) out of it for the denial to hold)"
+            return "through group \(names.joined(separator: ", ")) (take \(user.name) out of it for the \(rule) to hold)"
         case .namedUser:
             let entry = entryText ?? "user:\(user.name)"
             return ours ? "through devaccess's entry \(entry); 'devaccess reconcile' removes it"

@@ -7,11 +7,17 @@ public enum EnforcementError: Error, Sendable, Hashable, CustomStringConvertible
     case ledger(LedgerError)
     /// `--device ID` names no device of the permission that exists now.
     case unknownDevice(id: String, permission: Permission, known: [String], unavailable: String?)
+    /// The policy forbids the permission to the user (the sentence names the rule): a grant
+    /// would be ended by the next run.
+    case policyForbids(String)
 
     public var description: String {
         switch self {
         case .ledger(let error):
             return error.description
+        case .policyForbids(let why):
+            return "\(why); a grant would be ended by policy at once: change the policy first "
+                + "('devaccess policy check' shows it)"
         case .unknownDevice(let id, let permission, let known, let unavailable):
             var text = "no \(permission.rawValue) device with id '\(id)'"
             if !known.isEmpty {

@@ -6,6 +6,8 @@ import DevAccessLedger
 public struct EnforcementReport: Sendable, Hashable {
     /// Grants whose time ran out and that this run ended.
     public var expired: [Grant] = []
+    /// Grants the policy forbids now and that this run ended.
+    public var endedByPolicy: [PolicyEnded] = []
     public var changes: [EnforcementChange] = []
     /// Nodes the engine would not or could not touch; the exit code of the CLI says so.
     public var problems: [EnforcementProblem] = []
@@ -15,7 +17,7 @@ public struct EnforcementReport: Sendable, Hashable {
 
     public init() {}
 
-    public var changedNothing: Bool { expired.isEmpty && changes.isEmpty }
+    public var changedNothing: Bool { expired.isEmpty && endedByPolicy.isEmpty && changes.isEmpty }
 }
 
 public struct EnforcementChange: Sendable, Hashable {

@@ -22,10 +22,17 @@ extension Enforcer {
                 throw error
             }
         }
+        // Read once: the whole run applies one policy.
+        let (policy, policyProblem) = policyInForce()
+        if let policyProblem {
+            report.notes.append("the policy does not parse, so it was not applied in this run: \(policyProblem)")
+        }
+        if let policy { try endGrantsPolicyForbids(policy, &report) }
         var uids = scope
         if var widened = uids {
             // Users whose grants just ended get their entries removed in this same pass.
             widened.formUnion(report.expired.map(\.subject.uid))
+            widened.formUnion(report.endedByPolicy.map(\.grant.subject.uid))
             uids = widened
         }
         let decisions = Decisions(active: try ledger.grants(now: clock()))
@@ -45,13 +52,17 @@ extension Enforcer {
         let fresh = nodePermissions.map { devices.report(for: $0) }
         let freshRecords = try ledger.aclEntries()
         var subjects = DriftAnalyzer.subjects(reports: fresh, decisions: decisions, records: freshRecords)
+        // Who else may still get in where the policy forbids it: owners, group members, named users.
+        if let policy { subjects.formUnion(policySubjects(policy, fresh)) }
         if let uids { subjects.formIntersection(uids) }
         for uid in subjects.sorted() {
             let user = identities(uid)
                 ?? UserIdentity(uid: uid, name: String(uid), primaryGID: UInt32.max, groups: [])
             for permissionReport in fresh {
                 report.drift += DriftAnalyzer.drift(report: permissionReport, user: user, decisions: decisions,
-                                                    records: freshRecords)
+                                                    records: freshRecords,
+                                                    restriction: policy?.restriction(for: permissionReport.permission,
+                                                                                     user: user))
                     .filter { !told.contains(ApplyPass.Key(path: $0.nodePath, uid: $0.uid)) }
             }
         }
@@ -291,7 +302,7 @@ struct ApplyPass {
             CrashPoint.afterACLEdit.hit()
             try forget(record, subject: subject, permission: permission)
             change(removed ? .aclRemoved : .recordDropped, removed
-                   ? "removed \(entryText) from \(record.nodePath) (no grant stands for it)"
+                   ? "removed \(entryText) from \(record.nodePath) (" + endedWhy(record) + ")"
                    : "dropped the record of \(entryText) on \(record.nodePath): the entry was already gone")
         case .failure(.vanished):
             try forget(record, subject: subject, permission: permission)
@@ -311,6 +322,14 @@ struct ApplyPass {
             try problem(.failed, path: record.nodePath, uid: uid, name: name, permission: permission,
                         deviceID: record.deviceID, "could not remove \(entryText): \(error.description)")
         }
+    }
+
+    /// Why no grant stands behind a record: the policy that ended its grant in this run, if so.
+    private func endedWhy(_ record: ACLEntryRecord) -> String {
+        guard let id = record.grantID, let ended = report.endedByPolicy.first(where: { $0.grant.id == id }) else {
+            return "no grant stands for it"
+        }
+        return "grant \(id) was ended: \(ended.reason)"
     }
 
     /// Drops exactly the record this run read: if another writer (the broker, a root CLI)

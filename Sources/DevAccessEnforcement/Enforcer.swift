@@ -23,17 +23,23 @@ public struct Enforcer: Sendable {
     public var clock: @Sendable () -> Date
     /// Users as a login would have them (for drift: which groups open a denied node).
     public var identities: @Sendable (UInt32) -> UserIdentity?
+    /// The policy in force, asked at every run: grants it forbids are ended, and access it
+    /// forbids that remains is drift. nil: the engine does not apply a policy (benchmarks,
+    /// engine tests).
+    public var policy: @Sendable () -> PolicyReading?
 
     public init(ledger: Ledger, devices: any DeviceSource, actor: Principal,
                 nodePermissions: [Permission] = [.camera, .microphone],
                 clock: @escaping @Sendable () -> Date = { Date() },
-                identities: @escaping @Sendable (UInt32) -> UserIdentity? = { try? UserDatabase.identity(uid: $0) }) {
+                identities: @escaping @Sendable (UInt32) -> UserIdentity? = { try? UserDatabase.identity(uid: $0) },
+                policy: @escaping @Sendable () -> PolicyReading? = { nil }) {
         self.ledger = ledger
         self.devices = devices
         self.actor = actor
         self.nodePermissions = nodePermissions
         self.clock = clock
         self.identities = identities
+        self.policy = policy
     }
 
     // MARK: - Decisions
@@ -73,6 +79,10 @@ public struct Enforcer: Sendable {
     /// but no longer applies: the newest decision wins (see `Decisions`).
     public func decide(_ request: DecisionRequest) throws(EnforcementError) -> DecisionOutcome {
         if let deviceID = request.deviceID { try requireDevice(deviceID, permission: request.permission) }
+        if request.decision == .allow, let forbidden = policyForbids(request.subject, request.permission) {
+            // The run would end it at once; say so instead of recording a grant that never holds.
+            throw .policyForbids(forbidden)
+        }
         let new = NewGrant(subject: request.subject, permission: request.permission, deviceID: request.deviceID,
                            decision: request.decision, scope: request.scope, expires: request.expires,
                            decidedBy: actor, method: .admin, reason: request.reason)

@@ -79,18 +79,29 @@ public enum LedgerStatus {
         }
         var status = StatusEvaluator.evaluate(report, for: user, inputs: inputs)
         status.reasons.insert(contentsOf: decisionReasons, at: min(1, status.reasons.count))
+        let drift: [DriftItem]
         switch ledger {
         case .absent(let path):
             status.reasons.append(Reason(.ledger, "no ledger at \(path): nothing has been decided"))
+            drift = policyDrift(report, for: user, restriction: inputs.policyRestriction)
         case .unreadable, .unknown:
-            break
+            drift = policyDrift(report, for: user, restriction: inputs.policyRestriction)
         case .loaded(let snapshot):
-            let drift = DriftAnalyzer.drift(report: report, user: user, decisions: snapshot.decisions,
-                                            records: snapshot.records)
-            status.drift = drift.map(\.reason)
-            status.reasons.append(contentsOf: status.drift)
+            drift = DriftAnalyzer.drift(report: report, user: user, decisions: snapshot.decisions,
+                                        records: snapshot.records, restriction: inputs.policyRestriction)
         }
+        status.drift = drift.map(\.reason)
+        status.reasons.append(contentsOf: status.drift)
         return status
+    }
+}
+
+extension LedgerStatus {
+    /// Without the ledger's decisions, the one drift the nodes and the policy alone show:
+    /// the policy forbids the permission, yet the user can open a node.
+    static func policyDrift(_ report: AdapterReport, for user: UserIdentity, restriction: Reason?) -> [DriftItem] {
+        guard let restriction else { return [] }
+        return DriftAnalyzer.drift(report: report, user: user, decisions: .empty, records: [], restriction: restriction)
     }
 }
 

@@ -52,6 +52,7 @@ public struct GrantDocument: Codable, Sendable, Hashable {
 
 public struct EnforcementDocument: Codable, Sendable, Hashable {
     public var expired: [GrantDocument]
+    public var endedByPolicy: [PolicyEndedDocument]
     public var changes: [ChangeDocument]
     public var problems: [ProblemDocument]
     public var drift: [DriftDocument]
@@ -59,10 +60,24 @@ public struct EnforcementDocument: Codable, Sendable, Hashable {
 
     public init(_ report: EnforcementReport, now: Date) {
         expired = report.expired.map { GrantDocument($0, now: now) }
+        endedByPolicy = report.endedByPolicy.map { PolicyEndedDocument($0, now: now) }
         changes = report.changes.map(ChangeDocument.init)
         problems = report.problems.map(ProblemDocument.init)
         drift = report.drift.map(DriftDocument.init)
         notes = report.notes
+    }
+}
+
+/// A grant the policy ended: the grant, the policy's sentence and the rule's `file:line`.
+public struct PolicyEndedDocument: Codable, Sendable, Hashable {
+    public var grant: GrantDocument
+    public var reason: String
+    public var rule: String?
+
+    public init(_ ended: PolicyEnded, now: Date) {
+        grant = GrantDocument(ended.grant, now: now)
+        reason = ended.reason
+        rule = ended.rule
     }
 }
 
@@ -153,7 +168,7 @@ extension GrantDocument {
 extension EnforcementDocument {
     /// Whether a node was refused or an edit failed (the commands then exit 1).
     public var hasProblems: Bool { !problems.isEmpty }
-    public var changedNothing: Bool { expired.isEmpty && changes.isEmpty }
+    public var changedNothing: Bool { expired.isEmpty && endedByPolicy.isEmpty && changes.isEmpty }
 }
 
 /// `grant` and `deny`: the decision recorded, the allows it ended, and the engine run.

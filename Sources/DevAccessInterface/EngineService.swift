@@ -194,6 +194,7 @@ extension InterfaceError {
         case .ledger(.crypto): self = .failed(error.description)
         case .ledger: self = .ledgerUnusable(error.description)
         case .unknownDevice: self = .badArgument(error.description)
+        case .policyForbids: self = .refused(operation: "grant", reason: error.description)
         }
     }
 }
@@ -202,7 +203,7 @@ extension Enforcer {
     /// The same engine, recording `principal` as the one who acts.
     public func acting(as principal: Principal) -> Enforcer {
         Enforcer(ledger: ledger, devices: devices, actor: principal, nodePermissions: nodePermissions, clock: clock,
-                 identities: identities)
+                 identities: identities, policy: policy)
     }
 }
 

@@ -151,6 +151,50 @@ extension Ledger {
         }
     }
 
+    /// Why a policy ends a grant: the sentence and the rule (`file:line`, nil for the
+    /// built-in default).
+    public struct PolicyEnding: Sendable, Hashable {
+        public var grantID: Int64
+        public var reason: String
+        public var rule: String?
+
+        public init(grantID: Int64, reason: String, rule: String?) {
+            self.grantID = grantID
+            self.reason = reason
+            self.rule = rule
+        }
+    }
+
+    /// Ends standing allow grants because the policy now forbids them: one `revoke` event
+    /// each, `ended_by=policy` with the rule and the sentence, `actor` being the process
+    /// that applied the policy. Grants already ended are skipped; the ended ones are returned.
+    @discardableResult
+    public func endByPolicy(_ endings: [PolicyEnding], by actor: Principal,
+                            at now: Date = Date()) throws(LedgerError) -> [Grant] {
+        let time = try Timestamp.microseconds(now)
+        return try write { db, audit throws(LedgerError) in
+            let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
+            var ended: [Grant] = []
+            for ending in endings {
+                let clause = "id = ? AND decision = 'allow' AND revoked_usec IS NULL "
+                    + "AND (expires_usec IS NULL OR expires_usec > ?)"
+                guard var grant = try GrantRow.query(db, where: clause, [.integer(ending.grantID), .integer(time)]).first
+                else { continue }
+                try update.run([.integer(time), .integer(grant.id)])
+                grant.revoked = Timestamp.date(time)
+                var details = GrantRow.auditDetails(grant)
+                details["ended_by"] = "policy"
+                details["revoke_reason"] = ending.reason
+                if let rule = ending.rule { details["policy_rule"] = rule }
+                try audit.append(AuditEvent(
+                    type: .revoke, time: now, actor: actor, subject: grant.subject, permission: grant.permission,
+                    deviceID: grant.deviceID, program: grant.program?.path, details: details))
+                ended.append(grant)
+            }
+            return ended
+        }
+    }
+
     static func validate(_ new: NewGrant, now: Date) throws(LedgerError) {
         if new.permission.rawValue.isEmpty { throw .invalidArgument("the permission name is empty") }
         switch (new.scope, new.expires) {

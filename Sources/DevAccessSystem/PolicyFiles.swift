@@ -5,6 +5,9 @@ import Foundation
 /// applied in that order (drop-ins sorted by file name).
 public enum PolicyFiles {
     public static let systemDirectory = "/etc/devaccess"
+    /// The main file and the drop-in directory inside the configuration directory.
+    public static let mainFile = "devaccess.conf"
+    public static let dropInDirectory = "conf.d"
 
     /// `$DEVACCESS_CONFIG_DIR` when set (tests, trials), else /etc/devaccess.
     public static var defaultDirectory: String {
@@ -27,11 +30,11 @@ public enum PolicyFiles {
     /// A missing main file means the built-in defaults (every permission `ask`).
     public static func load(directory: String = defaultDirectory) throws(LoadError) -> Policy {
         var files: [(path: String, text: String)] = []
-        let main = directory + "/devaccess.conf"
+        let main = directory + "/" + mainFile
         if FileManager.default.fileExists(atPath: main) {
             files.append((main, try read(main)))
         }
-        let dropIns = directory + "/conf.d"
+        let dropIns = directory + "/" + dropInDirectory
         if let names = try? FileManager.default.contentsOfDirectory(atPath: dropIns) {
             for name in names.filter({ $0.hasSuffix(".conf") }).sorted() {
                 files.append((dropIns + "/" + name, try read(dropIns + "/" + name)))

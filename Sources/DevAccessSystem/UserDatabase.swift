@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import DevAccessCore
 
 /// Looks users and groups up in the system databases (NSS).
@@ -54,6 +55,48 @@ public enum UserDatabase {
     public static func groupName(_ gid: UInt32) -> String? {
         lookupGroup({ group, buffer, result in getgrgid_r(gid, &group, buffer.baseAddress, buffer.count, &result) },
                     read: { $0.gr_name.map { String(cString: $0) } })
+    }
+
+    /// The uids of every member of group `gid`: its listed members (`gr_mem`) and the users
+    /// whose primary group it is. Names that resolve to no user are left out.
+    public static func members(ofGroup gid: UInt32) -> [UInt32] {
+        let names = lookupGroup({ group, buffer, result in getgrgid_r(gid, &group, buffer.baseAddress, buffer.count, &result) },
+                                read: { group -> [String] in
+            var names: [String] = []
+            var cursor = group.gr_mem
+            while let member = cursor?.pointee {
+                names.append(String(cString: member))
+                cursor = cursor?.advanced(by: 1)
+            }
+            return names
+        }) ?? []
+        var uids = Set(names.compactMap { (try? passwd(named: $0))??.uid })
+        uids.formUnion(primaryMembers(gid))
+        return uids.sorted()
+    }
+
+    /// The passwd database is walked with one cursor per process (`setpwent`): one walk at a time.
+    private static let walking = Mutex(())
+
+    /// Users whose primary group is `gid` (a walk of the whole passwd database).
+    private static func primaryMembers(_ gid: UInt32) -> [UInt32] {
+        walking.withLock { _ in
+            setpwent()
+            defer { endpwent() }
+            var uids: [UInt32] = []
+            var buffer = [CChar](repeating: 0, count: 4096)
+            while true {
+                var pwd = Glibc.passwd()
+                var result: UnsafeMutablePointer<Glibc.passwd>?
+                let rc = getpwent_r(&pwd, &buffer, buffer.count, &result)
+                if rc == ERANGE && buffer.count < 1 << 20 {
+                    buffer = [CChar](repeating: 0, count: buffer.count * 4)
+                    continue
+                }
+                guard rc == 0, let entry = result else { return uids }
+                if entry.pointee.pw_gid == gid { uids.append(entry.pointee.pw_uid) }
+            }
+        }
     }
 
     /// One `getgr*_r` call with a buffer that grows on ERANGE (up to 1 MiB). The entry's

@@ -103,13 +103,15 @@ public enum Daemon {
         }
 
         let devices = deviceSetup(options, log: log)
+        // One keeper for requests and the engine: both apply the same policy, last good kept.
+        let policies = PolicyKeeper(directory: options.configDirectory, log: log, initial: policy)
         // Made before the service, which hands its decisions to it (`perform`), so they
         // and hotplug/expiry runs share one queue; started once the socket is bound.
-        let live = makeLiveEnforcer(ledger: ledger, devices: devices, options: options, log: log)
+        let live = makeLiveEnforcer(ledger: ledger, devices: devices, policies: policies, options: options, log: log)
         let service = BrokerService(probe: FreshProbe(probe: devices.probe),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
                                     configDirectory: options.configDirectory, log: log, enforcement: live,
-                                    policy: policy)
+                                    policy: policy, policies: policies)
         let server: BrokerServer
         do {
             server = try BrokerServer(socketPath: options.socketPath, handler: service, log: log, limits: options.limits)
@@ -137,17 +139,19 @@ public enum Daemon {
     /// The engine's worker (Enforcement/LiveEnforcer.swift): once started, the start-up
     /// reconcile, then hotplug, expiry timer and periodic runs until `stop()`. nil
     /// (logged) when it cannot be made at all; the daemon then serves without enforcing.
-    private static func makeLiveEnforcer(ledger: Ledger, devices: DeviceSetup, options: DaemonOptions,
-                                         log: BrokerLog) -> LiveEnforcer? {
+    private static func makeLiveEnforcer(ledger: Ledger, devices: DeviceSetup, policies: PolicyKeeper,
+                                         options: DaemonOptions, log: BrokerLog) -> LiveEnforcer? {
         let uid = getuid()
         let enforcer = Enforcer(ledger: ledger, devices: devices.enforcement,
-                                actor: Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid)))
+                                actor: Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid)),
+                                policy: { policies.current() })
         let live: LiveEnforcer
         do {
             live = try LiveEnforcer(enforcer: enforcer, log: log, options: LiveEnforcer.Options(
                 reconcileInterval: options.reconcileInterval,
                 udevSubsystems: devices.declared ? [] : LiveEnforcer.subsystems,
-                ledgerDirectory: options.stateDirectory, nodeDirectories: devices.nodeDirectories))
+                ledgerDirectory: options.stateDirectory, nodeDirectories: devices.nodeDirectories,
+                policyDirectory: options.configDirectory, reloadPolicy: { policies.reload(trigger: $0) }))
         } catch {
             log.error("live enforcement is off: cannot create its event descriptor", ["error": error.description])
             return nil

@@ -4,15 +4,20 @@ import DevAccessSystem
 /// inotify(7) on a few directories, reporting only the entries it was asked about.
 /// Confined to the enforcement worker thread, which polls `descriptor`.
 ///
-/// Used for two things: the ledger's directory (another process, e.g. the root CLI,
-/// committed a grant, so the next expiry may have moved) and, in DEBUG builds, the
+/// Used for three things: the ledger's directory (another process, e.g. the root CLI,
+/// committed a grant, so the next expiry may have moved), the policy's directory and its
+/// `conf.d` (a changed policy is reloaded and applied), and, in DEBUG builds, the
 /// directories of declared test nodes (a node re-created with mknod, where no udev event
 /// exists).
 final class DirectoryWatch {
     enum Purpose: Sendable, Hashable {
         case ledger
         case nodes
+        case policy
     }
+
+    /// In `names`: every entry of the directory.
+    static let anyName = "*"
 
     struct Event: Sendable, Hashable {
         var purpose: Purpose
@@ -52,6 +57,11 @@ final class DirectoryWatch {
         case .nodes:
             // Not IN_ATTRIB: the engine's own ACL edits would wake it again for nothing.
             return UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM)
+        case .policy:
+            // A file counts once written and closed, or renamed into place (editors, package
+            // managers); IN_CREATE only for `conf.d` appearing (a new file is still empty).
+            return UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
+                | UInt32(IN_CREATE) | UInt32(IN_ATTRIB)
         }
     }
 
@@ -83,6 +93,7 @@ final class DirectoryWatch {
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 {
                     events.append(Event(purpose: .ledger, path: "", mask: mask))
                     events.append(Event(purpose: .nodes, path: "", mask: mask))
+                    events.append(Event(purpose: .policy, path: "", mask: mask))
                     continue
                 }
                 guard let watch = watches[wd] else { continue }
@@ -94,7 +105,9 @@ final class DirectoryWatch {
                     }
                     continue
                 }
-                guard let purpose = watch.names[name], mask & Self.mask(purpose) != 0 else { continue }
+                guard let purpose = watch.names[name] ?? watch.names[Self.anyName], mask & Self.mask(purpose) != 0
+                else { continue }
+                if purpose == .policy && mask & UInt32(IN_CREATE) != 0 && mask & UInt32(IN_ISDIR) == 0 { continue }
                 events.append(Event(purpose: purpose, path: watch.directory + "/" + name, mask: mask))
             }
         }

@@ -35,12 +35,13 @@ struct EnforcementLog {
             log.log(level, "enforcement run", [
                 "trigger": run.trigger, "expired": String(report.expired.count), "changes": String(report.changes.count),
                 "problems": String(report.problems.count), "drift": String(report.drift.count), "duration_ms": duration,
-                "event_to_done_ms": Self.milliseconds(latency),
+                "ended_by_policy": String(report.endedByPolicy.count), "event_to_done_ms": Self.milliseconds(latency),
             ])
         } else {
             log.log(level, "enforcement run", [
                 "trigger": run.trigger, "expired": String(report.expired.count), "changes": String(report.changes.count),
                 "problems": String(report.problems.count), "drift": String(report.drift.count), "duration_ms": duration,
+                "ended_by_policy": String(report.endedByPolicy.count),
             ])
         }
         let now = Date()
@@ -52,6 +53,13 @@ struct EnforcementLog {
                 "grant": String(grant.id), "uid": String(grant.subject.uid), "user": grant.subject.name,
                 "permission": grant.permission.rawValue, "expires": grant.expires.map(ISOTime.format) ?? "-",
                 "ended_after_ms": late.map(Self.milliseconds) ?? "-",
+            ])
+        }
+        for ended in report.endedByPolicy {
+            log.notice("grant ended by policy", [
+                "grant": String(ended.grant.id), "uid": String(ended.grant.subject.uid), "user": ended.grant.subject.name,
+                "permission": ended.grant.permission.rawValue, "rule": ended.rule ?? "built-in default",
+                "reason": ended.reason,
             ])
         }
         for change in report.changes {

@@ -40,6 +40,13 @@ final class EnforcementWorker {
         for (directory, names) in owner.options.nodeDirectories.sorted(by: { $0.key < $1.key }) {
             wanted.append((directory, names, .nodes))
         }
+        if let directory = owner.options.policyDirectory {
+            wanted.append((directory, [PolicyFiles.mainFile, PolicyFiles.dropInDirectory], .policy))
+            var info = stat()
+            if stat(directory + "/" + PolicyFiles.dropInDirectory, &info) == 0 {
+                wanted.append((directory + "/" + PolicyFiles.dropInDirectory, [DirectoryWatch.anyName], .policy))
+            }
+        }
         guard !wanted.isEmpty else {
             watch = nil
             return
@@ -117,6 +124,10 @@ final class EnforcementWorker {
                     case .nodes:
                         if !triggers.contains("nodes") { triggers.append("nodes") }
                         eventStarted = eventStarted ?? MonotonicClock.microseconds()
+                    case .policy:
+                        guard policyMatters(event, watch: watch) else { continue }
+                        if !triggers.contains("policy") { triggers.append("policy") }
+                        eventStarted = eventStarted ?? MonotonicClock.microseconds()
                     }
                 }
             }
@@ -136,12 +147,38 @@ final class EnforcementWorker {
                 let arrivals = mail.hotplug.map { $0.kernelArrival ?? $0.received }
                 eventStarted = ([eventStarted].compactMap { $0 } + arrivals).min()
             }
+            if triggers.contains("policy") && !mail.triggers.contains("policy") {
+                // From inotify (a SIGHUP has reloaded it already): read it now, say so, then apply it.
+                owner.options.reloadPolicy?("inotify")
+            }
             if !triggers.isEmpty {
                 reconcile(triggers, hotplug: mail.hotplug, eventStarted: eventStarted)
                 rearm = true
             }
             if rearm { rearmExpiry() }
         }
+    }
+
+    /// Whether a policy directory event can change the policy: `devaccess.conf`, a
+    /// `conf.d/*.conf` file, `conf.d` itself (then its files are watched from now on), or an
+    /// overflow. Editors' swap and backup files are not.
+    private func policyMatters(_ event: DirectoryWatch.Event, watch: DirectoryWatch) -> Bool {
+        guard let directory = owner.options.policyDirectory else { return false }
+        let dropIns = directory + "/" + PolicyFiles.dropInDirectory
+        if event.path == dropIns {
+            if event.mask & UInt32(IN_IGNORED) == 0, event.mask & UInt32(IN_DELETE) == 0,
+               event.mask & UInt32(IN_MOVED_FROM) == 0 {
+                do {
+                    try watch.watch(dropIns, names: [DirectoryWatch.anyName], for: .policy)
+                } catch {
+                    log.warning("cannot watch a directory (inotify)", ["directory": dropIns, "error": error.description])
+                }
+            }
+            return true
+        }
+        return event.path.isEmpty || event.path == directory + "/" + PolicyFiles.mainFile
+            || (event.path.hasPrefix(dropIns + "/") && event.path.hasSuffix(".conf"))
+            || event.path == directory
     }
 
     // MARK: - Runs

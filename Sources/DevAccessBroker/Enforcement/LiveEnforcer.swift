@@ -37,6 +37,8 @@ extension Enforcer.ResetOutcome: EnforcementOutcome {
 /// - when the next grant runs out: a `timerfd` armed for that instant (wall clock,
 ///   re-armed when the clock is set), recomputed after every run and whenever the
 ///   ledger file changes (the root CLI may add a grant behind the daemon's back);
+/// - when a file of the policy's directory changes (inotify): the policy is reloaded
+///   (the last good one kept when it does not parse) and applied;
 /// - every `reconcileInterval` as a safety net for missed events (udev's netlink buffer
 ///   can overflow; logind rewrites ACLs on seat changes without an event of ours);
 /// - for operations handed to `perform` (decisions made through the broker).
@@ -53,13 +55,20 @@ public final class LiveEnforcer: Sendable {
         /// Directory -> node names to watch with inotify (declared test nodes, which
         /// have no udev events). Empty in production.
         public var nodeDirectories: [String: Set<String>]
+        /// The policy's directory (devaccess.conf, conf.d/*.conf), watched with inotify:
+        /// on a change `reloadPolicy` runs (it reads and logs), then a reconcile applies it.
+        public var policyDirectory: String?
+        public var reloadPolicy: (@Sendable (_ trigger: String) -> Void)?
 
         public init(reconcileInterval: Duration? = .seconds(60), udevSubsystems: [String] = LiveEnforcer.subsystems,
-                    ledgerDirectory: String? = nil, nodeDirectories: [String: Set<String>] = [:]) {
+                    ledgerDirectory: String? = nil, nodeDirectories: [String: Set<String>] = [:],
+                    policyDirectory: String? = nil, reloadPolicy: (@Sendable (_ trigger: String) -> Void)? = nil) {
             self.reconcileInterval = reconcileInterval
             self.udevSubsystems = udevSubsystems
             self.ledgerDirectory = ledgerDirectory
             self.nodeDirectories = nodeDirectories
+            self.policyDirectory = policyDirectory
+            self.reloadPolicy = reloadPolicy
         }
     }
 

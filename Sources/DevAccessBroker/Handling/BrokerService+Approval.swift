@@ -5,6 +5,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessInterface
 
 /// The approval queue (policy auth_admin): requests wait in the ledger, so the requester
 /// may leave and come back and the broker may restart; root and members of the admin
@@ -221,9 +222,7 @@ extension BrokerService {
         }
         guard let request = found else { return (.notFound, EnforcementReport()) }
         guard request.isWaiting else { return (.alreadyResolved(request), EnforcementReport()) }
-        let enforcer = Enforcer(ledger: ledger, devices: engine.devices, actor: admin,
-                                nodePermissions: engine.nodePermissions, clock: engine.clock,
-                                identities: engine.identities)
+        let enforcer = engine.acting(as: admin)
         let user = engine.identities(request.subject.uid)
             ?? UserIdentity(uid: request.subject.uid, name: request.subject.name, primaryGID: UInt32.max, groups: [])
         let verb = approve ? "approved" : "rejected"

@@ -46,13 +46,14 @@ public final class BrokerService: RequestHandler {
     /// one queue.
     public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, configDirectory: String, log: BrokerLog,
                 settings: RequestSettings = .fromEnvironment(ProcessInfo.processInfo.environment),
-                enforcement: (any DecisionEnforcement)? = nil, policy: Policy? = nil) {
+                enforcement: (any DecisionEnforcement)? = nil, policy: Policy? = nil,
+                policies keeper: PolicyKeeper? = nil) {
         self.probe = probe
         self.rules = rules
         self.ledger = ledger
         self.log = log
         self.configDirectory = configDirectory
-        let policies = PolicyKeeper(directory: configDirectory, log: log, initial: policy)
+        let policies = keeper ?? PolicyKeeper(directory: configDirectory, log: log, initial: policy)
         self.policies = policies
         self.settings = settings
         let me = getuid()
@@ -61,7 +62,8 @@ public final class BrokerService: RequestHandler {
             self.enforcement = enforcement
         } else if let ledger {
             self.enforcement = SerialEnforcement(enforcer: Enforcer(
-                ledger: ledger, devices: ProbeDeviceSource(probe: probe.probe), actor: brokerPrincipal))
+                ledger: ledger, devices: ProbeDeviceSource(probe: probe.probe), actor: brokerPrincipal,
+                policy: { policies.current() }))
         } else {
             self.enforcement = nil
         }
@@ -114,6 +116,8 @@ public final class BrokerService: RequestHandler {
     /// says whether it parses.
     public func reload() {
         policies.reload()
+        // Grants the new policy forbids end now, not at the next periodic run.
+        (enforcement as? LiveEnforcer)?.requestReconcile(trigger: "policy")
     }
 
     /// Root and members of the admin group: their connections are not limited per user,

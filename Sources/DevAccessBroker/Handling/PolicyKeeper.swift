@@ -2,27 +2,30 @@ import Synchronization
 import DevAccessCore
 import DevAccessEnforcement
 
-/// The policy as devaccessd applies it: read again for every request (an edit counts at
-/// once, no reload needed), but a file that stops parsing never leaves the broker
-/// without a policy: the last one that parsed stays in force, and the log says where the
-/// error is, once per distinct error. At start an invalid policy is refused (Daemon).
-final class PolicyKeeper: Sendable {
-    let directory: String
+/// The policy as devaccessd applies it: read again for every request and engine run (an
+/// edit counts at once, no reload needed), but a file that stops parsing never leaves the
+/// broker without a policy: the last one that parsed stays in force, and the log says
+/// where the error is, once per distinct error. At start an invalid policy is refused
+/// (Daemon). One keeper serves the requests and the engine, so both apply the same policy.
+public final class PolicyKeeper: Sendable {
+    public let directory: String
     private let log: BrokerLog
     private struct State {
         var lastGood: Policy?
         var told: String?
+        /// The last reload found the files broken (a fix is then worth a line in the log).
+        var reloadFailed = false
     }
     private let state: Mutex<State>
 
-    init(directory: String, log: BrokerLog, initial: Policy? = nil) {
+    public init(directory: String, log: BrokerLog, initial: Policy? = nil) {
         self.directory = directory
         self.log = log
         state = Mutex(State(lastGood: initial, told: nil))
     }
 
     /// The policy to apply now.
-    func current() -> PolicyReading {
+    public func current() -> PolicyReading {
         let reading = PolicyReading.read(directory: directory)
         let (decided, tell): (PolicyReading, String?) = state.withLock { state in
             switch reading {
@@ -30,6 +33,7 @@ final class PolicyKeeper: Sendable {
                 let recovered = state.told != nil
                 state.lastGood = policy
                 state.told = nil
+                state.reloadFailed = false
                 return (reading, recovered ? "" : nil)
             case .unreadable(let problem):
                 guard let lastGood = state.lastGood else { return (reading, nil) }
@@ -49,19 +53,30 @@ final class PolicyKeeper: Sendable {
         return decided
     }
 
-    /// SIGHUP: read now and say what happened.
-    func reload() {
+    /// SIGHUP, or a file of the configuration directory changed (`trigger`): read now and
+    /// say what happened.
+    public func reload(trigger: String = "SIGHUP") {
         switch PolicyReading.read(directory: directory) {
         case .loaded(let policy):
-            state.withLock { state in
-                state.lastGood = policy
-                state.told = nil
+            let recovered = state.withLock { state in
+                defer {
+                    state.lastGood = policy
+                    state.told = nil
+                    state.reloadFailed = false
+                }
+                return state.told != nil || state.reloadFailed
             }
-            log.notice("policy reloaded", ["config_dir": directory, "rules": String(policy.rules.count)])
+            if recovered { log.notice("the policy parses again and is in force", ["config_dir": directory]) }
+            log.notice("policy reloaded", ["config_dir": directory, "rules": String(policy.rules.count),
+                                           "trigger": trigger])
         case .unreadable(let problem):
-            let kept = state.withLock { $0.lastGood != nil }
+            let kept = state.withLock { state in
+                state.reloadFailed = true
+                return state.lastGood != nil
+            }
             log.error(kept ? "policy not reloaded: it does not parse; the last good policy stays in force"
-                           : "policy not reloaded: it does not parse", ["error": problem, "config_dir": directory])
+                           : "policy not reloaded: it does not parse",
+                      ["error": problem, "config_dir": directory, "trigger": trigger])
         }
     }
 }
