@@ -1,0 +1,100 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessTestSupport
+
+/// A policy changed on disk is applied by the running daemon without SIGHUP or any
+/// command: inotify on the configuration directory reloads it and a reconcile ends the
+/// grants it forbids. A drop-in that does not parse keeps the last good policy, and the
+/// log names file:line. Real daemon, real user, real node, real opens.
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes nodes, users and ACLs"))
+struct PolicyDenyLiveTests {
+    static func write(_ text: String, to path: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test func aDropInThatDeniesTheUserEndsTheirGrantWithinSecondsWithoutSIGHUP() throws {
+        let setup = try LiveEnforcementTests.Setup("livepolicy")
+        let config = try TemporaryDirectory()
+        try Self.write("[camera]\nDefault=ask\n", to: config.path + "/devaccess.conf")
+        let daemon = try setup.daemon(["--config-dir", config.path, "--reconcile-interval", "0"])
+        try setup.grant(through: daemon)
+        #expect(setup.hasEntry)
+        #expect(try setup.user.canOpen(setup.node, .readWrite))
+
+        // conf.d does not exist yet: root makes it and writes the drop-in, as a package would.
+        try FileManager.default.createDirectory(atPath: config.path + "/conf.d", withIntermediateDirectories: false)
+        let written = Date()
+        try Self.write("[Rule]\nPermission=camera\nUser=\(setup.user.name)\nAction=deny\n",
+                       to: config.path + "/conf.d/50-deny.conf")
+        let removed = try #require(LiveEnforcementTests.waitFor(5) { !setup.hasEntry },
+                                   "the entry stayed under the policy deny: \(daemon.log)")
+        print("policy drop-in written -> ACL entry removed: \(Int(removed.timeIntervalSince(written) * 1000)) ms")
+        #expect(try !setup.user.canOpen(setup.node, .read))
+        // The run logs once it is done, just after the edit.
+        let logged = LiveEnforcementTests.waitFor(5) { daemon.log.contains("msg=\"grant ended by policy\" grant=1") }
+        #expect(logged != nil, "\(daemon.log)")
+        #expect(daemon.log.contains("50-deny.conf:1"), "\(daemon.log)")
+        #expect(daemon.log.contains("trigger=inotify"), "\(daemon.log)")
+
+        // The ledger records it as ended by policy; the daemon applies it to a new grant too.
+        let list = try setup.cli(["list", "--all", "--json"], through: daemon)
+        #expect(list.status == 0, "\(list.stderr)")
+        let grants = try json(list.stdout)["grants"] as? [[String: Any]] ?? []
+        #expect(grants.first?["active"] as? Bool == false, "\(list.stdout)")
+        let refused = try setup.cli(["grant", "camera", "--user", setup.user.name], through: daemon)
+        #expect(refused.status == 77, "\(refused.stdout) \(refused.stderr)")
+        #expect(daemon.stop() == 0)
+        let events = try TestProcess.run("/usr/bin/sqlite3", [
+            daemon.stateDirectory + "/ledger.db", "SELECT type, details FROM audit_events WHERE type = 'revoke'",
+        ]).stdout
+        #expect(events.contains("\"ended_by\":\"policy\""), "\(events)")
+    }
+
+    @Test func offlineReconcileWithTheDaemonDownEndsTheGrantToo() throws {
+        let setup = try LiveEnforcementTests.Setup("offpolicy")
+        let config = try TemporaryDirectory()
+        try Self.write("[camera]\nDefault=ask\n", to: config.path + "/devaccess.conf")
+        let daemon = try setup.daemon(["--config-dir", config.path])
+        try setup.grant(through: daemon)
+        #expect(daemon.stop() == 0)
+        #expect(try setup.user.canOpen(setup.node, .readWrite))
+
+        try Self.write("[camera]\nDefault=ask\n[Rule]\nPermission=camera\nUser=\(setup.user.name)\nAction=deny\n",
+                       to: config.path + "/devaccess.conf")
+        let reconcile = try TestProcess.devaccess(
+            ["reconcile", "--offline", "--state-dir", daemon.stateDirectory], environment: [
+                "DEVACCESS_TEST_DEVICES": setup.devices, "DEVACCESS_SOCKET": daemon.stateDirectory + "/no-daemon.sock",
+                "DEVACCESS_GPSD": "127.0.0.1:9", "DEVACCESS_CONFIG_DIR": config.path,
+            ])
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        #expect(reconcile.stdout.contains("ended grant 1 by policy: policy forbids camera for \(setup.user.name)"),
+                "\(reconcile.stdout)")
+        #expect(reconcile.stdout.contains("devaccess.conf:3"), "\(reconcile.stdout)")
+        #expect(!setup.hasEntry)
+        #expect(try !setup.user.canOpen(setup.node, .read))
+    }
+
+    @Test func aBrokenDropInWhileRunningKeepsTheLastGoodPolicyAndTheLogSaysWhere() throws {
+        let setup = try LiveEnforcementTests.Setup("livebroken")
+        let config = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: config.path + "/conf.d", withIntermediateDirectories: false)
+        try Self.write("[camera]\nDefault=ask\n", to: config.path + "/devaccess.conf")
+        let daemon = try setup.daemon(["--config-dir", config.path])
+        try setup.grant(through: daemon)
+
+        try Self.write("[Rule]\nPermission=camera\nAction=maybe\n", to: config.path + "/conf.d/60-broken.conf")
+        let said = LiveEnforcementTests.waitFor(5) { daemon.log.contains("policy not reloaded: it does not parse") }
+        #expect(said != nil, "\(daemon.log)")
+        #expect(daemon.log.contains("60-broken.conf:3"), "\(daemon.log)")
+        // The last good policy (ask) stays: the grant and its entry stand.
+        #expect(setup.hasEntry)
+        #expect(try setup.user.canOpen(setup.node, .readWrite))
+
+        // Fixed to a deny: applied at once.
+        try Self.write("[Rule]\nPermission=camera\nAction=deny\n", to: config.path + "/conf.d/60-broken.conf")
+        #expect(LiveEnforcementTests.waitFor(5) { !setup.hasEntry } != nil, "\(daemon.log)")
+        #expect(daemon.log.contains("the policy parses again and is in force"), "\(daemon.log)")
+        #expect(try !setup.user.canOpen(setup.node, .read))
+    }
+}
