@@ -13,4 +13,5 @@ static inline int devaccess_o_path(void) { return __O_PATH; }
 /* makedev/major/minor are macros in glibc. */
 static inline unsigned int devaccess_major(dev_t d) { return major(d); }
 static inline unsigned int devaccess_minor(dev_t d) { return minor(d); }
+static inline dev_t devaccess_makedev(unsigned int ma, unsigned int mi) { return makedev(ma, mi); }
 #endif

@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessEnforcement
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessSystem
@@ -19,8 +20,11 @@ enum DoctorCommand: Command {
         Each check prints ok, warn or fail with what was found. Checks: the devaccessd
         binary, its systemd unit, sysusers.d and tmpfiles.d files, the udev rules, the
         policy file, man pages, the groups devaccess-admin/-camera/-microphone/-location,
-        the state and runtime directories, the broker socket (answers hello) and the
-        ledger (opens, audit chain verifies; needs read access, so run as root).
+        the state and runtime directories, the broker socket (answers hello), the
+        ledger (opens, audit chain verifies; needs read access, so run as root), the
+        opt-in deny-by-default udev rules (installed, in force) and who can open capture
+        nodes without devaccess (owner, groups, other bits, the seat user through
+        'uaccess', ACL entries devaccess did not make).
         Exit codes: 0 no check failed, 1 at least one failed, 64 usage error.
         """)
 
@@ -51,7 +55,15 @@ enum DoctorCommand: Command {
         let socket = try BrokerOptions.socketPath(arguments, command: spec.name)
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
         let doctor = Doctor(root: root)
-        let checks = [
+        // Who opens capture nodes without devaccess: the live machine only, not a staging tree.
+        let gate: GateReport? = root.isEmpty
+            ? try await LocalStatus.gate([.camera, .microphone],
+                                         LocalStatus.Computed(user: try UserDatabase.identity(uid: getuid()),
+                                                              statuses: [], reports: nil,
+                                                              ledger: LedgerStatus.read(stateDirectory: stateDirectory)),
+                                         arguments, command: spec.name)
+            : nil
+        var checks = [
             doctor.daemonBinary(),
             doctor.unit(),
             doctor.configFile("sysusers", "devaccess.conf", in: ["/etc/sysusers.d", "/usr/local/lib/sysusers.d",
@@ -72,6 +84,7 @@ enum DoctorCommand: Command {
             doctor.ledger(stateDirectory),
             doctor.consentChannel(),
         ]
+        checks += doctor.gate(gate)
         let report = Report(checks: checks, ok: checks.filter { $0.status == .ok }.count,
                             warn: checks.filter { $0.status == .warn }.count,
                             fail: checks.filter { $0.status == .fail }.count)
@@ -244,6 +257,25 @@ struct Doctor {
         } catch {
             return Check(name: "socket", status: .fail, message: "\(error)")
         }
+    }
+
+    /// The opt-in deny-by-default rules, and who opens capture nodes without devaccess (nil
+    /// gate: a staging tree, where only the rules file is looked for).
+    func gate(_ gate: GateReport?) -> [Check] {
+        guard let gate else {
+            let found = DenyByDefaultRules.find(root: root)
+            return [Check(name: "deny-default", status: found.path == nil ? .warn : .ok,
+                          message: found.path ?? "\(DenyByDefaultRules.fileName) not installed (opt-in)")]
+        }
+        let rules = gate.denyByDefault
+        var checks = [Check(name: "deny-default", status: rules.active == false ? .warn : .ok, message: rules.message)]
+        let open = gate.nodes.filter { !$0.openers.isEmpty }
+        let detail = open.map { node in
+            "\(node.path): " + node.openers.map(\.message).joined(separator: "; ")
+        }
+        checks.append(Check(name: "gate", status: open.isEmpty ? .ok : .warn,
+                            message: gate.summary + (detail.isEmpty ? "" : ": " + detail.joined(separator: " | "))))
+        return checks
     }
 
     /// Where policy `ask` can be put to a person on this machine (devaccessd(8), CONSENT).

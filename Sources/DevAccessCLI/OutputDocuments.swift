@@ -1,10 +1,58 @@
 import DevAccessCore
+import DevAccessEnforcement
 
 /// The stable `--json` shapes (docs/json.md). Keys that have no value are left out.
 struct StatusDocument: Encodable {
     var user: String
     var uid: UInt32
     var permissions: [PermissionDocument]
+    /// Who opens capture nodes without devaccess (local `status` of camera or microphone).
+    var gate: GateDocument?
+}
+
+/// `GateReport` as JSON (docs/json.md, "gate").
+struct GateDocument: Encodable {
+    struct Rules: Encodable {
+        var file: String
+        var installed: String?
+        var active: Bool?
+        var message: String
+    }
+
+    struct Opener: Encodable {
+        var kind: String
+        var name: String?
+        var members: [String]?
+        var access: String
+        var devaccess: Bool?
+        var message: String
+    }
+
+    struct Node: Encodable {
+        var node: String
+        var permission: String
+        var device: String
+        var without: [Opener]
+    }
+
+    var effective: Bool
+    var summary: String
+    var denyByDefault: Rules
+    var nodes: [Node]
+
+    init(_ report: GateReport) {
+        effective = report.isEffective
+        summary = report.summary
+        denyByDefault = Rules(file: DenyByDefaultRules.fileName, installed: report.denyByDefault.installed,
+                              active: report.denyByDefault.active, message: report.denyByDefault.message)
+        nodes = report.nodes.map { node in
+            Node(node: node.path, permission: node.permission.rawValue, device: node.deviceID,
+                 without: node.openers.map {
+                     Opener(kind: $0.kind.rawValue, name: $0.name.isEmpty ? nil : $0.name, members: $0.members,
+                            access: $0.access.word, devaccess: $0.devaccess, message: $0.message)
+                 })
+        }
+    }
 }
 
 struct PermissionDocument: Encodable {

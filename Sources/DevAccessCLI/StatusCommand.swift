@@ -2,6 +2,7 @@ import DevAccessCore
 import DevAccessEnforcement
 import DevAccessHardware
 import DevAccessInterface
+import DevAccessLedger
 import DevAccessProtocol
 import Foundation
 import Glibc
@@ -30,10 +31,13 @@ enum StatusCommand: Command {
         if arguments.has("broker") || arguments.value("socket") != nil {
             return try BrokerStatus.run(permissions, arguments, console: console, command: spec.name)
         }
-        let (user, statuses) = try await LocalStatus.compute(permissions, arguments, command: spec.name)
+        let computed = try await LocalStatus.compute(permissions, arguments, command: spec.name)
+        let (user, statuses) = (computed.user, computed.statuses)
+        let gate = try await LocalStatus.gate(permissions, computed, arguments, command: spec.name)
         if arguments.has("json") {
             let document = StatusDocument(user: user.name, uid: user.uid,
-                                          permissions: statuses.map(PermissionDocument.init))
+                                          permissions: statuses.map(PermissionDocument.init),
+                                          gate: gate.map(GateDocument.init))
             console.out(try JSONOutput.encode(document))
         } else {
             // The table prints drift on its own lines; in the reasons it would show twice.
@@ -42,7 +46,9 @@ enum StatusCommand: Command {
                 trimmed.reasons.removeAll { $0.kind == .drift }
                 return trimmed
             }
-            console.out(TableOutput.status(shown, user: user))
+            var text = TableOutput.status(shown, user: user)
+            if let gate { text += "\n" + TableOutput.gate(gate) }
+            console.out(text)
         }
         return .success
     }
@@ -53,8 +59,42 @@ enum StatusCommand: Command {
 /// private to root: anyone else gets its part from devaccessd (the whole status, computed
 /// there the same way), or is told the decisions are unknown when it cannot be reached.
 enum LocalStatus {
+    struct Computed {
+        var user: UserIdentity
+        var statuses: [PermissionStatus]
+        /// The devices probed here (nil when devaccessd answered the whole status).
+        var reports: [AdapterReport]?
+        var ledger: LedgerReading?
+    }
+
+    /// Who opens the capture nodes without devaccess, when camera or microphone is asked
+    /// about: from the reports probed for the status (or a probe of their own when
+    /// devaccessd answered), the ledger's records when readable, and udev's tags.
+    static func gate(_ permissions: [Permission], _ computed: Computed, _ arguments: ParsedArguments,
+                     command: String) async throws -> GateReport? {
+        let gated = permissions.filter { $0 == .camera || $0 == .microphone }
+        guard !gated.isEmpty else { return nil }
+        let reports: [AdapterReport]
+        if let probed = computed.reports {
+            reports = probed.filter { gated.contains($0.permission) }
+        } else {
+            reports = try await DeviceSources.reports(gated, options: try CommonOptions.probeOptions(arguments,
+                                                                                                    command: command))
+        }
+        var records: [ACLEntryRecord]?
+        switch computed.ledger {
+        case .loaded(let snapshot)?: records = snapshot.records
+        case .absent?: records = []  // nothing decided yet: devaccess made no entry
+        default: records = nil
+        }
+        // Declared test nodes are not udev's: no tags to read for them.
+        let udev = try DeviceSources.testSource() == nil ? try? Udev() : nil
+        return GateAnalyzer.analyze(reports, records: records,
+                                    tags: { major, minor in udev?.characterDevice(major: major, minor: minor)?.currentTags })
+    }
+
     static func compute(_ permissions: [Permission], _ arguments: ParsedArguments, command: String)
-        async throws -> (UserIdentity, [PermissionStatus])
+        async throws -> Computed
     {
         let user = try CommonOptions.identity(arguments, command: command)
         // As the broker rules: another user's decisions are for root and admins only.
@@ -71,7 +111,7 @@ enum LocalStatus {
                 let client = try BrokerClient(socketPath: path, timeout: .seconds(10))
                 let reply = try client.status(permissions == Permission.all ? nil : permissions,
                                               user: user.uid == getuid() ? nil : String(user.uid))
-                return (user, reply.permissions)
+                return Computed(user: user, statuses: reply.permissions, reports: nil, ledger: nil)
             } catch .rejected(let frame) where frame.code == .permissionDenied {
                 throw CommandFailure(message: frame.reason, code: .noPermission)
             } catch {
@@ -80,7 +120,8 @@ enum LocalStatus {
         }
         let reports = try await DeviceSources.reports(permissions, options: options)
         let policy = PolicyReading.read()
-        return (user, reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy) })
+        return Computed(user: user, statuses: reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy) },
+                        reports: reports, ledger: ledger)
     }
 }
 
@@ -103,7 +144,7 @@ enum CheckCommand: Command {
                 : "check takes one PERMISSION, got \(arguments.positionals.count)", command: spec.name)
         }
         let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)
-        let (_, statuses) = try await LocalStatus.compute(permission, arguments, command: spec.name)
+        let statuses = try await LocalStatus.compute(permission, arguments, command: spec.name).statuses
         guard let status = statuses.first else { return .failure }
         return ExitCode(status.status)
     }

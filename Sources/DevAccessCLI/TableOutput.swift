@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessEnforcement
 
 /// Plain-text output for people. No color: it is read in terminals and logs alike.
 enum TableOutput {
@@ -15,6 +16,19 @@ enum TableOutput {
             }
             for drift in status.drift {
                 text += "      ! drift: \(drift.message)\n"
+            }
+        }
+        return text
+    }
+
+    /// Who opens the capture nodes without devaccess, and the deny-by-default rules.
+    static func gate(_ gate: GateReport) -> String {
+        var text = "without devaccess: \(gate.summary)\n"
+        text += "  deny-by-default udev rules: \(gate.denyByDefault.message)\n"
+        for node in gate.nodes where !node.openers.isEmpty {
+            text += "  \(node.path) (\(node.permission.rawValue)):\n"
+            for opener in node.openers {
+                text += "    - \(opener.message) [\(opener.access.word)]\n"
             }
         }
         return text

@@ -105,3 +105,56 @@ struct PolicyEnforcementTests {
         #expect(try fx.alice.canOpen(node, .readWrite))
     }
 }
+
+/// `status` and `doctor` say who opens capture nodes without devaccess: the node's group
+/// and its members, ACL entries devaccess did not make (its own are not listed), and
+/// whether the opt-in deny-by-default rules are in force. (The seat user through
+/// `uaccess` needs udev: the VM scenarios check that.)
+@Suite(.serialized, .enabled(if: getuid() == 0, "needs root: test users, groups, device nodes, ACLs"))
+struct GateReportTests {
+    @Test func statusNamesGroupMembersAndForeignEntriesButNotDevaccessOwn() throws {
+        let fx = try AdminFixture("gate")
+        let bob = try TestUser("gatebob")
+        let carol = try TestUser("gatecarol")
+        let crew = try TestGroup("gate", members: [fx.alice])
+        let node = try fx.camera("video0", group: crew.name, mode: "0660")
+        #expect(try fx.run(["grant", "camera", "--user", bob.name]).status == 0)
+        #expect(try TestProcess.shell("setfacl -m u:\(carol.name):rw '\(node)'").status == 0)
+
+        let status = try fx.json(try fx.run(["status", "camera", "--json"]))
+        let gate = try #require(status["gate"] as? [String: Any], "\(status)")
+        #expect(gate["effective"] as? Bool == false)
+        let rules = try #require(gate["denyByDefault"] as? [String: Any])
+        #expect(rules["file"] as? String == "72-devaccess-deny-by-default.rules")
+        #expect(rules["active"] as? Bool == false)
+        let nodes = try #require(gate["nodes"] as? [[String: Any]])
+        #expect(nodes.count == 1)
+        #expect(nodes.first?["node"] as? String == node)
+        let without = try #require(nodes.first?["without"] as? [[String: Any]])
+        let group = without.first { $0["kind"] as? String == "group" }
+        #expect(group?["name"] as? String == crew.name, "\(without)")
+        #expect(group?["members"] as? [String] == [fx.alice.name], "\(without)")
+        #expect(group?["access"] as? String == "readwrite")
+        let users = without.filter { $0["kind"] as? String == "aclUser" }
+        #expect(users.map { $0["name"] as? String } == [carol.name], "devaccess's own entry for bob is not listed: \(without)")
+        #expect(users.first?["devaccess"] as? Bool == false)
+        #expect(!without.contains { $0["kind"] as? String == "other" || $0["kind"] as? String == "owner" })
+
+        let text = try fx.run(["status", "camera"])
+        #expect(text.stdout.contains("without devaccess: 1 of 1 capture node(s) can be opened without devaccess"),
+                "\(text.stdout)")
+        #expect(text.stdout.contains("members of group '\(crew.name)' (\(fx.alice.name))"), "\(text.stdout)")
+
+        let doctor = try fx.json(try fx.run(["doctor", "--json"]))
+        let checks = (doctor["checks"] as? [[String: Any]]) ?? []
+        let gateCheck = checks.first { $0["name"] as? String == "gate" }
+        #expect(gateCheck?["status"] as? String == "warn", "\(checks)")
+        #expect((gateCheck?["message"] as? String)?.contains("members of group '\(crew.name)'") == true, "\(checks)")
+        #expect(checks.first { $0["name"] as? String == "deny-default" }?["status"] as? String == "warn")
+
+        // Closed to everyone but devaccess: the group loses its bits, carol's entry goes.
+        #expect(try TestProcess.shell("setfacl -x u:\(carol.name) '\(node)' && chmod g-rw '\(node)'").status == 0)
+        let closed = try fx.json(try fx.run(["status", "camera", "--json"]))
+        #expect((closed["gate"] as? [String: Any])?["effective"] as? Bool == true, "\(closed)")
+    }
+}

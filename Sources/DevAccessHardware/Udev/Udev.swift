@@ -54,6 +54,14 @@ public final class Udev {
         return result.sorted { $0.syspath.localizedStandardCompare($1.syspath) == .orderedAscending }
     }
 
+    /// The character device `major:minor` as udev knows it (its properties, tags), or nil.
+    public func characterDevice(major: UInt32, minor: UInt32) -> UdevDevice? {
+        guard let device = udev_device_new_from_devnum(handle, CChar(UInt8(ascii: "c")), devaccess_makedev(major, minor))
+        else { return nil }
+        defer { udev_device_unref(device) }
+        return Udev.snapshot(device, attributes: [], parentSubsystem: nil)
+    }
+
     static func snapshot(_ device: OpaquePointer, attributes wanted: [String],
                          parentSubsystem: String?) -> UdevDevice {
         func string(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { String(cString: $0) } }

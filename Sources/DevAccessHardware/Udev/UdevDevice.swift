@@ -39,6 +39,13 @@ public struct UdevDevice: Sendable, Hashable {
         self.parentProperties = parentProperties
     }
 
+    /// The device's current udev tags (`CURRENT_TAGS`; `TAGS` on udev before systemd 247,
+    /// which also keeps tags a later rule removed).
+    public var currentTags: Set<String> {
+        let text = properties["CURRENT_TAGS"] ?? properties["TAGS"] ?? ""
+        return Set(text.split(separator: ":").map(String.init))
+    }
+
     /// The sysfs path below /sys/devices, with '/' turned into '-': the last-resort
     /// stable id when udev has not set ID_PATH (no udevd, or an unusual bus).
     public static func sysfsID(_ syspath: String) -> String {

@@ -1,0 +1,214 @@
+import Glibc
+import DevAccessCore
+import DevAccessHardware
+import DevAccessLedger
+import DevAccessSystem
+
+/// Whether devaccess is the only way to a capture node: who can open it without a
+/// devaccess grant (the node's owner, members of its groups, everyone through `other`,
+/// the active seat user through logind's `uaccess` tag, named ACL entries devaccess did
+/// not make), and whether the opt-in deny-by-default udev rules are in force.
+public struct GateReport: Sendable, Hashable {
+    public var denyByDefault: DenyByDefaultRules
+    public var nodes: [GateNode]
+
+    /// True when no capture node can be opened by anyone but root without devaccess.
+    public var isEffective: Bool { nodes.allSatisfy(\.openers.isEmpty) }
+
+    /// One sentence for people.
+    public var summary: String {
+        let open = nodes.filter { !$0.openers.isEmpty }
+        if nodes.isEmpty { return "no capture nodes to check" }
+        if open.isEmpty { return "devaccess is the only way to the \(nodes.count) capture node(s): nobody but root opens them without it" }
+        return "\(open.count) of \(nodes.count) capture node(s) can be opened without devaccess"
+    }
+}
+
+/// The opt-in `72-devaccess-deny-by-default.rules`: installed where, and whether it has
+/// taken effect (no capture node carries the `uaccess` tag any more).
+public struct DenyByDefaultRules: Sendable, Hashable {
+    public static let fileName = "72-devaccess-deny-by-default.rules"
+    /// Where udev reads rules, in its order of precedence (the first file of a name wins).
+    public static let directories = ["/etc/udev/rules.d", "/run/udev/rules.d", "/usr/local/lib/udev/rules.d",
+                                     "/usr/lib/udev/rules.d", "/lib/udev/rules.d"]
+
+    /// The file udev uses, nil when none is installed (or it is masked with /dev/null).
+    public var installed: String?
+    /// Installed and every capture node has lost `uaccess`; nil when there is no node to tell.
+    public var active: Bool?
+    public var message: String
+
+    /// Looks for the file under `root` (a DESTDIR staging tree; empty: the live system).
+    public static func find(root: String = "") -> (path: String?, masked: String?) {
+        for directory in directories {
+            let path = directory + "/" + fileName
+            var info = stat()
+            guard lstat(root + path, &info) == 0 else { continue }
+            // udev's own way to disable a rules file: a same-named link to /dev/null earlier in the order.
+            if (info.st_mode & S_IFMT) == S_IFLNK,
+               (try? FileManagerLink.destination(root + path)) == "/dev/null" {
+                return (nil, path)
+            }
+            return (path, nil)
+        }
+        return (nil, nil)
+    }
+}
+
+/// One capture node and who opens it without devaccess.
+public struct GateNode: Sendable, Hashable {
+    public var path: String
+    public var permission: Permission
+    public var deviceID: String
+    public var openers: [GateOpener]
+}
+
+/// One way in that is not devaccess's.
+public struct GateOpener: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
+        /// The node's owner (not root).
+        case owner
+        /// Members of the node's owning group (`video`, `audio`).
+        case group
+        /// A named group entry in the ACL.
+        case aclGroup
+        /// A named user entry devaccess did not make (or, without the ledger, cannot tell).
+        case aclUser
+        /// Everyone, through the node's `other` bits.
+        case other
+        /// Whoever is the active user of the seat: logind adds their entry (udev tag `uaccess`).
+        case seat
+    }
+
+    public var kind: Kind
+    /// The user or group named (empty for `other` and `seat`).
+    public var name: String
+    /// Group members (for `group`, `aclGroup`).
+    public var members: [String]?
+    public var access: AccessMode
+    /// For `aclUser`: whether devaccess made it (nil: the ledger could not be read).
+    public var devaccess: Bool?
+    public var message: String
+}
+
+public enum GateAnalyzer {
+    /// `records`: the ACL entries devaccess made (nil when the ledger cannot be read).
+    /// `tags`: a node's current udev tags by major:minor (nil: udev does not know it).
+    public static func analyze(_ reports: [AdapterReport], records: [ACLEntryRecord]?,
+                               tags: (UInt32, UInt32) -> Set<String>?, root: String = "") -> GateReport {
+        var nodes: [GateNode] = []
+        var seen = Set<String>()
+        var groupMembers: [UInt32: [String]] = [:]
+        func members(_ gid: UInt32) -> [String] {
+            if let known = groupMembers[gid] { return known }
+            let names = UserDatabase.members(ofGroup: gid).map { UserDatabase.userName($0) ?? String($0) }
+            groupMembers[gid] = names
+            return names
+        }
+        var tagged = 0
+        var checked = 0
+        for report in reports where report.permission == .camera || report.permission == .microphone {
+            for device in report.devices {
+                for node in device.nodes where node.role == "capture" && seen.insert(node.path).inserted {
+                    guard let facts = node.facts else { continue }
+                    var openers = openersByMode(facts, required: node.required, records: records, members: members)
+                    if let current = tags(facts.major, facts.minor) {
+                        checked += 1
+                        if current.contains("uaccess") {
+                            tagged += 1
+                            openers.append(GateOpener(
+                                kind: .seat, name: "", members: nil, access: .readWrite, devaccess: false,
+                                message: "the active seat user: the node has udev's 'uaccess' tag, so logind gives "
+                                    + "whoever is logged in at the seat an ACL entry"))
+                        }
+                    }
+                    nodes.append(GateNode(path: node.path, permission: report.permission, deviceID: device.id,
+                                          openers: openers))
+                }
+            }
+        }
+        let found = DenyByDefaultRules.find(root: root)
+        var rules = DenyByDefaultRules(installed: found.path, active: nil, message: "")
+        switch (found.path, found.masked) {
+        case (nil, let masked?):
+            rules.active = false
+            rules.message = "\(masked) masks \(DenyByDefaultRules.fileName) (a link to /dev/null): capture nodes keep 'uaccess'"
+        case (nil, nil):
+            rules.active = false
+            rules.message = "not installed (opt-in): capture nodes keep 'uaccess' and the seat user opens them; "
+                + "install udev-rules/\(DenyByDefaultRules.fileName) in /etc/udev/rules.d (devaccessd(8), DENY BY DEFAULT)"
+        case (let path?, _):
+            if checked == 0 {
+                rules.message = "\(path) is installed; no capture node known to udev to confirm it applies"
+            } else if tagged == 0 {
+                rules.active = true
+                rules.message = "\(path) is installed and in force: no capture node has the 'uaccess' tag"
+            } else {
+                rules.active = false
+                rules.message = "\(path) is installed, but \(tagged) capture node(s) still have 'uaccess': run "
+                    + "'udevadm control --reload && udevadm trigger -s video4linux -s sound'"
+            }
+        }
+        return GateReport(denyByDefault: rules, nodes: nodes)
+    }
+
+    /// Owner, groups, named entries and `other`, evaluated as the kernel would (masks applied).
+    static func openersByMode(_ facts: NodeFacts, required: AccessMode, records: [ACLEntryRecord]?,
+                              members: (UInt32) -> [String]) -> [GateOpener] {
+        var openers: [GateOpener] = []
+        let acl = facts.acl ?? []
+        let mask = acl.first { $0.tag == .mask }?.permissions
+        func masked(_ mode: AccessMode) -> AccessMode { (mask.map { mode.intersection($0) } ?? mode).intersection(required) }
+        let ownerBits = AccessMode(bits: (facts.mode >> 6) & 0o7)
+        let groupBits = acl.first { $0.tag == .groupObject }?.permissions ?? AccessMode(bits: (facts.mode >> 3) & 0o7)
+        let otherBits = AccessMode(bits: facts.mode & 0o7)
+        if facts.ownerUID != 0, !ownerBits.intersection(required).isEmpty {
+            let name = facts.ownerName ?? String(facts.ownerUID)
+            openers.append(GateOpener(kind: .owner, name: name, members: nil, access: ownerBits.intersection(required),
+                                      devaccess: false, message: "\(name) owns the node"))
+        }
+        let group = masked(groupBits)
+        if !group.isEmpty && facts.groupGID != 0 {
+            let name = facts.groupName ?? String(facts.groupGID)
+            let who = members(facts.groupGID)
+            openers.append(GateOpener(kind: .group, name: name, members: who, access: group, devaccess: false,
+                                      message: "members of group '\(name)' (\(who.isEmpty ? "none now" : who.joined(separator: ", ")))"))
+        }
+        for entry in acl {
+            let access = masked(entry.permissions)
+            guard !access.isEmpty else { continue }
+            switch entry.tag {
+            case .group(let gid):
+                let name = entry.qualifierName ?? UserDatabase.groupName(gid) ?? String(gid)
+                let who = members(gid)
+                openers.append(GateOpener(kind: .aclGroup, name: name, members: who, access: access, devaccess: nil,
+                                          message: "members of group '\(name)' through the ACL entry \(entry.text)"))
+            case .user(let uid):
+                let name = entry.qualifierName ?? UserDatabase.userName(uid) ?? String(uid)
+                let ours = records.map { $0.contains { $0.nodePath == facts.path && $0.qualifier == .user(uid) } }
+                if ours == true { continue }
+                openers.append(GateOpener(kind: .aclUser, name: name, members: nil, access: access, devaccess: ours,
+                                          message: "\(name) through the ACL entry \(entry.text)"
+                                              + (ours == nil ? " (devaccess's own entries cannot be told apart without the ledger)"
+                                                             : ", which devaccess did not make")))
+            default:
+                continue
+            }
+        }
+        if !otherBits.intersection(required).isEmpty {
+            openers.append(GateOpener(kind: .other, name: "", members: nil, access: otherBits.intersection(required),
+                                      devaccess: false, message: "everyone, through the 'other' bits (\(facts.modeOctal))"))
+        }
+        return openers
+    }
+}
+
+/// readlink(2) for one path, without following further.
+enum FileManagerLink {
+    static func destination(_ path: String) throws(Errno) -> String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count >= 0 else { throw Errno.current }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
