@@ -1042,7 +1042,77 @@ def summary(values):
             "median": round(statistics.median(values), 1), "max": round(values[-1], 1)}
 
 
-SCENARIOS = {"single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant}
+def gate_nodes(c, status, what):
+    """status --json -> {node: [opener kinds...]} from its "gate" object."""
+    gate = status.get("gate") if isinstance(status, dict) else None
+    c.expect(isinstance(gate, dict), f"{what}: has a gate object", status)
+    if not isinstance(gate, dict):
+        return None, {}
+    nodes = {n.get("node"): n.get("without", []) for n in gate.get("nodes", []) if isinstance(n, dict)}
+    return gate, nodes
+
+
+def doctor_check(doctor, name):
+    for check in (doctor or {}).get("checks", []):
+        if check.get("name") == name:
+            return check
+    return {}
+
+
+def check_gate(c):
+    before = Inventory(c, "before")
+    check_kernel_sanity(c, before, cameras=1, mic_count=3)
+    capture = set(before.cameras) | {m["capture"] for m in before.microphones.values()}
+    c.expect(bool(capture), "kernel: there are capture nodes to gate")
+    c.expect(all("uaccess" in tags(before.by_node[n]["props"]) for n in capture),
+             "udev (stock rules): every capture node has the uaccess tag before the opt-in rules",
+             sorted(capture))
+
+    status = c.command_json("before-status", "status camera microphone --json")
+    gate, nodes = gate_nodes(c, status, "status --json (stock rules)")
+    if gate is not None:
+        c.expect(gate.get("effective") is False, "status --json: the gate is not effective with the stock rules", gate)
+        rules = gate.get("denyByDefault", {})
+        c.expect(rules.get("installed") is None and rules.get("active") is False,
+                 "status --json: deny-by-default rules not installed, not active", rules)
+        c.equal(sorted(nodes), sorted(capture), "status --json: the gate lists exactly the capture nodes")
+        no_seat = sorted(n for n in capture if not any(o.get("kind") == "seat" for o in nodes.get(n, [])))
+        c.equal(no_seat, [], "status --json: the seat user (uaccess) opens every capture node without devaccess")
+        for node in sorted(before.cameras):
+            groups = [o for o in nodes.get(node, []) if o.get("kind") == "group"]
+            c.expect(any(o.get("name") == "video" and "vmuser" in (o.get("members") or []) for o in groups),
+                     f"status --json: {node}: members of group video, vmuser among them", nodes.get(node))
+        for node in sorted(m["capture"] for m in before.microphones.values()):
+            c.expect(any(o.get("kind") == "group" and o.get("name") == "audio" for o in nodes.get(node, [])),
+                     f"status --json: {node}: members of group audio", nodes.get(node))
+    text = c.text("before-status-text.out") or ""
+    c.expect("without devaccess:" in text and "'uaccess' tag" in text and "group 'video' (vmuser" in text,
+             "status (text): names the seat user and group video's members", text[-1500:])
+    doctor = c.command_json("before-doctor", "doctor --json")
+    c.expect(doctor_check(doctor, "deny-default").get("status") == "warn",
+             "doctor: deny-by-default not installed is a warning", doctor_check(doctor, "deny-default"))
+    c.expect("'uaccess' tag" in doctor_check(doctor, "gate").get("message", ""),
+             "doctor: the gate check names the seat user", doctor_check(doctor, "gate"))
+
+    after = Inventory(c, "after")
+    check_deny_by_default(c, after)
+    status = c.command_json("after-status", "status camera microphone --json")
+    gate, nodes = gate_nodes(c, status, "status --json (opt-in rules)")
+    if gate is not None:
+        rules = gate.get("denyByDefault", {})
+        c.expect(rules.get("installed") == "/etc/udev/rules.d/72-devaccess-deny-by-default.rules"
+                 and rules.get("active") is True,
+                 "status --json: deny-by-default rules installed and in force", rules)
+        seat = sorted(n for n, w in nodes.items() if any(o.get("kind") == "seat" for o in w))
+        c.equal(seat, [], "status --json: no capture node is open to the seat user any more")
+    doctor = c.command_json("after-doctor", "doctor --json")
+    check = doctor_check(doctor, "deny-default")
+    c.expect(check.get("status") == "ok" and "in force" in check.get("message", ""),
+             "doctor: deny-by-default rules installed and in force", check)
+
+
+SCENARIOS = {"single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
+             "gate": check_gate}
 
 
 def read_timing(c):
