@@ -39,14 +39,17 @@ extension Enforcer {
         return policy.restriction(for: permission, user: identity(subject))?.message
     }
 
-    /// Ends the standing allow grants the policy forbids now, recording each as ended by
-    /// policy. Fail closed: when the ledger cannot record it, their entries are removed anyway.
-    func endGrantsPolicyForbids(_ policy: Policy, _ report: inout EnforcementReport) throws(LedgerError) {
+    /// Ends the standing allow grants (of the users in `scope`; nil: everyone's) the policy
+    /// forbids now, recording each as ended by policy. Fail closed: when the ledger cannot
+    /// record it, their entries are removed anyway.
+    func endGrantsPolicyForbids(_ policy: Policy, of scope: Set<UInt32>?,
+                                _ report: inout EnforcementReport) throws(LedgerError) {
         var users: [UInt32: UserIdentity] = [:]
         var endings: [Ledger.PolicyEnding] = []
         var why: [Int64: Ledger.PolicyEnding] = [:]
         var forbidden: [Grant] = []
-        for grant in try ledger.grants(now: clock()) where grant.decision == .allow {
+        for grant in try ledger.grants(now: clock())
+        where grant.decision == .allow && scope.map({ $0.contains(grant.subject.uid) }) ?? true {
             let user = users[grant.subject.uid] ?? identity(grant.subject)
             users[grant.subject.uid] = user
             let decision = policy.decision(for: grant.permission, user: user, program: grant.program?.path)

@@ -27,7 +27,8 @@ extension Enforcer {
         if let policyProblem {
             report.notes.append("the policy does not parse, so it was not applied in this run: \(policyProblem)")
         }
-        if let policy { try endGrantsPolicyForbids(policy, &report) }
+        // A run about some users checks their grants; a full run (policy change, periodic) everyone's.
+        if let policy { try endGrantsPolicyForbids(policy, of: scope, &report) }
         var uids = scope
         if var widened = uids {
             // Users whose grants just ended get their entries removed in this same pass.
@@ -52,8 +53,9 @@ extension Enforcer {
         let fresh = nodePermissions.map { devices.report(for: $0) }
         let freshRecords = try ledger.aclEntries()
         var subjects = DriftAnalyzer.subjects(reports: fresh, decisions: decisions, records: freshRecords)
-        // Who else may still get in where the policy forbids it: owners, group members, named users.
-        if let policy { subjects.formUnion(policySubjects(policy, fresh)) }
+        // Who else may still get in where the policy forbids it: owners, group members, named users
+        // (a run about some users looks at just them).
+        if let policy { subjects.formUnion(uids ?? policySubjects(policy, fresh)) }
         if let uids { subjects.formIntersection(uids) }
         for uid in subjects.sorted() {
             let user = identities(uid)

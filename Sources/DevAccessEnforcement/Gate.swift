@@ -188,9 +188,9 @@ public enum GateAnalyzer {
                 let ours = records.map { $0.contains { $0.nodePath == facts.path && $0.qualifier == .user(uid) } }
                 if ours == true { continue }
                 openers.append(GateOpener(kind: .aclUser, name: name, members: nil, access: access, devaccess: ours,
-                                          message: "\(name) through the ACL entry \(entry.text)"
-                                              + (ours == nil ? " (devaccess's own entries cannot be told apart without the ledger)"
-                                                             : ", which devaccess did not make")))
+                                          // The same words whether or not the ledger could be read; JSON's
+                                          // `devaccess` says which.
+                                          message: "\(name) through the ACL entry \(entry.text)"))
             default:
                 continue
             }
