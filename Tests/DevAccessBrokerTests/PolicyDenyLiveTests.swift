@@ -51,6 +51,40 @@ struct PolicyDenyLiveTests {
         #expect(events.contains("\"ended_by\":\"policy\""), "\(events)")
     }
 
+    /// Fail closed: when the ledger cannot be written (its WAL immutable, as a full disk
+    /// would leave it), a policy deny still removes the entry; the ending is recorded once
+    /// the ledger can be written again.
+    @Test func aPolicyDenyRemovesTheEntryEvenWhenTheLedgerCannotBeWritten() throws {
+        let setup = try LiveEnforcementTests.Setup("livepolfull")
+        let config = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: config.path + "/conf.d", withIntermediateDirectories: false)
+        try Self.write("[camera]\nDefault=ask\n", to: config.path + "/devaccess.conf")
+        let daemon = try setup.daemon(["--config-dir", config.path])
+        try setup.grant(through: daemon)
+        #expect(setup.hasEntry)
+        let wal = daemon.stateDirectory + "/ledger.db-wal"
+        #expect(try TestProcess.run("/usr/bin/chattr", ["+i", wal]).status == 0)
+        defer { _ = try? TestProcess.run("/usr/bin/chattr", ["-i", wal]) }
+
+        try Self.write("[Rule]\nPermission=camera\nUser=\(setup.user.name)\nAction=deny\n",
+                       to: config.path + "/conf.d/50-deny.conf")
+        #expect(LiveEnforcementTests.waitFor(5) { !setup.hasEntry } != nil, "the entry stayed: \(daemon.log)")
+        #expect(try !setup.user.canOpen(setup.node, .read))
+        let standing = "SELECT count(*) FROM grants WHERE revoked_usec IS NULL"
+        let before = try TestProcess.run("/usr/bin/sqlite3", [daemon.stateDirectory + "/ledger.db", standing])
+        #expect(before.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "not recorded yet: \(before.stdout)")
+
+        #expect(try TestProcess.run("/usr/bin/chattr", ["-i", wal]).status == 0)
+        let recorded = LiveEnforcementTests.waitFor(10) {
+            let open = try? TestProcess.run("/usr/bin/sqlite3", [daemon.stateDirectory + "/ledger.db", standing])
+            return open?.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0"
+        }
+        #expect(recorded != nil, "the retry did not record the ending: \(daemon.log)")
+        #expect(!setup.hasEntry)
+        #expect(daemon.stop() == 0)
+        #expect(try setup.offline(["audit", "--verify"], stateDirectory: daemon.stateDirectory).status == 0)
+    }
+
     @Test func offlineReconcileWithTheDaemonDownEndsTheGrantToo() throws {
         let setup = try LiveEnforcementTests.Setup("offpolicy")
         let config = try TemporaryDirectory()
