@@ -57,7 +57,8 @@ enum AdminAccess {
         }
         let ledger: Ledger
         do {
-            ledger = readOnly ? try readingLedger(stateDirectory) : try Ledger(stateDirectory: stateDirectory)
+            ledger = readOnly ? try readingLedger(stateDirectory)
+                : try Ledger(stateDirectory: stateDirectory, busyTimeout: Ledger.writerBusyTimeout)
         } catch {
             throw failure(InterfaceError(EnforcementError.ledger(error)), command: command)
         }

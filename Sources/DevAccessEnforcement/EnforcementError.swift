@@ -10,6 +10,9 @@ public enum EnforcementError: Error, Sendable, Hashable, CustomStringConvertible
     /// The policy forbids the permission to the user (the sentence names the rule): a grant
     /// would be ended by the next run.
     case policyForbids(String)
+    /// A revoke, denial or reset whose entries were removed but which the ledger could not
+    /// record (`UnrecordedEndings`): the access ended, the record is still to be written.
+    case endedUnrecorded(UnrecordedEndings.Ending, LedgerError)
 
     public var description: String {
         switch self {
@@ -18,6 +21,17 @@ public enum EnforcementError: Error, Sendable, Hashable, CustomStringConvertible
         case .policyForbids(let why):
             return "\(why); a grant would be ended by policy at once: change the policy first "
                 + "('devaccess policy check' shows it)"
+        case .endedUnrecorded(let ending, let failure):
+            let what: String
+            switch ending {
+            case .revoke(let permission, let subject, _, _): what = "\(subject.name)'s \(permission.rawValue) grants"
+            case .deny(let request): what = "\(request.subject.name)'s \(request.permission.rawValue) access (denied)"
+            case .reset(let subject, let permission):
+                what = "\(subject.name)'s \(permission?.rawValue ?? "device") decisions (reset)"
+            }
+            return "\(what): the access was removed from the device nodes, but the ledger could not record it: "
+                + "\(failure.description). The engine records it at its next runs once the ledger can be written "
+                + "(devaccessd retries until then); run the command again to be sure it is recorded"
         case .unknownDevice(let id, let permission, let known, let unavailable):
             var text = "no \(permission.rawValue) device with id '\(id)'"
             if !known.isEmpty {

@@ -10,6 +10,9 @@ extension Enforcer {
     /// they are afterwards.
     func run(scope: Set<UInt32>?) throws(LedgerError) -> EnforcementReport {
         var report = EnforcementReport()
+        // Endings a locked or full ledger refused come first: until they are recorded, the
+        // grants they end are not applied (below), and a run that cannot record them fails.
+        try recordUnrecordedEndings()
         let due = try ledger.expiredUnrevoked(now: clock())
         if !due.isEmpty {
             do {
@@ -36,7 +39,8 @@ extension Enforcer {
             widened.formUnion(report.endedByPolicy.map(\.grant.subject.uid))
             uids = widened
         }
-        let decisions = Decisions(active: try ledger.grants(now: clock()))
+        let withheld = unrecorded.withheld
+        let decisions = Decisions(active: try ledger.grants(now: clock()).filter { !withheld.contains($0.id) })
         let records = try ledger.aclEntries().filter { record in
             // Group entries belong to `devaccess run`; user entries outside the scope wait their turn.
             guard case .user(let uid) = record.qualifier else { return false }

@@ -25,6 +25,7 @@ extension Enforcer {
     /// caller that runs often (on every hotplug event) may skip it.
     public func hasWork() throws(EnforcementError) -> Bool {
         do {
+            if !unrecorded.isEmpty { return true }
             let now = clock()
             if try !ledger.grants(now: now).isEmpty { return true }
             if try !ledger.aclEntries().isEmpty { return true }

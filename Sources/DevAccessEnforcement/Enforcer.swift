@@ -27,12 +27,16 @@ public struct Enforcer: Sendable {
     /// forbids that remains is drift. nil: the engine does not apply a policy (benchmarks,
     /// engine tests).
     public var policy: @Sendable () -> PolicyReading?
+    /// Revokes, denials and resets whose entries are off but whose record the ledger
+    /// refused; shared by the engine's copies (`acting(as:)`), retried by every run.
+    public let unrecorded: UnrecordedEndings
 
     public init(ledger: Ledger, devices: any DeviceSource, actor: Principal,
                 nodePermissions: [Permission] = [.camera, .microphone],
                 clock: @escaping @Sendable () -> Date = { Date() },
                 identities: @escaping @Sendable (UInt32) -> UserIdentity? = { try? UserDatabase.identity(uid: $0) },
-                policy: @escaping @Sendable () -> PolicyReading? = { nil }) {
+                policy: @escaping @Sendable () -> PolicyReading? = { nil },
+                unrecorded: UnrecordedEndings = UnrecordedEndings()) {
         self.ledger = ledger
         self.devices = devices
         self.actor = actor
@@ -40,6 +44,13 @@ public struct Enforcer: Sendable {
         self.clock = clock
         self.identities = identities
         self.policy = policy
+        self.unrecorded = unrecorded
+    }
+
+    /// The same engine, recording `principal` as the one who acts.
+    public func acting(as principal: Principal) -> Enforcer {
+        Enforcer(ledger: ledger, devices: devices, actor: principal, nodePermissions: nodePermissions, clock: clock,
+                 identities: identities, policy: policy, unrecorded: unrecorded)
     }
 
     // MARK: - Decisions
@@ -83,38 +94,51 @@ public struct Enforcer: Sendable {
             // The run would end it at once; say so instead of recording a grant that never holds.
             throw .policyForbids(forbidden)
         }
-        let new = NewGrant(subject: request.subject, permission: request.permission, deviceID: request.deviceID,
-                           decision: request.decision, scope: request.scope, expires: request.expires,
-                           decidedBy: actor, method: .admin, reason: request.reason)
         try Self.validateTerm(request, now: clock())
+        let recorded: (grant: Grant, ended: [Grant])
+        do {
+            recorded = try recordDecision(request)
+        } catch {
+            // A denial ends access: that never waits for the ledger (an allow simply fails).
+            guard request.decision == .deny else { throw .ledger(error) }
+            throw failClosed(.deny(request), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(request) }
+        }
         return try ledgerWork { () throws(LedgerError) -> DecisionOutcome in
-            var ended: [Grant] = []
-            let grant: Grant
-            let standing = try coveredAllows(request)
-            if request.decision == .allow {
-                // Ended before the new row is written; a crash in between leaves the user without
-                // this allow until the command is run again, never with an allow nobody decided.
-                if !standing.isEmpty {
-                    ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
-                                              deviceID: request.deviceID, by: actor,
-                                              reason: "replaced by a new grant", at: clock())
-                }
-                grant = try ledger.recordGrant(new, at: clock())
-            } else {
-                // The denial is written first: from then on it wins over the allows it covers.
-                grant = try ledger.recordGrant(new, at: clock())
-                if !standing.isEmpty {
-                    ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
-                                              deviceID: request.deviceID, by: actor,
-                                              reason: "denied by grant \(grant.id)", at: clock())
-                }
-            }
             var report = try run(scope: [request.subject.uid])
             if !nodePermissions.contains(request.permission) {
                 report.notes.append(Self.serviceNote(request.permission))
             }
-            return DecisionOutcome(grant: grant, ended: ended, report: report)
+            return DecisionOutcome(grant: recorded.grant, ended: recorded.ended, report: report)
         }
+    }
+
+    /// The ledger's part of `decide`: the new row, and the standing allows it ends.
+    func recordDecision(_ request: DecisionRequest) throws(LedgerError) -> (grant: Grant, ended: [Grant]) {
+        let new = NewGrant(subject: request.subject, permission: request.permission, deviceID: request.deviceID,
+                           decision: request.decision, scope: request.scope, expires: request.expires,
+                           decidedBy: actor, method: .admin, reason: request.reason)
+        var ended: [Grant] = []
+        let grant: Grant
+        let standing = try coveredAllows(request)
+        if request.decision == .allow {
+            // Ended before the new row is written; a crash in between leaves the user without
+            // this allow until the command is run again, never with an allow nobody decided.
+            if !standing.isEmpty {
+                ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
+                                          deviceID: request.deviceID, by: actor,
+                                          reason: "replaced by a new grant", at: clock())
+            }
+            grant = try ledger.recordGrant(new, at: clock())
+        } else {
+            // The denial is written first: from then on it wins over the allows it covers.
+            grant = try ledger.recordGrant(new, at: clock())
+            if !standing.isEmpty {
+                ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
+                                          deviceID: request.deviceID, by: actor,
+                                          reason: "denied by grant \(grant.id)", at: clock())
+            }
+        }
+        return (grant, ended)
     }
 
     public struct RevokeOutcome: Sendable, Hashable {
@@ -127,9 +151,19 @@ public struct Enforcer: Sendable {
     /// Ends the user's allow grants (for one device when given) and removes their entries.
     public func revoke(permission: Permission, subject: Principal, deviceID: String? = nil,
                        reason: String = "") throws(EnforcementError) -> RevokeOutcome {
-        try ledgerWork { () throws(LedgerError) -> RevokeOutcome in
-            let revoked = try ledger.revoke(permission: permission, uid: subject.uid, deviceID: deviceID, by: actor,
-                                            reason: reason, at: clock())
+        let revoked: [Grant]
+        do {
+            revoked = try ledger.revoke(permission: permission, uid: subject.uid, deviceID: deviceID, by: actor,
+                                        reason: reason, at: clock())
+        } catch {
+            throw failClosed(.revoke(permission: permission, subject: subject, deviceID: deviceID, reason: reason),
+                             error) { () throws(LedgerError) -> [Grant] in
+                try ledger.activeGrants(uid: subject.uid, permission: permission, now: clock()).filter {
+                    $0.decision == .allow && (deviceID == nil || $0.deviceID == deviceID)
+                }
+            }
+        }
+        return try ledgerWork { () throws(LedgerError) -> RevokeOutcome in
             let report = try run(scope: [subject.uid])
             var covering: [Grant] = []
             if deviceID != nil {
@@ -149,8 +183,18 @@ public struct Enforcer: Sendable {
     /// Forgets every decision of the user (for one permission or all) and removes the
     /// entries devaccess made for them; the next request asks again.
     public func reset(subject: Principal, permission: Permission? = nil) throws(EnforcementError) -> ResetOutcome {
-        try ledgerWork { () throws(LedgerError) -> ResetOutcome in
-            let deleted = try ledger.reset(subject: subject, permission: permission, by: actor, at: clock())
+        let deleted: [Grant]
+        do {
+            deleted = try ledger.reset(subject: subject, permission: permission, by: actor, at: clock())
+        } catch {
+            throw failClosed(.reset(subject: subject, permission: permission), error) {
+                () throws(LedgerError) -> [Grant] in
+                try ledger.grants(now: clock()).filter {
+                    $0.subject.uid == subject.uid && (permission == nil || $0.permission == permission)
+                }
+            }
+        }
+        return try ledgerWork { () throws(LedgerError) -> ResetOutcome in
             return ResetOutcome(deleted: deleted, report: try run(scope: [subject.uid]))
         }
     }

@@ -195,15 +195,9 @@ extension InterfaceError {
         case .ledger: self = .ledgerUnusable(error.description)
         case .unknownDevice: self = .badArgument(error.description)
         case .policyForbids: self = .refused(operation: "grant", reason: error.description)
+        case .endedUnrecorded(_, .busy): self = .busy(error.description)
+        case .endedUnrecorded: self = .ledgerUnusable(error.description)
         }
-    }
-}
-
-extension Enforcer {
-    /// The same engine, recording `principal` as the one who acts.
-    public func acting(as principal: Principal) -> Enforcer {
-        Enforcer(ledger: ledger, devices: devices, actor: principal, nodePermissions: nodePermissions, clock: clock,
-                 identities: identities, policy: policy)
     }
 }
 

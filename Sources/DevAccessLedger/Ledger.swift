@@ -6,11 +6,14 @@ import CSQLite
 /// The grant ledger: one SQLite file holding decisions, the ACL entries devaccess made,
 /// and the hash-chained audit trail.
 ///
-/// A `final class` around a `Mutex`-guarded connection rather than an actor: the CLI
+/// A `final class` around `Mutex`-guarded connections rather than an actor: the CLI
 /// calls it from plain synchronous code, every call is short blocking I/O that an actor
 /// would also run on (and block) a cooperative thread, and one connection must be used
-/// by one thread at a time anyway. Several processes (daemon, root CLI) may open the same
-/// file: SQLite's own locking plus `BEGIN IMMEDIATE` and a busy timeout order their writes.
+/// by one thread at a time anyway. Opened read-write it keeps two connections, one for
+/// writes and one for reads: a write that waits out the busy timeout (another process
+/// holds SQLite's write lock) then never holds up a reader such as a status query, which
+/// WAL lets proceed. Several processes may open the same file: SQLite's own locking plus
+/// `BEGIN IMMEDIATE` and a busy timeout order their writes.
 public final class Ledger: Sendable {
     public enum OpenMode: Sendable, Hashable {
         /// Creates and migrates the file when needed; the broker and root CLI.
@@ -25,6 +28,11 @@ public final class Ledger: Sendable {
     public static let systemStateDirectory = "/var/lib/devaccess"
     /// The schema version this build writes and understands.
     public static var schemaVersion: Int32 { Schema.currentVersion }
+    /// How long the one writer (devaccessd, `--offline`) waits for SQLite's write lock.
+    /// Nothing else writes while it runs, so a lock held longer is a stray holder (an open
+    /// `sqlite3` shell, a backup, a hostile root process): the engine then fails closed
+    /// (ends access without the record) rather than keep access alive while it waits.
+    public static let writerBusyTimeout = Duration.milliseconds(250)
 
     /// `$DEVACCESS_STATE_DIR` when set and not empty, else `/var/lib/devaccess`.
     public static var defaultStateDirectory: String {
@@ -42,6 +50,8 @@ public final class Ledger: Sendable {
     public let mode: OpenMode
     private let journal: JournalExport
     private let connection: Mutex<SQLiteDatabase>
+    /// Reads of a read-write ledger: never queued behind a write waiting for the lock.
+    private let readConnection: Mutex<SQLiteDatabase>?
 
     /// Opens the ledger at `path`. Every refusal (corrupt, foreign, newer schema,
     /// unwritable) happens before anything is written to the file.
@@ -85,6 +95,18 @@ public final class Ledger: Sendable {
             try database.execute("PRAGMA foreign_keys = ON")
             if state.version < Schema.currentVersion { try Migrator.migrate(database) }
         }
+        if mode == .readWrite {
+            let reader = try SQLiteDatabase.open(path: path, readOnly: false)
+            try reader.setBusyTimeout(milliseconds: milliseconds)
+            try reader.persistWAL()
+            try reader.execute("PRAGMA query_only = ON")
+            // Maps the WAL index now, as the writer has: a first read must not depend on
+            // opening files later.
+            _ = try reader.integer("SELECT count(*) FROM sqlite_master")
+            self.readConnection = Mutex(reader)
+        } else {
+            self.readConnection = nil
+        }
         self.path = path
         self.mode = mode
         self.journal = journal
@@ -94,9 +116,9 @@ public final class Ledger: Sendable {
     /// Opens `<directory>/ledger.db`; read-write, it creates the directory (mode 0700,
     /// missing parents 0755) when missing.
     public convenience init(stateDirectory: String = Ledger.defaultStateDirectory, mode: OpenMode = .readWrite,
-                            journal: JournalExport = .enabled) throws(LedgerError) {
+                            journal: JournalExport = .enabled, busyTimeout: Duration = .seconds(5)) throws(LedgerError) {
         if mode == .readWrite { try StateFiles.createDirectory(stateDirectory) }
-        try self.init(path: stateDirectory + "/" + Ledger.fileName, mode: mode, journal: journal)
+        try self.init(path: stateDirectory + "/" + Ledger.fileName, mode: mode, journal: journal, busyTimeout: busyTimeout)
     }
 
     /// The state directory of the one writer (devaccessd, `--offline`): created 0700 when
@@ -127,6 +149,18 @@ public final class Ledger: Sendable {
     /// Runs `body` in a read transaction: one consistent snapshot, even while another
     /// process writes.
     func read<R: Sendable>(_ body: (borrowing SQLiteDatabase) throws(LedgerError) -> R) throws(LedgerError) -> R {
+        switch readConnection {
+        case .some(let reader):
+            return try Self.transaction(on: reader, body)
+        case .none:
+            return try Self.transaction(on: connection, body)
+        }
+    }
+
+    private static func transaction<R: Sendable>(on connection: borrowing Mutex<SQLiteDatabase>,
+                                                 _ body: (borrowing SQLiteDatabase) throws(LedgerError) -> R)
+        throws(LedgerError) -> R
+    {
         try connection.withLock { (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending R in
             try database.transaction(immediate: false, body)
         }

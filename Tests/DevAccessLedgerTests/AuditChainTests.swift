@@ -15,7 +15,8 @@ struct AuditChainTests {
     }
 
     @Test func intactChainVerifies() throws {
-        let (_, ledger) = try tenEvents()
+        let (directory, ledger) = try tenEvents()
+        defer { withExtendedLifetime(directory) {} }
         #expect(try ledger.verify() == .intact(count: 10))
         let single = try ledger.append(sampleEvent(11))
         #expect(single.seq == 11)
@@ -28,7 +29,8 @@ struct AuditChainTests {
     }
 
     @Test func eventsReadBackAsWritten() throws {
-        let (_, ledger) = try tenEvents()
+        let (directory, ledger) = try tenEvents()
+        defer { withExtendedLifetime(directory) {} }
         let events = try ledger.events()
         #expect(events.map(\.seq) == Array(1...10))
         #expect(events[0].prevHash == String(repeating: "0", count: 64))
@@ -147,7 +149,8 @@ struct AuditChainTests {
 
     /// One bad event fails the whole batch: no rows, no moved chain head.
     @Test func failedBatchWritesNothing() throws {
-        let (_, ledger) = try tenEvents()
+        let (directory, ledger) = try tenEvents()
+        defer { withExtendedLifetime(directory) {} }
         var bad = sampleEvent(12)
         bad.time = Date(timeIntervalSince1970: .infinity)
         #expect(throws: LedgerError.self) {

@@ -83,7 +83,7 @@ public enum Daemon {
 
         let ledger: Ledger
         do {
-            ledger = try Ledger(stateDirectory: options.stateDirectory)
+            ledger = try Ledger(stateDirectory: options.stateDirectory, busyTimeout: Ledger.writerBusyTimeout)
         } catch {
             log.error("cannot open the ledger", ["error": error.description, "state_dir": options.stateDirectory])
             notify("STATUS=cannot open the ledger in \(options.stateDirectory)")

@@ -191,6 +191,11 @@ final class EnforcementWorker {
                                         eventToDone: nil, routine: false))
         case .failure(let error):
             log.warning("enforcement operation failed", ["operation": job.name, "error": error.description])
+            // An ending the ledger refused is off the nodes but not yet recorded: retry soon.
+            if !enforcer.unrecorded.isEmpty && retryDue == nil {
+                retryDue = ContinuousClock.now + retryDelay
+                retryDelay = min(retryDelay * 2, Self.lastRetry)
+            }
         }
     }
 
