@@ -64,7 +64,8 @@ final class PasswordChecks: Sendable {
                 try? await Task.sleep(for: .milliseconds(100))
             case .backingOff(let wait, let failures):
                 guard clock.now + wait <= deadline else { return .backingOff(wait, failures: failures) }
-                try? await Task.sleep(for: wait)
+                // In steps, so a requester that leaves frees its prompt (a per-user slot) soon.
+                try? await Task.sleep(for: min(wait, .milliseconds(250)))
             }
         }
     }
