@@ -314,7 +314,8 @@ extension BrokerService {
         case broken(ProtocolError)
         /// No channel the requester cannot drive (ConsentChannel): `ask` is not put to anyone.
         case noChannel(String)
-        /// A per-user limit ends the request with this reply (already audited as `refused`).
+        /// A per-user limit or the password back-off ends the request with this reply (already
+        /// audited as `refused`).
         case refused(Reply)
     }
 
