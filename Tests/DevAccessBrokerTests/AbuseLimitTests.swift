@@ -153,6 +153,25 @@ struct AbuseLimitTests {
         #expect(daemon.log.contains("turning clients away"))
     }
 
+    /// At the per-user limit, a user's new connection closes that user's connection idle
+    /// longest instead of being turned away; connections that just spoke are kept.
+    @Test func aUsersIdlestConnectionMakesRoomForTheirNewOne() throws {
+        let daemon = try RunningDaemon(arguments: ["--max-connections-per-user", "5"])
+        let user = try TestUser("evict")
+        let scratch = try TemporaryDirectory()
+        let (holder, counts) = try Self.hold(user, daemon.socketPath, count: 5, seconds: 30,
+                                             output: scratch.path + "/hold.json")
+        defer {
+            kill(holder.processIdentifier, SIGKILL)
+            holder.waitUntilExit()
+        }
+        #expect(counts["served"] as? Int == 5, "\(counts)")
+        sleep(6)
+        let served = try user.devaccess(["list", "--socket", daemon.socketPath])
+        #expect(served.status == 0, "the idlest of the 5 made room: \(served.stderr)")
+        #expect(daemon.log.contains("closing a user's idlest connection for a new one"), "\(daemon.log)")
+    }
+
     @Test func reservedSlotsMustLeaveRoomForUsers() throws {
         let daemon = try RunningDaemon(arguments: ["--max-connections", "10", "--reserved-connections", "10"],
                                        waitForReady: false)

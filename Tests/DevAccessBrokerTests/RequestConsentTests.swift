@@ -54,6 +54,9 @@ struct RequestConsentTests {
         #expect(right.exit == 0, "\(right.output)")
         #expect(!right.output.contains("correct horse"))
         #expect(right.output.contains("confirm with their password"))
+        // Three wrong passwords a moment ago: the prompt says the check waits, and it still passes.
+        #expect(right.output.contains("After 3 wrong passwords devaccessd checks the next one no sooner than in"),
+                "\(right.output)")
         #expect(try user.canOpen(setup.camera, .readWrite))
         let grant = try #require(try setup.grants(user).first)
         #expect(grant.method == .authSelf && grant.decision == .allow && grant.scope == .until)

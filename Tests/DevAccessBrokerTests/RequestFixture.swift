@@ -23,7 +23,8 @@ final class RequestSetup: @unchecked Sendable {
     /// The declared devices file (DEVACCESS_TEST_DEVICES), for CLI runs on the same nodes.
     let devices: String
 
-    init(policy: String, admins: [TestUser] = [], promptTimeout: Int = 30) throws {
+    /// `daemonArguments`: more devaccessd options (limits).
+    init(policy: String, admins: [TestUser] = [], promptTimeout: Int = 30, daemonArguments: [String] = []) throws {
         nodes = try TemporaryDirectory()
         config = try TemporaryDirectory()
         camera = try nodes.makeNullNode("video0", mode: "0600")
@@ -43,6 +44,7 @@ final class RequestSetup: @unchecked Sendable {
         try TestProcess.shell("cp '\(shipped)' /etc/pam.d/\(pamService)")
         var arguments = ["--config-dir", config.path]
         if let group = self.admins { arguments += ["--admin-group", group.name] }
+        arguments += daemonArguments
         environment = [
             "DEVACCESS_TEST_DEVICES": devices, "DEVACCESS_PROMPT_TIMEOUT": String(promptTimeout),
             "DEVACCESS_TEST_PAM_SERVICE": pamService,

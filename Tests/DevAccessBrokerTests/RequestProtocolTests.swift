@@ -72,7 +72,8 @@ struct RequestProtocolTests {
         """
 
     @Test func promptsWaitingForPeopleHoldNoHandlerThread() throws {
-        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+        // 12 prompts of one user, 3 times the handler threads: above the default per-user limit of 4.
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n", daemonArguments: ["--max-prompts-per-user", "12"])
         let user = try TestUser("many")
         let result = try user.python(Self.manyPrompts, [setup.daemon.socketPath, "12"])
         #expect(result.status == 0, "\(result.stderr)")

@@ -47,4 +47,24 @@ struct PasswordCheckTests {
             #expect(error.stage == "authenticate")
         }
     }
+
+    /// pam_faillock in the shipped file: ten wrong passwords lock the user out of the
+    /// service, the right one included, until the lock ends or an administrator resets it.
+    @Test func tenWrongPasswordsLockTheUserUntilReset() throws {
+        defer { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(service)") }
+        for _ in 0..<10 {
+            #expect(throws: PasswordCheck.Failure.self) {
+                try PasswordCheck.verify(user: user.name, password: "guess", service: service)
+            }
+        }
+        do {
+            try PasswordCheck.verify(user: user.name, password: "correct horse 42", service: service)
+            Issue.record("the right password passed while pam_faillock should lock the user")
+        } catch {
+            #expect(error.isRejection, "\(error)")
+        }
+        let reset = try TestProcess.run("/usr/sbin/faillock", ["--user", user.name, "--reset"])
+        try #require(reset.status == 0, "faillock --reset: \(reset.stderr)")
+        try PasswordCheck.verify(user: user.name, password: "correct horse 42", service: service)
+    }
 }

@@ -49,7 +49,8 @@ public final class TestUser: @unchecked Sendable {
         self.homeDirectory = homeDirectory
     }
 
-    deinit { _ = try? TestProcess.shell("userdel \(name) 2>/dev/null") }
+    /// The user, and pam_faillock's count of its wrong passwords (userdel leaves it).
+    deinit { _ = try? TestProcess.shell("userdel \(name) 2>/dev/null; rm -f /run/faillock/\(name)") }
 
     private static let uidCounter = Mutex<UInt32>(0)
 

@@ -108,10 +108,13 @@ public enum Daemon {
         // Made before the service, which hands its decisions to it (`perform`), so they
         // and hotplug/expiry runs share one queue; started once the socket is bound.
         let live = makeLiveEnforcer(ledger: ledger, devices: devices, policies: policies, options: options, log: log)
+        var settings = RequestSettings.fromEnvironment(ProcessInfo.processInfo.environment)
+        settings.maxOpenPromptsPerUser = options.maxPromptsPerUser
+        settings.maxWaitingPerUser = options.maxWaitingPerUser
         let service = BrokerService(probe: FreshProbe(probe: devices.probe),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
-                                    configDirectory: options.configDirectory, log: log, enforcement: live,
-                                    policy: policy, policies: policies)
+                                    configDirectory: options.configDirectory, log: log, settings: settings,
+                                    enforcement: live, policy: policy, policies: policies)
         let server: BrokerServer
         do {
             server = try BrokerServer(socketPath: options.socketPath, handler: service, log: log, limits: options.limits)

@@ -103,6 +103,24 @@ extension BrokerService {
                 byAction[decision.action, default: []].append(permission)
             }
         }
+        // Per-user limits, before anything is asked, queued or audited as a request.
+        var heldSlots: [UserSlots] = []
+        defer { for slots in heldSlots { slots.give(peer.uid) } }
+        if byAction[.ask] != nil || byAction[.authSelf] != nil {
+            guard take(openPrompts, for: peer, into: &heldSlots) else {
+                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
+                              reason: "\(describe(peer)) has \(openPrompts.limit) open prompts already, the most one user "
+                                  + "may; answer or end one and try again; nothing was asked or recorded", code: .busy)
+            }
+        }
+        if request.wait && exchange != nil && byAction[.authAdmin] != nil {
+            guard take(waitingClients, for: peer, into: &heldSlots) else {
+                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
+                              reason: "\(describe(peer)) has \(waitingClients.limit) clients waiting for an administrator "
+                                  + "already, the most one user may; 'devaccess pending' lists your requests; nothing "
+                                  + "was asked or queued", code: .busy)
+            }
+        }
         audit(context, request.permissions, stage: "received", perPermission: received,
               extra: requestDetails(request, peer: peer))
 
@@ -125,6 +143,7 @@ extension BrokerService {
                 ended = why
                 for permission in group { results[permission] = Self.undecided(permission, why) }
             case .broken(let error): return .error(error)
+            case .refused(let reply): return reply
             case .noChannel(let why):
                 // Nobody the requester cannot impersonate can be asked: the password proves a
                 // person instead (as polkit does), never the requester's own "yes".
@@ -143,6 +162,7 @@ extension BrokerService {
                     ended = why
                     for permission in group { results[permission] = Self.undecided(permission, why) }
                 case .broken(let error): return .error(error)
+                case .refused(let reply): return reply
                 case .noChannel: break
                 }
             }
@@ -294,6 +314,19 @@ extension BrokerService {
         case broken(ProtocolError)
         /// No channel the requester cannot drive (ConsentChannel): `ask` is not put to anyone.
         case noChannel(String)
+        /// A per-user limit or the password back-off ends the request with this reply (already
+        /// audited as `refused`).
+        case refused(Reply)
+    }
+
+    /// Takes one of the peer's `slots` into `held`; false when the peer holds them all.
+    /// Root and administrators are not limited.
+    func take(_ slots: UserSlots, for peer: Peer, into held: inout [UserSlots]) -> Bool {
+        if slots.take(peer.uid) {
+            held.append(slots)
+            return true
+        }
+        return rules.isAdmin(peer)
     }
 
     /// `ask`: one prompt for the whole group; the answer decides every permission in it.
@@ -399,8 +432,14 @@ extension BrokerService {
         let terms = group.map { DecisionTerm.resolve(context.request.scope, policy: policies($0)) }
         let termText = Set(terms.map(\.text)).count == 1 ? terms.first?.text : nil
         let attempts = Int64(max(1, settings.passwordAttempts))
-        let verifier = PasswordVerifier(service: settings.pamService)
+        let uid = context.user.uid
         for attempt in 1...attempts {
+            // After wrong passwords (from any request of this user) the next check waits;
+            // a wait longer than an answer may wait is refused before anything is asked.
+            let backoff = passwords.waiting(uid)
+            if backoff.wait > passwords.waitLimit {
+                return .refused(refuseBackoff(context, wait: backoff.wait, failures: backoff.failures))
+            }
             number += 1
             var text = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
                                             devices: context.devices(for: group), reason: context.request.reason)
@@ -411,6 +450,10 @@ extension BrokerService {
                 text += "\nPolicy asks \(context.user.name) to confirm with their password"
             }
             text += attempt > 1 ? " (the last one was wrong; attempt \(attempt) of \(attempts))." : "."
+            if backoff.wait > .zero {
+                text += "\nAfter \(backoff.failures) wrong password\(backoff.failures == 1 ? "" : "s") devaccessd checks "
+                    + "the next one no sooner than in \(PasswordChecks.seconds(backoff.wait)) s."
+            }
             let prompt = PromptMessage(
                 prompt: number, kind: .password, permissions: group, user: context.user.name,
                 program: context.peer.program, reason: context.request.reason, devices: context.devices(for: group),
@@ -420,7 +463,9 @@ extension BrokerService {
             let end = await ask(prompt, on: context.exchange)
             switch end {
             case .answered(.password(let password)):
-                switch await verifier.verify(user: context.user.name, password: password) {
+                let exchange = context.exchange
+                switch await passwords.check(uid: uid, user: context.user.name, password: password,
+                                             wanted: { exchange?.departure == nil }) {
                 case .accepted:
                     outcome["outcome"] = "accepted"
                     audit(context, group, stage: "prompt", extra: outcome)
@@ -440,6 +485,17 @@ extension BrokerService {
                     log.error("PAM could not check a password", ["service": settings.pamService, "error": problem,
                                                                  "uid": String(context.user.uid)])
                     return .undecided(.authenticationFailed)
+                case .backingOff(let wait, let failures):
+                    outcome["outcome"] = "backing-off"
+                    audit(context, group, stage: "prompt", extra: outcome)
+                    return .refused(refuseBackoff(context, wait: wait, failures: failures))
+                case .busy(let why):
+                    outcome["outcome"] = "busy"
+                    audit(context, group, stage: "prompt", extra: outcome)
+                    if let departure = context.exchange?.departure { return .undecided(Self.reason(departure)) }
+                    return .refused(refuse("request", id: context.wireID, peer: context.peer, subject: context.subject,
+                                           reason: "the password was not checked: \(why); try again in a few seconds; "
+                                               + "nothing was recorded", code: .busy))
                 }
             case .answered(.cancel(let why)):
                 outcome["outcome"] = "cancel:\(why.rawValue)"
@@ -465,6 +521,15 @@ extension BrokerService {
             }
         }
         return .undecided(.wrongPassword)
+    }
+
+    /// The reply to a password that may not be checked yet, audited through the throttle.
+    func refuseBackoff(_ context: RequestContext, wait: Duration, failures: Int) -> Reply {
+        let seconds = PasswordChecks.seconds(wait)
+        return refuse("request", id: context.wireID, peer: context.peer, subject: context.subject,
+                      reason: "\(failures) wrong password\(failures == 1 ? "" : "s") for \(context.user.name) in a row: "
+                          + "devaccessd checks the next one no sooner than in \(seconds) s; try again in \(seconds) s; "
+                          + "nothing was recorded", code: .busy)
     }
 
     static func reason(_ departure: Exchange.Departure) -> UndecidedReason {

@@ -11,8 +11,9 @@ import DevAccessProtocol
 /// (the consent conversation, BrokerService+Request.swift) and the approval queue
 /// (`pending`, `approve`, `reject`, BrokerService+Approval.swift).
 ///
-/// Everything a peer may not do is answered `permission-denied` and appended to the
-/// ledger as a `refused` event with the peer's kernel identity.
+/// Everything a peer may not do is answered `permission-denied`, a per-user limit it
+/// reached `busy`; both are appended to the ledger as `refused` events with the peer's
+/// kernel identity (RefusalThrottle keeps a flood of them out).
 public final class BrokerService: RequestHandler {
     public static let serverName = "devaccessd \(Daemon.version)"
 
@@ -35,6 +36,12 @@ public final class BrokerService: RequestHandler {
     let brokerPrincipal: Principal
     /// How many refusals per user reach the audit trail.
     let refusals = RefusalThrottle()
+    /// `auth_self` passwords: a few PAM threads, one check per uid, back-off per uid.
+    let passwords: PasswordChecks
+    /// Requests of each user in a consent conversation, and clients of each user waiting
+    /// for an administrator (`maxOpenPromptsPerUser`, `maxWaitingPerUser`).
+    let openPrompts: UserSlots
+    let waitingClients: UserSlots
     /// Where `ask` is put to a person: the login terminal, when the broker can trust it.
     let consentChannel: @Sendable (Peer, UserIdentity) -> Result<ConsentChannel.Terminal, ConsentChannel.Unavailable> = {
         ConsentChannel.terminal(for: $0, user: $1)
@@ -56,6 +63,9 @@ public final class BrokerService: RequestHandler {
         let policies = keeper ?? PolicyKeeper(directory: configDirectory, log: log, initial: policy)
         self.policies = policies
         self.settings = settings
+        passwords = PasswordChecks(settings: settings, log: log)
+        openPrompts = UserSlots(limit: settings.maxOpenPromptsPerUser)
+        waitingClients = UserSlots(limit: settings.maxWaitingPerUser)
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
         if let enforcement {
@@ -249,7 +259,10 @@ public final class BrokerService: RequestHandler {
         refuse(operation.rawValue, id: id, peer: peer, subject: subject, reason: reason)
     }
 
-    func refuse(_ operation: String, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
+    /// `code`: `permission-denied` for what the peer may not do, `busy` for a per-user
+    /// limit it reached; either way audited as `refused`, as many as the throttle lets through.
+    func refuse(_ operation: String, id: Int64, peer: Peer, subject: Principal?, reason: String,
+                code: ErrorCode = .permissionDenied) -> Reply {
         let verdict = refusals.admit(peer.uid)
         if case .record(let leftOut) = verdict {
             let actor = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
@@ -257,6 +270,7 @@ public final class BrokerService: RequestHandler {
                            "gid": String(peer.gid), "reason": reason]
             if let problem = peer.programProblem { details["program_problem"] = problem }
             if leftOut > 0 { details["refusals_not_recorded_before"] = String(leftOut) }
+            if code != .permissionDenied { details["code"] = code.rawValue }
             let event = AuditEvent(type: .refused, actor: actor, subject: subject, program: peer.program, details: details)
             log.notice("refused", ["operation": operation, "uid": String(peer.uid), "pid": String(peer.pid),
                                    "program": peer.program ?? "-", "subject": subject?.description ?? "-",
@@ -269,6 +283,6 @@ public final class BrokerService: RequestHandler {
                 }
             }
         }
-        return .error(ProtocolError(.permissionDenied, context: operation, reason: reason))
+        return .error(ProtocolError(code, context: operation, reason: reason))
     }
 }

@@ -11,6 +11,22 @@ public struct RequestSettings: Sendable {
     public var passwordAttempts = 3
     /// The PAM service that checks passwords (/etc/pam.d/SERVICE).
     public var pamService = PasswordCheck.service
+    /// Threads that run PAM; checks beyond them wait, at most `pamQueueLimit`, then are refused `busy`.
+    public var pamThreads = 2
+    public var pamQueueLimit = 32
+    /// The wait after a user's first wrong password before their next check; it doubles
+    /// with each further wrong one, up to `passwordBackoffCap`, until a right one.
+    public var passwordBackoff: Duration = .seconds(1)
+    public var passwordBackoffCap: Duration = .seconds(300)
+    /// How long a password answer may wait for its turn (the back-off, the user's check in
+    /// flight); a longer wait is refused `busy`, saying how long.
+    public var passwordWaitLimit: Duration = .seconds(15)
+    /// Requests of one user in a consent conversation (ask, password) at once; root and
+    /// administrators are not limited.
+    public var maxOpenPromptsPerUser = 4
+    /// Clients of one user waiting (`wait`) for an administrator at once; root and
+    /// administrators are not limited.
+    public var maxWaitingPerUser = 16
 
     public init() {}
 

@@ -64,6 +64,10 @@ public final class BrokerServer: Sendable {
         public var linger: Duration
         /// Threads that run request handlers (probes have their own).
         public var handlerThreads: Int
+        /// A user at `maxConnectionsPerUser` who connects again gets a slot by closing their
+        /// own connection that has been idle longest (nothing in flight, half read or unsent),
+        /// if it has been idle this long; otherwise the new connection is turned away.
+        public var evictableAfter: Duration = .seconds(5)
 
         public init(maxConnections: Int = 1024, maxConnectionsPerUser: Int = 256, reservedConnections: Int = 64,
                     idleTimeout: Duration = .seconds(60), shutdownGrace: Duration = .seconds(2),
@@ -172,6 +176,8 @@ public final class BrokerServer: Sendable {
         var perUser: [UInt32: Int] = [:]
         /// When a uid was last turned away (to log a flood once, not per connection).
         var lastTurnedAway: [UInt32: ContinuousClock.Instant] = [:]
+        /// When a uid's idle connection was last closed for a new one (logged once a burst).
+        var lastEvicted: [UInt32: ContinuousClock.Instant] = [:]
         var nextID: UInt64 = 1
         var stopping = false
         var stopDeadline: ContinuousClock.Instant?
@@ -270,6 +276,20 @@ public final class BrokerServer: Sendable {
                 log.warning("connection without peer credentials refused", ["error": error.description])
                 Socket.close(fd)
                 return
+            }
+            if (perUser[peer.uid] ?? 0) >= server.limits.maxConnectionsPerUser
+                && connections.count < server.limits.maxConnections, let idle = idlest(of: peer.uid) {
+                // The user's own idle connection makes room (asked only at the limit: NSS lookup).
+                if !server.handler.isPrivileged(peer) {
+                    if lastEvicted[peer.uid].map({ ContinuousClock.now - $0 > .seconds(10) }) ?? true {
+                        log.info("closing a user's idlest connection for a new one", [
+                            "uid": String(peer.uid), "pid": String(peer.pid),
+                            "idle_sec": String((ContinuousClock.now - idle.lastActivity).components.seconds)])
+                    }
+                    if lastEvicted.count > 4096 { lastEvicted.removeAll() }
+                    lastEvicted[peer.uid] = ContinuousClock.now
+                    close(idle)
+                }
             }
             if let refusal = turnAway(peer) {
                 // Logged once per uid per burst, not per connection: a flood must not flood the log.
@@ -509,6 +529,22 @@ public final class BrokerServer: Sendable {
             // Asked only when a limit is reached: it is a group lookup (NSS), and every
             // accept runs on this one thread.
             return server.handler.isPrivileged(peer) ? nil : refusal
+        }
+
+        /// `uid`'s connection that has done nothing longest and could go without loss: one
+        /// already lingering, else one with no request in flight, no half-read message and
+        /// nothing left to write, idle at least `evictableAfter`.
+        func idlest(of uid: UInt32) -> Connection? {
+            let now = ContinuousClock.now
+            var idlest: Connection?
+            for connection in connections.values where connection.peer.uid == uid {
+                if connection.isLingering { return connection }
+                guard connection.isOpen, !connection.inFlight, !connection.hasOutput,
+                      connection.framer.pendingByteCount == 0,
+                      now - connection.lastActivity >= server.limits.evictableAfter else { continue }
+                if idlest.map({ connection.lastActivity < $0.lastActivity }) ?? true { idlest = connection }
+            }
+            return idlest
         }
 
         mutating func close(_ connection: Connection) {
