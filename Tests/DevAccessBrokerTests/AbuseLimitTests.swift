@@ -172,6 +172,45 @@ struct AbuseLimitTests {
         #expect(daemon.log.contains("closing a user's idlest connection for a new one"), "\(daemon.log)")
     }
 
+    /// Sends one byte of a message every 0.5 s, never the newline; prints what the broker
+    /// answered and after how many seconds it ended the connection.
+    static let dribble = """
+        import socket, sys, json, time
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(sys.argv[1])
+        s.settimeout(0.5)
+        start, got = time.monotonic(), b""
+        message = json.dumps({"version": 3, "id": 1, "type": "hello", "pad": "x" * 200}).encode()
+        for byte in message:
+            try:
+                s.send(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            try:
+                d = s.recv(65536)
+                if not d: break
+                got += d
+            except socket.timeout:
+                pass
+            if time.monotonic() - start > 30: break
+        print(json.dumps({"seconds": time.monotonic() - start, "reply": got.decode(errors="replace")}))
+        """
+
+    /// A message times out from its first byte: a client that keeps a connection busy by
+    /// sending a byte now and then (never idle, never done) is cut off.
+    @Test func aMessageSentOneByteAtATimeTimesOutFromItsFirstByte() throws {
+        let daemon = try RunningDaemon(arguments: ["--message-timeout", "2", "--idle-timeout", "60"])
+        let user = try TestUser("dribble")
+        let result = try user.python(Self.dribble, [daemon.socketPath])
+        #expect(result.status == 0, "\(result.stderr)")
+        let outcome = try json(result.stdout)
+        let seconds = try #require(outcome["seconds"] as? Double)
+        #expect(seconds < 6, "the dribbling connection lived \(seconds) s")
+        #expect((outcome["reply"] as? String)?.contains("\"timeout\"") == true, "\(outcome)")
+        #expect((outcome["reply"] as? String)?.contains("first byte") == true, "\(outcome)")
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func reservedSlotsMustLeaveRoomForUsers() throws {
         let daemon = try RunningDaemon(arguments: ["--max-connections", "10", "--reserved-connections", "10"],
                                        waitForReady: false)

@@ -56,6 +56,8 @@ public struct DaemonOptions: Sendable {
                                  Of --max-connections, the slots kept for root and admins
                                  (default: one in 16, 64 of 1024).
           --idle-timeout SEC     Close idle connections after SEC seconds (default: 60).
+          --message-timeout SEC  A message must be complete SEC seconds after its first
+                                 byte (default: 10).
           --max-prompts-per-user N
                                  Requests of one user with a prompt open at once (root and
                                  admins: no limit; default: 4).
@@ -151,6 +153,8 @@ public struct DaemonOptions: Sendable {
                 reservedGiven = true
             case "--idle-timeout":
                 options.limits.idleTimeout = .seconds(try number(name, try value(name, inline: inline), 1...86_400))
+            case "--message-timeout":
+                options.limits.messageTimeout = .seconds(try number(name, try value(name, inline: inline), 1...3600))
             case "--max-prompts-per-user":
                 options.maxPromptsPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
             case "--max-waiting-per-user":

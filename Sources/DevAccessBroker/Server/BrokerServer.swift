@@ -68,6 +68,10 @@ public final class BrokerServer: Sendable {
         /// own connection that has been idle longest (nothing in flight, half read or unsent),
         /// if it has been idle this long; otherwise the new connection is turned away.
         public var evictableAfter: Duration = .seconds(5)
+        /// A message must be complete (its newline) this long after its first byte arrived,
+        /// or the connection is closed with `timeout`: a client that dribbles a byte now and
+        /// then is never idle, and would otherwise hold its slot forever.
+        public var messageTimeout: Duration = .seconds(10)
 
         public init(maxConnections: Int = 1024, maxConnectionsPerUser: Int = 256, reservedConnections: Int = 64,
                     idleTimeout: Duration = .seconds(60), shutdownGrace: Duration = .seconds(2),
@@ -374,6 +378,7 @@ public final class BrokerServer: Sendable {
             while connection.isOpen && (!connection.inFlight || connection.awaitingAnswer) {
                 switch connection.framer.next() {
                 case .line(let line):
+                    connection.partialSince = nil
                     if connection.inFlight {
                         answer(line, on: connection)
                     } else {
@@ -384,6 +389,8 @@ public final class BrokerServer: Sendable {
                         reason: "more than \(BrokerProtocol.maxRequestSize) bytes arrived without a newline; "
                             + "a message is at most \(BrokerProtocol.maxRequestSize) bytes"))
                 case .needMore:
+                    connection.partialSince = connection.framer.pendingByteCount > 0
+                        ? connection.partialSince ?? ContinuousClock.now : nil
                     if connection.readEOF {
                         if connection.awaitingAnswer {
                             // The answer can never come; the request ends without one.
@@ -637,7 +644,14 @@ public final class BrokerServer: Sendable {
                 case .lingering(let until, _):
                     if now >= until { close(connection) }
                 case .open:
-                    guard !connection.inFlight, now - connection.lastActivity >= server.limits.idleTimeout else { continue }
+                    guard !connection.inFlight else { continue }
+                    if let since = connection.partialSince, now - since >= server.limits.messageTimeout {
+                        reject(connection, id: 0, ProtocolError(.timeout, context: "message",
+                            reason: "a message was still incomplete (no newline) \(server.limits.messageTimeout) "
+                                + "after its first byte; send each message whole"))
+                        continue
+                    }
+                    guard now - connection.lastActivity >= server.limits.idleTimeout else { continue }
                     if connection.framer.pendingByteCount > 0 {
                         reject(connection, id: 0, ProtocolError(.timeout, context: "message",
                             reason: "a message stayed incomplete (no newline) for \(server.limits.idleTimeout)"))

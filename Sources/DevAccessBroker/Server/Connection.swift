@@ -33,6 +33,9 @@ final class Connection {
     var readEOF = false
     var phase = Phase.open
     var lastActivity: ContinuousClock.Instant
+    /// When the first byte of the message still missing its newline arrived: a message
+    /// has `messageTimeout` from there, however slowly its bytes keep coming.
+    var partialSince: ContinuousClock.Instant?
 
     init(id: UInt64, descriptor: CInt, peer: Peer, now: ContinuousClock.Instant) {
         self.id = id
