@@ -123,6 +123,19 @@ extension BrokerService {
         }
         audit(context, request.permissions, stage: "received", perPermission: received,
               extra: requestDetails(request, peer: peer))
+        if !byAction.isEmpty {
+            // Nothing is asked (no password reaches PAM), queued or recorded that the audit
+            // trail does not show: a ledger that cannot take the request ends it here.
+            do throws(LedgerError) {
+                try writeAudit(context)
+            } catch {
+                let code: ErrorCode = if case .busy = error { .ledgerBusy } else { .ledgerUnusable }
+                log.error("could not audit a request; it was refused", ["uid": String(peer.uid), "error": error.description])
+                return .error(ProtocolError(code, context: "request",
+                    reason: "the ledger cannot record this request, so nothing was asked or recorded: "
+                        + "\(error.description)"))
+            }
+        }
 
         // 2. Policy allow, 3. ask, 4. auth_self: decisions to record.
         var plans: [GrantPlan] = []
@@ -648,16 +661,22 @@ extension BrokerService {
         context.audit.add(events)
     }
 
-    /// Writes the request's kept events in one transaction. A ledger that cannot be
-    /// written is logged, not fatal to the answer.
+    /// Writes the request's kept events; a ledger that cannot be written is logged, not
+    /// fatal to the answer (the request was audited before anything was asked).
     func flushAudit(_ context: RequestContext) {
+        do throws(LedgerError) {
+            try writeAudit(context)
+        } catch {
+            log.error("could not audit a request", ["error": error.description])
+        }
+    }
+
+    /// Writes the request's kept events in one transaction, or throws why not (the events
+    /// are dropped either way: a later flush does not repeat them).
+    func writeAudit(_ context: RequestContext) throws(LedgerError) {
         let events = context.audit.take()
         guard let ledger, !events.isEmpty else { return }
-        do {
-            try ledger.append(contentsOf: events)
-        } catch {
-            log.error("could not audit a request", ["events": String(events.count), "error": error.description])
-        }
+        _ = try ledger.append(contentsOf: events)
     }
 }
 
