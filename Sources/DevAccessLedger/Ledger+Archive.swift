@@ -202,6 +202,22 @@ extension Ledger {
                                    link: Self.link(info, records: records))
     }
 
+    /// Default archive files are named `audit-archive-<UTC time>-<first>-<last>.db`.
+    public static var archiveNamePrefix: String { ArchiveFile.namePrefix }
+
+    /// The directory holding the ledger (and, by default, its archives).
+    public var directory: String { StateFiles.split(path).directory }
+
+    /// Every readable archive record still in the ledger, newest first.
+    public func archiveRecords() throws(LedgerError) -> [ArchiveAnchor] {
+        try read { db throws(LedgerError) in
+            try ArchiveAnchor.all(db).compactMap { found in
+                if case .anchor(let anchor) = found { return anchor }
+                return nil
+            }
+        }
+    }
+
     /// The ledger's newest archive record, nil when nothing was ever archived (or it is unreadable).
     public func archiveAnchor() throws(LedgerError) -> ArchiveAnchor? {
         try read { db throws(LedgerError) in

@@ -152,7 +152,8 @@ enum StateFiles {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
                 String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if !allowed.contains(name) && !name.hasPrefix(copyPrefix) { return false }
+            // So are audit archives written beside the ledger (ArchiveFile).
+        if !allowed.contains(name) && !name.hasPrefix(copyPrefix) && !name.hasPrefix(ArchiveFile.namePrefix) { return false }
         }
         return true
     }

@@ -146,7 +146,7 @@ public final class BrokerService: RequestHandler {
             return await resolve(action, approve: true, id: envelope.id, peer: peer)
         case .reject(let action):
             return await resolve(action, approve: false, id: envelope.id, peer: peer)
-        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify:
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive:
             return await administer(envelope.request, id: envelope.id, peer: peer)
         }
     }
