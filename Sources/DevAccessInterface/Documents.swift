@@ -311,11 +311,18 @@ public struct AuditArchiveDocument: Codable, Sendable, Hashable {
     public var anchorHash: String?
     /// The `archived` event recording the move.
     public var anchorEvent: Int64?
+    /// The ledger was compacted afterwards (VACUUM); its size with the WAL before and after.
+    public var vacuumed: Bool
+    public var ledgerBytesBefore: Int64?
+    public var ledgerBytesAfter: Int64?
     public var message: String
 
     public init(_ outcome: AuditArchiveOutcome, ledger: String) {
         self.ledger = ledger
         before = ISOTime.format(outcome.before)
+        vacuumed = outcome.vacuumed
+        ledgerBytesBefore = outcome.ledgerBytesBefore
+        ledgerBytesAfter = outcome.ledgerBytesAfter
         guard let anchor = outcome.anchor else {
             events = 0
             message = "no audit event is older than \(before): nothing was archived"
@@ -330,6 +337,10 @@ public struct AuditArchiveDocument: Codable, Sendable, Hashable {
         message = "archived \(anchor.events) events (\(anchor.firstSeq)...\(anchor.throughSeq)) older than \(before) "
             + "to \(anchor.archivePath); the ledger's chain continues from hash \(anchor.throughHash), recorded by "
             + "event \(anchor.eventSeq)"
+        if let from = ledgerBytesBefore, let to = ledgerBytesAfter {
+            message += "; ledger \(from / 1024) KiB -> \(to / 1024) KiB" + (vacuumed ? "" : " (not compacted: its free "
+                + "space is reused by new events)")
+        }
     }
 }
 

@@ -6,10 +6,19 @@ public struct AuditArchiveOutcome: Sendable, Hashable {
     public var before: Date
     /// The record written in the ledger (the anchor); nil when no event was old enough.
     public var anchor: ArchiveAnchor?
+    /// Whether the ledger was compacted afterwards (VACUUM); if not, its free pages are reused.
+    public var vacuumed: Bool
+    /// The ledger's size with its WAL, before and after.
+    public var ledgerBytesBefore: Int64?
+    public var ledgerBytesAfter: Int64?
 
-    public init(before: Date, anchor: ArchiveAnchor?) {
+    public init(before: Date, anchor: ArchiveAnchor?, vacuumed: Bool = false, ledgerBytesBefore: Int64? = nil,
+                ledgerBytesAfter: Int64? = nil) {
         self.before = before
         self.anchor = anchor
+        self.vacuumed = vacuumed
+        self.ledgerBytesBefore = ledgerBytesBefore
+        self.ledgerBytesAfter = ledgerBytesAfter
     }
 }
 
@@ -63,7 +72,8 @@ extension Ledger {
     /// before that commit removes the archive, so the events are in exactly one place; a
     /// crash between the two leaves them in both, and the archive file unrecorded.
     ///
-    /// The ledger file does not shrink: the freed pages are reused by new events.
+    /// Afterwards the ledger is compacted (VACUUM) and its WAL truncated, so the space the
+    /// events took is given back.
     public func archiveAudit(before: Date, to target: String?, by actor: Principal,
                              now: Date = Date()) throws(LedgerError) -> AuditArchiveOutcome {
         guard mode == .readWrite else { throw .readOnly(path: path, nil) }
@@ -78,6 +88,7 @@ extension Ledger {
         }
         let archivePath = target ?? StateFiles.split(path).directory + "/"
             + ArchiveFile.defaultName(firstSeq: range.firstSeq, throughSeq: range.throughSeq, at: now)
+        let bytesBefore = StateFiles.bytes(of: path)
         try ArchiveFile.create(archivePath)
         do {
             try copy(range, to: archivePath, beforeUsec: beforeUsec, archivedUsec: try Timestamp.microseconds(now))
@@ -107,7 +118,15 @@ extension Ledger {
                 anchor.eventSeq = record.seq
                 return anchor
             }
-            return AuditArchiveOutcome(before: before, anchor: anchor)
+            // Give the space back (an archive is often made because the disk filled up):
+            // VACUUM rewrites only what is left, so it costs about what the ledger still
+            // holds, not what moved; then the WAL it went through is folded in and truncated.
+            // Neither is the archive's failure (a reader on the WAL, no room for the copy):
+            // the freed pages are then reused by new events instead.
+            let vacuumed = (try? withConnection { db throws(LedgerError) in try db.execute("VACUUM") }) != nil
+            try? withConnection { db throws(LedgerError) in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+            return AuditArchiveOutcome(before: before, anchor: anchor, vacuumed: vacuumed,
+                                       ledgerBytesBefore: bytesBefore, ledgerBytesAfter: StateFiles.bytes(of: path))
         } catch {
             ArchiveFile.discard(archivePath)
             throw error

@@ -228,6 +228,16 @@ enum StateFiles {
 
     // MARK: - Helpers
 
+    /// The size of a ledger file with its WAL (what it takes on disk, roughly).
+    static func bytes(of ledgerPath: String) -> Int64 {
+        var total: Int64 = 0
+        for file in [ledgerPath, ledgerPath + "-wal"] {
+            var info = stat()
+            if lstat(file, &info) == 0 { total += Int64(info.st_size) }
+        }
+        return total
+    }
+
     /// The directory part and the last component, `"."` for a bare name.
     static func split(_ path: String) -> (directory: String, name: String) {
         guard let slash = path.lastIndex(of: "/") else { return (".", path) }
