@@ -33,8 +33,9 @@ public final class BrokerService: RequestHandler {
     let approvals = ApprovalWaiters()
     /// Who the broker is in the ledger when policy decides (`how=policy`).
     let brokerPrincipal: Principal
-    /// How many refusals per user reach the audit trail.
-    let refusals = RefusalThrottle()
+    /// How many of a user's attempts that change nothing (refusals, requests answered at
+    /// once) reach the audit trail.
+    let refusals: RefusalThrottle
     /// Where `ask` is put to a person: the login terminal, when the broker can trust it.
     let consentChannel: @Sendable (Peer, UserIdentity) -> Result<ConsentChannel.Terminal, ConsentChannel.Unavailable> = {
         ConsentChannel.terminal(for: $0, user: $1)
@@ -55,6 +56,7 @@ public final class BrokerService: RequestHandler {
         let policies = PolicyKeeper(directory: configDirectory, log: log, initial: policy)
         self.policies = policies
         self.settings = settings
+        refusals = RefusalThrottle(window: settings.auditWindow)
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
         if let enforcement {
@@ -241,6 +243,9 @@ public final class BrokerService: RequestHandler {
         "\(UserDatabase.userName(peer.uid) ?? "uid \(peer.uid)") (uid \(peer.uid), pid \(peer.pid))"
     }
 
+    /// The detail on a user's next written attempt: how many of theirs were answered but not written.
+    static let notRecordedKey = "attempts_not_recorded_before"
+
     func refuse(_ operation: Operation, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
         refuse(operation.rawValue, id: id, peer: peer, subject: subject, reason: reason)
     }
@@ -252,7 +257,7 @@ public final class BrokerService: RequestHandler {
             var details = ["operation": operation, "request_id": String(id), "pid": String(peer.pid),
                            "gid": String(peer.gid), "reason": reason]
             if let problem = peer.programProblem { details["program_problem"] = problem }
-            if leftOut > 0 { details["refusals_not_recorded_before"] = String(leftOut) }
+            if leftOut > 0 { details[Self.notRecordedKey] = String(leftOut) }
             let event = AuditEvent(type: .refused, actor: actor, subject: subject, program: peer.program, details: details)
             log.notice("refused", ["operation": operation, "uid": String(peer.uid), "pid": String(peer.pid),
                                    "program": peer.program ?? "-", "subject": subject?.description ?? "-",
