@@ -72,8 +72,8 @@ extension Ledger {
     /// before that commit removes the archive, so the events are in exactly one place; a
     /// crash between the two leaves them in both, and the archive file unrecorded.
     ///
-    /// Afterwards the ledger is compacted (VACUUM) and its WAL truncated, so the space the
-    /// events took is given back.
+    /// Afterwards the ledger is compacted (VACUUM) when a quarter of it or more is free, and
+    /// its WAL truncated, so the space the events took is given back.
     public func archiveAudit(before: Date, to target: String?, by actor: Principal,
                              now: Date = Date()) throws(LedgerError) -> AuditArchiveOutcome {
         guard mode == .readWrite else { throw .readOnly(path: path, nil) }
@@ -118,12 +118,7 @@ extension Ledger {
                 anchor.eventSeq = record.seq
                 return anchor
             }
-            // Give the space back (an archive is often made because the disk filled up):
-            // VACUUM rewrites only what is left, so it costs about what the ledger still
-            // holds, not what moved; then the WAL it went through is folded in and truncated.
-            // Neither is the archive's failure (a reader on the WAL, no room for the copy):
-            // the freed pages are then reused by new events instead.
-            let vacuumed = (try? withConnection { db throws(LedgerError) in try db.execute("VACUUM") }) != nil
+            let vacuumed = compactIfWorthIt()
             try? withConnection { db throws(LedgerError) in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
             return AuditArchiveOutcome(before: before, anchor: anchor, vacuumed: vacuumed,
                                        ledgerBytesBefore: bytesBefore, ledgerBytesAfter: StateFiles.bytes(of: path))
@@ -131,6 +126,21 @@ extension Ledger {
             ArchiveFile.discard(archivePath)
             throw error
         }
+    }
+
+    /// Gives the space back (an archive is often made because the disk filled up) when at
+    /// least a quarter of the file is free: VACUUM rewrites what is left, so it costs about
+    /// what the ledger still holds, and while it runs nothing else reaches the ledger; a
+    /// small archive of a large ledger is not worth that, and its pages are reused by new
+    /// events. A VACUUM that fails (no room for the copy) is not the archive's failure.
+    private func compactIfWorthIt() -> Bool {
+        let worthIt = (try? withConnection { db throws(LedgerError) -> Bool in
+            let free = try db.integer("PRAGMA freelist_count") ?? 0
+            let pages = try db.integer("PRAGMA page_count") ?? 0
+            return pages > 0 && free * 4 >= pages
+        }) ?? false
+        guard worthIt else { return false }
+        return (try? withConnection { db throws(LedgerError) in try db.execute("VACUUM") }) != nil
     }
 
     /// The oldest run of events stored before `beforeUsec`; nil when there is none.

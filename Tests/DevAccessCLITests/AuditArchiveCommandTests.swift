@@ -34,7 +34,7 @@ struct AuditArchiveCommandTests {
         let document = try fx.json(archived)
         let path = try #require(document["archive"] as? String)
         #expect((document["events"] as? Int ?? 0) >= 4, "\(archived.stdout)")
-        #expect(document["vacuumed"] as? Bool == true)
+        #expect(document["vacuumed"] is Bool && document["ledgerBytesAfter"] is Int, "\(archived.stdout)")
         let verify = try fx.run(["audit", "--verify"])
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
         #expect(verify.stdout.contains("older ones are archived"), "\(verify.stdout)")

@@ -61,6 +61,22 @@ struct AuditArchiveTests {
         #expect(try ledger.verifyArchive(at: anchor.archivePath).isIntact)
     }
 
+    @Test func aLargeArchiveGivesTheSpaceBackAndASmallOneDoesNotRewriteTheLedger() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        try ledger.append(contentsOf: (1...3000).map { sampleEvent($0, time: Self.base) })
+        let small = try ledger.archiveAudit(before: Self.base.addingTimeInterval(11), to: nil, by: rootUser)
+        #expect(small.anchor?.events == 10)
+        #expect(!small.vacuumed, "10 of 3000 events free too little to rewrite the ledger for")
+        let large = try ledger.archiveAudit(before: Self.base.addingTimeInterval(2991), to: nil, by: rootUser)
+        #expect(large.anchor?.events == 2980)
+        #expect(large.vacuumed)
+        let before = try #require(large.ledgerBytesBefore), after = try #require(large.ledgerBytesAfter)
+        #expect(after * 4 < before, "\(before) -> \(after) bytes")
+        #expect(try ledger.verify() == .intact(count: 12))  // 2991...3000 and the two records
+        #expect(try ledger.verifyArchive(at: #require(large.anchor?.archivePath)).isIntact)
+    }
+
     @Test func nothingOldEnoughMovesNothing() throws {
         let dir = TemporaryLedgerDirectory()
         let ledger = try openLedger(dir)
