@@ -104,7 +104,7 @@ extension BrokerService {
             }
         }
         var details = requestDetails(request, peer: peer)
-        if !rules.isAdmin(peer), Self.changesNothing(byAction, user: user, ledger: ledger) {
+        if Self.changesNothing(byAction, user: user, ledger: ledger), !rules.isAdmin(peer) {
             // Answered without a decision, a prompt or a new queued request: an attempt a
             // user can repeat at will, so written within the user's attempt budget only.
             switch refusals.admit(peer.uid, cost: 2 * request.permissions.count) {

@@ -8,7 +8,7 @@ import Synchronization
 /// (`attempts_not_recorded_before`). Every attempt is still answered as before.
 final class RefusalThrottle: Sendable {
     enum Verdict: Sendable, Hashable {
-        /// Write it; `leftOut` refusals of this uid were not written before it.
+        /// Write it; `leftOut` attempts of this uid were not written before it.
         case record(leftOut: Int)
         /// Count it only.
         case skip
