@@ -20,7 +20,8 @@ extension Ledger {
                 .uid(new.subject.uid), .text(new.subject.name), .optional(new.program?.path),
                 .optional(new.program?.sha256), .text(new.permission.rawValue), .optional(new.deviceID),
                 .text(new.decision.rawValue), .text(new.scope.rawValue), .integer(created), .optional(expires),
-                .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue), .text(new.reason),
+                .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue),
+                .text(StoredText.capped(new.reason)),
             ])
             let id = db.lastInsertRowID
             guard let grant = try GrantRow.query(db, where: "id = ?", [.integer(id)]).first else {
@@ -58,7 +59,7 @@ extension Ledger {
                 try update.run([.integer(time), .integer(grant.id)])
                 grant.revoked = Timestamp.date(time)
                 var details = GrantRow.auditDetails(grant)
-                if !reason.isEmpty { details["revoke_reason"] = reason }
+                if !reason.isEmpty { details["revoke_reason"] = StoredText.capped(reason) }
                 try audit.append(AuditEvent(
                     type: .revoke, time: now, actor: actor, subject: grant.subject, permission: permission,
                     deviceID: grant.deviceID, program: grant.program?.path, details: details))

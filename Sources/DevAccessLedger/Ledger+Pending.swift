@@ -20,7 +20,7 @@ extension Ledger {
             try insert.run([
                 .uid(new.subject.uid), .text(new.subject.name), .optional(new.program),
                 .text(new.permissions.map(\.rawValue).joined(separator: " ")), .optional(scope), .optional(duration),
-                .text(new.reason), .integer(created),
+                .text(StoredText.capped(new.reason)), .integer(created),
             ])
             let id = db.lastInsertRowID
             guard let request = try PendingRow.query(db, where: "id = ?", [.integer(id)]).first else {
@@ -77,7 +77,7 @@ extension Ledger {
             request.resolvedBy = actor
             var details = PendingRow.auditDetails(request)
             details["stage"] = resolution.rawValue
-            if !note.isEmpty { details["note"] = note }
+            if !note.isEmpty { details["note"] = StoredText.capped(note) }
             for permission in request.permissions {
                 try audit.append(AuditEvent(type: .request, time: now, actor: actor, subject: request.subject,
                                             permission: permission, program: request.program, details: details))

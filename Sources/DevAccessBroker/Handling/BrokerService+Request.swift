@@ -121,8 +121,16 @@ extension BrokerService {
                                   + "was asked or queued", code: .busy)
             }
         }
-        audit(context, request.permissions, stage: "received", perPermission: received,
-              extra: requestDetails(request, peer: peer))
+        var details = requestDetails(request, peer: peer)
+        if Self.changesNothing(byAction, user: user, ledger: ledger), !rules.isAdmin(peer) {
+            // Answered without a decision, a prompt or a new queued request: an attempt a
+            // user can repeat at will, so written within the user's attempt budget only.
+            switch refusals.admit(peer.uid, cost: 2 * request.permissions.count) {
+            case .skip: context.audit.suppress()
+            case .record(let leftOut): if leftOut > 0 { details[Self.notRecordedKey] = String(leftOut) }
+            }
+        }
+        audit(context, request.permissions, stage: "received", perPermission: received, extra: details)
         if !byAction.isEmpty {
             // Nothing is asked (no password reaches PAM), queued or recorded that the audit
             // trail does not show: a ledger that cannot take the request ends it here.
@@ -272,6 +280,17 @@ extension BrokerService {
             return result
         }
         return nil
+    }
+
+    /// Whether what is left to decide changes nothing: nothing at all, or only permissions
+    /// for an administrator that are already waiting in a request of the user's (a new
+    /// request then only points at the old one).
+    static func changesNothing(_ byAction: [PolicyAction: [Permission]], user: UserIdentity,
+                               ledger: Ledger) -> Bool {
+        if byAction.isEmpty { return true }
+        guard byAction.count == 1, let forAdmin = byAction[.authAdmin] else { return false }
+        guard let waiting = try? ledger.pendingRequests(uid: user.uid) else { return false }
+        return forAdmin.allSatisfy { permission in waiting.contains { $0.permissions.contains(permission) } }
     }
 
     static func undecided(_ permission: Permission, _ why: UndecidedReason) -> RequestResult {
@@ -682,16 +701,23 @@ extension BrokerService {
 
 /// Audit events of one request, kept until they are written together.
 final class AuditBuffer: Sendable {
-    private let events = Mutex<[AuditEvent]>([])
+    private let state = Mutex<(events: [AuditEvent], suppressed: Bool)>(([], false))
 
     func add(_ more: [AuditEvent]) {
-        events.withLock { $0 += more }
+        state.withLock { state in
+            if !state.suppressed { state.events += more }
+        }
+    }
+
+    /// The request is over the user's attempt budget: nothing of it is written.
+    func suppress() {
+        state.withLock { $0 = ([], true) }
     }
 
     func take() -> [AuditEvent] {
-        events.withLock { list in
-            defer { list = [] }
-            return list
+        state.withLock { state in
+            defer { state.events = [] }
+            return state.events
         }
     }
 }
