@@ -211,6 +211,113 @@ struct AbuseLimitTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// Opens argv[2] connections, each sending the first byte of a message (slow clients
+    /// that never finish), and prints how many the broker took and how many it turned away;
+    /// then holds them for argv[3] seconds, a byte on each now and then.
+    static let slowConnections = """
+        import socket, sys, json, time, resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        path, n, hold = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+        open_, busy = [], 0
+        for i in range(n):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            s.setblocking(False)
+            try:
+                s.send(b"{")
+            except OSError:
+                busy += 1
+                s.close()
+                continue
+            open_.append(s)
+        time.sleep(0.5)
+        taken = []
+        for s in open_:
+            try:
+                d = s.recv(65536)
+                if d == b"" or b"busy" in d:
+                    busy += 1
+                    s.close()
+                    continue
+            except BlockingIOError:
+                pass
+            taken.append(s)
+        print(json.dumps({"taken": len(taken), "busy": busy}), flush=True)
+        end = time.monotonic() + hold
+        while time.monotonic() < end:
+            for s in taken:
+                try: s.send(b" ")
+                except OSError: pass
+            time.sleep(1)
+        """
+
+    /// Opens argv[2] connections of one user at once and says hello on each, three times;
+    /// prints how many were answered every time.
+    static let activeClients = """
+        import socket, sys, json, resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        path, n = sys.argv[1], int(sys.argv[2])
+        conns = []
+        for i in range(n):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            conns.append((s, s.makefile("rwb")))
+        served = 0
+        for s, f in conns:
+            ok = True
+            for k in range(3):
+                f.write(json.dumps({"version": 3, "id": k + 1, "type": "hello"}).encode() + b"\\n")
+                f.flush()
+                r = json.loads(f.readline() or b"{}")
+                ok = ok and r.get("type") == "hello"
+            served += ok
+        print(json.dumps({"served": served}))
+        """
+
+    /// Issue 10, finding 3, at its own scale and the default limits: 1,100 slow connections
+    /// of one user take at most their 256 slots; another user and root are still served,
+    /// and 200 busy clients of one user are all served.
+    @Test func elevenHundredSlowConnectionsLeaveOthersServedAndTwoHundredActiveAreServed() throws {
+        let daemon = try RunningDaemon()
+        let mallory = try TestUser("slow")
+        let bob = try TestUser("slowok")
+        let scratch = try TemporaryDirectory()
+        let output = scratch.path + "/slow.json"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        _ = chmod(output, 0o666)
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        holder.arguments = ["--reuid", String(mallory.uid), "--regid", String(mallory.gid), "--clear-groups",
+                            "/usr/bin/python3", "-c", Self.slowConnections, daemon.socketPath, "1100", "20"]
+        holder.standardOutput = FileHandle(forWritingAtPath: output)
+        try holder.run()
+        defer {
+            kill(holder.processIdentifier, SIGKILL)
+            holder.waitUntilExit()
+        }
+        var counts: [String: Any] = [:]
+        for _ in 0..<300 where counts.isEmpty {
+            usleep(100_000)
+            if let text = try? String(contentsOfFile: output, encoding: .utf8), !text.isEmpty {
+                counts = (try? json(text)) ?? [:]
+            }
+        }
+        #expect(counts["taken"] as? Int == 256, "one user holds at most 256 slots: \(counts)")
+        #expect(counts["busy"] as? Int == 1100 - 256, "\(counts)")
+
+        let hello = try bob.python(LockedLedgerTests.helloTimer, [daemon.socketPath, "5"])
+        #expect(hello.status == 0, "another user is served beside 1,100 slow connections: \(hello.stderr)")
+        let root = try TestProcess.run("/usr/bin/python3", ["-c", LockedLedgerTests.helloTimer, daemon.socketPath, "5"])
+        #expect(root.status == 0, "root is served: \(root.stderr)")
+
+        let active = try bob.python(Self.activeClients, [daemon.socketPath, "200"])
+        #expect(active.status == 0, "\(active.stderr)")
+        #expect(try json(active.stdout)["served"] as? Int == 200, "\(active.stdout)")
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func reservedSlotsMustLeaveRoomForUsers() throws {
         let daemon = try RunningDaemon(arguments: ["--max-connections", "10", "--reserved-connections", "10"],
                                        waitForReady: false)
