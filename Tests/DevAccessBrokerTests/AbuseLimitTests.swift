@@ -318,6 +318,66 @@ struct AbuseLimitTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// Opens argv[2] connections with a small receive buffer and writes whole status
+    /// requests on each as fast as the broker takes them, never reading a reply.
+    static let unreadReplies = """
+        import socket, sys, time, resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        path, n, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+        line = b'{"version":2,"id":1,"type":"status"}\\n' * 64
+        conns = []
+        for i in range(n):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(path)
+            s.setblocking(False)
+            conns.append(s)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for s in conns:
+                try: s.send(line)
+                except (BlockingIOError, OSError): pass
+            time.sleep(0.01)
+        """
+
+    static func residentKB(_ pid: Int32) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        }
+        return 0
+    }
+
+    /// A client that sends requests and never reads the replies costs the broker a bounded
+    /// outbox, not memory that grows for as long as it keeps sending (review finding: 1 GB
+    /// in 140 s from 256 such connections).
+    @Test func repliesNobodyReadsDoNotGrowTheBroker() throws {
+        let daemon = try RunningDaemon()
+        let mallory = try TestUser("unread")
+        let flood = Process()
+        flood.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        flood.arguments = ["--reuid", String(mallory.uid), "--regid", String(mallory.gid), "--clear-groups",
+                           "/usr/bin/python3", "-c", Self.unreadReplies, daemon.socketPath, "256", "24"]
+        try flood.run()
+        defer {
+            kill(flood.processIdentifier, SIGKILL)
+            flood.waitUntilExit()
+        }
+        // Measured: about 240 KB per connection (its outbox, its buffered requests), reached
+        // within about 12 s; before the bound it grew about 8 MB/s for as long as it went on.
+        sleep(14)
+        let early = Self.residentKB(daemon.pid)
+        sleep(8)
+        let late = Self.residentKB(daemon.pid)
+        #expect(early > 0 && late > 0)
+        #expect(late - early < 4_000, "the broker grew from \(early) KB to \(late) KB in 8 s of unread replies")
+        #expect(late < 160_000, "\(late) KB")
+        let bob = try TestUser("unreadok")
+        let hello = try bob.python(LockedLedgerTests.helloTimer, [daemon.socketPath, "3"])
+        #expect(hello.status == 0, "\(hello.stderr)")
+    }
+
     @Test func reservedSlotsMustLeaveRoomForUsers() throws {
         let daemon = try RunningDaemon(arguments: ["--max-connections", "10", "--reserved-connections", "10"],
                                        waitForReady: false)

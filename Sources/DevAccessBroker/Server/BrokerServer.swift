@@ -333,7 +333,11 @@ public final class BrokerServer: Sendable {
                 return
             }
             if revents & Int16(POLLOUT) != 0 {
+                let wasFull = connection.outboxFull
                 flush(connection)
+                guard connections[connection.id] != nil else { return }
+                // Messages that waited for the client to read its replies go on now.
+                if wasFull && !connection.outboxFull { process(connection) }
                 guard connections[connection.id] != nil else { return }
             }
             if revents & Int16(POLLIN) != 0 {
@@ -375,7 +379,9 @@ public final class BrokerServer: Sendable {
         /// Takes complete messages off the connection's buffer while no request is in flight,
         /// or while the request in flight awaits its client's answer.
         mutating func process(_ connection: Connection) {
-            while connection.isOpen && (!connection.inFlight || connection.awaitingAnswer) {
+            // Not while a client leaves its replies unread: buffered requests would otherwise
+            // each add a reply to an outbox nobody drains (memory without bound).
+            while connection.isOpen && !connection.outboxFull && (!connection.inFlight || connection.awaitingAnswer) {
                 switch connection.framer.next() {
                 case .line(let line):
                     connection.partialSince = nil
