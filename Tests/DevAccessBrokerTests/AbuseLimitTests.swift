@@ -378,6 +378,30 @@ struct AbuseLimitTests {
         #expect(hello.status == 0, "\(hello.stderr)")
     }
 
+    /// A loop that changes something each time (a policy-allowed grant, then the user's own
+    /// revoke) writes the audit trail every round: one user gets 60 such changes a minute,
+    /// then `busy`, while another user is still served (review finding: 230 rows/s before).
+    @Test func oneUsersGrantAndRevokeLoopIsLimitedPerMinute() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
+        let mallory = try TestUser("churn")
+        let bob = try TestUser("churnok")
+        var served = 0
+        var busy = 0
+        for _ in 0..<40 {
+            let granted = try mallory.withoutTerminal(["request", "camera", "--always"] + setup.socket)
+            let revoked = try mallory.devaccess(["revoke", "camera", "--user", mallory.name] + setup.socket)
+            for run in [granted, revoked] {
+                if run.status == 0 { served += 1 } else if run.stderr.contains("the most one user may") { busy += 1 }
+            }
+        }
+        #expect(served == 60, "60 changes a minute are served: \(served) served, \(busy) busy")
+        #expect(busy == 20, "the rest are told busy: \(busy)")
+        let rows = try setup.ledger().events().map(\.event).filter { $0.actor?.uid == mallory.uid }.count
+        #expect(rows < 250, "\(rows) audit rows of mallory's in 80 attempts")
+        let other = try bob.withoutTerminal(["request", "camera", "--always"] + setup.socket)
+        #expect(other.status == 0, "another user is served: \(other.stderr)")
+    }
+
     @Test func reservedSlotsMustLeaveRoomForUsers() throws {
         let daemon = try RunningDaemon(arguments: ["--max-connections", "10", "--reserved-connections", "10"],
                                        waitForReady: false)

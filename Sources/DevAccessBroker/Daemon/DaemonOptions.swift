@@ -16,6 +16,7 @@ public struct DaemonOptions: Sendable {
     /// Per-user limits of consent conversations (RequestSettings).
     public var maxPromptsPerUser = RequestSettings().maxOpenPromptsPerUser
     public var maxWaitingPerUser = RequestSettings().maxWaitingPerUser
+    public var maxChangesPerMinute = RequestSettings().maxChangesPerMinute
     /// Period of live enforcement's safety reconcile; nil: off (devaccessd(8), LIVE ENFORCEMENT).
     public var reconcileInterval: Duration? = .seconds(60)
     public var logLevel = BrokerLog.Level.info
@@ -64,6 +65,10 @@ public struct DaemonOptions: Sendable {
           --max-waiting-per-user N
                                  Clients of one user waiting for an administrator at once
                                  (root and admins: no limit; default: 16).
+          --max-changes-per-user N
+                                 Requests of one user that ask, queue or decide, and their
+                                 own revokes, resets and withdraws, per minute (root and
+                                 admins: no limit; default: 60).
           --reconcile-interval SEC
                                  Also apply the whole ledger to the machine every SEC seconds,
                                  besides at start-up, on hotplug and at each expiry; 0: never
@@ -159,6 +164,8 @@ public struct DaemonOptions: Sendable {
                 options.maxPromptsPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
             case "--max-waiting-per-user":
                 options.maxWaitingPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
+            case "--max-changes-per-user":
+                options.maxChangesPerMinute = try number(name, try value(name, inline: inline), 1...1_000_000)
             case "--reconcile-interval":
                 let seconds = try number(name, try value(name, inline: inline), 0...86_400)
                 options.reconcileInterval = seconds == 0 ? nil : .seconds(seconds)

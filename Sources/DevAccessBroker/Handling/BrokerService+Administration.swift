@@ -16,6 +16,14 @@ extension BrokerService {
         }
         let caller = Caller(principal: Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid)),
                             isAdmin: rules.isAdmin(peer), adminGroup: rules.adminGroup)
+        switch request {
+        case .revoke, .reset, .withdraw:
+            if let refusal = overChangeBudget(request.type, id: id, peer: peer, subject: Self.subject(of: request)) {
+                return refusal
+            }
+        default:
+            break
+        }
         let service = EngineService(caller: caller, runner: QueuedEngine(enforcement: enforcement))
         do throws(InterfaceError) {
             let document: any Encodable & Sendable

@@ -121,8 +121,13 @@ extension BrokerService {
                                   + "was asked or queued", code: .busy)
             }
         }
+        let changesNothing = Self.changesNothing(byAction, user: user, ledger: ledger)
+        if !changesNothing, let refusal = overChangeBudget("request", id: envelope.id, peer: peer,
+                                                          subject: context.subject) {
+            return refusal
+        }
         var details = requestDetails(request, peer: peer)
-        if Self.changesNothing(byAction, user: user, ledger: ledger), !rules.isAdmin(peer) {
+        if changesNothing, !rules.isAdmin(peer) {
             // Answered without a decision, a prompt or a new queued request: an attempt a
             // user can repeat at will, so written within the user's attempt budget only.
             switch refusals.admit(peer.uid, cost: 2 * request.permissions.count) {

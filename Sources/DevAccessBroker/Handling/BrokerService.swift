@@ -37,6 +37,10 @@ public final class BrokerService: RequestHandler {
     /// How many of a user's attempts that change nothing (refusals, requests answered at
     /// once) reach the audit trail.
     let refusals: RefusalThrottle
+    /// Requests that ask, queue or decide, and a user's own revokes, resets and withdraws:
+    /// each writes the audit trail, so one user's are limited per minute
+    /// (`maxChangesPerMinute`; root and administrators are not limited).
+    let changes: RefusalThrottle
     /// `auth_self` passwords: a few PAM threads, one check per uid, back-off per uid.
     let passwords: PasswordChecks
     /// Requests of each user in a consent conversation, and clients of each user waiting
@@ -68,6 +72,7 @@ public final class BrokerService: RequestHandler {
         openPrompts = UserSlots(limit: settings.maxOpenPromptsPerUser)
         waitingClients = UserSlots(limit: settings.maxWaitingPerUser)
         refusals = RefusalThrottle(window: settings.auditWindow)
+        changes = RefusalThrottle(burst: settings.maxChangesPerMinute, window: .seconds(60))
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
         if let enforcement {
@@ -289,5 +294,14 @@ public final class BrokerService: RequestHandler {
             }
         }
         return .error(ProtocolError(code, context: operation, reason: reason))
+    }
+
+    /// Whether `peer` may make one more change now; nil, or the busy refusal to send.
+    func overChangeBudget(_ operation: String, id: Int64, peer: Peer, subject: Principal?) -> Reply? {
+        guard !rules.isAdmin(peer), case .skip = changes.admit(peer.uid) else { return nil }
+        return refuse(operation, id: id, peer: peer, subject: subject,
+                      reason: "\(describe(peer)) made \(changes.burst) requests that ask or change something in "
+                          + "the last minute, the most one user may; try again in a minute; nothing was asked or recorded",
+                      code: .busy)
     }
 }

@@ -27,6 +27,9 @@ public struct RequestSettings: Sendable {
     /// Clients of one user waiting (`wait`) for an administrator at once; root and
     /// administrators are not limited.
     public var maxWaitingPerUser = 16
+    /// Requests of one user that ask, queue or decide, and their own revokes, resets and
+    /// withdraws, per minute; root and administrators are not limited.
+    public var maxChangesPerMinute = 60
     /// The window over which a user's attempts that change nothing are counted (RefusalThrottle).
     public var auditWindow: Duration = .seconds(60)
 
