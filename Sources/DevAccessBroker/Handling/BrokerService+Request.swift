@@ -126,6 +126,7 @@ extension BrokerService {
                                                           subject: context.subject) {
             return refusal
         }
+        if !changesNothing { chargeChange(peer) }
         var details = requestDetails(request, peer: peer)
         if changesNothing, !rules.isAdmin(peer) {
             // Answered without a decision, a prompt or a new queued request: an attempt a
