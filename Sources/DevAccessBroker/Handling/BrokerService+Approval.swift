@@ -29,7 +29,7 @@ extension BrokerService {
         let uncovered = group.filter { pendingOf[$0] == nil }
         if !uncovered.isEmpty {
             let queued = try ledger.queueRequest(NewPendingRequest(
-                subject: context.subject, program: context.peer.program, permissions: uncovered,
+                subject: context.subject, program: context.requester.program, permissions: uncovered,
                 scope: context.request.scope?.pending, reason: context.reason))
             fresh.insert(queued.id)
             for permission in uncovered { pendingOf[permission] = queued.id }
