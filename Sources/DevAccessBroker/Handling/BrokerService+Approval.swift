@@ -230,7 +230,7 @@ extension BrokerService {
         var results: [RequestResult] = []
         var report = EnforcementReport()
         for permission in request.permissions {
-            let decision = policy.decision(for: permission, user: user, program: request.program)
+            let decision = policy.requestDecision(for: permission, user: user, program: request.program)
             if approve && decision.action == .deny {
                 results.append(RequestResult(permission: permission, outcome: .restricted,
                     message: decision.explanation(permission, user: user) + " now; nothing was granted"))

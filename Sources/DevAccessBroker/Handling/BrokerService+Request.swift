@@ -95,18 +95,20 @@ extension BrokerService {
         var results: [Permission: RequestResult] = [:]
         // `Program=` rules match only a program whose identity devaccessd trusts.
         let program = requester.policyProgram
-        let policies: @Sendable (Permission) -> PolicyDecision = { policy.decision(for: $0, user: user, program: program) }
+        let policies: @Sendable (Permission) -> PolicyDecision = {
+            policy.requestDecision(for: $0, user: user, program: program)
+        }
         var byAction: [PolicyAction: [Permission]] = [:]
         var received: [Permission: [String: String]] = [:]
         for (permission, status) in zip(request.permissions, before) {
             let decision = policies(permission)
             received[permission] = ["policy": decision.action.rawValue, "status_before": status.status.rawValue]
-            let skipped = Self.skippedProgramRule(permission, policy: policy, decision: decision, user: user,
-                                                  requester: requester)
+            let skipped = Self.programRuleNotApplied(permission, policy: policy, decision: decision, user: user,
+                                                     requester: requester)
             if let skipped { received[permission]?["program_rule_not_applied"] = skipped }
             if var answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
                                                   standing: standing.grants(uid: user.uid, permission: permission)) {
-                if let skipped, answered.outcome == .restricted { answered.message += " (\(skipped))" }
+                if let skipped { answered.message += " (\(skipped))" }
                 results[permission] = answered
             } else {
                 byAction[decision.action, default: []].append(permission)
@@ -232,15 +234,17 @@ extension BrokerService {
 
     // MARK: Answered at once
 
-    /// When the requester's program is named by a `Program=` rule that would have decided
-    /// otherwise, had its identity been trusted: the sentence saying so; else nil.
-    static func skippedProgramRule(_ permission: Permission, policy: Policy, decision: PolicyDecision,
-                                   user: UserIdentity, requester: Requester) -> String? {
-        guard let untrusted = requester.untrusted, let program = requester.program else { return nil }
+    /// When a `Program=` rule names the requester's program and would have decided
+    /// otherwise: the sentence saying why it did not; else nil.
+    static func programRuleNotApplied(_ permission: Permission, policy: Policy, decision: PolicyDecision,
+                                      user: UserIdentity, requester: Requester) -> String? {
+        guard let program = requester.program else { return nil }
         let named = policy.decision(for: permission, user: user, program: program)
         guard named != decision else { return nil }
-        let place = named.origin.map { " (\($0))" } ?? ""
-        return "the rule for \(program)\(place) was not applied: \(untrusted)"
+        let rule = "the rule for \(program)" + (named.origin.map { " (\($0))" } ?? "") + " was not applied: "
+        if let untrusted = requester.untrusted { return rule + untrusted }
+        return rule + "device access lists name users, not programs, and the policy forbids \(permission.rawValue) to "
+            + "\(user.name) whatever program asks"
     }
 
     /// Policy deny, no device, a standing decision, or access the user already has:

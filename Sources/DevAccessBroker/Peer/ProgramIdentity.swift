@@ -117,7 +117,7 @@ public struct ProgramIdentity: Sendable, Hashable {
             }
             // The file mapped, as the kernel holds it; map_files needs CAP_SYS_ADMIN (root has it).
             var info = Glibc.stat()
-            guard fstatat(directory, "map_files/\(mapping.range)", &info, 0) == 0 else {
+            guard fstatat(directory, "map_files/\(mapping.fileName)", &info, 0) == 0 else {
                 return "\(path) is mapped executable and cannot be checked (map_files: \(Errno.current))"
             }
             let key = FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
@@ -144,6 +144,14 @@ public struct ProgramIdentity: Sendable, Hashable {
         var executable: Bool
         /// nil: anonymous memory.
         var path: String?
+
+        /// The mapping's name in /proc/PID/map_files: the range without the zeros maps pads with.
+        var fileName: String {
+            range.split(separator: "-").map { part in
+                let digits = part.drop { $0 == "0" }
+                return digits.isEmpty ? "0" : String(digits)
+            }.joined(separator: "-")
+        }
 
         init?(_ line: Substring) {
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
