@@ -262,6 +262,43 @@ struct ProgramIdentityTests {
         }
     }
 
+    /// What a CLI request costs at request time: the CLI read again and its parent read
+    /// (`Requester.identify`), measured on a waiting `devaccess request` run by python.
+    @Test func theRequesterOfAWaitingCLIRequest() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=auth_admin\n")
+        let erin = try TestUser("idcli")
+        let parent = try Self.spawn(erin, ["/usr/bin/python3", "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])",
+                                           TestProcess.devaccessBinary, "request", "camera", "--wait"] + setup.socket)
+        defer { kill(parent.processIdentifier, SIGKILL); parent.waitUntilExit() }
+        let cli = DaemonTests.realPath(TestProcess.devaccessBinary)
+        var child: Int32 = 0
+        try Self.waitUntil {
+            guard let children = try? String(contentsOfFile: "/proc/\(parent.processIdentifier)/task/\(parent.processIdentifier)/children",
+                                             encoding: .utf8),
+                  let pid = children.split(separator: " ").first.flatMap({ Int32($0) }) else { return false }
+            child = pid
+            return (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) == cli
+        }
+        defer { kill(child, SIGKILL) }
+        let identity = try ProgramIdentity.read(pid: child, startedAt: nil).get()
+        #expect(identity.isTrusted, "the CLI built by root in a root-only tree: \(identity)")
+        var peer = Peer(pid: child, uid: erin.uid, gid: erin.gid, groups: [], program: identity.path)
+        peer.identity = identity
+        let requester = Requester.identify(peer, cliPaths: [cli])
+        #expect(requester.program == DaemonTests.realPath("/usr/bin/python3"), "\(requester)")
+        #expect(requester.pid == parent.processIdentifier)
+        #expect(requester.uid == erin.uid)
+        #expect(requester.cli?.pid == child && requester.untrusted == nil, "\(requester)")
+        #expect(Requester.identify(peer, cliPaths: []).program == cli, "not the CLI: the peer is what asks")
+
+        let runs = 300
+        let elapsed = ContinuousClock().measure {
+            for _ in 0..<runs { _ = Requester.identify(peer, cliPaths: [cli]) }
+        }
+        let micros = (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(runs)
+        print("FIGURE requester of a CLI request (CLI read again + its parent): \(Int(micros.rounded())) µs")
+    }
+
     static func spawn(_ user: TestUser, _ command: [String]) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
