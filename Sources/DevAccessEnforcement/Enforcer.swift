@@ -64,9 +64,12 @@ public struct Enforcer: Sendable {
         public var scope: GrantScope
         public var expires: Date?
         public var reason: String
+        /// `once` of a request (an approval): the process the grant lasts for.
+        public var holder: ProcessHolder?
 
         public init(subject: Principal, permission: Permission, deviceID: String? = nil, decision: Decision,
-                    scope: GrantScope, expires: Date? = nil, reason: String = "") {
+                    scope: GrantScope, expires: Date? = nil, reason: String = "", holder: ProcessHolder? = nil) {
+            self.holder = holder
             self.subject = subject
             self.permission = permission
             self.deviceID = deviceID
@@ -116,7 +119,7 @@ public struct Enforcer: Sendable {
     func recordDecision(_ request: DecisionRequest) throws(LedgerError) -> (grant: Grant, ended: [Grant]) {
         let new = NewGrant(subject: request.subject, permission: request.permission, deviceID: request.deviceID,
                            decision: request.decision, scope: request.scope, expires: request.expires,
-                           decidedBy: actor, method: .admin, reason: request.reason)
+                           decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder)
         var ended: [Grant] = []
         let grant: Grant
         let standing = try coveredAllows(request)
