@@ -185,11 +185,18 @@ public struct Enforcer: Sendable {
 
     /// Forgets every decision of the user (for one permission or all) and removes the
     /// entries devaccess made for them; the next request asks again.
-    public func reset(subject: Principal, permission: Permission? = nil) throws(EnforcementError) -> ResetOutcome {
+    /// `onlyOwnDecisions`: forgets only what the user decided themselves at a prompt (a
+    /// user's own reset); what an administrator or the policy recorded stays.
+    public func reset(subject: Principal, permission: Permission? = nil,
+                      onlyOwnDecisions: Bool = false) throws(EnforcementError) -> ResetOutcome {
         let deleted: [Grant]
         do {
-            deleted = try ledger.reset(subject: subject, permission: permission, by: actor, at: clock())
+            deleted = try ledger.reset(subject: subject, permission: permission, by: actor,
+                                       onlyDecidedBySubject: onlyOwnDecisions, at: clock())
         } catch {
+            // A user's own reset mostly lifts their denial, which gives access: it waits for the
+            // ledger like an allow (the fail-closed record would replay as a full reset).
+            if onlyOwnDecisions { throw .ledger(error) }
             throw failClosed(.reset(subject: subject, permission: permission), error) {
                 () throws(LedgerError) -> [Grant] in
                 try ledger.grants(now: clock()).filter {
