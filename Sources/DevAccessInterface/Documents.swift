@@ -164,7 +164,8 @@ extension GrantDocument {
     }
 
     public var term: String {
-        scope == "always" ? "always" : expires.map { "until \($0)" } ?? scope
+        if let pid = whilePid { return "once, while pid \(pid) runs" + (expires.map { ", until \($0)" } ?? "") }
+        return scope == "always" ? "always" : expires.map { "until \($0)" } ?? scope
     }
 }
 

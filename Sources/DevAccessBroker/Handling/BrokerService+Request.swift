@@ -132,7 +132,7 @@ extension BrokerService {
             }
         }
         audit(context, request.permissions, stage: "received", perPermission: received,
-              extra: requestDetails(request, peer: peer))
+              extra: requestDetails(request, peer: peer, holder: context.holder))
 
         // 2. Policy allow, 3. ask, 4. auth_self: decisions to record.
         var plans: [GrantPlan] = []
@@ -649,8 +649,10 @@ extension BrokerService {
 
     // MARK: Audit
 
-    func requestDetails(_ request: AccessRequest, peer: Peer) -> [String: String] {
+    func requestDetails(_ request: AccessRequest, peer: Peer, holder: ProcessHolder?) -> [String: String] {
         var details: [String: String] = ["wait": request.wait ? "true" : "false"]
+        // The process a `once` grant of this request would last for.
+        if let holder { details["holder_pid"] = String(holder.pid) }
         // What really asked: the CLI is rarely it.
         if !peer.ancestry.isEmpty { details["started_by"] = peer.ancestry.joined(separator: " <- ") }
         switch request.scope {
