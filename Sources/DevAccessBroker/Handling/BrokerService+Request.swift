@@ -329,8 +329,11 @@ extension BrokerService {
         }
         let ends = grant.expires.map { ISOTime.format($0) }
         let verb = grant.decision == .allow ? "allowed" : "denied"
-        let terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
+        var terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
             : grant.decision == .deny && grant.expires == nil ? "until reset" : ends.map { "until \($0)" } ?? ""
+        if let holder = grant.holder {
+            terms = "while process \(holder.pid) runs" + (ends.map { ", until \($0) at most" } ?? "")
+        }
         return RequestResult(permission: grant.permission, outcome: outcome, how: decidedBy(grant.method), grant: grant.id,
                              term: term ?? stored, expires: ends,
                              message: "\(verb) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
