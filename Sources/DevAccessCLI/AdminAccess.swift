@@ -22,8 +22,9 @@ enum AdminAccess {
     /// The interface for this command: the broker, or the engine here with `--offline`.
     /// `readOnly` (list, audit): offline, the ledger is opened read-only and never created
     /// (an immutable or missing ledger can still be read or reported), and no device is probed.
+    /// `probesDevices` false (archive): the ledger is written, but no device is touched.
     static func interface(_ arguments: ParsedArguments, command: String,
-                          readOnly: Bool = false) throws -> any DevAccessInterface {
+                          readOnly: Bool = false, probesDevices: Bool = true) throws -> any DevAccessInterface {
         let socketPath = try BrokerOptions.socketPath(arguments, command: command)
         guard arguments.has("offline") else {
             if arguments.value("state-dir") != nil {
@@ -62,7 +63,8 @@ enum AdminAccess {
         } catch {
             throw failure(InterfaceError(EnforcementError.ledger(error)), command: command)
         }
-        let devices: any DeviceSource = readOnly ? NoDevices() : try DeviceSources.source(arguments, command: command)
+        let devices: any DeviceSource = readOnly || !probesDevices ? NoDevices()
+            : try DeviceSources.source(arguments, command: command)
         let root = Principal(uid: getuid(), name: UserDatabase.userName(getuid()) ?? String(getuid()))
         // The policy as devaccessd would apply it: grants it forbids end, remaining access is drift.
         let configDirectory = PolicyFiles.defaultDirectory

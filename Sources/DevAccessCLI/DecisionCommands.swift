@@ -57,6 +57,9 @@ enum DecisionCommand {
             throw UsageError(message: "'--device' needs a device id", command: name)
         }
         let user = try AdminAccess.user(arguments, command: name, purpose: "whose access this is")
+        if let reason = arguments.value("reason"), reason.utf8.count > 1024 {
+            throw UsageError(message: "'--reason' is longer than 1024 bytes", command: name)
+        }
         let interface = try AdminAccess.interface(arguments, command: name)
         let order = DecisionOrder(allow: decision == .allow, permission: permission, user: user,
                                   device: arguments.value("device"),

@@ -30,6 +30,9 @@ enum RevokeCommand: Command {
         }
         let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)[0]
         let user = try AdminAccess.user(arguments, command: spec.name, purpose: "whose grants end")
+        if let reason = arguments.value("reason"), reason.utf8.count > 1024 {
+            throw UsageError(message: "'--reason' is longer than 1024 bytes", command: spec.name)
+        }
         let interface = try AdminAccess.interface(arguments, command: spec.name)
         let deviceID = arguments.value("device")
         let order = RevokeOrder(permission: permission, user: user, device: deviceID, reason: arguments.value("reason"))

@@ -100,6 +100,8 @@ public struct Enforcer: Sendable {
         try Self.validateTerm(request, now: clock())
         let recorded: (grant: Grant, ended: [Grant])
         do {
+            // Earlier endings first, so the ledger keeps the order things happened in.
+            try recordUnrecordedEndings()
             recorded = try recordDecision(request)
         } catch {
             // A denial ends access: that never waits for the ledger (an allow simply fails).
@@ -156,6 +158,7 @@ public struct Enforcer: Sendable {
                        reason: String = "") throws(EnforcementError) -> RevokeOutcome {
         let revoked: [Grant]
         do {
+            try recordUnrecordedEndings()
             revoked = try ledger.revoke(permission: permission, uid: subject.uid, deviceID: deviceID, by: actor,
                                         reason: reason, at: clock())
         } catch {
@@ -191,6 +194,7 @@ public struct Enforcer: Sendable {
                       onlyOwnDecisions: Bool = false) throws(EnforcementError) -> ResetOutcome {
         let deleted: [Grant]
         do {
+            try recordUnrecordedEndings()
             deleted = try ledger.reset(subject: subject, permission: permission, by: actor,
                                        onlyDecidedBySubject: onlyOwnDecisions, at: clock())
         } catch {
@@ -199,9 +203,7 @@ public struct Enforcer: Sendable {
             if onlyOwnDecisions { throw .ledger(error) }
             throw failClosed(.reset(subject: subject, permission: permission), error) {
                 () throws(LedgerError) -> [Grant] in
-                try ledger.grants(now: clock()).filter {
-                    $0.subject.uid == subject.uid && (permission == nil || $0.permission == permission)
-                }
+                try ledger.grants(uid: subject.uid, permission: permission, includeInactive: true, now: clock())
             }
         }
         return try ledgerWork { () throws(LedgerError) -> ResetOutcome in

@@ -78,19 +78,35 @@ extension Enforcer {
     }
 
     /// Writes the endings a locked or full ledger refused earlier, before anything else.
+    /// Each ends only the grants it ended then: a decision recorded since (an admin's new
+    /// grant, the user's own request) is never touched by it.
     func recordUnrecordedEndings() throws(LedgerError) {
         guard !unrecorded.isEmpty else { return }
         try unrecorded.record { (item: UnrecordedEndings.Item) throws(LedgerError) in
             let late = "ended at \(ISOTime.format(item.at)), recorded late: the ledger could not be written then"
+            func noted(_ reason: String) -> String { reason.isEmpty ? late : reason + "; " + late }
             switch item.ending {
             case .revoke(let permission, let subject, let deviceID, let reason):
                 _ = try ledger.revoke(permission: permission, uid: subject.uid, deviceID: deviceID, by: item.actor,
-                                      reason: reason.isEmpty ? late : reason + "; " + late, at: clock())
+                                      reason: noted(reason), at: clock(), only: item.grants)
             case .deny(var request):
-                request.reason = request.reason.isEmpty ? late : request.reason + "; " + late
-                _ = try acting(as: item.actor).recordDecision(request)
+                let since = try ledger.grants(uid: request.subject.uid, permission: request.permission,
+                                              includeInactive: true, now: clock())
+                    .contains { $0.created > item.at }
+                if since {
+                    // Someone decided again meanwhile: that decision stands; the denial only
+                    // ends what it ended then.
+                    _ = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
+                                          deviceID: request.deviceID, by: item.actor,
+                                          reason: noted("denied, then superseded by a newer decision"),
+                                          at: clock(), only: item.grants)
+                } else {
+                    request.reason = noted(request.reason)
+                    _ = try acting(as: item.actor).recordDecision(request)
+                }
             case .reset(let subject, let permission):
-                _ = try ledger.reset(subject: subject, permission: permission, by: item.actor, at: clock())
+                _ = try ledger.reset(subject: subject, permission: permission, by: item.actor, at: clock(),
+                                     only: item.grants)
             }
         }
     }

@@ -37,8 +37,12 @@ public struct BrokerInterface: DevAccessInterface {
         try perform(.withdraw(action))
     }
 
-    public func verifyAudit() async throws(InterfaceError) -> AuditVerifyDocument {
-        try perform(.auditVerify)
+    public func verifyAudit(_ query: AuditVerifyQuery) async throws(InterfaceError) -> AuditVerifyDocument {
+        try perform(.auditVerify(query))
+    }
+
+    public func archiveAudit(_ order: AuditArchiveOrder) async throws(InterfaceError) -> AuditArchiveDocument {
+        try perform(.auditArchive(order))
     }
 
     private func perform<Document: Decodable>(_ request: Request) throws(InterfaceError) -> Document {

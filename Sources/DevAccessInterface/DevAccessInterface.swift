@@ -24,8 +24,11 @@ public protocol DevAccessInterface: Sendable {
     func reconcile() async throws(InterfaceError) -> EnforcementDocument
     /// Take back a pending request (its requester; admin: anyone's).
     func withdraw(_ action: PendingAction) async throws(InterfaceError) -> WithdrawDocument
-    /// Check the audit trail's hash chain (admin).
-    func verifyAudit() async throws(InterfaceError) -> AuditVerifyDocument
+    /// Check the audit trail's hash chain, and an archive file's with its link to the
+    /// ledger (admin; an archive outside the state directory: root).
+    func verifyAudit(_ query: AuditVerifyQuery) async throws(InterfaceError) -> AuditVerifyDocument
+    /// Move audit events older than a time into an archive file (admin; choosing the file: root).
+    func archiveAudit(_ order: AuditArchiveOrder) async throws(InterfaceError) -> AuditArchiveDocument
 }
 
 /// Why an operation did not happen; each case maps to one documented exit code.

@@ -229,10 +229,23 @@ public struct AuditVerifyDocument: Codable, Sendable, Hashable {
     public var kind: String?
     public var explanation: String?
     public var message: String
+    /// After `audit --archive`: events up to this seq are in archives; the ledger's chain
+    /// starts from the hash of that event (`anchorHash`), as recorded by event `anchorEvent`.
+    public var archivedThrough: Int64?
+    public var anchorHash: String?
+    public var anchorEvent: Int64?
+    /// With `--archive-file`: that archive's chain and its link to the ledger.
+    public var archive: ArchiveVerifyDocument?
 
-    public init(_ verification: ChainVerification, ledger: String) {
+    /// Both the ledger and the archive asked about (if any) verify.
+    public var allIntact: Bool { intact && archive?.intact != false }
+
+    public init(_ verification: ChainVerification, ledger: String, anchor: ArchiveAnchor? = nil) {
         self.ledger = ledger
         message = verification.description
+        archivedThrough = anchor?.throughSeq
+        anchorHash = anchor?.throughHash
+        anchorEvent = anchor?.eventSeq
         switch verification {
         case .intact(let count):
             intact = true
@@ -242,6 +255,110 @@ public struct AuditVerifyDocument: Codable, Sendable, Hashable {
             brokenAt = chainBreak.seq
             kind = chainBreak.kind.rawValue
             explanation = chainBreak.explanation
+        }
+    }
+}
+
+/// `audit --verify --archive-file FILE`: the archive's own chain, and whether the ledger
+/// records it with the same range and hashes.
+public struct ArchiveVerifyDocument: Codable, Sendable, Hashable {
+    public var path: String
+    /// The chain is intact and the ledger's record agrees (`link` is `anchored`).
+    public var intact: Bool
+    public var firstSeq: Int64
+    public var lastSeq: Int64
+    public var lastHash: String
+    /// Events checked (intact chains).
+    public var events: Int64?
+    public var brokenAt: Int64?
+    public var kind: String?
+    public var explanation: String?
+    /// `anchored` (an `archived` event records it as it is), `mismatch`, `unrecorded`.
+    public var link: String
+    /// The `archived` event of the ledger that records it.
+    public var linkEvent: Int64?
+    public var linkExplanation: String?
+    public var message: String
+
+    public init(_ verification: ArchiveVerification) {
+        path = verification.path
+        intact = verification.isIntact
+        firstSeq = verification.firstSeq
+        lastSeq = verification.throughSeq
+        lastHash = verification.throughHash
+        switch verification.chain {
+        case .intact(let count): events = count
+        case .broken(let chainBreak):
+            brokenAt = chainBreak.seq
+            kind = chainBreak.kind.rawValue
+            explanation = chainBreak.explanation
+        }
+        switch verification.link {
+        case .anchored(let seq):
+            link = "anchored"
+            linkEvent = seq
+        case .mismatch(let seq, let text):
+            link = "mismatch"
+            linkEvent = seq
+            linkExplanation = text
+        case .unrecorded(let text):
+            link = "unrecorded"
+            linkExplanation = text
+        }
+        let range = "events \(firstSeq)...\(lastSeq)"
+        if case .broken(let chainBreak) = verification.chain {
+            message = "archive chain broken: \(chainBreak)"
+        } else if let linkEvent, link == "anchored" {
+            message = "archive intact: \(range), recorded by event \(linkEvent) of the ledger"
+        } else {
+            message = "archive chain intact (\(range)) but not linked to the ledger: \(linkExplanation ?? link)"
+        }
+    }
+}
+
+/// `audit --archive BEFORE`: what moved where, and the hash the ledger's chain now starts from.
+public struct AuditArchiveDocument: Codable, Sendable, Hashable {
+    public var ledger: String
+    /// Events older than this were moved (ISO 8601, UTC).
+    public var before: String
+    /// How many moved (0: none was old enough; no file was written).
+    public var events: Int64
+    public var archive: String?
+    public var firstSeq: Int64?
+    public var lastSeq: Int64?
+    /// The hash of the last moved event: the ledger's remaining chain starts from it.
+    public var anchorHash: String?
+    /// The `archived` event recording the move.
+    public var anchorEvent: Int64?
+    /// The ledger was compacted afterwards (VACUUM); its size with the WAL before and after.
+    public var vacuumed: Bool
+    public var ledgerBytesBefore: Int64?
+    public var ledgerBytesAfter: Int64?
+    public var message: String
+
+    public init(_ outcome: AuditArchiveOutcome, ledger: String) {
+        self.ledger = ledger
+        before = ISOTime.format(outcome.before)
+        vacuumed = outcome.vacuumed
+        ledgerBytesBefore = outcome.ledgerBytesBefore
+        ledgerBytesAfter = outcome.ledgerBytesAfter
+        guard let anchor = outcome.anchor else {
+            events = 0
+            message = "no audit event is older than \(before): nothing was archived"
+            return
+        }
+        events = anchor.events
+        archive = anchor.archivePath
+        firstSeq = anchor.firstSeq
+        lastSeq = anchor.throughSeq
+        anchorHash = anchor.throughHash
+        anchorEvent = anchor.eventSeq
+        message = "archived \(anchor.events) events (\(anchor.firstSeq)...\(anchor.throughSeq)) older than \(before) "
+            + "to \(anchor.archivePath); the ledger's chain continues from hash \(anchor.throughHash), recorded by "
+            + "event \(anchor.eventSeq)"
+        if let from = ledgerBytesBefore, let to = ledgerBytesAfter {
+            message += "; ledger \(from / 1024) KiB -> \(to / 1024) KiB" + (vacuumed ? "" : " (not compacted: its free "
+                + "space is reused by new events)")
         }
     }
 }

@@ -168,13 +168,65 @@ public struct EngineService: DevAccessInterface {
         return try outcome.get()
     }
 
-    public func verifyAudit() async throws(InterfaceError) -> AuditVerifyDocument {
+    public func verifyAudit(_ query: AuditVerifyQuery) async throws(InterfaceError) -> AuditVerifyDocument {
         try requireAdmin("audit", "verify the audit trail")
-        return try await runner.run("audit-verify") {
-            (engine) throws(EnforcementError) -> (AuditVerifyDocument, EnforcementReport) in
-            let verification = try EnforcementError.ledgerWork { () throws(LedgerError) in try engine.ledger.verify() }
-            return (AuditVerifyDocument(verification, ledger: engine.ledger.path), EnforcementReport())
+        let caller = self.caller
+        let outcome = try await runner.run("audit-verify") {
+            (engine) throws(EnforcementError) -> (Result<AuditVerifyDocument, InterfaceError>, EnforcementReport) in
+            let ledger = engine.ledger
+            let (verification, anchor) = try EnforcementError.ledgerWork {
+                () throws(LedgerError) -> (ChainVerification, ArchiveAnchor?) in
+                (try ledger.verify(), try ledger.archiveAnchor())
+            }
+            var document = AuditVerifyDocument(verification, ledger: ledger.path, anchor: anchor)
+            if let path = query.archive {
+                // devaccessd runs as root: it opens for an admin only archives of its own.
+                if caller.principal.uid != 0 {
+                    let recorded = try EnforcementError.ledgerWork { () throws(LedgerError) in try ledger.archiveRecords() }
+                    guard Self.isOwnArchive(path, ledger: ledger, recorded: recorded) else {
+                        return (.failure(.refused(operation: "audit-verify", reason: "\(caller.principal) may not have "
+                            + "devaccessd open \(path): for members of '\(caller.adminGroup)' it opens only archives in "
+                            + "its state directory or recorded in the ledger; root may name any file")),
+                                EnforcementReport())
+                    }
+                }
+                let archive = try EnforcementError.ledgerWork { () throws(LedgerError) in try ledger.verifyArchive(at: path) }
+                document.archive = ArchiveVerifyDocument(archive)
+            }
+            return (.success(document), EnforcementReport())
         }
+        return try outcome.get()
+    }
+
+    public func archiveAudit(_ order: AuditArchiveOrder) async throws(InterfaceError) -> AuditArchiveDocument {
+        try requireAdmin("audit-archive", "archive the audit trail")
+        if let target = order.to, caller.principal.uid != 0 {
+            throw .refused(operation: "audit-archive", reason: "\(caller.principal) may not choose where devaccessd, "
+                + "as root, writes an archive (\(target)): only root may; without --to it goes to the state directory")
+        }
+        let now = clock()
+        let before = Date(timeIntervalSince1970: TimeInterval(order.beforeMilliseconds) / 1000)
+        guard before <= now else {
+            throw .badArgument("archiving before \(ISOTime.format(before)) would take events not written yet; "
+                + "name a time in the past")
+        }
+        let actor = caller.principal
+        return try await runner.run("audit-archive") {
+            (engine) throws(EnforcementError) -> (AuditArchiveDocument, EnforcementReport) in
+            let outcome = try EnforcementError.ledgerWork { () throws(LedgerError) in
+                try engine.ledger.archiveAudit(before: before, to: order.to, by: actor, now: now)
+            }
+            return (AuditArchiveDocument(outcome, ledger: engine.ledger.path), EnforcementReport())
+        }
+    }
+
+    /// An archive devaccessd wrote: named as the ledger records it, or a file of the
+    /// archive name directly in the ledger's (private) directory.
+    static func isOwnArchive(_ path: String, ledger: Ledger, recorded: [ArchiveAnchor]) -> Bool {
+        if recorded.contains(where: { $0.archivePath == path }) { return true }
+        guard let slash = path.lastIndex(of: "/") else { return false }
+        let directory = String(path[..<slash]), name = path[path.index(after: slash)...]
+        return directory == ledger.directory && name.hasPrefix(Ledger.archiveNamePrefix) && name != Ledger.archiveNamePrefix
     }
 
     // MARK: Helpers
@@ -217,6 +269,7 @@ extension InterfaceError {
         switch error {
         case .ledger(.busy): self = .busy(error.description)
         case .ledger(.invalidArgument(let problem)): self = .badArgument(problem)
+        case .ledger(.archiveTarget): self = .badArgument(error.description)
         case .ledger(.crypto): self = .failed(error.description)
         case .ledger: self = .ledgerUnusable(error.description)
         case .unknownDevice: self = .badArgument(error.description)

@@ -21,6 +21,7 @@
 /// | run_end | 3e009e8105e64ded8b2a3780b001bd31 |
 /// | refused | c73c55d2205a4888b21977ba96c45b35 |
 /// | approval_queued | e1a011708e254c07a9e750a851c0ccf8 |
+/// | archived | 0b966baa54e94c0d924bf8055acb9e32 |
 /// | (any other) | b95fe832b30444da90797d1cb0c07840 |
 public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
@@ -46,10 +47,13 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
     /// Something was refused: a bad request, a planted node, a non-admin asking for admin work.
     public static let refused = AuditEventType(rawValue: "refused")
     public static let approvalQueued = AuditEventType(rawValue: "approval_queued")
+    /// Old events were moved to an archive file; the details say which and the hashes at
+    /// both ends (`ArchiveAnchor`).
+    public static let archived = AuditEventType(rawValue: "archived")
 
     public static let known: [AuditEventType] = [
         .request, .decision, .grant, .revoke, .reset, .expiry, .aclAdd, .aclRemove, .driftSeen,
-        .driftRepaired, .hotplug, .runStart, .runEnd, .refused, .approvalQueued,
+        .driftRepaired, .hotplug, .runStart, .runEnd, .refused, .approvalQueued, .archived,
     ]
 
     /// The journal MESSAGE_ID of this kind (32 lowercase hex digits).
@@ -70,6 +74,7 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
         case "run_end": return "3e009e8105e64ded8b2a3780b001bd31"
         case "refused": return "c73c55d2205a4888b21977ba96c45b35"
         case "approval_queued": return "e1a011708e254c07a9e750a851c0ccf8"
+        case "archived": return "0b966baa54e94c0d924bf8055acb9e32"
         default: return "b95fe832b30444da90797d1cb0c07840"
         }
     }
@@ -78,7 +83,7 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
     var journalPriority: Int {
         switch rawValue {
         case "drift_seen", "refused": return 4
-        case "revoke", "reset", "drift_repaired": return 5
+        case "revoke", "reset", "drift_repaired", "archived": return 5
         default: return 6
         }
     }

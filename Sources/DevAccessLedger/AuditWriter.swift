@@ -44,6 +44,8 @@ struct AuditWriter: ~Copyable {
     mutating func append(_ event: AuditEvent) throws(LedgerError) -> RecordedAuditEvent {
         let seq = headSeq + 1
         let timeUsec = try Timestamp.microseconds(event.time)
+        var event = event
+        event.details = StoredText.cappedDetails(event.details)
         let details = DetailsJSON.encode(event.details)
         let canonical = CanonicalEvent(seq: seq, timeUsec: timeUsec, event: event, detailsJSON: details)
         let digest = try hasher.digest(headHashBytes, canonical.bytes)

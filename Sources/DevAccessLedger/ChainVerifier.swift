@@ -8,19 +8,58 @@ enum ChainVerifier {
     /// was written (only on failure: one SHA-256 per candidate).
     static let probeWindow: Int64 = 10_000
 
+    /// Where a walk starts and must end.
+    struct Bounds {
+        /// The first event's seq and the hash it must be chained to.
+        var firstSeq: Int64
+        var firstPrev: String
+        /// What `firstPrev` is, for the report ("the genesis hash", ...).
+        var startName: String
+        var headSeq: Int64
+        var headHash: String
+        /// What records the head, for the report ("the chain head", ...).
+        var headName: String
+    }
+
+    /// The ledger's chain: from the genesis hash, or from the newest `archived` event's
+    /// record of the last event moved to an archive, to the chain head.
     static func verify(_ db: borrowing SQLiteDatabase) throws(LedgerError) -> ChainVerification {
-        let hasher = try SHA256Hasher()
         let head = try db.prepare("SELECT seq, hash FROM chain_head WHERE id = 1")
         guard try head.step(), let headSeq = head.int64(0), let headHash = head.text(1) else {
             throw .invalidRow(path: db.path, table: "chain_head", rowID: 1, problem: "the chain head row is missing")
         }
+        var bounds = Bounds(firstSeq: 1, firstPrev: Schema.genesisHash, startName: "the genesis hash",
+                            headSeq: headSeq, headHash: headHash, headName: "the chain head")
+        switch try ArchiveAnchor.newest(db) {
+        case nil:
+            break
+        case .unreadable(let seq, let problem)?:
+            return .broken(ChainBreak(seq: seq, kind: .edited, explanation: "it is an 'archived' event, but \(problem)"))
+        case .anchor(let anchor)?:
+            bounds.firstSeq = anchor.throughSeq + 1
+            bounds.firstPrev = anchor.throughHash
+            bounds.startName = "the hash of event \(anchor.throughSeq), the last one moved to an archive "
+                + "(recorded by event \(anchor.eventSeq))"
+        }
+        return try walk(db, bounds)
+    }
+
+    /// Walks `audit_events` in seq order from `bounds.firstSeq` to `bounds.headSeq`.
+    static func walk(_ db: borrowing SQLiteDatabase, _ bounds: Bounds) throws(LedgerError) -> ChainVerification {
+        let hasher = try SHA256Hasher()
+        let headSeq = bounds.headSeq
         let highestSeq = max(headSeq, try db.integer("SELECT max(seq) FROM audit_events") ?? 0)
         let rows = try db.prepare("SELECT \(AuditWriter.insertColumns.joined(separator: ", ")) FROM audit_events ORDER BY seq")
-        var expectedSeq: Int64 = 1
-        var expectedPrev = Schema.genesisHash
+        var expectedSeq = bounds.firstSeq
+        var expectedPrev = bounds.firstPrev
         while try rows.step() {
             let seq = rows.int64(0) ?? 0
             if seq != expectedSeq {
+                if seq < expectedSeq && expectedSeq == bounds.firstSeq {
+                    return .broken(ChainBreak(seq: seq, kind: .inserted, explanation: """
+                        it is stored, but the chain starts at event \(bounds.firstSeq), chained to \(bounds.startName)
+                        """))
+                }
                 let missing = seq == expectedSeq + 1 ? "event \(expectedSeq) is" : "events \(expectedSeq)...\(seq - 1) are"
                 return .broken(ChainBreak(seq: expectedSeq, kind: .removed,
                                           explanation: "\(missing) missing (the next stored event is \(seq))"))
@@ -37,24 +76,29 @@ enum ChainVerifier {
                                                    highestSeq: highestSeq))
             }
             if prevHash != expectedPrev {
+                if seq == bounds.firstSeq {
+                    return .broken(ChainBreak(seq: seq, kind: .edited,
+                                              explanation: "the first event is not chained to \(bounds.startName)"))
+                }
                 return .broken(try brokenLink(db, seq: seq, prevHash: prevHash))
             }
             expectedPrev = storedHash
             expectedSeq += 1
         }
-        let count = expectedSeq - 1
-        if headSeq > count {
-            let missing = headSeq == count + 1 ? "event \(headSeq) is" : "events \(count + 1)...\(headSeq) are"
-            return .broken(ChainBreak(seq: count + 1, kind: .removed,
-                                      explanation: "\(missing) missing from the end (the chain head records \(headSeq))"))
+        let last = expectedSeq - 1
+        let count = expectedSeq - bounds.firstSeq
+        if headSeq > last {
+            let missing = headSeq == last + 1 ? "event \(headSeq) is" : "events \(last + 1)...\(headSeq) are"
+            return .broken(ChainBreak(seq: last + 1, kind: .removed,
+                                      explanation: "\(missing) missing from the end (\(bounds.headName) records \(headSeq))"))
         }
-        if headSeq < count {
+        if headSeq < last {
             return .broken(ChainBreak(seq: headSeq + 1, kind: .inserted,
-                                      explanation: "events \(headSeq + 1)...\(count) were added after the recorded chain head"))
+                                      explanation: "events \(headSeq + 1)...\(last) were added after \(bounds.headName)"))
         }
-        if headHash != expectedPrev {
-            return .broken(ChainBreak(seq: count, kind: .edited,
-                                      explanation: "the newest event's hash differs from the one recorded in the chain head"))
+        if bounds.headHash != expectedPrev {
+            return .broken(ChainBreak(seq: last, kind: .edited,
+                                      explanation: "the newest event's hash differs from the one recorded in \(bounds.headName)"))
         }
         return .intact(count: count)
     }

@@ -21,7 +21,8 @@ extension Ledger {
                 .uid(new.subject.uid), .text(new.subject.name), .optional(new.program?.path),
                 .optional(new.program?.sha256), .text(new.permission.rawValue), .optional(new.deviceID),
                 .text(new.decision.rawValue), .text(new.scope.rawValue), .integer(created), .optional(expires),
-                .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue), .text(new.reason),
+                .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue),
+                .text(StoredText.capped(new.reason)),
                 new.holder.map { .integer(Int64($0.pid)) } ?? .null,
                 new.holder.map { .integer(Int64(clamping: $0.startTicks)) } ?? .null, .optional(new.holder?.bootID),
             ])
@@ -38,11 +39,12 @@ extension Ledger {
     }
 
     /// Ends the active *allow* grants of `uid` for `permission` (only those for `deviceID`
-    /// when given). Denials stay: forgetting a denial is `reset`. Returns what was revoked,
-    /// so the caller can remove the ACL entries; nothing active = nothing written.
+    /// when given, only those in `only` when given). Denials stay: forgetting a denial is
+    /// `reset`. Returns what was revoked, so the caller can remove the ACL entries; nothing
+    /// active = nothing written.
     @discardableResult
     public func revoke(permission: Permission, uid: UInt32, deviceID: String? = nil, by actor: Principal,
-                       reason: String = "", at now: Date = Date()) throws(LedgerError) -> [Grant] {
+                       reason: String = "", at now: Date = Date(), only: Set<Int64>? = nil) throws(LedgerError) -> [Grant] {
         let time = try Timestamp.microseconds(now)
         return try write { db, audit throws(LedgerError) in
             var clause = """
@@ -54,6 +56,7 @@ extension Ledger {
                 clause += " AND device_id = ?"
                 values.append(.text(deviceID))
             }
+            if let only { Self.restrict(&clause, &values, to: only) }
             let targets = try GrantRow.query(db, where: clause, values)
             let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
             var revoked: [Grant] = []
@@ -61,7 +64,7 @@ extension Ledger {
                 try update.run([.integer(time), .integer(grant.id)])
                 grant.revoked = Timestamp.date(time)
                 var details = GrantRow.auditDetails(grant)
-                if !reason.isEmpty { details["revoke_reason"] = reason }
+                if !reason.isEmpty { details["revoke_reason"] = StoredText.capped(reason) }
                 try audit.append(AuditEvent(
                     type: .revoke, time: now, actor: actor, subject: grant.subject, permission: permission,
                     deviceID: grant.deviceID, program: grant.program?.path, details: details))
@@ -74,9 +77,12 @@ extension Ledger {
     /// Forgets every decision (allow or deny, active or not) of `subject`, for one
     /// permission or all, so the next request asks again. The deleted rows are listed in
     /// the `reset` event and returned.
+    /// With `only`, just those rows (an ending recorded late forgets what it forgot then,
+    /// never a decision made since).
     @discardableResult
     public func reset(subject: Principal, permission: Permission? = nil, by actor: Principal,
-                      onlyDecidedBySubject: Bool = false, at now: Date = Date()) throws(LedgerError) -> [Grant] {
+                      onlyDecidedBySubject: Bool = false, at now: Date = Date(),
+                      only: Set<Int64>? = nil) throws(LedgerError) -> [Grant] {
         _ = try Timestamp.microseconds(now)
         return try write { db, audit throws(LedgerError) in
             var clause = "subject_uid = ?"
@@ -90,6 +96,7 @@ extension Ledger {
                 // administrator or the policy recorded.
                 clause += " AND decided_by_uid = subject_uid AND how IN ('consent', 'auth_self')"
             }
+            if let only { Self.restrict(&clause, &values, to: only) }
             let deleted = try GrantRow.query(db, where: clause, values, orderBy: "id")
             try db.prepare("DELETE FROM grants WHERE \(clause)").run(values)
             try audit.append(AuditEvent(
@@ -98,6 +105,16 @@ extension Ledger {
                           "grant_ids": deleted.map { String($0.id) }.joined(separator: ",")]))
             return deleted
         }
+    }
+
+    /// Narrows a grants `WHERE` clause to the rows with these ids (none: no row).
+    private static func restrict(_ clause: inout String, _ values: inout [SQLValue], to ids: Set<Int64>) {
+        guard !ids.isEmpty else {
+            clause += " AND 0"
+            return
+        }
+        clause += " AND id IN (" + Array(repeating: "?", count: ids.count).joined(separator: ", ") + ")"
+        values += ids.sorted().map { .integer($0) }
     }
 
     /// Decisions, newest first; by default only those standing at `now`.

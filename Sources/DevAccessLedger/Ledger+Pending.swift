@@ -20,7 +20,7 @@ extension Ledger {
             try insert.run([
                 .uid(new.subject.uid), .text(new.subject.name), .optional(new.program),
                 .text(new.permissions.map(\.rawValue).joined(separator: " ")), .optional(scope), .optional(duration),
-                .text(new.reason), .integer(created),
+                .text(StoredText.capped(new.reason)), .integer(created),
                 new.holder.map { .integer(Int64($0.pid)) } ?? .null,
                 new.holder.map { .integer(Int64(clamping: $0.startTicks)) } ?? .null, .optional(new.holder?.bootID),
             ])
@@ -79,7 +79,7 @@ extension Ledger {
             request.resolvedBy = actor
             var details = PendingRow.auditDetails(request)
             details["stage"] = resolution.rawValue
-            if !note.isEmpty { details["note"] = note }
+            if !note.isEmpty { details["note"] = StoredText.capped(note) }
             for permission in request.permissions {
                 try audit.append(AuditEvent(type: .request, time: now, actor: actor, subject: request.subject,
                                             permission: permission, program: request.program, details: details))

@@ -146,6 +146,13 @@ public final class Ledger: Sendable {
 
     // MARK: - Transactions
 
+    /// Runs `body` on the connection outside any transaction (ATTACH and DETACH need that).
+    func withConnection<R: Sendable>(_ body: (borrowing SQLiteDatabase) throws(LedgerError) -> R) throws(LedgerError) -> R {
+        try connection.withLock { (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending R in
+            try body(database)
+        }
+    }
+
     /// Runs `body` in a read transaction: one consistent snapshot, even while another
     /// process writes.
     func read<R: Sendable>(_ body: (borrowing SQLiteDatabase) throws(LedgerError) -> R) throws(LedgerError) -> R {

@@ -50,6 +50,12 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidRow(path: String, table: String, rowID: Int64, problem: String)
     /// A caller passed a value the ledger cannot store.
     case invalidArgument(String)
+    /// An audit archive cannot be written there: the target exists, is a symlink, or its
+    /// directory can be changed by other users.
+    case archiveTarget(path: String, reason: String)
+    /// An audit archive file cannot be used (not an archive, unreadable), or archiving was
+    /// refused (the chain is broken).
+    case archive(path: String, reason: String)
     /// libcrypto could not provide SHA-256.
     case crypto(String)
     /// Any other SQLite failure, with the operation that hit it.
@@ -109,6 +115,11 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
             return "ledger \(path): row \(rowID) of \(table) is unreadable: \(problem); run 'devaccess audit --verify'"
         case .invalidArgument(let problem):
             return "invalid ledger input: \(problem)"
+        case .archiveTarget(let path, let reason):
+            return "cannot write the audit archive to \(path): \(reason); name a new file in a directory only root can "
+                + "change (or leave out --to: it then goes to the state directory)"
+        case .archive(let path, let reason):
+            return "audit archive \(path): \(reason)"
         case .crypto(let problem):
             return "SHA-256 unavailable from libcrypto: \(problem); check the OpenSSL installation"
         case .sqlite(let path, let operation, let failure):

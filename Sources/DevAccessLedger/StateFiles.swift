@@ -152,7 +152,8 @@ enum StateFiles {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
                 String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if !allowed.contains(name) && !name.hasPrefix(copyPrefix) { return false }
+            // So are audit archives written beside the ledger (ArchiveFile).
+        if !allowed.contains(name) && !name.hasPrefix(copyPrefix) && !name.hasPrefix(ArchiveFile.namePrefix) { return false }
         }
         return true
     }
@@ -226,6 +227,16 @@ enum StateFiles {
     }
 
     // MARK: - Helpers
+
+    /// The size of a ledger file with its WAL (what it takes on disk, roughly).
+    static func bytes(of ledgerPath: String) -> Int64 {
+        var total: Int64 = 0
+        for file in [ledgerPath, ledgerPath + "-wal"] {
+            var info = stat()
+            if lstat(file, &info) == 0 { total += Int64(info.st_size) }
+        }
+        return total
+    }
 
     /// The directory part and the last component, `"."` for a bare name.
     static func split(_ path: String) -> (directory: String, name: String) {

@@ -78,6 +78,44 @@ let verifyTime = Measure.time {
 print("audit --verify: \(readCount) events in \(Measure.seconds(verifyTime)) = "
       + "\(Measure.rate(Double(readCount) / verifyTime)) events/s")
 
+// MARK: - Audit archive
+
+func fileSize(_ path: String) -> Int64 {
+    var info = stat()
+    return stat(path, &info) == 0 ? Int64(info.st_size) : 0
+}
+let sizeBefore = fileSize(work + "/ledger.db") + fileSize(work + "/ledger.db-wal")
+var archived: AuditArchiveOutcome?
+let archiveTime = Measure.time {
+    do {
+        archived = try ledger.archiveAudit(before: Date(), to: work + "/archive.db",
+                                           by: Principal(uid: 0, name: "root"))
+    } catch {
+        fatalError("archive failed: \(error)")
+    }
+}
+let sizeAfter = fileSize(work + "/ledger.db") + fileSize(work + "/ledger.db-wal")
+print("audit --archive: \(archived?.anchor?.events ?? 0) events in \(Measure.seconds(archiveTime)) (verify, copy, "
+      + "delete); ledger+WAL \(sizeBefore / 1024) KiB before, \(sizeAfter / 1024) KiB after (VACUUM: "
+      + "\(archived?.vacuumed == true ? "done" : "failed")); archive \(fileSize(work + "/archive.db") / 1024) KiB")
+let archiveVerifyTime = Measure.time {
+    do {
+        guard try ledger.verifyArchive(at: work + "/archive.db").isIntact else { fatalError("the archive does not verify") }
+    } catch {
+        fatalError("archive verify failed: \(error)")
+    }
+}
+print("audit --verify --archive-file: \(archived?.anchor?.events ?? 0) events in \(Measure.seconds(archiveVerifyTime))")
+let refill = Measure.time {
+    do {
+        try ledger.append(contentsOf: template)
+    } catch {
+        fatalError("append after archive failed: \(error)")
+    }
+}
+print("after archive:  \(template.count) more events in \(Measure.seconds(refill)); ledger+WAL "
+      + "\((fileSize(work + "/ledger.db") + fileSize(work + "/ledger.db-wal")) / 1024) KiB")
+
 // MARK: - Grant + ACL apply
 
 guard getuid() == 0 else {

@@ -142,6 +142,40 @@ struct LockedLedgerTests {
         #expect(try setup.offline(["audit", "--verify"], stateDirectory: daemon.stateDirectory).status == 0)
     }
 
+    /// An ending recorded late ends only what it ended then: a decision an admin makes once
+    /// the lock is gone (before or after the retry) stands.
+    @Test func aLateRecordedEndingLeavesNewerDecisionsStanding() throws {
+        let setup = try Setup("locknew")
+        let daemon = try setup.daemon()
+        try setup.grant(through: daemon)
+        var holder: LockHolder? = try LockHolder(daemon)
+        #expect(try setup.cli(["revoke", "camera", "--user", setup.user.name], through: daemon).status == 75)
+        holder?.release()
+        holder = nil
+        // At once, before the daemon's retry: the new grant must survive the revoke's record.
+        let granted = try setup.cli(["grant", "camera", "--user", setup.user.name, "--for", "1h"], through: daemon)
+        #expect(granted.status == 0, "\(granted.stderr)")
+        _ = LiveEnforcementTests.waitFor(3) { false }
+        _ = try setup.cli(["reconcile"], through: daemon)
+        #expect(setup.hasEntry, "the late revoke ended the newer grant: \(daemon.log)")
+        #expect(try setup.user.canOpen(setup.node, .readWrite))
+        #expect(try Self.sql(daemon, "SELECT count(*) FROM grants WHERE revoked_usec IS NULL AND decision = 'allow'") == "1")
+
+        // A reset under the lock, then a denial: the denial stands and the user is kept out.
+        holder = try LockHolder(daemon)
+        #expect(try setup.cli(["reset", "camera", "--user", setup.user.name], through: daemon).status == 75)
+        holder?.release()
+        holder = nil
+        let denied = try setup.cli(["deny", "camera", "--user", setup.user.name], through: daemon)
+        #expect(denied.status == 0, "\(denied.stderr)")
+        _ = LiveEnforcementTests.waitFor(3) { false }
+        let listed = try setup.cli(["list", "--user", setup.user.name, "--json"], through: daemon)
+        #expect(listed.stdout.contains("\"deny\""), "the denial was forgotten by the late reset: \(listed.stdout)")
+        #expect(try !setup.user.canOpen(setup.node, .read))
+        #expect(daemon.stop() == 0)
+        #expect(try setup.offline(["audit", "--verify"], stateDirectory: daemon.stateDirectory).status == 0)
+    }
+
     /// Says hello argv[2] times on one connection and prints the slowest round trip (ms).
     static let helloTimer = """
         import socket, sys, json, time

@@ -32,7 +32,10 @@ struct OneWriterTests {
     /// a loop (policy allow) while an admin revokes in a loop. With one writer, every
     /// moment between commands is consistent, and so is the end.
     @Test func requestAndRevokeLoopsLeaveNodesGrantsAndRecordsConsistent() async throws {
-        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
+        // The user's loop is hundreds of decisions a minute: lift the per-user change limit,
+        // which is not what this test is about (AbuseLimitTests checks it).
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n",
+                                     daemonArguments: ["--max-changes-per-user", "1000000"])
         let user = try TestUser("race")
         let socket = setup.socket
         let env = ["DEVACCESS_SOCKET": setup.daemon.socketPath]

@@ -242,6 +242,10 @@ struct PasswordGuessingTests {
         let promptsSeen = prompts["seen"] as? [String: Int] ?? [:]
         #expect(promptsSeen == ["prompt": 4, "busy": 6], "\(prompts)")
         #expect((prompts["reasons"] as? [String])?.first?.contains("open prompts") == true, "\(prompts)")
+        // Each refusal is audited, as a refusal, not as a request (well within the budget).
+        let promptRefusals = try setup.ledger().events().map(\.event)
+            .filter { $0.type == .refused && $0.actor?.uid == mallory.uid }
+        #expect(promptRefusals.count == 6, "\(promptRefusals.map(\.details))")
         // Clients waiting for an administrator: 16 per user.
         let (waiting, waits) = try Self.hold(mallory, setup, count: 20, request: waitMicrophone,
                                              output: scratch.path + "/waits.json")
@@ -262,9 +266,11 @@ struct PasswordGuessingTests {
         holders.append(admin)
         #expect(admins["seen"] as? [String: Int] == ["prompt": 6], "\(admins)")
 
-        // Each refusal is audited (deduplicated by the refusal throttle), none as a request.
+        // The waiting clients' refusals share the user's audit budget with the requests that
+        // changed nothing (the microphone already waiting in mallory's queued request), so
+        // some of them are only counted: between the 6 above and all 10.
         let refused = try setup.ledger().events().map(\.event).filter { $0.type == .refused && $0.actor?.uid == mallory.uid }
-        #expect(refused.count == 10, "\(refused.map(\.details))")
+        #expect((6...10).contains(refused.count), "\(refused.map(\.details))")
         #expect(refused.allSatisfy { $0.details["operation"] == "request" })
     }
 }

@@ -67,6 +67,22 @@ struct RequestConsentTests {
         #expect(!trail.contains("guess") && !trail.contains("horse"))
     }
 
+    /// A request is audited before anything is asked: with the ledger unwritable (its WAL
+    /// made immutable, as a full disk would), no password prompt is shown and no password
+    /// reaches PAM unrecorded; the request fails saying the ledger is the problem.
+    @Test func nothingIsAskedWhenTheRequestCannotBeAudited() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=auth_self\n")
+        let user = try TestUser("noaudit")
+        let wal = setup.stateDirectory + "/ledger.db-wal"
+        try #require(try TestProcess.run("/usr/bin/chattr", ["+i", wal]).status == 0)
+        defer { _ = try? TestProcess.run("/usr/bin/chattr", ["-i", wal]) }
+        let asked = try user.onTerminal(["request", "camera"] + setup.socket, answers: [("Password", "anything\n")])
+        #expect(asked.answered == 0 && asked.prompts == 0, "a prompt was shown unaudited: \(asked.output)")
+        #expect(asked.output.contains("ledger"), "\(asked.output)")
+        #expect(asked.exit != 0)
+        #expect(try !user.canOpen(setup.camera, .read))
+    }
+
     @Test func policyDenyIsRestrictedAndPolicyAllowGrantsWithoutAPrompt() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=deny\n[microphone]\nDefault=allow\n")
         let user = try TestUser("policy")

@@ -17,7 +17,10 @@ struct AdministrationCodingTests {
         .reconcile,
         .withdraw(PendingAction(pending: 7, reason: "not needed")),
         .withdraw(PendingAction(pending: 8)),
-        .auditVerify,
+        .auditVerify(AuditVerifyQuery()),
+        .auditVerify(AuditVerifyQuery(archive: "/var/lib/devaccess/audit-archive-x.db")),
+        .auditArchive(AuditArchiveOrder(beforeMilliseconds: 1_764_525_600_123)),
+        .auditArchive(AuditArchiveOrder(beforeMilliseconds: 0, to: "/srv/archive/2026.db")),
     ]
 
     @Test(arguments: requests)
@@ -52,6 +55,13 @@ struct AdministrationCodingTests {
             .code == .unknownPermission)
         #expect(rejection(#"{"version":3,"id":1,"type":"withdraw","pending":0}"#)?.context == "$.pending")
         #expect(rejection(#"{"version":3,"id":1,"type":"list","all":"yes"}"#)?.context == "$.all")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive"}"#)?.reason == "missing field 'before'")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive","before":-1}"#)?.context == "$.before")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive","before":"90d"}"#)?.context == "$.before")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive","before":1,"to":"x.db"}"#)?.context == "$.to")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive","before":1,"vacuum":true}"#)?.context == "$.vacuum")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-verify","archive":7}"#)?.context == "$.archive")
+        #expect(rejection(#"{"version":2,"id":1,"type":"audit-archive","before":1}"#)?.code == .unknownType)
         let long = String(repeating: "x", count: 1025)
         #expect(rejection(#"{"version":3,"id":1,"type":"revoke","permission":"camera","user":"a","reason":"\#(long)"}"#)?
             .context == "$.reason")

@@ -111,6 +111,7 @@ public enum Daemon {
         var settings = RequestSettings.fromEnvironment(ProcessInfo.processInfo.environment)
         settings.maxOpenPromptsPerUser = options.maxPromptsPerUser
         settings.maxWaitingPerUser = options.maxWaitingPerUser
+        settings.maxChangesPerMinute = options.maxChangesPerMinute
         let service = BrokerService(probe: FreshProbe(probe: devices.probe),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
                                     configDirectory: options.configDirectory, log: log, settings: settings,

@@ -16,6 +16,7 @@ public struct DaemonOptions: Sendable {
     /// Per-user limits of consent conversations (RequestSettings).
     public var maxPromptsPerUser = RequestSettings().maxOpenPromptsPerUser
     public var maxWaitingPerUser = RequestSettings().maxWaitingPerUser
+    public var maxChangesPerMinute = RequestSettings().maxChangesPerMinute
     /// Period of live enforcement's safety reconcile; nil: off (devaccessd(8), LIVE ENFORCEMENT).
     public var reconcileInterval: Duration? = .seconds(60)
     public var logLevel = BrokerLog.Level.info
@@ -56,12 +57,18 @@ public struct DaemonOptions: Sendable {
                                  Of --max-connections, the slots kept for root and admins
                                  (default: one in 16, 64 of 1024).
           --idle-timeout SEC     Close idle connections after SEC seconds (default: 60).
+          --message-timeout SEC  A message must be complete SEC seconds after its first
+                                 byte (default: 10).
           --max-prompts-per-user N
                                  Requests of one user with a prompt open at once (root and
                                  admins: no limit; default: 4).
           --max-waiting-per-user N
                                  Clients of one user waiting for an administrator at once
                                  (root and admins: no limit; default: 16).
+          --max-changes-per-user N
+                                 Requests of one user that ask, queue or decide, and their
+                                 own revokes, resets and withdraws, per minute (root and
+                                 admins: no limit; default: 60).
           --reconcile-interval SEC
                                  Also apply the whole ledger to the machine every SEC seconds,
                                  besides at start-up, on hotplug and at each expiry; 0: never
@@ -151,10 +158,14 @@ public struct DaemonOptions: Sendable {
                 reservedGiven = true
             case "--idle-timeout":
                 options.limits.idleTimeout = .seconds(try number(name, try value(name, inline: inline), 1...86_400))
+            case "--message-timeout":
+                options.limits.messageTimeout = .seconds(try number(name, try value(name, inline: inline), 1...3600))
             case "--max-prompts-per-user":
                 options.maxPromptsPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
             case "--max-waiting-per-user":
                 options.maxWaitingPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
+            case "--max-changes-per-user":
+                options.maxChangesPerMinute = try number(name, try value(name, inline: inline), 1...1_000_000)
             case "--reconcile-interval":
                 let seconds = try number(name, try value(name, inline: inline), 0...86_400)
                 options.reconcileInterval = seconds == 0 ? nil : .seconds(seconds)

@@ -12,7 +12,7 @@ public enum Operation: String, Sendable, CaseIterable {
     case listPending = "pending"
     case approve
     case reject
-    // decide, revoke, reset, list, reconcile, withdraw and audit-verify are decided by
+    // decide, revoke, reset, list, reconcile, withdraw, audit-verify and audit-archive are decided by
     // `EngineService` (DevAccessInterface), which devaccessd and `--offline` share.
 
     public enum Privilege: Sendable {

@@ -7,7 +7,7 @@ import DevAccessProtocol
 import DevAccessInterface
 
 /// The version 3 operations (decide, revoke, reset, list, reconcile, withdraw,
-/// audit-verify): `EngineService` for the peer the kernel named, on the broker's one
+/// audit-verify, audit-archive): `EngineService` for the peer the kernel named, on the broker's one
 /// enforcement queue. Refusals are audited like every other refusal.
 extension BrokerService {
     func administer(_ request: Request, id: Int64, peer: Peer) async -> Reply {
@@ -16,6 +16,14 @@ extension BrokerService {
         }
         let caller = Caller(principal: Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid)),
                             isAdmin: rules.isAdmin(peer), adminGroup: rules.adminGroup)
+        switch request {
+        case .revoke, .reset, .withdraw:
+            if let refusal = overChangeBudget(request.type, id: id, peer: peer, subject: Self.subject(of: request)) {
+                return refusal
+            }
+        default:
+            break
+        }
         let service = EngineService(caller: caller, runner: QueuedEngine(enforcement: enforcement))
         do throws(InterfaceError) {
             let document: any Encodable & Sendable
@@ -26,7 +34,8 @@ extension BrokerService {
             case .list(let query): document = try await service.list(query)
             case .reconcile: document = try await service.reconcile()
             case .withdraw(let action): document = try await service.withdraw(action)
-            case .auditVerify: document = try await service.verifyAudit()
+            case .auditVerify(let query): document = try await service.verifyAudit(query)
+            case .auditArchive(let order): document = try await service.archiveAudit(order)
             default:
                 return .error(ProtocolError(.internal, context: "$.type", reason: "'\(request.type)' is not an operation"))
             }

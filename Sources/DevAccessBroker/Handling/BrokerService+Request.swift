@@ -131,8 +131,34 @@ extension BrokerService {
                                   + "was asked or queued", code: .busy)
             }
         }
-        audit(context, request.permissions, stage: "received", perPermission: received,
-              extra: requestDetails(request, peer: peer, holder: context.holder))
+        let changesNothing = Self.changesNothing(byAction, user: user, ledger: ledger)
+        if !changesNothing, let refusal = overChangeBudget("request", id: envelope.id, peer: peer,
+                                                          subject: context.subject) {
+            return refusal
+        }
+        var details = requestDetails(request, peer: peer, holder: context.holder)
+        if changesNothing, !rules.isAdmin(peer) {
+            // Answered without a decision, a prompt or a new queued request: an attempt a
+            // user can repeat at will, so written within the user's attempt budget only.
+            switch refusals.admit(peer.uid, cost: 2 * request.permissions.count) {
+            case .skip: context.audit.suppress()
+            case .record(let leftOut): if leftOut > 0 { details[Self.notRecordedKey] = String(leftOut) }
+            }
+        }
+        audit(context, request.permissions, stage: "received", perPermission: received, extra: details)
+        if !byAction.isEmpty {
+            // Nothing is asked (no password reaches PAM), queued or recorded that the audit
+            // trail does not show: a ledger that cannot take the request ends it here.
+            do throws(LedgerError) {
+                try writeAudit(context)
+            } catch {
+                let code: ErrorCode = if case .busy = error { .ledgerBusy } else { .ledgerUnusable }
+                log.error("could not audit a request; it was refused", ["uid": String(peer.uid), "error": error.description])
+                return .error(ProtocolError(code, context: "request",
+                    reason: "the ledger cannot record this request, so nothing was asked or recorded: "
+                        + "\(error.description)"))
+            }
+        }
 
         // 2. Policy allow, 3. ask, 4. auth_self: decisions to record.
         var plans: [GrantPlan] = []
@@ -290,6 +316,17 @@ extension BrokerService {
             return result
         }
         return nil
+    }
+
+    /// Whether what is left to decide changes nothing: nothing at all, or only permissions
+    /// for an administrator that are already waiting in a request of the user's (a new
+    /// request then only points at the old one).
+    static func changesNothing(_ byAction: [PolicyAction: [Permission]], user: UserIdentity,
+                               ledger: Ledger) -> Bool {
+        if byAction.isEmpty { return true }
+        guard byAction.count == 1, let forAdmin = byAction[.authAdmin] else { return false }
+        guard let waiting = try? ledger.pendingRequests(uid: user.uid) else { return false }
+        return forAdmin.allSatisfy { permission in waiting.contains { $0.permissions.contains(permission) } }
     }
 
     static func undecided(_ permission: Permission, _ why: UndecidedReason) -> RequestResult {
@@ -687,31 +724,44 @@ extension BrokerService {
         context.audit.add(events)
     }
 
-    /// Writes the request's kept events in one transaction. A ledger that cannot be
-    /// written is logged, not fatal to the answer.
+    /// Writes the request's kept events; a ledger that cannot be written is logged, not
+    /// fatal to the answer (the request was audited before anything was asked).
     func flushAudit(_ context: RequestContext) {
+        do throws(LedgerError) {
+            try writeAudit(context)
+        } catch {
+            log.error("could not audit a request", ["error": error.description])
+        }
+    }
+
+    /// Writes the request's kept events in one transaction, or throws why not (the events
+    /// are dropped either way: a later flush does not repeat them).
+    func writeAudit(_ context: RequestContext) throws(LedgerError) {
         let events = context.audit.take()
         guard let ledger, !events.isEmpty else { return }
-        do {
-            try ledger.append(contentsOf: events)
-        } catch {
-            log.error("could not audit a request", ["events": String(events.count), "error": error.description])
-        }
+        _ = try ledger.append(contentsOf: events)
     }
 }
 
 /// Audit events of one request, kept until they are written together.
 final class AuditBuffer: Sendable {
-    private let events = Mutex<[AuditEvent]>([])
+    private let state = Mutex<(events: [AuditEvent], suppressed: Bool)>(([], false))
 
     func add(_ more: [AuditEvent]) {
-        events.withLock { $0 += more }
+        state.withLock { state in
+            if !state.suppressed { state.events += more }
+        }
+    }
+
+    /// The request is over the user's attempt budget: nothing of it is written.
+    func suppress() {
+        state.withLock { $0 = ([], true) }
     }
 
     func take() -> [AuditEvent] {
-        events.withLock { list in
-            defer { list = [] }
-            return list
+        state.withLock { state in
+            defer { state.events = [] }
+            return state.events
         }
     }
 }

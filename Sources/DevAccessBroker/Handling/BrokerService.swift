@@ -34,8 +34,13 @@ public final class BrokerService: RequestHandler {
     let approvals = ApprovalWaiters()
     /// Who the broker is in the ledger when policy decides (`how=policy`).
     let brokerPrincipal: Principal
-    /// How many refusals per user reach the audit trail.
-    let refusals = RefusalThrottle()
+    /// How many of a user's attempts that change nothing (refusals, requests answered at
+    /// once) reach the audit trail.
+    let refusals: RefusalThrottle
+    /// Requests that ask, queue or decide, and a user's own revokes, resets and withdraws:
+    /// each writes the audit trail, so one user's are limited per minute
+    /// (`maxChangesPerMinute`; root and administrators are not limited).
+    let changes: RefusalThrottle
     /// `auth_self` passwords: a few PAM threads, one check per uid, back-off per uid.
     let passwords: PasswordChecks
     /// Requests of each user in a consent conversation, and clients of each user waiting
@@ -66,6 +71,8 @@ public final class BrokerService: RequestHandler {
         passwords = PasswordChecks(settings: settings, log: log)
         openPrompts = UserSlots(limit: settings.maxOpenPromptsPerUser)
         waitingClients = UserSlots(limit: settings.maxWaitingPerUser)
+        refusals = RefusalThrottle(window: settings.auditWindow)
+        changes = RefusalThrottle(burst: settings.maxChangesPerMinute, window: .seconds(60))
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
         if let enforcement {
@@ -160,7 +167,7 @@ public final class BrokerService: RequestHandler {
             return await resolve(action, approve: true, id: envelope.id, peer: peer)
         case .reject(let action):
             return await resolve(action, approve: false, id: envelope.id, peer: peer)
-        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify:
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive:
             return await administer(envelope.request, id: envelope.id, peer: peer)
         }
     }
@@ -255,6 +262,9 @@ public final class BrokerService: RequestHandler {
         "\(UserDatabase.userName(peer.uid) ?? "uid \(peer.uid)") (uid \(peer.uid), pid \(peer.pid))"
     }
 
+    /// The detail on a user's next written attempt: how many of theirs were answered but not written.
+    static let notRecordedKey = "attempts_not_recorded_before"
+
     func refuse(_ operation: Operation, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
         refuse(operation.rawValue, id: id, peer: peer, subject: subject, reason: reason)
     }
@@ -269,7 +279,7 @@ public final class BrokerService: RequestHandler {
             var details = ["operation": operation, "request_id": String(id), "pid": String(peer.pid),
                            "gid": String(peer.gid), "reason": reason]
             if let problem = peer.programProblem { details["program_problem"] = problem }
-            if leftOut > 0 { details["refusals_not_recorded_before"] = String(leftOut) }
+            if leftOut > 0 { details[Self.notRecordedKey] = String(leftOut) }
             if code != .permissionDenied { details["code"] = code.rawValue }
             let event = AuditEvent(type: .refused, actor: actor, subject: subject, program: peer.program, details: details)
             log.notice("refused", ["operation": operation, "uid": String(peer.uid), "pid": String(peer.pid),
@@ -284,5 +294,14 @@ public final class BrokerService: RequestHandler {
             }
         }
         return .error(ProtocolError(code, context: operation, reason: reason))
+    }
+
+    /// Whether `peer` may make one more change now; nil, or the busy refusal to send.
+    func overChangeBudget(_ operation: String, id: Int64, peer: Peer, subject: Principal?) -> Reply? {
+        guard !rules.isAdmin(peer), case .skip = changes.admit(peer.uid) else { return nil }
+        return refuse(operation, id: id, peer: peer, subject: subject,
+                      reason: "\(describe(peer)) made \(changes.burst) requests that ask or change something in "
+                          + "the last minute, the most one user may; try again in a minute; nothing was asked or recorded",
+                      code: .busy)
     }
 }

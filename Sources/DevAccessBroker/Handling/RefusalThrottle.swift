@@ -1,12 +1,14 @@
 import Synchronization
 
-/// Keeps one user's refused requests from filling the audit trail (and the disk): at
-/// most `burst` refusals of a uid are written per `window`; the rest are counted, and the
-/// uid's next refusal that is written after the window says how many were left out. Every
-/// refused request is still answered `permission-denied`.
+/// Keeps one user's attempts that change nothing from filling the audit trail (and the
+/// disk): refusals, and requests answered at once without a decision (a policy deny, a
+/// standing decision, a request already waiting for an administrator). At most `burst`
+/// audit rows of a uid's attempts are written per `window`; the rest are counted, and the
+/// uid's next attempt that is written after the window says how many were left out
+/// (`attempts_not_recorded_before`). Every attempt is still answered as before.
 final class RefusalThrottle: Sendable {
     enum Verdict: Sendable, Hashable {
-        /// Write it; `leftOut` refusals of this uid were not written before it.
+        /// Write it; `leftOut` attempts of this uid were not written before it.
         case record(leftOut: Int)
         /// Count it only.
         case skip
@@ -27,17 +29,18 @@ final class RefusalThrottle: Sendable {
         self.window = window
     }
 
-    func admit(_ uid: UInt32, now: ContinuousClock.Instant = .now) -> Verdict {
+    /// `cost`: the audit rows the attempt writes (a refusal: 1; a request: 2 per permission).
+    func admit(_ uid: UInt32, cost: Int = 1, now: ContinuousClock.Instant = .now) -> Verdict {
         windows.withLock { windows in
             // A uid that stopped being refused long ago needs no window (bounded memory).
             if windows.count > 10_000 { windows = windows.filter { now - $0.value.start < window } }
             guard var current = windows[uid], now - current.start < window else {
                 let carried = windows[uid]?.leftOut ?? 0
-                windows[uid] = Window(start: now, recorded: 1, leftOut: 0)
+                windows[uid] = Window(start: now, recorded: max(1, cost), leftOut: 0)
                 return .record(leftOut: carried)
             }
-            if current.recorded < burst {
-                current.recorded += 1
+            if current.recorded + max(1, cost) <= burst {
+                current.recorded += max(1, cost)
                 windows[uid] = current
                 return .record(leftOut: 0)
             }

@@ -27,12 +27,18 @@ public struct RequestSettings: Sendable {
     /// Clients of one user waiting (`wait`) for an administrator at once; root and
     /// administrators are not limited.
     public var maxWaitingPerUser = 16
+    /// Requests of one user that ask, queue or decide, and their own revokes, resets and
+    /// withdraws, per minute; root and administrators are not limited.
+    public var maxChangesPerMinute = 60
+    /// The window over which a user's attempts that change nothing are counted (RefusalThrottle).
+    public var auditWindow: Duration = .seconds(60)
 
     public init() {}
 
     /// `DEVACCESS_PROMPT_TIMEOUT` (seconds, 1...3600) sets the prompt timeout. In DEBUG
     /// builds only, `DEVACCESS_TEST_PAM_SERVICE` names another PAM service, so tests never
-    /// depend on (or replace) an installed /etc/pam.d/devaccess.
+    /// depend on (or replace) an installed /etc/pam.d/devaccess, and
+    /// `DEVACCESS_TEST_AUDIT_WINDOW` (seconds) shortens the attempt throttle's window.
     public static func fromEnvironment(_ environment: [String: String]) -> RequestSettings {
         var settings = RequestSettings()
         if let text = environment["DEVACCESS_PROMPT_TIMEOUT"], let seconds = Int(text), (1...3600).contains(seconds) {
@@ -41,6 +47,10 @@ public struct RequestSettings: Sendable {
         #if DEBUG
         if let service = environment["DEVACCESS_TEST_PAM_SERVICE"], !service.isEmpty, !service.contains("/") {
             settings.pamService = service
+        }
+        // A shorter window lets a test see the count carried into the next one.
+        if let text = environment["DEVACCESS_TEST_AUDIT_WINDOW"], let seconds = Int(text), (1...3600).contains(seconds) {
+            settings.auditWindow = .seconds(seconds)
         }
         #endif
         return settings

@@ -68,6 +68,10 @@ public final class BrokerServer: Sendable {
         /// own connection that has been idle longest (nothing in flight, half read or unsent),
         /// if it has been idle this long; otherwise the new connection is turned away.
         public var evictableAfter: Duration = .seconds(5)
+        /// A message must be complete (its newline) this long after its first byte arrived,
+        /// or the connection is closed with `timeout`: a client that dribbles a byte now and
+        /// then is never idle, and would otherwise hold its slot forever.
+        public var messageTimeout: Duration = .seconds(10)
 
         public init(maxConnections: Int = 1024, maxConnectionsPerUser: Int = 256, reservedConnections: Int = 64,
                     idleTimeout: Duration = .seconds(60), shutdownGrace: Duration = .seconds(2),
@@ -329,7 +333,11 @@ public final class BrokerServer: Sendable {
                 return
             }
             if revents & Int16(POLLOUT) != 0 {
+                let wasFull = connection.outboxFull
                 flush(connection)
+                guard connections[connection.id] != nil else { return }
+                // Messages that waited for the client to read its replies go on now.
+                if wasFull && !connection.outboxFull { process(connection) }
                 guard connections[connection.id] != nil else { return }
             }
             if revents & Int16(POLLIN) != 0 {
@@ -371,9 +379,12 @@ public final class BrokerServer: Sendable {
         /// Takes complete messages off the connection's buffer while no request is in flight,
         /// or while the request in flight awaits its client's answer.
         mutating func process(_ connection: Connection) {
-            while connection.isOpen && (!connection.inFlight || connection.awaitingAnswer) {
+            // Not while a client leaves its replies unread: buffered requests would otherwise
+            // each add a reply to an outbox nobody drains (memory without bound).
+            while connection.isOpen && !connection.outboxFull && (!connection.inFlight || connection.awaitingAnswer) {
                 switch connection.framer.next() {
                 case .line(let line):
+                    connection.partialSince = nil
                     if connection.inFlight {
                         answer(line, on: connection)
                     } else {
@@ -384,6 +395,8 @@ public final class BrokerServer: Sendable {
                         reason: "more than \(BrokerProtocol.maxRequestSize) bytes arrived without a newline; "
                             + "a message is at most \(BrokerProtocol.maxRequestSize) bytes"))
                 case .needMore:
+                    connection.partialSince = connection.framer.pendingByteCount > 0
+                        ? connection.partialSince ?? ContinuousClock.now : nil
                     if connection.readEOF {
                         if connection.awaitingAnswer {
                             // The answer can never come; the request ends without one.
@@ -637,7 +650,14 @@ public final class BrokerServer: Sendable {
                 case .lingering(let until, _):
                     if now >= until { close(connection) }
                 case .open:
-                    guard !connection.inFlight, now - connection.lastActivity >= server.limits.idleTimeout else { continue }
+                    guard !connection.inFlight else { continue }
+                    if let since = connection.partialSince, now - since >= server.limits.messageTimeout {
+                        reject(connection, id: 0, ProtocolError(.timeout, context: "message",
+                            reason: "a message was still incomplete (no newline) \(server.limits.messageTimeout) "
+                                + "after its first byte; send each message whole"))
+                        continue
+                    }
+                    guard now - connection.lastActivity >= server.limits.idleTimeout else { continue }
                     if connection.framer.pendingByteCount > 0 {
                         reject(connection, id: 0, ProtocolError(.timeout, context: "message",
                             reason: "a message stayed incomplete (no newline) for \(server.limits.idleTimeout)"))

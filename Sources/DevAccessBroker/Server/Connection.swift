@@ -33,6 +33,9 @@ final class Connection {
     var readEOF = false
     var phase = Phase.open
     var lastActivity: ContinuousClock.Instant
+    /// When the first byte of the message still missing its newline arrived: a message
+    /// has `messageTimeout` from there, however slowly its bytes keep coming.
+    var partialSince: ContinuousClock.Instant?
 
     init(id: UInt64, descriptor: CInt, peer: Peer, now: ContinuousClock.Instant) {
         self.id = id
@@ -42,6 +45,11 @@ final class Connection {
     }
 
     var hasOutput: Bool { outboxOffset < outbox.count }
+
+    /// Replies owed but unsent, beyond which nothing more is read or answered (one reply
+    /// may be larger: it is queued whole).
+    static let outboxLimit = 64 * 1024
+    var outboxFull: Bool { outbox.count - outboxOffset >= Connection.outboxLimit }
 
     var isOpen: Bool {
         if case .open = phase { return true }
@@ -70,7 +78,7 @@ final class Connection {
             // Back-pressure: while a request is in flight, read only until one more
             // message is buffered; stop reading while replies pile up unread.
             if !readEOF && (!inFlight || framer.pendingByteCount <= BrokerProtocol.maxRequestSize)
-                && outbox.count - outboxOffset < 1 << 20 {
+                && !outboxFull {
                 events |= Int16(POLLIN)
             }
         case .closing:

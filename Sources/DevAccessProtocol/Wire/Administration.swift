@@ -72,6 +72,31 @@ public struct ListQuery: Sendable, Hashable {
     }
 }
 
+/// `audit-verify`: the ledger's chain, and with `archive` also that archive file's chain
+/// and its link to the ledger.
+public struct AuditVerifyQuery: Sendable, Hashable {
+    /// An archive file's path. The broker opens only archives the ledger records, unless
+    /// the peer is root.
+    public var archive: String?
+
+    public init(archive: String? = nil) {
+        self.archive = archive
+    }
+}
+
+/// `audit-archive`: move the audit events older than `beforeMilliseconds` to a new archive
+/// file, at `to` (root only) or in the state directory.
+public struct AuditArchiveOrder: Sendable, Hashable {
+    /// Milliseconds since 1970 UTC.
+    public var beforeMilliseconds: Int64
+    public var to: String?
+
+    public init(beforeMilliseconds: Int64, to: String? = nil) {
+        self.beforeMilliseconds = beforeMilliseconds
+        self.to = to
+    }
+}
+
 /// The answer to every version 3 operation: its result document.
 public struct OperationResult: Sendable, Hashable {
     /// The request type this answers (`decide`, `list`, ...).
@@ -88,6 +113,7 @@ public struct OperationResult: Sendable, Hashable {
 enum AdministrationCoding {
     static let maxName = 256
     static let maxReason = 1024
+    static let maxPath = 4096
     /// Year 9999: far beyond any grant, and exact in a double.
     static let maxMilliseconds: Int64 = 253_402_300_799_000
 
@@ -117,7 +143,12 @@ enum AdministrationCoding {
         case .withdraw(let action):
             members.append(JSONMember("pending", .integer(action.pending)))
             add("reason", action.reason)
-        case .reconcile, .auditVerify:
+        case .auditVerify(let query):
+            add("archive", query.archive)
+        case .auditArchive(let order):
+            members.append(JSONMember("before", .integer(order.beforeMilliseconds)))
+            add("to", order.to)
+        case .reconcile:
             break
         default:
             break
@@ -163,7 +194,10 @@ enum AdministrationCoding {
         case "reconcile":
             return .reconcile
         case "audit-verify":
-            return .auditVerify
+            return .auditVerify(AuditVerifyQuery(archive: try optionalPath("archive", &reader)))
+        case "audit-archive":
+            let before = try reader.integer("before", in: 0...maxMilliseconds)
+            return .auditArchive(AuditArchiveOrder(beforeMilliseconds: before, to: try optionalPath("to", &reader)))
         default:
             return nil
         }
@@ -173,6 +207,15 @@ enum AdministrationCoding {
         let text = try reader.string(key, maxLength: maxName)
         guard !text.isEmpty else {
             throw ProtocolError(.badMessage, context: reader.childPath(key), reason: "'\(key)' is empty")
+        }
+        return text
+    }
+
+    /// An absolute path, at most `maxPath` bytes, without NUL.
+    private static func optionalPath(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String? {
+        guard let text = try reader.optionalString(key, maxLength: maxPath) else { return nil }
+        guard text.hasPrefix("/"), !text.contains("\0") else {
+            throw ProtocolError(.badMessage, context: reader.childPath(key), reason: "'\(key)' is not an absolute path")
         }
         return text
     }

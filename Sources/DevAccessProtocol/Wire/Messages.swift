@@ -68,8 +68,10 @@ public enum Request: Sendable, Hashable {
     case list(ListQuery)
     /// Apply the whole ledger to the machine (version 3).
     case reconcile
-    /// Check the audit trail's hash chain (version 3).
-    case auditVerify
+    /// Check the audit trail's hash chain, and an archive's (version 3).
+    case auditVerify(AuditVerifyQuery)
+    /// Move old audit events to an archive file (version 3).
+    case auditArchive(AuditArchiveOrder)
 
     public var type: String {
         switch self {
@@ -87,6 +89,7 @@ public enum Request: Sendable, Hashable {
         case .list: return "list"
         case .reconcile: return "reconcile"
         case .auditVerify: return "audit-verify"
+        case .auditArchive: return "audit-archive"
         }
     }
 }
