@@ -53,7 +53,8 @@ struct RequestApprovalTests {
         #expect(requests.first?["permissions"] as? [String] == ["camera"])
         #expect(requests.first?["term"] as? String == "for" && requests.first?["duration"] as? Int == 7200)
         #expect(requests.first?["reason"] as? String == "lab work")
-        #expect(requests.first?["program"] as? String == DaemonTests.realPath(TestProcess.devaccessBinary))
+        // What asked: the program that ran the CLI (here the test's pty driver), not the CLI.
+        #expect(requests.first?["program"] as? String == DaemonTests.realPath("/usr/bin/python3"), "\(requests)")
         let table = try carol.devaccess(["pending"] + setup.socket)
         #expect(table.stdout.contains("for 2h") && table.stdout.contains(erin.name))
 

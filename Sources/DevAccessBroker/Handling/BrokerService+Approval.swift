@@ -29,7 +29,7 @@ extension BrokerService {
         let uncovered = group.filter { pendingOf[$0] == nil }
         if !uncovered.isEmpty {
             let queued = try ledger.queueRequest(NewPendingRequest(
-                subject: context.subject, program: context.peer.program, permissions: uncovered,
+                subject: context.subject, program: context.requester.program, permissions: uncovered,
                 scope: context.request.scope?.pending, reason: context.reason, holder: context.holder))
             fresh.insert(queued.id)
             for permission in uncovered { pendingOf[permission] = queued.id }
@@ -268,7 +268,7 @@ extension BrokerService {
         var results: [RequestResult] = []
         var report = EnforcementReport()
         for permission in request.permissions {
-            let decision = policy.decision(for: permission, user: user, program: request.program)
+            let decision = policy.requestDecision(for: permission, user: user, program: request.program)
             if approve && decision.action == .deny {
                 results.append(RequestResult(permission: permission, outcome: .restricted,
                     message: decision.explanation(permission, user: user) + " now; nothing was granted"))

@@ -30,6 +30,8 @@ struct RequestContext: Sendable {
     /// The request's id on the wire, in every audit event of the request.
     let wireID: Int64
     let peer: Peer
+    /// What really asks (the CLI's parent when the CLI carries the request).
+    let requester: Requester
     let user: UserIdentity
     let exchange: Exchange?
     let devices: [PromptDevice]
@@ -88,26 +90,35 @@ extension BrokerService {
         let devices = reports.flatMap { report in
             report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
         }
-        let asked = RequestHolder.find(peer)
-        let context = RequestContext(request: request, wireID: envelope.id, peer: peer, user: user, exchange: exchange,
-                                     devices: devices, holder: asked?.holder, holderName: asked?.name)
+        let requester = Requester.identify(peer, cliPaths: settings.cliPaths)
+        let asked = RequestHolder.find(peer, requester: requester)
+        let context = RequestContext(request: request, wireID: envelope.id, peer: peer, requester: requester, user: user,
+                                     exchange: exchange, devices: devices, holder: asked?.holder, holderName: asked?.name)
         let standing = Decisions(active: read.grants.filter { $0.subject.uid == user.uid })
         defer { flushAudit(context) }
 
         // 1. What is answered at once, and who decides the rest.
         var results: [Permission: RequestResult] = [:]
-        let policies: @Sendable (Permission) -> PolicyDecision = { policy.decision(for: $0, user: user, program: peer.program) }
+        // `Program=` rules match only a program whose identity devaccessd trusts.
+        let program = requester.policyProgram
+        let policies: @Sendable (Permission) -> PolicyDecision = {
+            policy.requestDecision(for: $0, user: user, program: program)
+        }
         var byAction: [PolicyAction: [Permission]] = [:]
         var received: [Permission: [String: String]] = [:]
         let now = Date()
         for (permission, status) in zip(request.permissions, before) {
             let decision = policies(permission)
             received[permission] = ["policy": decision.action.rawValue, "status_before": status.status.rawValue]
+            let skipped = Self.programRuleNotApplied(permission, policy: policy, decision: decision, user: user,
+                                                     requester: requester)
+            if let skipped { received[permission]?["program_rule_not_applied"] = skipped }
             // Only a term the request names can extend a standing grant; the default never does.
             let requested = request.scope.map { DecisionTerm.resolve($0, policy: decision) }
-            if let answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
+            if var answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
                                                   standing: standing.grants(uid: user.uid, permission: permission),
                                                   requested: requested, now: now) {
+                if let skipped { answered.message += " (\(skipped))" }
                 results[permission] = answered
             } else {
                 byAction[decision.action, default: []].append(permission)
@@ -136,6 +147,7 @@ extension BrokerService {
                                                           subject: context.subject) {
             return refusal
         }
+        if !changesNothing { chargeChange(peer) }
         var details = requestDetails(request, peer: peer, holder: context.holder)
         if changesNothing, !rules.isAdmin(peer) {
             // Answered without a decision, a prompt or a new queued request: an attempt a
@@ -258,7 +270,8 @@ extension BrokerService {
             answered[result.permission] = details
         }
         audit(context, ordered.map(\.permission).filter { answered[$0] != nil }, stage: "answered", perPermission: answered)
-        log.info("request answered", ["uid": String(user.uid), "pid": String(peer.pid), "program": peer.program ?? "-",
+        log.info("request answered", ["uid": String(user.uid), "pid": String(requester.pid),
+                                      "program": requester.program ?? "-",
                                       "outcomes": ordered.map { "\($0.permission.rawValue)=\($0.outcome.rawValue)" }
                                           .joined(separator: ",")])
         // Nothing recorded, queued or asked (everything answered at once): the statuses of
@@ -272,6 +285,19 @@ extension BrokerService {
     }
 
     // MARK: Answered at once
+
+    /// When a `Program=` rule names the requester's program and would have decided
+    /// otherwise: the sentence saying why it did not; else nil.
+    static func programRuleNotApplied(_ permission: Permission, policy: Policy, decision: PolicyDecision,
+                                      user: UserIdentity, requester: Requester) -> String? {
+        guard let program = requester.program else { return nil }
+        let named = policy.decision(for: permission, user: user, program: program)
+        guard named != decision else { return nil }
+        let rule = "the rule for \(program)" + (named.origin.map { " (\($0))" } ?? "") + " was not applied: "
+        if let untrusted = requester.untrusted { return rule + untrusted }
+        return rule + "device access lists name users, not programs, and the policy forbids \(permission.rawValue) to "
+            + "\(user.name) whatever program asks"
+    }
 
     /// Policy deny, no device, a standing decision, or access the user already has:
     /// nothing to ask. Nil when someone has to decide.
@@ -436,7 +462,8 @@ extension BrokerService {
         }
         outcome["channel"] = "\(terminal.path) (\(terminal.source))"
         let text = RequestText.question(group, term: nil, user: context.user, peer: context.peer,
-                                        devices: context.devices(for: group), reason: context.request.reason)
+                                        requester: context.requester, devices: context.devices(for: group),
+                                        reason: context.request.reason)
         let end = await askOnTerminal(terminal, text: text, choices: choices, owner: context.user.uid,
                                       requester: context.peer.pid, exchange: context.exchange)
         switch end {
@@ -516,7 +543,8 @@ extension BrokerService {
             }
             number += 1
             var text = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
-                                            devices: context.devices(for: group), reason: context.request.reason)
+                                            requester: context.requester, devices: context.devices(for: group),
+                                            reason: context.request.reason)
             if let instead {
                 text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
                     + "password instead of a yes: type it to allow \(termText ?? "this")"
@@ -530,7 +558,7 @@ extension BrokerService {
             }
             let prompt = PromptMessage(
                 prompt: number, kind: .password, permissions: group, user: context.user.name,
-                program: context.peer.program, reason: context.request.reason, devices: context.devices(for: group),
+                program: context.requester.program, reason: context.request.reason, devices: context.devices(for: group),
                 text: text, choices: [], timeout: settings.promptTimeoutSeconds, attempt: attempt, attempts: attempts)
             var outcome = ["kind": "password", "prompt": String(number), "attempt": String(attempt)]
             flushAudit(context)
@@ -714,11 +742,19 @@ extension BrokerService {
         var base = ["stage": stage, "request_id": String(context.wireID), "pid": String(context.peer.pid)]
         if !context.reason.isEmpty { base["reason"] = context.reason }
         if let problem = context.peer.programProblem { base["program_problem"] = problem }
+        // The program that asked is `program`; the CLI that carried the request is named here.
+        if let cli = context.requester.cli {
+            base["cli"] = cli.path
+            base["cli_pid"] = String(cli.pid)
+            base["requester_pid"] = String(context.requester.pid)
+            if context.requester.isShell { base["requester_is_shell"] = "true" }
+        }
+        if let untrusted = context.requester.untrusted { base["program_trust"] = untrusted }
         base.merge(extra) { _, new in new }
         let subject = context.subject
         let events = permissions.map { permission in
             AuditEvent(type: .request, actor: subject, subject: subject, permission: permission,
-                       program: context.peer.program,
+                       program: context.requester.program,
                        details: base.merging(perPermission[permission] ?? [:]) { _, new in new })
         }
         context.audit.add(events)

@@ -119,15 +119,24 @@ enum RequestText {
         return names.dropLast().joined(separator: ", ") + " and " + last
     }
 
-    /// The question, with who asks (the kernel's view of the peer), which devices and why.
+    /// The question, with what asks (the requester: for the CLI, the program that ran
+    /// it), which devices and why.
     static func question(_ permissions: [Permission], term: String?, user: UserIdentity, peer: Peer,
-                         devices: [PromptDevice], reason: String?) -> String {
+                         requester: Requester, devices: [PromptDevice], reason: String?) -> String {
         // Everything but our own words comes from the requester or from hardware: one line
         // each, so none of it can draw lines of its own under the question.
         let line = { (text: String) in TerminalPrompt.oneLine(text) }
-        let program = peer.program.map(line) ?? "a program whose executable is unknown"
-        var text = "Allow \(program) to use \(list(permissions))" + (term.map { " \($0)" } ?? "") + "?\n"
+        var text = "Allow \(line(requester.described)) to use \(list(permissions))" + (term.map { " \($0)" } ?? "")
+            + "?\n"
         text += "  requested by: \(line(user.name)) (uid \(user.uid)), process \(peer.pid)\n"
+        if let cli = requester.cli {
+            text += requester.isShell
+                ? "  typed at: the shell above ran \(line(cli.path)) (pid \(cli.pid)): typed by a person, or run by a shell script\n"
+                : "  through: \(line(cli.path)) (pid \(cli.pid)), which this program ran\n"
+        }
+        if let untrusted = requester.untrusted {
+            text += "  note: \(line(untrusted)); rules for this program do not apply\n"
+        }
         // The CLI is rarely what wants the camera: say what started it.
         if !peer.ancestry.isEmpty {
             text += "  started by: " + peer.ancestry.map(line).joined(separator: " <- ") + "\n"
