@@ -133,7 +133,9 @@ struct ProgramIdentityTests {
     @Test func theProgramRuleMatchesTheCleanProgramOnly() throws {
         let setup = try RequestSetup(policy: Self.sleepRuleAsk)
         let users = try ["pre", "cln"].map { try TestUser("prule\($0)") }
-        let command = [TestProcess.devaccessBinary, "request", "camera", "--reason", "rule"] + setup.socket
+        // For an hour: the default term, once, would end with the program that ran the CLI,
+        // which exits before the open below.
+        let command = [TestProcess.devaccessBinary, "request", "camera", "--for", "1h", "--reason", "rule"] + setup.socket
 
         let mallory = users[0]
         let scratch = try Self.userDirectory(mallory)

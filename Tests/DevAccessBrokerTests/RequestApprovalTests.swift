@@ -90,7 +90,7 @@ struct RequestApprovalTests {
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline, (try? setup.ledger().pendingRequests().isEmpty) ?? true { usleep(50_000) }
         try #require(try setup.ledger().pendingRequests().count == 1)
-        let rejected = try carol.devaccess(["reject", "1", "--reason", "not on this machine"] + setup.socket)
+        let rejected = try carol.devaccess(["reject", "1", "--deny", "--reason", "not on this machine"] + setup.socket)
         #expect(rejected.status == 0, "\(rejected.stderr)")
         let finished = try waiting.wait(seconds: 30)
         #expect(finished.exit == 3, "\(finished.output)")

@@ -35,6 +35,11 @@ struct RequestContext: Sendable {
     let user: UserIdentity
     let exchange: Exchange?
     let devices: [PromptDevice]
+    /// The process a `once` grant of this request lasts for (`RequestHolder`); nil when it
+    /// is gone already.
+    let holder: ProcessHolder?
+    /// "bash (pid 812)": the holder, for people.
+    let holderName: String?
     /// The request's audit events not written yet: they are written together before the
     /// broker waits (for a person or the engine) and when the request ends, so a request
     /// answered at once costs one ledger transaction, not one per stage.
@@ -86,8 +91,9 @@ extension BrokerService {
             report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
         }
         let requester = Requester.identify(peer, cliPaths: settings.cliPaths)
+        let asked = RequestHolder.find(peer, requester: requester)
         let context = RequestContext(request: request, wireID: envelope.id, peer: peer, requester: requester, user: user,
-                                     exchange: exchange, devices: devices)
+                                     exchange: exchange, devices: devices, holder: asked?.holder, holderName: asked?.name)
         let standing = Decisions(active: read.grants.filter { $0.subject.uid == user.uid })
         defer { flushAudit(context) }
 
@@ -100,14 +106,18 @@ extension BrokerService {
         }
         var byAction: [PolicyAction: [Permission]] = [:]
         var received: [Permission: [String: String]] = [:]
+        let now = Date()
         for (permission, status) in zip(request.permissions, before) {
             let decision = policies(permission)
             received[permission] = ["policy": decision.action.rawValue, "status_before": status.status.rawValue]
             let skipped = Self.programRuleNotApplied(permission, policy: policy, decision: decision, user: user,
                                                      requester: requester)
             if let skipped { received[permission]?["program_rule_not_applied"] = skipped }
+            // Only a term the request names can extend a standing grant; the default never does.
+            let requested = request.scope.map { DecisionTerm.resolve($0, policy: decision) }
             if var answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
-                                                  standing: standing.grants(uid: user.uid, permission: permission)) {
+                                                  standing: standing.grants(uid: user.uid, permission: permission),
+                                                  requested: requested, now: now) {
                 if let skipped { answered.message += " (\(skipped))" }
                 results[permission] = answered
             } else {
@@ -138,7 +148,7 @@ extension BrokerService {
             return refusal
         }
         if !changesNothing { chargeChange(peer) }
-        var details = requestDetails(request, peer: peer)
+        var details = requestDetails(request, peer: peer, holder: context.holder)
         if changesNothing, !rules.isAdmin(peer) {
             // Answered without a decision, a prompt or a new queued request: an attempt a
             // user can repeat at will, so written within the user's attempt budget only.
@@ -203,6 +213,21 @@ extension BrokerService {
                 case .refused(let reply): return reply
                 case .noChannel: break
                 }
+            }
+        }
+        if context.holder == nil {
+            // `once` lasts while the process that asked runs; it has exited already.
+            for plan in plans where plan.decision == .allow {
+                if case .once = plan.term {
+                    results[plan.permission] = RequestResult(
+                        permission: plan.permission, outcome: .undecided, why: .disconnected,
+                        message: "no decision: the process that asked has exited, and 'once' lasts only while it "
+                            + "runs; nothing was recorded")
+                }
+            }
+            plans.removeAll { plan in
+                if case .once = plan.term { return plan.decision == .allow }
+                return false
             }
         }
         if !plans.isEmpty {
@@ -277,7 +302,8 @@ extension BrokerService {
     /// Policy deny, no device, a standing decision, or access the user already has:
     /// nothing to ask. Nil when someone has to decide.
     static func answeredAtOnce(_ permission: Permission, status: PermissionStatus, policy: PolicyDecision,
-                               user: UserIdentity, standing: [Grant]) -> RequestResult? {
+                               user: UserIdentity, standing: [Grant], requested: DecisionTerm? = nil,
+                               now: Date = Date()) -> RequestResult? {
         if policy.action == .deny {
             return RequestResult(permission: permission, outcome: .restricted,
                                  message: policy.explanation(permission, user: user) + "; a request cannot change that")
@@ -294,6 +320,11 @@ extension BrokerService {
             return result
         }
         let allow = standing.first { $0.decision == .allow }
+        if let allow, let requested, requested.outlasts(allow, now: now) {
+            // A longer term than the standing grant's: decided again (per policy), and if
+            // allowed, the new grant replaces the old one.
+            return nil
+        }
         if status.status == .authorized {
             if let allow {
                 var result = result(for: allow, outcome: .alreadyAllowed, term: nil)
@@ -361,8 +392,11 @@ extension BrokerService {
         }
         let ends = grant.expires.map { ISOTime.format($0) }
         let verb = grant.decision == .allow ? "allowed" : "denied"
-        let terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
+        var terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
             : grant.decision == .deny && grant.expires == nil ? "until reset" : ends.map { "until \($0)" } ?? ""
+        if let holder = grant.holder {
+            terms = "while process \(holder.pid) runs" + (ends.map { ", until \($0) at most" } ?? "")
+        }
         return RequestResult(permission: grant.permission, outcome: outcome, how: decidedBy(grant.method), grant: grant.id,
                              term: term ?? stored, expires: ends,
                              message: "\(verb) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
@@ -399,16 +433,18 @@ extension BrokerService {
         let caps = groupPolicies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }
         let cap = caps.min()
         var forSeconds: Int64
-        if case .duration(let seconds) = context.request.scope {
-            forSeconds = seconds
-        } else {
-            forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? DecisionTerm.defaultAskSeconds
+        switch context.request.scope {
+        case .duration(let seconds)?: forSeconds = seconds
+        // 'always' where MaxDuration= applies: offer the longest time instead, and say so.
+        case .always? where cap != nil: forSeconds = cap ?? DecisionTerm.defaultAskSeconds
+        default: forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? DecisionTerm.defaultAskSeconds
         }
         if let cap { forSeconds = min(forSeconds, cap) }
-        let once = DecisionTerm.once(seconds: DecisionTerm.oneUseSeconds).capped(cap)
-        var choices = [PromptChoice(choice: .once, label: "Allow \(once.text)"),
+        let once = DecisionTerm.once(limit: nil).capped(cap)
+        let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
+        var choices = [PromptChoice(choice: .once, label: "Allow \(once.text(holder: context.holderName))"),
                        PromptChoice(choice: .forDuration, duration: forSeconds,
-                                    label: "Allow for \(DurationText.format(seconds: forSeconds))")]
+                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest)")]
         if cap == nil { choices.append(PromptChoice(choice: .always, label: "Allow always")) }
         choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
         number += 1
@@ -494,7 +530,8 @@ extension BrokerService {
     func confirmPassword(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                          number: inout Int64, instead: String? = nil) async -> GroupOutcome {
         let terms = group.map { DecisionTerm.resolve(context.request.scope, policy: policies($0)) }
-        let termText = Set(terms.map(\.text)).count == 1 ? terms.first?.text : nil
+        let texts = terms.map { $0.text(holder: context.holderName) }
+        let termText = Set(texts).count == 1 ? texts.first : nil
         let attempts = Int64(max(1, settings.passwordAttempts))
         let uid = context.user.uid
         for attempt in 1...attempts {
@@ -635,13 +672,14 @@ extension BrokerService {
                 enforcement: any DecisionEnforcement) async throws(DecisionEnforcementFailure) -> [(Permission, Grant)] {
         let subject = context.subject
         let reason = context.reason
+        let holder = context.holder
         return try await enforcement.perform("request") { (enforcer) throws(EnforcementError) -> ([(Permission, Grant)], EnforcementReport) in
             let now = enforcer.clock()
             var grants: [(Permission, Grant)] = []
             do throws(LedgerError) {
                 for plan in plans {
                     grants.append((plan.permission, try Self.record(plan, subject: subject, reason: reason,
-                                                                    ledger: enforcer.ledger, now: now)))
+                                                                    holder: holder, ledger: enforcer.ledger, now: now)))
                 }
             } catch {
                 throw .ledger(error)
@@ -654,13 +692,12 @@ extension BrokerService {
     /// user's standing allows (so `for 1h` after `always` really ends); a denial is written
     /// first and then ends them. Unlike `decide`, the grant keeps who decided and how
     /// (consent, auth_self, policy).
-    static func record(_ plan: GrantPlan, subject: Principal, reason: String, ledger: Ledger,
+    static func record(_ plan: GrantPlan, subject: Principal, reason: String, holder: ProcessHolder?, ledger: Ledger,
                        now: Date) throws(LedgerError) -> Grant {
-        let (scope, expires) = plan.term.grant(at: now)
-        var text = reason
-        if case .once = plan.term { text = "once" + (reason.isEmpty ? "" : ": " + reason) }
+        let (scope, expires, bound) = plan.term.grant(at: now, holder: holder)
         let new = NewGrant(subject: subject, permission: plan.permission, decision: plan.decision, scope: scope,
-                           expires: expires, decidedBy: plan.decidedBy, method: plan.method, reason: text)
+                           expires: expires, decidedBy: plan.decidedBy, method: plan.method, reason: reason,
+                           holder: bound)
         let standing = try ledger.activeGrants(uid: subject.uid, permission: plan.permission, now: now)
             .filter { $0.decision == .allow && $0.program == nil }
         if plan.decision == .allow {
@@ -680,8 +717,10 @@ extension BrokerService {
 
     // MARK: Audit
 
-    func requestDetails(_ request: AccessRequest, peer: Peer) -> [String: String] {
+    func requestDetails(_ request: AccessRequest, peer: Peer, holder: ProcessHolder?) -> [String: String] {
         var details: [String: String] = ["wait": request.wait ? "true" : "false"]
+        // The process a `once` grant of this request would last for.
+        if let holder { details["holder_pid"] = String(holder.pid) }
         // What really asked: the CLI is rarely it.
         if !peer.ancestry.isEmpty { details["started_by"] = peer.ancestry.joined(separator: " <- ") }
         switch request.scope {
