@@ -21,7 +21,8 @@ public struct FileKey: Sendable, Hashable, CustomStringConvertible {
 /// Whether a file may stand for code that root installed: only root can have written it
 /// or can put another file in its place. That is a regular file owned by root and
 /// writable by neither its group nor others, in directories that are likewise root's
-/// alone (whoever may write a directory may rename another file over the one in it).
+/// alone (whoever may write a directory may rename another file over the one in it;
+/// a sticky directory owned by root, like /tmp, lets nobody else do that to root's entries).
 /// Group-writable is refused even for group root: membership of a group is not root.
 /// An ACL that lets others write shows in the group bits (the mask), so the mode says it.
 ///
@@ -65,7 +66,9 @@ public struct RootInstalledFile {
             flaw = "which is not a directory"
         } else if info.st_uid != 0 {
             flaw = "owned by uid \(info.st_uid)"
-        } else if info.st_mode & 0o022 != 0 {
+        } else if info.st_mode & 0o022 != 0 && info.st_mode & S_ISVTX == 0 {
+            // Sticky (like /tmp): others may add entries there but never rename or remove
+            // root's, so a root-owned entry in it still stands for what root put there.
             flaw = "writable by its group or others (mode \(Self.octal(info.st_mode)))"
         } else {
             flaw = nil

@@ -28,8 +28,10 @@ extension BrokerService {
         }
         let uncovered = group.filter { pendingOf[$0] == nil }
         if !uncovered.isEmpty {
+            // Only a trusted program is kept: the approval matches `Program=` rules on it, and
+            // `pending` shows it to the admin as what asked (an untrusted one is in the audit).
             let queued = try ledger.queueRequest(NewPendingRequest(
-                subject: context.subject, program: context.requester.program, permissions: uncovered,
+                subject: context.subject, program: context.requester.policyProgram, permissions: uncovered,
                 scope: context.request.scope?.pending, reason: context.reason, holder: context.holder))
             fresh.insert(queued.id)
             for permission in uncovered { pendingOf[permission] = queued.id }

@@ -103,10 +103,15 @@ public struct ProgramIdentity: Sendable, Hashable {
             return "the executable \(exe.path) was deleted or replaced since the process started"
         }
         if let flaw = files.flaw(exe.path, expected: exe.key) { return "the executable \(exe.path) is \(flaw)" }
-        guard let maps = ProcFile.readAll(directory, "maps") else {
-            return "/proc/\(pid)/maps cannot be read, so what the process runs is unknown"
+        // Bounded: the process chooses how many mappings it has (up to vm.max_map_count), and
+        // this runs on the connection thread. Real programs' maps are a few hundred KiB at
+        // most; a larger one is not judged, so it is not trusted.
+        guard let maps = ProcFile.readAll(directory, "maps", limit: Self.mapsLimit) else {
+            return "/proc/\(pid)/maps cannot be read or is over \(Self.mapsLimit / 1024) KiB, so what the process "
+                + "runs is not judged"
         }
         var judged = Set<String>()
+        var seen = Set<Substring>()
         var executableMapped = false
         for line in maps.split(separator: "\n") {
             guard let mapping = Mapping(line), mapping.executable, let path = mapping.path,
@@ -115,6 +120,9 @@ public struct ProgramIdentity: Sendable, Hashable {
             if path.hasSuffix(" (deleted)") {
                 return "\(path) is mapped executable and was deleted or replaced since it was mapped"
             }
+            if mapping.writable { return "\(path) is mapped writable and executable" }
+            // The same file mapped again (same device, inode and name) was judged already.
+            guard seen.insert(mapping.file).inserted else { continue }
             // The file mapped, as the kernel holds it; map_files needs CAP_SYS_ADMIN (root has it).
             var info = Glibc.stat()
             guard fstatat(directory, "map_files/\(mapping.fileName)", &info, 0) == 0 else {
@@ -139,9 +147,15 @@ public struct ProgramIdentity: Sendable, Hashable {
     }
 
     /// One line of /proc/PID/maps: "start-end perms offset dev inode   path".
+    /// The most of /proc/PID/maps that is read (`judge`).
+    static let mapsLimit = 512 * 1024
+
     struct Mapping {
         var range: Substring
         var executable: Bool
+        var writable: Bool
+        /// "device inode path" as maps shows them: the same file mapped again.
+        var file: Substring
         /// nil: anonymous memory.
         var path: String?
 
@@ -158,6 +172,8 @@ public struct ProgramIdentity: Sendable, Hashable {
             guard fields.count >= 5, fields[1].count == 4 else { return nil }
             range = fields[0]
             executable = fields[1].dropFirst(2).first == "x"
+            writable = fields[1].dropFirst(1).first == "w"
+            file = line[fields[3].startIndex...]
             if fields.count == 6 {
                 let rest = fields[5].drop { $0 == " " }
                 path = rest.isEmpty ? nil : String(rest)

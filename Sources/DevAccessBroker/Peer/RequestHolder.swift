@@ -11,7 +11,10 @@ enum RequestHolder {
     /// The holder and its name for people ("/usr/bin/bash (pid 812)"); nil when the process
     /// that asked is gone already (then nothing is granted `once`).
     static func find(_ peer: Peer, requester: Requester) -> (holder: ProcessHolder, name: String)? {
-        guard let bootID = ProcessTable.bootID(), let own = ProcessTable.entry(peer.pid) else { return nil }
+        // The process that connected, and no later one that was given its pid: without its
+        // start time from the accept there is nothing to tie a `once` grant to.
+        guard let bootID = ProcessTable.bootID(), let own = ProcessTable.entry(peer.pid),
+              let connected = peer.identity, own.startTicks == connected.startTime else { return nil }
         var pid = peer.pid
         var entry = own
         if requester.cli != nil {
