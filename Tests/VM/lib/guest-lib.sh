@@ -115,10 +115,13 @@ load_drivers() {
 }
 
 # An unprivileged login user with its own group, like a desktop user before
-# anyone grants anything. Its uid is recorded for the host.
+# anyone grants anything; more useradd options (--groups video) may follow the
+# name. Its uid is recorded for the host.
 make_user() {
-  useradd --no-create-home --user-group --shell /bin/sh "$1"
-  id -u "$1" >"$OUT/uid-$1"
+  local name=$1
+  shift
+  useradd --no-create-home --user-group --shell /bin/sh "$@" "$name"
+  id -u "$name" >"$OUT/uid-$name"
 }
 
 # wait_quiet FILE: wait until FILE stops growing for 3 s (at most 30 s), so

@@ -8,8 +8,9 @@
 # nodes keep it (udevadm info), and status and doctor say the rules are in
 # force. Checked by check_gate in Tests/VM/lib/check.py.
 load_drivers n_devs=1
-make_user vmuser
-usermod -a -G video vmuser
+# In group video from the start: a usermod right after useradd once failed to
+# lock /etc/group in the guest (CI, a fresh clone), ending the scenario early.
+make_user vmuser --groups video
 settle
 mark before
 record_inventory before
