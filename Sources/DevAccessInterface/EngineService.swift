@@ -194,6 +194,61 @@ public struct EngineService: DevAccessInterface {
         }
     }
 
+    public func auditReport(_ query: AuditReportQuery) async throws(InterfaceError) -> AuditReportDocument {
+        try requireAdmin("audit", "read the audit trail")
+        let filter = AuditFilter(
+            since: query.sinceMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) },
+            until: query.untilMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) },
+            uid: try query.user.map { (text) throws(InterfaceError) in try Self.formerOrCurrentUser(text).uid },
+            program: query.program, permission: query.permission?.rawValue, device: query.device, types: query.types)
+        let limit = Int(min(query.limit ?? AuditReportQuery.maxLimit, AuditReportQuery.maxLimit))
+        let outcome = try await runner.run("audit-report") {
+            (engine) throws(EnforcementError) -> (Result<AuditReportDocument, InterfaceError>, EnforcementReport) in
+            let ledger = engine.ledger
+            let result = try EnforcementError.ledgerWork { () throws(LedgerError) -> Result<AuditReportDocument, InterfaceError> in
+                var document = AuditReportDocument(ledger: ledger.path, mode: query.mode.rawValue)
+                if query.verify {
+                    document.chain = AuditVerifyDocument(try ledger.verify(), ledger: ledger.path,
+                                                         anchor: try ledger.archiveAnchor())
+                }
+                switch query.mode {
+                case .events:
+                    document.head = try ledger.newestEventSeq()
+                    let found = try ledger.auditEvents(filter, after: query.after, limit: limit + 1)
+                    document.events = found.prefix(limit).map(AuditEventDocument.init)
+                    if found.count > limit { document.next = found[limit - 1].seq }
+                    Self.fitReply(&document)
+                case .summary:
+                    document.summary = try ledger.auditSummary(filter)
+                case .event:
+                    let seq = query.event ?? 0
+                    guard let (record, position) = try ledger.auditEvent(seq: seq) else {
+                        return .failure(.notFound("there is no event \(seq) in \(ledger.path) "
+                            + "(archived events are in their archive files)"))
+                    }
+                    document.event = AuditEventDocument(record)
+                    document.position = position
+                }
+                return .success(document)
+            }
+            return (result, EnforcementReport())
+        }
+        return try outcome.get()
+    }
+
+    /// Replies are at most `BrokerProtocol.maxReplySize`: a page of unusually large events
+    /// is cut short (the client asks for the rest from `next`), never refused.
+    static func fitReply(_ document: inout AuditReportDocument) {
+        let budget = BrokerProtocol.maxReplySize * 3 / 4
+        let encoder = JSONEncoder()
+        while let events = document.events, events.count > 1,
+              let size = try? encoder.encode(document).count, size > budget {
+            let kept = Array(events.prefix(events.count / 2))
+            document.events = kept
+            document.next = kept.last?.seq
+        }
+    }
+
     /// An archive devaccessd wrote: named as the ledger records it, or a file of the
     /// archive name directly in the ledger's (private) directory.
     static func isOwnArchive(_ path: String, ledger: Ledger, recorded: [ArchiveAnchor]) -> Bool {

@@ -48,7 +48,7 @@ public enum MessageCodec {
         case .approve(let action), .reject(let action):
             members.append(JSONMember("pending", .integer(action.pending)))
             if let reason = action.reason { members.append(JSONMember("reason", .string(reason))) }
-        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive:
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
             members += AdministrationCoding.encode(envelope.request)
         }
         return JSONWriter.bytes(.object(members))
@@ -108,7 +108,7 @@ public enum MessageCodec {
                                         reason: "unknown request type '\(type)' in protocol version \(version); "
                                             + "this broker knows: hello, status, request, prompt-answer, pending, "
                                             + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
-                                            + "audit-verify, audit-archive")
+                                            + "audit-verify, audit-archive, audit-report")
                 }
                 try reader.finish()
                 request = administration
