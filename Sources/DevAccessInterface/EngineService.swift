@@ -208,8 +208,9 @@ public struct EngineService: DevAccessInterface {
             let result = try EnforcementError.ledgerWork { () throws(LedgerError) -> Result<AuditReportDocument, InterfaceError> in
                 var document = AuditReportDocument(ledger: ledger.path, mode: query.mode.rawValue)
                 if query.verify {
-                    document.chain = AuditVerifyDocument(try ledger.verify(), ledger: ledger.path,
-                                                         anchor: try ledger.archiveAnchor())
+                    let (verification, from) = try ledger.verifyFromCheckpoint()
+                    document.chain = AuditVerifyDocument(verification, ledger: ledger.path, anchor: try ledger.archiveAnchor())
+                    document.chain?.checkedFrom = from
                 }
                 switch query.mode {
                 case .events:

@@ -49,6 +49,24 @@ struct AuditReportDaemonTests {
         // mallory's refusals name no permission: the camera summary does not count them.
         #expect(total?["refusals"] as? Int == 0, "\(summary.stdout)")
 
+        // The next report walks from devaccessd's checkpoint (the head the last one verified),
+        // and still finds an edit of an event written after it.
+        let again = try carol.devaccess(["audit", "--format", "json", "--summary"] + socket)
+        let checkpoint = try #require((try json(again.stdout)["chain"] as? [String: Any])?["checkedFrom"] as? Int)
+        #expect(again.status == 0, "\(again.stdout)")
+        #expect(try carol.devaccess(["grant", "camera", "--user", erin.name] + socket).status == 0)
+        let grantSeq = try #require(try setup.ledger().events().last { $0.event.type == .grant }?.seq)
+        #expect(Int(grantSeq) > checkpoint)
+        let edit = try TestProcess.run("/usr/bin/sqlite3", [setup.stateDirectory + "/" + Ledger.fileName,
+            "UPDATE audit_events SET details = replace(details, 'allow', 'deny') WHERE seq = \(grantSeq)"])
+        #expect(edit.status == 0, "\(edit.stderr)")
+        let tampered = try carol.devaccess(["audit", "--user", erin.name] + socket)
+        #expect(tampered.status == 65, "\(tampered.stderr)")
+        #expect(tampered.stdout.hasPrefix("WARNING: the audit chain is broken at event \(grantSeq) (edited)"),
+                "\(tampered.stdout)")
+        // audit --verify walks the whole chain, checkpoint or not.
+        #expect(try carol.devaccess(["audit", "--verify"] + socket).status == 65)
+
         // root --offline is refused while the daemon runs: it is the one reader and writer.
         let offline = try TestProcess.devaccess(["audit", "--offline", "--state-dir", setup.stateDirectory] + socket)
         #expect(offline.status == 75, "\(offline.stderr)")
