@@ -11,7 +11,7 @@ enum AuditCommand: Command {
         abstract: "Report, verify or archive the ledger's hash-chained audit trail (admin).",
         usage: """
             devaccess audit [--since T] [--until T] [--user U] [--program P] [--permission P] [--device ID]
-                                   [--type TYPE] [--summary | --event N | --follow] [--format table|json|csv] [--output FILE]
+                                   [--type TYPE] [--summary | --event N | --follow] [--format table|json|csv|html] [--output FILE]
                    devaccess audit --verify [--archive-file FILE] | --archive BEFORE [--to FILE]
             """,
         options: AuditReportCommand.options + [
@@ -39,7 +39,8 @@ enum AuditCommand: Command {
         revocations, expiries, refusals, drift found and repaired, hotplug, runs) and names the
         programs seen most, each row with the event numbers to look at; --event N prints one
         event in full with its place in the chain. --format json and csv are documented in
-        docs/json.md (times in UTC there; tables show local time). --follow keeps printing new
+        docs/json.md (times in UTC there; tables show local time); --format html writes one
+        self-contained page (summary tables, an SVG timeline per permission, nothing loaded). --follow keeps printing new
         events as they are written (with --format json: JSON Lines, the chain's state first).
         The chain is verified as the report reads the ledger: a broken chain is said on the
         report's first line and the exit code is 65.

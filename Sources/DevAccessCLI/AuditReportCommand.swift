@@ -21,7 +21,8 @@ enum AuditReportCommand {
                    help: "Events of these types (request, decision, grant, revoke, expiry, refused, ...)."),
         OptionSpec(long: "summary", short: nil, value: nil, help: "Counts per permission, per user, top programs."),
         OptionSpec(long: "event", short: nil, value: "N", help: "One event in full, with its place in the chain."),
-        OptionSpec(long: "format", short: nil, value: "FORMAT", help: "table (default), json or csv."),
+        OptionSpec(long: "format", short: nil, value: "FORMAT",
+                   help: "table (default), json, csv, or html (one self-contained page with a timeline)."),
         OptionSpec(long: "output", short: "o", value: "FILE", help: "Write the report to FILE (0600) instead of stdout."),
         OptionSpec(long: "follow", short: "f", value: nil,
                    help: "Keep reading: print new events as they are written (JSON Lines with --format json)."),
@@ -55,14 +56,20 @@ enum AuditReportCommand {
         if let missing = try AdminAccess.offlineLedgerIsMissing(arguments, command: command) {
             throw CommandFailure(message: "no ledger at \(missing): nothing to report", code: .ledgerUnusable)
         }
+        if format == .html && (query.mode == .event || arguments.has("follow")) {
+            throw UsageError(message: "'--format html' is a whole report: not with --event or --follow", command: command)
+        }
         let interface = try AdminAccess.interface(arguments, command: command, readOnly: true)
         let sink = try ReportSink(path: arguments.value("output"))
+        if format == .html {
+            return try await html(interface, query, arguments: arguments, sink: sink)
+        }
         switch query.mode {
         case .summary:
             let document = try await fetch(interface, query)
             let broken = document.chain.map { !$0.intact } ?? false
             switch format {
-            case .json: sink.line(try JSONOutput.encode(document))
+            case .json, .html: sink.line(try JSONOutput.encode(document))
             case .csv:
                 if let chain = document.chain, !chain.intact { sink.line("# " + ChainNotice.broken(chain)) }
                 sink.write(SummaryRendering.csv(document.summary ?? AuditSummary()))
@@ -107,7 +114,7 @@ enum AuditReportCommand {
             first = try await fetch(interface, query)
         }
         switch format {
-        case .table:
+        case .table, .html:
             if let chain, !chain.intact { sink.line(ChainNotice.broken(chain) + "\n") }
             sink.line(EventTable.format(EventTable.header))
         case .csv:
@@ -126,7 +133,7 @@ enum AuditReportCommand {
         func emit(_ page: AuditReportDocument) throws {
             for event in page.events ?? [] {
                 switch format {
-                case .table: sink.line(EventTable.format(EventTable.row(event)))
+                case .table, .html: sink.line(EventTable.format(EventTable.row(event)))
                 case .csv: sink.write(EventCSV.row(event))
                 case .json:
                     let line = try JSONOutput.encodeLine(event)
@@ -157,6 +164,32 @@ enum AuditReportCommand {
         }
         if format == .json && !follow { sink.write("\n]}\n") }
         return broken ? .auditBroken : .success
+    }
+
+    /// The summary (with the chain's state), then every matching event into the timeline.
+    private static func html(_ interface: any DevAccessInterface, _ start: AuditReportQuery,
+                             arguments: ParsedArguments, sink: ReportSink) async throws -> ExitCode {
+        var query = start
+        query.mode = .summary
+        let summary = try await fetch(interface, query)
+        query.mode = .events
+        query.verify = false
+        let timeline = AuditTimeline()
+        while true {
+            let page = try await fetch(interface, query)
+            for event in page.events ?? [] { timeline.add(event) }
+            guard let next = page.next else { break }
+            query.after = next
+        }
+        timeline.finish()
+        let filters = ["since", "until", "user", "program", "permission", "device", "type"].compactMap { option in
+            arguments.value(option).map { "--\(option) \($0)" }
+        }
+        let to = start.untilMilliseconds.map { $0 * 1000 } ?? AuditHTMLReport.now()
+        sink.write(AuditHTMLReport.page(ledger: summary.ledger, chain: summary.chain, summary: summary.summary ?? AuditSummary(),
+                                        timeline: timeline, filters: filters.isEmpty ? "none" : filters.joined(separator: " "),
+                                        from: start.sinceMilliseconds.map { $0 * 1000 }, to: to))
+        return summary.chain.map { !$0.intact } ?? false ? .auditBroken : .success
     }
 
     struct FollowHeader: Encodable {

@@ -44,7 +44,7 @@ final class ReportSink {
 
 /// `--format`: how events and summaries are written.
 enum ReportFormat: String, CaseIterable {
-    case table, json, csv
+    case table, json, csv, html
 }
 
 /// The sentence a report starts with when the chain does not verify.

@@ -73,6 +73,25 @@ public struct AuditEventDocument: Codable, Sendable, Hashable {
         hash = record.hash
     }
 
+    /// At least the bytes of this event's JSON encoding: every string as if each escapable
+    /// character took six bytes (`\u001f`), plus the keys, numbers and punctuation.
+    public var encodedSizeBound: Int {
+        func bound(_ text: String?) -> Int {
+            guard let text else { return 0 }
+            var size = 2 + 24  // quotes, key and separators
+            for byte in text.utf8 { size += byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x2F ? 6 : 1 }
+            return size
+        }
+        var size = 512  // keys, integers, braces
+        let texts: [String?] = [time, type, actor, user, permission, device, deviceName, program, node, decision, how,
+                                prevHash, hash]
+        for text in texts {
+            size += bound(text)
+        }
+        for (key, value) in details { size += bound(key) + bound(value) }
+        return size
+    }
+
     /// `2026-11-30T16:17:03.123456Z`.
     public static func utc(microseconds: Int64) -> String {
         var seconds = time_t(microseconds.quotientAndRemainder(dividingBy: 1_000_000).quotient)

@@ -238,15 +238,21 @@ public struct EngineService: DevAccessInterface {
     }
 
     /// Replies are at most `BrokerProtocol.maxReplySize`: a page of unusually large events
-    /// is cut short (the client asks for the rest from `next`), never refused.
+    /// is cut short (the client asks for the rest from `next`), never refused. Sizes are
+    /// upper bounds counted from the strings (no encoding pass over every page).
     static func fitReply(_ document: inout AuditReportDocument) {
-        let budget = BrokerProtocol.maxReplySize * 3 / 4
-        let encoder = JSONEncoder()
-        while let events = document.events, events.count > 1,
-              let size = try? encoder.encode(document).count, size > budget {
-            let kept = Array(events.prefix(events.count / 2))
-            document.events = kept
-            document.next = kept.last?.seq
+        guard let events = document.events, !events.isEmpty else { return }
+        let budget = BrokerProtocol.maxReplySize * 3 / 4 - 16 * 1024
+        var used = 0
+        var kept = 0
+        for event in events {
+            used += event.encodedSizeBound
+            if used > budget && kept > 0 { break }
+            kept += 1
+        }
+        if kept < events.count {
+            document.events = Array(events.prefix(kept))
+            document.next = events[kept - 1].seq
         }
     }
 

@@ -226,6 +226,78 @@ struct AuditReportCommandTests {
     }
 }
 
+extension AuditReportCommandTests {
+    /// The page's bars and marks are the ledger's grants and denials, refusals, revocations
+    /// and runs, at their times; nothing in it can load anything.
+    @Test func theHTMLTimelineDrawsTheLedger() throws {
+        let (fx, _) = try Self.fixture("rephtml")
+        let page = fx.state.path + "/report.html"
+        let run = try fx.run(["audit", "--format", "html", "--output", page, "--until", Self.iso(30)])
+        #expect(run.status == 0, "\(run.stderr)")
+        func usec(_ minutes: Int) -> Int { Int(Self.base.timeIntervalSince1970) * 1_000_000 + minutes * 60_000_000 }
+        let check = try TestProcess.run("/usr/bin/python3", ["-c", """
+            import html.parser, json, sys
+            class P(html.parser.HTMLParser):
+                def __init__(self):
+                    super().__init__(); self.bars = {}; self.marks = []; self.svgs = []
+                def handle_starttag(self, tag, attrs):
+                    a = dict(attrs)
+                    if tag == 'svg': self.svgs.append(a.get('data-permission'))
+                    if 'grant' in (a.get('class') or '').split():
+                        self.bars[a['data-grant']] = (self.svgs[-1], int(a['data-start']), a['data-end'])
+                    if 'mark' in (a.get('class') or '').split():
+                        self.marks.append((self.svgs[-1], a['class'].split()[1], int(a['data-seq'])))
+            text = open(sys.argv[1]).read()
+            p = P(); p.feed(text)
+            print(json.dumps({'bars': p.bars, 'marks': sorted(p.marks), 'svgs': p.svgs}))
+            lowered = text.lower()
+            for needle in ['http:', 'https:', '//', 'src=', 'href=', 'url(', '@import', '<script', '<link', '<img', '<iframe']:
+                assert needle not in lowered, needle
+            """, page])
+        #expect(check.status == 0, "\(check.stderr)")
+        let found = try fx.json(check)
+        let bars = found["bars"] as? [String: [Any]] ?? [:]
+        // Grants 1 and 5 stand to the report's end; 2 was revoked at 5, 4 expired at 9.
+        let expected: [String: (String, Int, String)] = [
+            "1": ("camera", usec(2), ""), "2": ("camera", usec(4), String(usec(5))),
+            "4": ("camera", usec(8), String(usec(9))), "5": ("microphone", usec(11), ""),
+        ]
+        #expect(Set(bars.keys) == Set(expected.keys), "\(bars)")
+        for (id, (permission, start, end)) in expected {
+            let bar = bars[id] ?? []
+            #expect(bar.count == 3 && bar[0] as? String == permission && bar[1] as? Int == start
+                    && bar[2] as? String == end, "grant \(id): \(bar)")
+        }
+        let marks = (found["marks"] as? [[Any]] ?? []).map { "\($0[0]) \($0[1]) \($0[2])" }
+        #expect(marks == ["- refused 12", "camera denied 7", "camera revoked 5", "camera run 17", "microphone denied 18"],
+                "\(marks)")
+
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
+            Issue.record("chromium is not installed (scripts/install-deps.sh installs it): the page was not rendered")
+            return
+        }
+        // Rendered for real: no console error, no request (the page's CSP would log one), a screenshot.
+        let screenshot = "/tmp/devaccess-audit-report.png"
+        try? FileManager.default.removeItem(atPath: screenshot)
+        let chrome = try TestProcess.run("/usr/bin/timeout", [
+            "120", "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--user-data-dir=\(fx.state.path)/chromium", "--enable-logging=stderr", "--v=0",
+            "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1200,1100",
+            "--screenshot=\(screenshot)", "file://\(page)"])
+        #expect(chrome.status == 0, "\(chrome.stderr)")
+        let console = chrome.stderr.split(separator: "\n").filter {
+            $0.contains("CONSOLE") || $0.contains("Refused to") || $0.contains("net::ERR")
+        }
+        #expect(console.isEmpty, "\(console)")
+        var info = stat()
+        #expect(stat(screenshot, &info) == 0 && info.st_size > 20_000, "screenshot at \(screenshot)")
+        let dom = try TestProcess.run("/usr/bin/timeout", [
+            "120", "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--user-data-dir=\(fx.state.path)/chromium", "--dump-dom", "file://\(page)"])
+        #expect(dom.stdout.components(separatedBy: "class=\"grant\"").count - 1 == 4, "the rendered DOM has the bars")
+    }
+}
+
 /// 18 events with known counts (see the summary test for what they add up to).
 enum KnownLedger {
     static func events(alice: Principal, base: Date) -> [AuditEvent] {
@@ -233,28 +305,29 @@ enum KnownLedger {
         let former = Principal(uid: AuditReportCommandTests.formerUID, name: "former")
         let cheese = "/usr/bin/cheese", arecord = "/usr/bin/arecord"
         func at(_ n: Int) -> Date { base.addingTimeInterval(Double(n) * 60) }
-        func decided(_ decision: String, _ how: String) -> [String: String] {
-            ["decision": decision, "how": how, "scope": "always", "grant_id": "1"]
+        func decided(_ decision: String, _ how: String, _ id: Int) -> [String: String] {
+            ["decision": decision, "how": how, "scope": "always", "grant_id": String(id)]
         }
         return [
             AuditEvent(type: .request, time: at(1), actor: alice, subject: alice, permission: .camera, program: cheese),
             AuditEvent(type: .decision, time: at(2), actor: alice, subject: alice, permission: .camera, program: cheese,
-                       details: decided("allow", "consent")),
+                       details: decided("allow", "consent", 1)),
             AuditEvent(type: .request, time: at(3), actor: alice, subject: alice, permission: .camera, program: cheese),
             AuditEvent(type: .decision, time: at(4), actor: alice, subject: alice, permission: .camera, program: cheese,
-                       details: decided("allow", "auth_self")),
+                       details: decided("allow", "auth_self", 2)),
             AuditEvent(type: .revoke, time: at(5), actor: root, subject: alice, permission: .camera, program: cheese,
-                       details: ["revoke_reason": "no longer, \"needed\""]),
+                       details: ["revoke_reason": "no longer, \"needed\"", "grant_id": "2"]),
             AuditEvent(type: .request, time: at(6), actor: alice, subject: alice, permission: .camera, program: cheese),
             AuditEvent(type: .decision, time: at(7), actor: alice, subject: alice, permission: .camera, program: cheese,
-                       details: decided("deny", "consent")),
+                       details: decided("deny", "consent", 3)),
             AuditEvent(type: .grant, time: at(8), actor: root, subject: alice, permission: .camera, program: cheese,
-                       details: decided("allow", "admin")),
-            AuditEvent(type: .expiry, time: at(9), actor: root, subject: alice, permission: .camera, program: cheese),
+                       details: decided("allow", "admin", 4)),
+            AuditEvent(type: .expiry, time: at(9), actor: root, subject: alice, permission: .camera, program: cheese,
+                       details: ["grant_id": "4"]),
             AuditEvent(type: .request, time: at(10), actor: former, subject: former, permission: .microphone,
                        program: arecord),
             AuditEvent(type: .decision, time: at(11), actor: former, subject: former, permission: .microphone,
-                       program: arecord, details: decided("allow", "policy")),
+                       program: arecord, details: decided("allow", "policy", 5)),
             AuditEvent(type: .refused, time: at(12), actor: former, details: ["operation": "audit"]),
             AuditEvent(type: .driftSeen, time: at(13), actor: root, subject: former, permission: .camera,
                        deviceID: "camera:test-a"),
@@ -266,7 +339,7 @@ enum KnownLedger {
                        deviceName: "Test Microphone", details: ["action": "add"]),
             AuditEvent(type: .runStart, time: at(17), actor: alice, subject: alice, permission: .camera, program: cheese),
             AuditEvent(type: .grant, time: at(18), actor: root, subject: alice, permission: .microphone,
-                       details: decided("deny", "admin")),
+                       details: decided("deny", "admin", 6)),
         ]
     }
 }
