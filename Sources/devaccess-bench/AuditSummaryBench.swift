@@ -53,6 +53,15 @@ enum AuditSummaryBench {
             }
             print("devaccess audit --summary --offline (process, chain walk, GROUP BY): "
                   + (ok ? Measure.seconds(command) : "failed"))
+            for format in ["html", "csv"] {
+                var written = false
+                let report = Measure.time {
+                    written = Shell.run(devaccess, ["audit", "--format", format, "--offline", "--state-dir", work,
+                                                    "--socket", work + "/no-daemon.sock", "--output", "/dev/null"])
+                }
+                print("devaccess audit --format \(format) --offline over \(events) events: "
+                      + (written ? Measure.seconds(report) : "failed"))
+            }
         }
         guard FileManager.default.isExecutableFile(atPath: SQLiteTool.program) else { return }
         var ok = false

@@ -69,3 +69,24 @@ import DevAccessCore
         #expect(summary.programs.map(\.program).sorted() == ["/opt/100%_sure/app", "/usr/bin/cheese", "/usr/bin/it's"])
     }
 }
+
+/// The decoder's fast path accepts exactly what JSONDecoder accepts, with the same result.
+@Suite struct DetailsJSONTests {
+    @Test func thePlainPathAgreesWithJSONDecoder() throws {
+        let texts = [
+            "{}", #"{"a":"b"}"#, #"{"how":"consent","n":"7","scope":"until"}"#, #"{"k":"ünïcødé ✓ 🎥"}"#,
+            #"{"a":"b","a":"c"}"#, #"{"a":"b",}"#, #"{"a":"b"} "#, #"{ "a":"b"}"#, #"{"a":1}"#, #"{"a":"b""#,
+            "{\"a\":\"line\nbreak\"}", #"{"a":"quote \" inside"}"#, #"{"a":"\u0041"}"#, #"{"a"}"#, #"{"":""}"#,
+            #"["a"]"#, "", #"{"a":"b","c":"d","e":"f"}"#,
+        ]
+        for text in texts {
+            let reference = try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))
+            #expect(DetailsJSON.decode(text) == reference, "\(text)")
+            if let plain = DetailsJSON.decodePlain(text) { #expect(plain == reference, "\(text)") }
+        }
+        // What encode writes comes back, escapes or not.
+        for details in [["reason": "a \"quoted\"\nline\\"], ["x": "\u{1}"], ["n": "1", "how": "admin"]] {
+            #expect(DetailsJSON.decode(DetailsJSON.encode(details)) == details)
+        }
+    }
+}
