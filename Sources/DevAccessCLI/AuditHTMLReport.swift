@@ -28,6 +28,9 @@ final class AuditTimeline {
 
     /// Beyond these, bars and marks are counted, not drawn (a picture of a million marks
     /// says no more than its summary table, and the page must open).
+    /// The event types the timeline draws or uses to end a bar.
+    static let types = ["decision", "grant", "revoke", "expiry", "reset", "refused", "run_start"]
+
     static let maxBars = 5000
     static let maxMarks = 5000
 

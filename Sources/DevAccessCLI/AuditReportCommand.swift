@@ -130,13 +130,16 @@ enum AuditReportCommand {
             }
         }
         var wroteOne = false
+        // One encoder for every line (making one per event costs more than the encoding).
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         func emit(_ page: AuditReportDocument) throws {
             for event in page.events ?? [] {
                 switch format {
                 case .table, .html: sink.line(EventTable.format(EventTable.row(event)))
                 case .csv: sink.write(EventCSV.row(event))
                 case .json:
-                    let line = try JSONOutput.encodeLine(event)
+                    let line = String(decoding: try encoder.encode(event), as: UTF8.self)
                     if follow {
                         sink.line(line)
                     } else {
@@ -174,8 +177,12 @@ enum AuditReportCommand {
         let summary = try await fetch(interface, query)
         query.mode = .events
         query.verify = false
+        // The timeline draws only these; the tables above counted everything.
+        let drawn = AuditTimeline.types
+        query.types = start.types.isEmpty ? drawn : start.types.filter { drawn.contains($0) }
         let timeline = AuditTimeline()
-        while true {
+        // --type naming none of them: nothing to draw (an empty list would mean every type).
+        while !query.types.isEmpty {
             let page = try await fetch(interface, query)
             for event in page.events ?? [] { timeline.add(event) }
             guard let next = page.next else { break }

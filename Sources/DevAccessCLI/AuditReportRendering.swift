@@ -95,7 +95,7 @@ enum EventCSV {
                           "device", "device_name", "program", "node", "decision", "how", "details", "prev_hash", "hash"]
 
     static func row(_ event: AuditEventDocument) -> String {
-        let details = (try? JSONOutput.encodeLine(event.details)) ?? "{}"
+        let details = compactJSON(event.details)
         return line([String(event.seq), event.time, String(event.timeUsec), event.type, event.actor ?? "",
                      event.actorUid.map(String.init) ?? "", event.user ?? "", event.uid.map(String.init) ?? "",
                      event.permission ?? "", event.device ?? "", event.deviceName ?? "", event.program ?? "",
@@ -103,6 +103,30 @@ enum EventCSV {
     }
 
     /// Control characters in cells (device names come from hardware) are shown as `\xNN`, as in tables.
+    /// The details as compact JSON with sorted keys (as the ledger stores them), without a
+    /// JSONEncoder per row.
+    static func compactJSON(_ details: [String: String]) -> String {
+        func quoted(_ text: String) -> String {
+            var out = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        }
+        return "{" + details.sorted { $0.key < $1.key }.map { quoted($0.key) + ":" + quoted($0.value) }
+            .joined(separator: ",") + "}"
+    }
+
     static func line(_ cells: [String]) -> String {
         cells.map { quoted(Console.printable($0)) }.joined(separator: ",") + "\r\n"
     }
