@@ -109,6 +109,9 @@ enum AuditCommand: Command {
     }
 
     private static func archive(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        for option in AuditReportCommand.options.map(\.long) where arguments.has(option) || arguments.value(option) != nil {
+            throw UsageError(message: "'--\(option)' is a report option, not one of '--archive'", command: spec.name)
+        }
         for conflicting in ["archive-file"] where arguments.value(conflicting) != nil {
             throw UsageError(message: "'--\(conflicting)' goes with '--verify', not with '--archive'", command: spec.name)
         }

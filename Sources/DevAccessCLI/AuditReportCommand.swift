@@ -60,7 +60,9 @@ enum AuditReportCommand {
             throw UsageError(message: "'--format html' is a whole report: not with --event or --follow", command: command)
         }
         let interface = try AdminAccess.interface(arguments, command: command, readOnly: true)
-        let sink = try ReportSink(path: arguments.value("output"))
+        let sink = try ReportSink(path: arguments.value("output"),
+                                  pageOnTerminal: format == .table && !arguments.has("follow"))
+        defer { sink.finish() }
         if format == .html {
             return try await html(interface, query, arguments: arguments, sink: sink)
         }
