@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore"]),
         .testTarget(name: "DevAccessBrokerTests",
                     dependencies: ["DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
-                                   "DevAccessTestSupport"]),
+                                   "DevAccessSystem", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEnforcementTests",
                     dependencies: ["DevAccessEnforcement", "DevAccessCore", "DevAccessSystem", "DevAccessLedger",
                                    "DevAccessTestSupport"]),

@@ -10,7 +10,8 @@ enum EnforcementText {
     static func print(_ report: EnforcementDocument, console: Console, quietWhenUnchanged: Bool = false) -> ExitCode {
         var lines: [String] = []
         for grant in report.expired {
-            lines.append("expired grant \(grant.id): \(grant.user) \(grant.permission) (until \(grant.expires ?? "?"))")
+            let term = grant.whilePid.map { "while pid \($0) ran" } ?? "until \(grant.expires ?? "?")"
+            lines.append("expired grant \(grant.id): \(grant.user) \(grant.permission) (\(term))")
         }
         for ended in report.endedByPolicy {
             lines.append("ended grant \(ended.grant.id) by policy: \(ended.reason)")

@@ -69,25 +69,34 @@ enum PendingCommand: Command {
 enum ResolveCommand {
     static let note = OptionSpec(long: "reason", short: nil, value: "TEXT",
                                  help: "A note for the audit trail and the grant (at most 1024 bytes).")
+    static let deny = OptionSpec(long: "deny", short: nil, value: nil,
+                                 help: "Record a denial (stays until 'devaccess reset'), not just decline this request.")
 
     static func spec(approve: Bool) -> CommandSpec {
         CommandSpec(
             name: approve ? "approve" : "reject",
             abstract: approve ? "Grant what a pending request asks for (root or devaccess-admin)."
-                : "Deny what a pending request asks for (root or devaccess-admin).",
-            usage: "devaccess \(approve ? "approve" : "reject") ID [--reason TEXT] [--json] [--socket PATH]",
-            options: [note, CommonOptions.json, BrokerOptions.socket],
+                : "Decline a pending request, or deny what it asks for (root or devaccess-admin).",
+            usage: approve ? "devaccess approve ID [--once | --for DURATION | --always] [--reason TEXT] [--json] [--socket PATH]"
+                : "devaccess reject ID [--deny] [--reason TEXT] [--json] [--socket PATH]",
+            options: approve ? [RequestCommand.once, RequestCommand.forDuration, RequestCommand.always, note,
+                                CommonOptions.json, BrokerOptions.socket]
+                : [deny, note, CommonOptions.json, BrokerOptions.socket],
             discussion: approve
                 ? """
                 ID is from 'devaccess pending'. Each permission is granted as your decision
-                (how=admin) for the term the requester asked for, under the policy as it is
-                now (MaxDuration= shortens it; a permission the policy now forbids is not
-                granted). The requester's ACL entries are added at once, and a requester
-                waiting with --wait is answered. Exit 0; 64 unknown or already resolved ID;
-                77 not root or devaccess-admin (recorded as refused); 69 devaccessd unreachable.
+                (how=admin) for the term you give (--once: while the process that asked runs;
+                --for DURATION; --always), else the one the requester asked for, under the
+                policy as it is now (MaxDuration= shortens it; a permission the policy now
+                forbids is not granted). The requester's ACL entries are added at once, and a
+                requester waiting with --wait is answered. Exit 0; 64 unknown or already
+                resolved ID; 77 not root or devaccess-admin (recorded as refused); 69
+                devaccessd unreachable.
                 """
                 : """
-                ID is from 'devaccess pending'. Each permission is denied as your decision
+                ID is from 'devaccess pending'. Without --deny the request is declined: no
+                decision is recorded, the requester is told, and their next request is
+                queued again. With --deny each permission is denied as your decision
                 (how=admin), and the denial stays until 'devaccess reset': the requester is
                 not asked again. A requester waiting with --wait is answered. Exit 0; 64
                 unknown or already resolved ID; 77 not root or devaccess-admin (recorded as
@@ -109,11 +118,12 @@ enum ResolveCommand {
         if let reason, reason.utf8.count > 1024 {
             throw UsageError(message: "'--reason' is longer than 1024 bytes", command: name)
         }
+        let scope = approve ? try RequestCommand.requestedScope(arguments) : nil
         let path = try BrokerOptions.socketPath(arguments, command: name)
         let resolved: ResolvedReply
         do {
-            resolved = try BrokerClient(socketPath: path, timeout: .seconds(60)).resolve(id, approve: approve,
-                                                                                          reason: reason)
+            resolved = try BrokerClient(socketPath: path, timeout: .seconds(60)).resolve(
+                id, approve: approve, reason: reason, scope: scope, deny: !approve && arguments.has("deny"))
         } catch {
             throw RequestCommand.failure(error)
         }

@@ -17,8 +17,9 @@ enum PolicyCommand: Command {
         An error names the file and line and what is wrong; devaccessd refuses to start on
         such a policy, and while it runs keeps the last policy that parsed. Users, groups
         and programs that do not exist now are warnings: a rule naming them matches nobody.
-        A Program= rule matches the executable the kernel reports, which is not a code
-        identity (LD_PRELOAD): it is a security boundary only for programs devaccess starts.
+        A Program= rule matches only a program whose executable and executable mappings are
+        root's files (not one with a user's library in LD_PRELOAD), yet an interpreter runs
+        any script and the grant is the user's: a boundary only for programs devaccess starts.
         Exit codes: 0 valid (warnings may be printed), 1 invalid, 64 usage error.
         """)
 
@@ -74,8 +75,9 @@ enum PolicyCommand: Command {
                 warnings.append("\(rule.origin): Program=\(program) is not an executable here")
             }
             if !rule.programs.isEmpty && (rule.action == .allow) {
-                warnings.append("\(rule.origin): Program= with Action=allow trusts the path the kernel reports, which "
-                    + "any program can borrow with LD_PRELOAD; it is a boundary only for 'devaccess run'")
+                warnings.append("\(rule.origin): Program= with Action=allow trusts a program whose files are root's "
+                    + "(LD_PRELOAD of a user's library does not match), yet an interpreter runs any script and the "
+                    + "grant is the user's, for all their programs; it is a boundary only for 'devaccess run'")
             }
         }
         return warnings

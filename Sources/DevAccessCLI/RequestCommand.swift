@@ -9,7 +9,7 @@ enum RequestCommand: Command {
     static let reason = OptionSpec(long: "reason", short: nil, value: "TEXT",
                                    help: "Why you need it; shown to whoever decides (at most 1024 bytes).")
     static let once = OptionSpec(long: "once", short: nil, value: nil,
-                                 help: "Ask for one use (the next 5 minutes; an open device stays open).")
+                                 help: "Ask for as long as the program that ran devaccess (your shell, a script) runs.")
     static let forDuration = OptionSpec(long: "for", short: nil, value: "DURATION",
                                         help: "Ask for this long: 90s, 15m, 8h, 7d, 1h30m.")
     static let always = OptionSpec(long: "always", short: nil, value: nil, help: "Ask until revoked.")
@@ -31,8 +31,11 @@ enum RequestCommand: Command {
         same request with --wait to wait for the answer). Prompts are read from your
         controlling terminal (/dev/tty), never from standard input. Ctrl-C, Ctrl-D or no
         answer within the broker's timeout record no decision.
-        Without a scope option the policy's Keep= applies, else one use; the policy's
-        MaxDuration= shortens longer grants. The new status is printed (stdout) with one
+        Without a scope option the policy's Keep= applies, else once: the grant lasts
+        while the program that ran devaccess runs (devaccessd watches it and ends the
+        grant when it exits). The policy's MaxDuration= shortens longer grants. Asking
+        for a longer term than a standing grant's (--for 1h while --for 10m holds, or
+        --always) is decided again, and the new grant replaces the old one. The new status is printed (stdout) with one
         line per permission saying what happened (stderr).
         Exit codes: the status of the first permission that is not authorized afterwards
         (0 all authorized, 2 limited, 3 denied, 4 notDetermined: dismissed, timed out or

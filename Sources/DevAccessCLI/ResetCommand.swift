@@ -1,21 +1,30 @@
+import Foundation
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessProtocol
 
 enum ResetCommand: Command {
     static let spec = CommandSpec(
         name: "reset",
-        abstract: "Forget a user's decisions (admin), so the next request asks again (like tccutil reset).",
-        usage: "devaccess reset [PERMISSION] --user USER",
-        options: [DecisionCommand.adminUser, CommonOptions.json] + AdminAccess.options,
+        abstract: "Forget decisions, so the next request asks again (like tccutil reset).",
+        usage: "devaccess reset [PERMISSION] [--user USER]",
+        options: [resetUser, CommonOptions.json] + AdminAccess.options,
         discussion: """
         \(CommonOptions.permissionsHelp) Without one, every permission is reset.
         Grants and denials are deleted from the ledger (the audit trail keeps a 'reset' event
         listing them), and the ACL entries devaccess made for them are removed.
+        Without --user it is your own: you may forget what you decided yourself at a prompt
+        (your "deny", and what you allowed), through devaccessd; a denial an administrator
+        recorded is refused (77, audited) and stays until an administrator resets it.
         \(AdminAccess.help)
-        Root and members of devaccess-admin only. Exit codes: 0 done, 1 some node was refused or
-        failed, 64 usage error, 69 devaccessd unreachable, 74/75 ledger unusable/busy, 77 refused.
+        Another user's decisions: root and members of devaccess-admin only. Exit codes: 0 done,
+        1 some node was refused or failed, 64 usage error, 69 devaccessd unreachable, 74/75
+        ledger unusable/busy, 77 refused.
         """)
+
+    static let resetUser = OptionSpec(long: "user", short: "u", value: "USER",
+                                      help: "Whose decisions (name or uid); default yourself.")
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         guard arguments.positionals.count <= 1 else {
@@ -25,7 +34,14 @@ enum ResetCommand: Command {
         let permission = try arguments.positionals.first.map { word throws(UsageError) in
             try CommonOptions.permissions([word], command: spec.name)[0]
         }
-        let user = try AdminAccess.user(arguments, command: spec.name, purpose: "whose decisions to forget")
+        let user: String
+        if let named = arguments.value("user") {
+            guard !named.isEmpty else { throw UsageError(message: "empty '--user'", command: spec.name) }
+            user = named
+        } else {
+            // Oneself, by uid: the broker checks it against the kernel's view of the caller anyway.
+            user = String(getuid())
+        }
         let interface = try AdminAccess.interface(arguments, command: spec.name)
         let order = ResetOrder(user: user, permission: permission)
         let outcome = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.reset(order) }

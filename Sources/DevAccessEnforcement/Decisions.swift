@@ -7,15 +7,16 @@ import DevAccessLedger
 /// Rule: the newest active decision whose device matches wins (a grant without a device
 /// covers every device of the permission). So `deny camera` after `grant camera --device X`
 /// denies X too, and a later `grant --device X` lets X in again while the rest stays denied.
-/// Program grants (for `devaccess run`) and `once` grants are enforced through the run's
-/// group, not user ACL entries, so they are left out here.
+/// Program grants (for `devaccess run`) and `once` grants without a process are enforced
+/// through the run's group, not user ACL entries, so they are left out here. A `once` grant
+/// of a request names the process it lasts for (`holder`) and is a user grant while it runs.
 public struct Decisions: Sendable {
     /// Newest first (created, then id).
     public let grants: [Grant]
 
     public init(active grants: [Grant]) {
         self.grants = grants
-            .filter { $0.program == nil && $0.scope != .once }
+            .filter { $0.program == nil && ($0.scope != .once || $0.holder != nil) }
             .sorted { ($0.created, $0.id) > ($1.created, $1.id) }
     }
 
@@ -98,6 +99,7 @@ public struct Decisions: Sendable {
     /// "until 2026-12-01T00:00:00Z; decided by root (0) via admin on ...", plus the reason.
     public static func terms(_ grant: Grant) -> String {
         var text = grant.scope == .always ? "always" : grant.expires.map { "until \(ISOTime.format($0))" } ?? grant.scope.rawValue
+        if let holder = grant.holder { text = "once, while process \(holder.pid) runs" }
         text += "; decided by \(grant.decidedBy) via \(grant.method.rawValue) on \(ISOTime.format(grant.created))"
         if !grant.reason.isEmpty { text += ": \(grant.reason)" }
         return text

@@ -25,6 +25,21 @@ extension Enforcer {
                 throw error
             }
         }
+        // A `once` grant lasts while its process runs: one whose process exited, or whose pid
+        // now names another process or belongs to another boot, has run its term.
+        let orphaned = try ledger.grants(now: clock()).compactMap { grant -> (grant: Grant, reason: String)? in
+            guard let holder = grant.holder, let gone = ProcessLiveness.gone(holder) else { return nil }
+            return (grant, gone)
+        }
+        if !orphaned.isEmpty {
+            do {
+                report.expired += try ledger.endWithProcess(orphaned.map { ($0.grant.id, $0.reason) }, by: actor,
+                                                            at: clock())
+            } catch {
+                removeEntriesFailingClosed(of: orphaned.map(\.grant))
+                throw error
+            }
+        }
         // Read once: the whole run applies one policy.
         let (policy, policyProblem) = policyInForce()
         if let policyProblem {

@@ -64,9 +64,12 @@ public struct Enforcer: Sendable {
         public var scope: GrantScope
         public var expires: Date?
         public var reason: String
+        /// `once` of a request (an approval): the process the grant lasts for.
+        public var holder: ProcessHolder?
 
         public init(subject: Principal, permission: Permission, deviceID: String? = nil, decision: Decision,
-                    scope: GrantScope, expires: Date? = nil, reason: String = "") {
+                    scope: GrantScope, expires: Date? = nil, reason: String = "", holder: ProcessHolder? = nil) {
+            self.holder = holder
             self.subject = subject
             self.permission = permission
             self.deviceID = deviceID
@@ -118,7 +121,7 @@ public struct Enforcer: Sendable {
     func recordDecision(_ request: DecisionRequest) throws(LedgerError) -> (grant: Grant, ended: [Grant]) {
         let new = NewGrant(subject: request.subject, permission: request.permission, deviceID: request.deviceID,
                            decision: request.decision, scope: request.scope, expires: request.expires,
-                           decidedBy: actor, method: .admin, reason: request.reason)
+                           decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder)
         var ended: [Grant] = []
         let grant: Grant
         let standing = try coveredAllows(request)
@@ -185,12 +188,19 @@ public struct Enforcer: Sendable {
 
     /// Forgets every decision of the user (for one permission or all) and removes the
     /// entries devaccess made for them; the next request asks again.
-    public func reset(subject: Principal, permission: Permission? = nil) throws(EnforcementError) -> ResetOutcome {
+    /// `onlyOwnDecisions`: forgets only what the user decided themselves at a prompt (a
+    /// user's own reset); what an administrator or the policy recorded stays.
+    public func reset(subject: Principal, permission: Permission? = nil,
+                      onlyOwnDecisions: Bool = false) throws(EnforcementError) -> ResetOutcome {
         let deleted: [Grant]
         do {
             try recordUnrecordedEndings()
-            deleted = try ledger.reset(subject: subject, permission: permission, by: actor, at: clock())
+            deleted = try ledger.reset(subject: subject, permission: permission, by: actor,
+                                       onlyDecidedBySubject: onlyOwnDecisions, at: clock())
         } catch {
+            // A user's own reset mostly lifts their denial, which gives access: it waits for the
+            // ledger like an allow (the fail-closed record would replay as a full reset).
+            if onlyOwnDecisions { throw .ledger(error) }
             throw failClosed(.reset(subject: subject, permission: permission), error) {
                 () throws(LedgerError) -> [Grant] in
                 try ledger.grants(uid: subject.uid, permission: permission, includeInactive: true, now: clock())

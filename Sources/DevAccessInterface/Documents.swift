@@ -29,8 +29,11 @@ public struct GrantDocument: Codable, Sendable, Hashable {
     public var decidedByUid: UInt32
     public var how: String
     public var reason: String?
+    /// A `once` grant of a request: the pid of the process it lasts for.
+    public var whilePid: Int32?
 
     public init(_ grant: Grant, now: Date) {
+        whilePid = grant.holder?.pid
         id = grant.id
         user = grant.subject.name
         uid = grant.subject.uid
@@ -161,7 +164,8 @@ extension GrantDocument {
     }
 
     public var term: String {
-        scope == "always" ? "always" : expires.map { "until \($0)" } ?? scope
+        if let pid = whilePid { return "once, while pid \(pid) runs" + (expires.map { ", until \($0)" } ?? "") }
+        return scope == "always" ? "always" : expires.map { "until \($0)" } ?? scope
     }
 }
 

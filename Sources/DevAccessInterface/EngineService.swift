@@ -77,14 +77,40 @@ public struct EngineService: DevAccessInterface {
 
     public func reset(_ order: ResetOrder) async throws(InterfaceError) -> ResetDocument {
         let subject = try Self.formerOrCurrentUser(order.user)
-        // Not even for oneself: a reset forgets denials an administrator recorded.
-        try requireAdmin("reset", "forget \(subject)'s decisions")
         let actor = caller.principal
         let now = clock()
-        return try await runner.run("reset") { (engine) throws(EnforcementError) -> (ResetDocument, EnforcementReport) in
-            let outcome = try engine.acting(as: actor).reset(subject: subject, permission: order.permission)
-            return (ResetDocument(outcome, subject: subject, permission: order.permission, now: now), outcome.report)
+        guard !caller.isAdmin else {
+            return try await runner.run("reset") { (engine) throws(EnforcementError) -> (ResetDocument, EnforcementReport) in
+                let outcome = try engine.acting(as: actor).reset(subject: subject, permission: order.permission)
+                return (ResetDocument(outcome, subject: subject, permission: order.permission, now: now), outcome.report)
+            }
         }
+        // A user may forget what they decided themselves at a prompt (their own "deny"),
+        // never a denial an administrator recorded: that stays until an administrator resets it.
+        try requireAdmin("reset", "forget \(subject)'s decisions", unless: subject.uid == actor.uid)
+        let caller = self.caller
+        let outcome = try await runner.run("reset") {
+            (engine) throws(EnforcementError) -> (Result<ResetDocument, InterfaceError>, EnforcementReport) in
+            let standing = try EnforcementError.ledgerWork { () throws(LedgerError) in
+                try engine.ledger.grants(uid: subject.uid, permission: order.permission, now: now)
+            }
+            if let other = standing.first(where: { $0.decision == .deny && !Self.ownConsent($0) }) {
+                let what = order.permission.map { "your \($0.rawValue) denial" } ?? "your denials"
+                return (.failure(.refused(operation: "reset", reason: "\(caller.principal) may not forget \(what): "
+                    + "grant \(other.id) was decided by \(other.decidedBy) via \(other.method.rawValue), not by you at a "
+                    + "prompt; only root and members of group '\(caller.adminGroup)' may reset it")), EnforcementReport())
+            }
+            let result = try engine.acting(as: actor).reset(subject: subject, permission: order.permission,
+                                                            onlyOwnDecisions: true)
+            return (.success(ResetDocument(result, subject: subject, permission: order.permission, now: now)),
+                    result.report)
+        }
+        return try outcome.get()
+    }
+
+    /// A decision the user made themselves at a prompt (consent or their password).
+    static func ownConsent(_ grant: Grant) -> Bool {
+        grant.decidedBy.uid == grant.subject.uid && (grant.method == .consent || grant.method == .authSelf)
     }
 
     public func reconcile() async throws(InterfaceError) -> EnforcementDocument {
@@ -267,8 +293,8 @@ public struct EngineService: DevAccessInterface {
 
     // MARK: Helpers
 
-    private func requireAdmin(_ operation: String, _ what: String) throws(InterfaceError) {
-        guard caller.isAdmin else {
+    private func requireAdmin(_ operation: String, _ what: String, unless allowed: Bool = false) throws(InterfaceError) {
+        guard caller.isAdmin || allowed else {
             throw .refused(operation: operation, reason: "\(caller.principal) may not \(what): only root and "
                 + "members of group '\(caller.adminGroup)' may")
         }

@@ -21,26 +21,18 @@ enum ArchiveFile {
         return "\(namePrefix)\(stamp)-\(firstSeq)-\(throughSeq).db"
     }
 
-    /// The archive's tables, created in the database attached as `archive`. The event
-    /// columns are the ledger's, in canonical order.
-    static let schema = """
-        CREATE TABLE archive.audit_events (
-            seq          INTEGER PRIMARY KEY,
-            time_usec    INTEGER NOT NULL,
-            type         TEXT    NOT NULL,
-            actor_uid    INTEGER,
-            actor_name   TEXT,
-            subject_uid  INTEGER,
-            subject_name TEXT,
-            permission   TEXT,
-            device_id    TEXT,
-            device_name  TEXT,
-            program      TEXT,
-            node_path    TEXT,
-            details      TEXT    NOT NULL DEFAULT '{}',
-            prev_hash    TEXT    NOT NULL,
-            hash         TEXT    NOT NULL
-        );
+    /// The archive's tables, created in the database attached as `archive`: the event
+    /// table is the ledger's own (its `CREATE TABLE` as SQLite keeps it, `ledgerEvents`),
+    /// so both always have the same columns, in canonical order.
+    static func schema(ledgerEvents: String, archivePath: String) throws(LedgerError) -> String {
+        let prefix = "CREATE TABLE audit_events"
+        guard ledgerEvents.hasPrefix(prefix) else {
+            throw .archive(path: archivePath, reason: "the ledger's audit_events table is not as expected: \(ledgerEvents.prefix(60))")
+        }
+        return "CREATE TABLE archive.audit_events" + ledgerEvents.dropFirst(prefix.count) + ";\n" + rest
+    }
+
+    private static let rest = """
         CREATE INDEX archive.audit_events_time ON audit_events (time_usec);
         CREATE TABLE archive.archive_info (
             id              INTEGER PRIMARY KEY CHECK (id = 1),

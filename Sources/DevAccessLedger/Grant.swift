@@ -30,7 +30,26 @@ public enum Decision: String, Sendable, Hashable, CaseIterable {
     case allow, deny
 }
 
-/// How long a decision holds: one `devaccess run`, until `expires`, or until revoked.
+/// The process a `once` grant lasts for: while it runs, the grant stands; when it exits
+/// (or cannot be shown to be the same process: a reused pid, another boot) the grant ends.
+public struct ProcessHolder: Sendable, Hashable, CustomStringConvertible {
+    public var pid: Int32
+    /// Clock ticks after boot at which it started (/proc/PID/stat field 22).
+    public var startTicks: UInt64
+    /// /proc/sys/kernel/random/boot_id of the boot it ran in.
+    public var bootID: String
+
+    public init(pid: Int32, startTicks: UInt64, bootID: String) {
+        self.pid = pid
+        self.startTicks = startTicks
+        self.bootID = bootID
+    }
+
+    public var description: String { "pid \(pid)" }
+}
+
+/// How long a decision holds: one `devaccess run` or (with a holder) while the process
+/// that asked runs, until `expires`, or until revoked.
 public enum GrantScope: String, Sendable, Hashable, CaseIterable {
     case once, until, always
 }
@@ -61,10 +80,13 @@ public struct NewGrant: Sendable, Hashable {
     public var decidedBy: Principal
     public var method: DecisionMethod
     public var reason: String
+    /// `once` for a request: the process whose lifetime the grant lasts.
+    public var holder: ProcessHolder?
 
     public init(subject: Principal, program: Program? = nil, permission: Permission, deviceID: String? = nil,
                 decision: Decision, scope: GrantScope, expires: Date? = nil,
-                decidedBy: Principal, method: DecisionMethod, reason: String = "") {
+                decidedBy: Principal, method: DecisionMethod, reason: String = "", holder: ProcessHolder? = nil) {
+        self.holder = holder
         self.subject = subject
         self.program = program
         self.permission = permission
@@ -94,10 +116,13 @@ public struct Grant: Sendable, Hashable, Identifiable {
     public var decidedBy: Principal
     public var method: DecisionMethod
     public var reason: String
+    /// A `once` grant of a request: the process it lasts for (nil for every other grant).
+    public var holder: ProcessHolder?
 
     public init(id: Int64, subject: Principal, program: Program? = nil, permission: Permission, deviceID: String? = nil,
                 decision: Decision, scope: GrantScope, created: Date, expires: Date? = nil, revoked: Date? = nil,
-                decidedBy: Principal, method: DecisionMethod, reason: String = "") {
+                decidedBy: Principal, method: DecisionMethod, reason: String = "", holder: ProcessHolder? = nil) {
+        self.holder = holder
         self.id = id
         self.subject = subject
         self.program = program

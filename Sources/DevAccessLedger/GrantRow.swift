@@ -4,7 +4,8 @@ import DevAccessCore
 enum GrantRow {
     static let columns = """
         id, subject_uid, user_name, program_path, program_sha256, permission, device_id, decision, scope, \
-        created_usec, expires_usec, revoked_usec, decided_by_uid, decided_by_name, how, reason
+        created_usec, expires_usec, revoked_usec, decided_by_uid, decided_by_name, how, reason, \
+        holder_pid, holder_start, holder_boot
         """
 
     /// Decodes the row the statement is on; any value this code would not have written
@@ -24,12 +25,21 @@ enum GrantRow {
         guard let deciderName = row.text(13) else { throw bad("decided_by_name is NULL") }
         guard let method = row.text(14).flatMap(DecisionMethod.init(rawValue:)) else { throw bad("how is not a known method") }
         let program = row.text(3).map { Program(path: $0, sha256: row.text(4)) }
+        var holder: ProcessHolder?
+        switch (row.int64(16), row.int64(17), row.text(18)) {
+        case (nil, nil, nil): break
+        case (let pid?, let start?, let boot?):
+            guard let pid = Int32(exactly: pid), pid > 0, start >= 0 else { throw bad("holder_pid/holder_start out of range") }
+            holder = ProcessHolder(pid: pid, startTicks: UInt64(start), bootID: boot)
+        default: throw bad("holder_pid, holder_start and holder_boot are not all set")
+        }
         return Grant(
             id: id, subject: Principal(uid: subjectUID, name: userName), program: program,
             permission: Permission(rawValue: permission), deviceID: row.text(6), decision: decision, scope: scope,
             created: Timestamp.date(created), expires: row.int64(10).map(Timestamp.date),
             revoked: row.int64(11).map(Timestamp.date),
-            decidedBy: Principal(uid: deciderUID, name: deciderName), method: method, reason: row.text(15) ?? "")
+            decidedBy: Principal(uid: deciderUID, name: deciderName), method: method, reason: row.text(15) ?? "",
+            holder: holder)
     }
 
     /// Runs a SELECT of `columns` and decodes every row.
@@ -53,6 +63,10 @@ enum GrantRow {
             details["expires_usec"] = String(micro)
         }
         if let sha = grant.program?.sha256 { details["program_sha256"] = sha }
+        if let holder = grant.holder {
+            details["holder_pid"] = String(holder.pid)
+            details["holder_start"] = String(holder.startTicks)
+        }
         return details
     }
 }

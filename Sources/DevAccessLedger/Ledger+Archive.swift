@@ -180,7 +180,9 @@ extension Ledger {
             do throws(LedgerError) {
                 try db.execute("PRAGMA archive.journal_mode = DELETE; PRAGMA archive.synchronous = FULL")
                 try db.transaction(immediate: false) { db throws(LedgerError) in
-                    try db.execute(ArchiveFile.schema)
+                    let events = try db.text(
+                        "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = 'audit_events'") ?? ""
+                    try db.execute(try ArchiveFile.schema(ledgerEvents: events, archivePath: archivePath))
                     let columns = AuditWriter.insertColumns.joined(separator: ", ")
                     try db.prepare("""
                         INSERT INTO archive.audit_events (\(columns))

@@ -13,8 +13,9 @@ extension Ledger {
         return try write { db, audit throws(LedgerError) in
             let insert = try db.prepare("""
                 INSERT INTO grants (subject_uid, user_name, program_path, program_sha256, permission, device_id,
-                    decision, scope, created_usec, expires_usec, decided_by_uid, decided_by_name, how, reason)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    decision, scope, created_usec, expires_usec, decided_by_uid, decided_by_name, how, reason,
+                    holder_pid, holder_start, holder_boot)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             try insert.run([
                 .uid(new.subject.uid), .text(new.subject.name), .optional(new.program?.path),
@@ -22,6 +23,8 @@ extension Ledger {
                 .text(new.decision.rawValue), .text(new.scope.rawValue), .integer(created), .optional(expires),
                 .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue),
                 .text(StoredText.capped(new.reason)),
+                new.holder.map { .integer(Int64($0.pid)) } ?? .null,
+                new.holder.map { .integer(Int64(clamping: $0.startTicks)) } ?? .null, .optional(new.holder?.bootID),
             ])
             let id = db.lastInsertRowID
             guard let grant = try GrantRow.query(db, where: "id = ?", [.integer(id)]).first else {
@@ -78,7 +81,8 @@ extension Ledger {
     /// never a decision made since).
     @discardableResult
     public func reset(subject: Principal, permission: Permission? = nil, by actor: Principal,
-                      at now: Date = Date(), only: Set<Int64>? = nil) throws(LedgerError) -> [Grant] {
+                      onlyDecidedBySubject: Bool = false, at now: Date = Date(),
+                      only: Set<Int64>? = nil) throws(LedgerError) -> [Grant] {
         _ = try Timestamp.microseconds(now)
         return try write { db, audit throws(LedgerError) in
             var clause = "subject_uid = ?"
@@ -86,6 +90,11 @@ extension Ledger {
             if let permission {
                 clause += " AND permission = ?"
                 values.append(.text(permission.rawValue))
+            }
+            if onlyDecidedBySubject {
+                // A user's own reset: what they decided themselves at a prompt, nothing an
+                // administrator or the policy recorded.
+                clause += " AND decided_by_uid = subject_uid AND how IN ('consent', 'auth_self')"
             }
             if let only { Self.restrict(&clause, &values, to: only) }
             let deleted = try GrantRow.query(db, where: clause, values, orderBy: "id")
@@ -211,6 +220,36 @@ extension Ledger {
         }
     }
 
+    /// Ends standing `once` grants whose process is gone: their term is over, so one `expiry`
+    /// event each, with `ended_by=process-exit` and the sentence saying why (the process
+    /// exited, its pid now names another process, the machine was restarted).
+    /// Grants already ended are skipped; the ended ones are returned.
+    @discardableResult
+    public func endWithProcess(_ endings: [(grantID: Int64, reason: String)], by actor: Principal,
+                               at now: Date = Date()) throws(LedgerError) -> [Grant] {
+        let time = try Timestamp.microseconds(now)
+        return try write { db, audit throws(LedgerError) in
+            let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
+            var ended: [Grant] = []
+            for ending in endings {
+                let clause = "id = ? AND holder_pid IS NOT NULL AND revoked_usec IS NULL "
+                    + "AND (expires_usec IS NULL OR expires_usec > ?)"
+                guard var grant = try GrantRow.query(db, where: clause, [.integer(ending.grantID), .integer(time)]).first
+                else { continue }
+                try update.run([.integer(time), .integer(grant.id)])
+                grant.revoked = Timestamp.date(time)
+                var details = GrantRow.auditDetails(grant)
+                details["ended_by"] = "process-exit"
+                details["end_reason"] = ending.reason
+                try audit.append(AuditEvent(
+                    type: .expiry, time: now, actor: actor, subject: grant.subject, permission: grant.permission,
+                    deviceID: grant.deviceID, program: grant.program?.path, details: details))
+                ended.append(grant)
+            }
+            return ended
+        }
+    }
+
     static func validate(_ new: NewGrant, now: Date) throws(LedgerError) {
         if new.permission.rawValue.isEmpty { throw .invalidArgument("the permission name is empty") }
         switch (new.scope, new.expires) {
@@ -222,6 +261,9 @@ extension Ledger {
             throw .invalidArgument("the expiry time is not in the future")
         default:
             break
+        }
+        if new.holder != nil && new.scope != .once {
+            throw .invalidArgument("only a 'once' grant lasts for a process")
         }
         if let sha = new.program?.sha256 {
             guard sha.utf8.count == 64, Hex.decode(sha.utf8) != nil else {

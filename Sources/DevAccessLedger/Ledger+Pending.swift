@@ -14,13 +14,15 @@ extension Ledger {
         return try write { db, audit throws(LedgerError) in
             let insert = try db.prepare("""
                 INSERT INTO pending_requests (subject_uid, user_name, program_path, permissions, scope, duration_sec,
-                    reason, created_usec)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    reason, created_usec, holder_pid, holder_start, holder_boot)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             try insert.run([
                 .uid(new.subject.uid), .text(new.subject.name), .optional(new.program),
                 .text(new.permissions.map(\.rawValue).joined(separator: " ")), .optional(scope), .optional(duration),
                 .text(StoredText.capped(new.reason)), .integer(created),
+                new.holder.map { .integer(Int64($0.pid)) } ?? .null,
+                new.holder.map { .integer(Int64(clamping: $0.startTicks)) } ?? .null, .optional(new.holder?.bootID),
             ])
             let id = db.lastInsertRowID
             guard let request = try PendingRow.query(db, where: "id = ?", [.integer(id)]).first else {
@@ -91,7 +93,7 @@ extension Ledger {
 enum PendingRow {
     static let columns = """
         id, subject_uid, user_name, program_path, permissions, scope, duration_sec, reason, created_usec, \
-        resolved_usec, resolution, resolved_by_uid, resolved_by_name
+        resolved_usec, resolution, resolved_by_uid, resolved_by_name, holder_pid, holder_start, holder_boot
         """
 
     static func validate(_ new: NewPendingRequest) throws(LedgerError) {
@@ -145,11 +147,16 @@ enum PendingRow {
         if let byUID = row.int64(11).flatMap(UInt32.init(exactly:)), let byName = row.text(12) {
             resolvedBy = Principal(uid: byUID, name: byName)
         }
+        var holder: ProcessHolder?
+        if let pid = row.int64(13).flatMap(Int32.init(exactly:)), let start = row.int64(14), let boot = row.text(15),
+           pid > 0, start >= 0 {
+            holder = ProcessHolder(pid: pid, startTicks: UInt64(start), bootID: boot)
+        }
         return PendingRequest(
             id: id, subject: Principal(uid: uid, name: name), program: row.text(3),
             permissions: list.split(separator: " ").map { Permission(rawValue: String($0)) }, scope: scope,
             reason: row.text(7) ?? "", created: Timestamp.date(created), resolution: resolution,
-            resolved: row.int64(9).map(Timestamp.date), resolvedBy: resolvedBy)
+            resolved: row.int64(9).map(Timestamp.date), resolvedBy: resolvedBy, holder: holder)
     }
 
     static func query(_ db: borrowing SQLiteDatabase, where clause: String,

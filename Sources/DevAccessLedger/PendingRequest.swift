@@ -15,6 +15,9 @@ public enum PendingResolution: String, Sendable, Hashable, CaseIterable {
     case rejected
     /// Nothing left to decide (e.g. the user was granted or denied otherwise meanwhile).
     case withdrawn
+    /// An administrator said no to this request only: no decision recorded, the next
+    /// request is queued again (`reject` without `--deny`).
+    case declined
 }
 
 /// A request to queue for an administrator (policy auth_admin).
@@ -27,9 +30,12 @@ public struct NewPendingRequest: Sendable, Hashable {
     /// nil: the policy's Keep= at approval, else once.
     public var scope: PendingScope?
     public var reason: String
+    /// The process that asked, for an approval `once` (the grant lasts while it runs).
+    public var holder: ProcessHolder?
 
     public init(subject: Principal, program: String? = nil, permissions: [Permission], scope: PendingScope? = nil,
-                reason: String = "") {
+                reason: String = "", holder: ProcessHolder? = nil) {
+        self.holder = holder
         self.subject = subject
         self.program = program
         self.permissions = permissions
@@ -51,10 +57,13 @@ public struct PendingRequest: Sendable, Hashable, Identifiable {
     public var resolution: PendingResolution?
     public var resolved: Date?
     public var resolvedBy: Principal?
+    /// The process that asked (for an approval `once`); nil for requests queued before it was kept.
+    public var holder: ProcessHolder?
 
     public init(id: Int64, subject: Principal, program: String?, permissions: [Permission], scope: PendingScope?,
                 reason: String, created: Date, resolution: PendingResolution? = nil, resolved: Date? = nil,
-                resolvedBy: Principal? = nil) {
+                resolvedBy: Principal? = nil, holder: ProcessHolder? = nil) {
+        self.holder = holder
         self.id = id
         self.subject = subject
         self.program = program

@@ -121,6 +121,44 @@ enum Schema {
             );
             CREATE INDEX pending_requests_open ON pending_requests (subject_uid) WHERE resolved_usec IS NULL;
             """),
+        // `once` for a request: the grant lasts as long as the process that asked. The process
+        // is named by pid, its start time (clock ticks since boot, /proc/PID/stat field 22) and
+        // the boot it ran in, so a reused pid or a reboot is never taken for it. A pending
+        // request keeps its requester's process the same way, for an approval `--once`; and an
+        // administrator may decline a request (no decision recorded), besides reject (a denial).
+        Migration(version: 4, summary: "process-bound once grants, declined requests", sql: """
+            ALTER TABLE grants ADD COLUMN holder_pid INTEGER;
+            ALTER TABLE grants ADD COLUMN holder_start INTEGER;
+            ALTER TABLE grants ADD COLUMN holder_boot TEXT;
+            CREATE TABLE pending_requests_new (
+                id               INTEGER PRIMARY KEY,
+                subject_uid      INTEGER NOT NULL,
+                user_name        TEXT    NOT NULL,
+                program_path     TEXT,
+                permissions      TEXT    NOT NULL CHECK (permissions <> ''),
+                scope            TEXT    CHECK (scope IN ('once', 'for', 'always')),
+                duration_sec     INTEGER CHECK (CASE WHEN scope = 'for' THEN duration_sec > 0
+                                                     ELSE duration_sec IS NULL END),
+                reason           TEXT    NOT NULL DEFAULT '',
+                created_usec     INTEGER NOT NULL,
+                resolved_usec    INTEGER,
+                resolution       TEXT    CHECK (resolution IN ('approved', 'rejected', 'withdrawn', 'declined')),
+                resolved_by_uid  INTEGER,
+                resolved_by_name TEXT,
+                holder_pid       INTEGER,
+                holder_start     INTEGER,
+                holder_boot      TEXT,
+                CHECK ((resolved_usec IS NULL) = (resolution IS NULL))
+            );
+            INSERT INTO pending_requests_new (id, subject_uid, user_name, program_path, permissions, scope, duration_sec,
+                reason, created_usec, resolved_usec, resolution, resolved_by_uid, resolved_by_name)
+                SELECT id, subject_uid, user_name, program_path, permissions, scope, duration_sec, reason, created_usec,
+                       resolved_usec, resolution, resolved_by_uid, resolved_by_name FROM pending_requests;
+            DROP TABLE pending_requests;
+            ALTER TABLE pending_requests_new RENAME TO pending_requests;
+            CREATE INDEX pending_requests_open ON pending_requests (subject_uid) WHERE resolved_usec IS NULL;
+            CREATE INDEX grants_holder ON grants (holder_pid) WHERE holder_pid IS NOT NULL AND revoked_usec IS NULL;
+            """),
     ]
 
     static var currentVersion: Int32 { migrations.last?.version ?? 0 }

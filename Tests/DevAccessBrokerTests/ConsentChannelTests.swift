@@ -55,6 +55,7 @@ struct ConsentChannelUnitTests {
         let shown = RequestText.question([.camera], term: nil,
                                          user: UserIdentity(uid: 1000, name: "alice", primaryGID: 1000, groups: []),
                                          peer: Peer(pid: 42, uid: 1000, gid: 1000, groups: [], program: "/tmp/x\nfake: y"),
+                                         requester: Requester(pid: 42, uid: 1000, program: "/tmp/x\nfake: y"),
                                          devices: [], reason: "call\n  devices: all of them\n" + String(repeating: "z", count: 900))
         #expect(shown.split(separator: "\n").count == 4, "\(shown)")
         #expect(shown.contains("/tmp/x\\nfake: y"))

@@ -92,9 +92,59 @@ extension TestUser {
         try run("/usr/bin/python3", ["-c", script] + arguments)
     }
 
+    /// Starts `script` (python3) as this user in the background and waits for the one JSON
+    /// line it prints when it has done its part (it may then go on holding connections).
+    func background(_ script: String, _ arguments: [String], reportWithin timeout: Double = 30) throws
+        -> BackgroundClient
+    {
+        try BackgroundClient(user: self, script: script, arguments: arguments, timeout: timeout)
+    }
+
     func devaccess(_ arguments: [String], environment: [String: String]? = nil) throws -> ProcessOutput {
         try run(TestProcess.devaccessBinary, arguments, environment: environment)
     }
+}
+
+/// A python3 client running as a test user, killed (SIGKILL: a test process may have
+/// SIGTERM ignored, and its children inherit that) by `stop()` or when it goes away.
+final class BackgroundClient {
+    let process = Process()
+    /// What it printed when it reported.
+    private(set) var report: [String: Any] = [:]
+    private let scratch: TemporaryDirectory
+    private var stopped = false
+
+    init(user: TestUser, script: String, arguments: [String], timeout: Double) throws {
+        scratch = try TemporaryDirectory()
+        let output = scratch.path + "/report.json"
+        guard FileManager.default.createFile(atPath: output, contents: nil) else {
+            throw SetupError("cannot create \(output)")
+        }
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--", "/usr/bin/python3",
+                             "-c", script] + arguments
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let text = try? String(contentsOfFile: output, encoding: .utf8), text.hasSuffix("\n") {
+                report = try json(text)
+                return
+            }
+            usleep(20_000)
+        }
+        stop()
+        throw SetupError("the background client of \(user.name) did not report in \(timeout) s")
+    }
+
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
 }
 
 /// Small python3 clients, run as test users. Each prints one JSON document.

@@ -197,25 +197,8 @@ struct PasswordGuessingTests {
         time.sleep(hold)
         """
 
-    static func hold(_ user: TestUser, _ setup: RequestSetup, count: Int, request: String, output: String) throws
-        -> (Process, [String: Any])
-    {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--", "/usr/bin/python3",
-                             "-c", holdRequests, setup.daemon.socketPath, String(count), request, "20"]
-        _ = FileManager.default.createFile(atPath: output, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        try process.run()
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            if let text = try? String(contentsOfFile: output, encoding: .utf8), text.hasSuffix("\n") {
-                return (process, try json(text))
-            }
-            usleep(20_000)
-        }
-        process.terminate()
-        throw SetupError("the request holder of \(user.name) did not report")
+    static func hold(_ user: TestUser, _ setup: RequestSetup, count: Int, request: String) throws -> BackgroundClient {
+        try user.background(holdRequests, [setup.daemon.socketPath, String(count), request, "20"])
     }
 
     @Test func openPromptsAndWaitingClientsAreLimitedPerUserAndOthersAreServed() throws {
@@ -224,21 +207,15 @@ struct PasswordGuessingTests {
                                      admins: [carol])
         let mallory = try TestUser("lmtflood")
         let bob = try TestUser("lmtok")
-        let scratch = try TemporaryDirectory()
-        var holders: [Process] = []
-        defer {
-            for holder in holders {
-                kill(holder.processIdentifier, SIGKILL)
-                holder.waitUntilExit()
-            }
-        }
+        var holders: [BackgroundClient] = []
+        defer { holders.forEach { $0.stop() } }
         let askCamera = #"{"version":2,"id":1,"type":"request","permissions":["camera"]}"#
         let waitMicrophone = #"{"version":2,"id":1,"type":"request","permissions":["microphone"],"wait":true}"#
 
         // Prompts: 4 open at once per user; the rest are told busy, with the reason.
-        let (prompting, prompts) = try Self.hold(mallory, setup, count: 10, request: askCamera,
-                                                 output: scratch.path + "/prompts.json")
+        let prompting = try Self.hold(mallory, setup, count: 10, request: askCamera)
         holders.append(prompting)
+        let prompts = prompting.report
         let promptsSeen = prompts["seen"] as? [String: Int] ?? [:]
         #expect(promptsSeen == ["prompt": 4, "busy": 6], "\(prompts)")
         #expect((prompts["reasons"] as? [String])?.first?.contains("open prompts") == true, "\(prompts)")
@@ -247,23 +224,25 @@ struct PasswordGuessingTests {
             .filter { $0.type == .refused && $0.actor?.uid == mallory.uid }
         #expect(promptRefusals.count == 6, "\(promptRefusals.map(\.details))")
         // Clients waiting for an administrator: 16 per user.
-        let (waiting, waits) = try Self.hold(mallory, setup, count: 20, request: waitMicrophone,
-                                             output: scratch.path + "/waits.json")
+        let waiting = try Self.hold(mallory, setup, count: 20, request: waitMicrophone)
         holders.append(waiting)
+        let waits = waiting.report
         let waitsSeen = waits["seen"] as? [String: Int] ?? [:]
         #expect(waitsSeen == ["queued": 16, "busy": 4], "\(waits)")
         #expect((waits["reasons"] as? [String])?.first?.contains("waiting for an administrator") == true, "\(waits)")
 
         // Another user is served meanwhile; an administrator is not limited.
-        let (bobPrompt, bobs) = try Self.hold(bob, setup, count: 2, request: askCamera, output: scratch.path + "/bob.json")
+        let bobPrompt = try Self.hold(bob, setup, count: 2, request: askCamera)
         holders.append(bobPrompt)
+        let bobs = bobPrompt.report
         #expect(bobs["seen"] as? [String: Int] == ["prompt": 2], "\(bobs)")
-        let (bobWait, bobWaits) = try Self.hold(bob, setup, count: 2, request: waitMicrophone,
-                                                output: scratch.path + "/bobwait.json")
+        let bobWait = try Self.hold(bob, setup, count: 2, request: waitMicrophone)
         holders.append(bobWait)
+        let bobWaits = bobWait.report
         #expect(bobWaits["seen"] as? [String: Int] == ["queued": 2], "\(bobWaits)")
-        let (admin, admins) = try Self.hold(carol, setup, count: 6, request: askCamera, output: scratch.path + "/adm.json")
+        let admin = try Self.hold(carol, setup, count: 6, request: askCamera)
         holders.append(admin)
+        let admins = admin.report
         #expect(admins["seen"] as? [String: Int] == ["prompt": 6], "\(admins)")
 
         // The waiting clients' refusals share the user's audit budget with the requests that

@@ -53,7 +53,8 @@ struct RequestApprovalTests {
         #expect(requests.first?["permissions"] as? [String] == ["camera"])
         #expect(requests.first?["term"] as? String == "for" && requests.first?["duration"] as? Int == 7200)
         #expect(requests.first?["reason"] as? String == "lab work")
-        #expect(requests.first?["program"] as? String == DaemonTests.realPath(TestProcess.devaccessBinary))
+        // What asked: the program that ran the CLI (here the test's pty driver), not the CLI.
+        #expect(requests.first?["program"] as? String == DaemonTests.realPath("/usr/bin/python3"), "\(requests)")
         let table = try carol.devaccess(["pending"] + setup.socket)
         #expect(table.stdout.contains("for 2h") && table.stdout.contains(erin.name))
 
@@ -89,7 +90,7 @@ struct RequestApprovalTests {
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline, (try? setup.ledger().pendingRequests().isEmpty) ?? true { usleep(50_000) }
         try #require(try setup.ledger().pendingRequests().count == 1)
-        let rejected = try carol.devaccess(["reject", "1", "--reason", "not on this machine"] + setup.socket)
+        let rejected = try carol.devaccess(["reject", "1", "--deny", "--reason", "not on this machine"] + setup.socket)
         #expect(rejected.status == 0, "\(rejected.stderr)")
         let finished = try waiting.wait(seconds: 30)
         #expect(finished.exit == 3, "\(finished.output)")

@@ -95,12 +95,15 @@ struct RequestConsentTests {
         let allowed = try user.onTerminal(["request", "microphone"] + setup.socket)
         #expect(allowed.exit == 0, "\(allowed.output)")
         #expect(allowed.prompts == 0)
-        #expect(try user.canOpen(setup.microphone, .readWrite))
+        #expect(allowed.output.contains("microphone  authorized"), "\(allowed.output)")
         let grant = try #require(try setup.grants(user).first)
         #expect(grant.method == .policy && grant.decision == .allow)
         #expect(grant.decidedBy.uid == 0, "the broker applied the policy")
-        // No scope named and no Keep=: one use.
-        #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 300) < 2)
+        // No scope named and no Keep=: once, while the program that ran the CLI (here the
+        // pty driver, which has exited since) ran.
+        #expect(grant.scope == .once && grant.expires == nil && grant.holder != nil)
+        #expect(try within(2) { try setup.grants(user).first?.revoked != nil } != nil)
+        #expect(try !user.canOpen(setup.microphone, .read))
     }
 
     @Test func maxDurationCapsAlwaysAndKeepIsTheDefaultTerm() throws {
@@ -151,7 +154,7 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let users = try ["o", "f", "a"].map { try TestUser("lask\($0)", shell: "/bin/sh") }
-            for (user, (key, seconds)) in zip(users, [("once {code}", Int64?.some(300)), ("for {code}", 3600),
+            for (user, (key, seconds)) in zip(users, [("once {code}", Int64?.some(0)), ("for {code}", 3600),
                                                       ("always {code}", nil)]) {
                 #expect(try !user.canOpen(setup.camera, .readWrite))
                 let run = try Self.request(user, setup, ["camera", "--reason", "video call"],
@@ -164,14 +167,25 @@ extension LoginSessions {
                 #expect(run.output.contains("started by: "), "\(run.output)")
                 #expect(run.output.contains("reason: video call"))
                 #expect(run.output.contains("camera      authorized"), "the new status is printed")
-                #expect(try user.canOpen(setup.camera, .readWrite), "the kernel lets \(user.name) in")
+                if seconds == 0 {
+                    // Once: while the login shell that ran the CLI ran; the session has ended.
+                    #expect(run.output.contains("Allow once (while "), "\(run.output)")
+                    #expect(try within(2) { try !user.canOpen(setup.camera, .read) } != nil)
+                } else {
+                    #expect(try user.canOpen(setup.camera, .readWrite), "the kernel lets \(user.name) in")
+                }
                 #expect(try !user.canOpen(setup.microphone, .read), "and only into what was asked for")
                 let grants = try setup.grants(user)
                 try #require(grants.count == 1)
                 let grant = grants[0]
                 #expect(grant.decision == .allow && grant.method == .consent && grant.permission == .camera)
                 #expect(grant.decidedBy == Principal(uid: user.uid, name: user.name))
-                if let seconds {
+                if seconds == 0 {
+                    #expect(grant.scope == .once && grant.expires == nil && grant.holder != nil)
+                    #expect(try setup.ledger().events().map(\.event).contains {
+                        $0.type == .expiry && $0.subject?.uid == user.uid && $0.details["ended_by"] == "process-exit"
+                    })
+                } else if let seconds {
                     let length = try #require(grant.expires).timeIntervalSince(grant.created)
                     #expect(abs(length - Double(seconds)) < 2, "\(key): \(length)")
                 } else {

@@ -88,6 +88,30 @@ struct PolicyTests {
         #expect(policy.decision(for: .microphone, user: alice).action == .ask)
     }
 
+    /// A grant is the user's (access lists name users): a Program= allow decides for its
+    /// program, except against a deny the user gets whatever the program.
+    @Test func aProgramAllowDoesNotOutweighTheUsersDeny() throws {
+        let policy = try policy("""
+        [camera]
+        Default=deny
+        [microphone]
+        Default=ask
+        [Rule]
+        Program=/usr/bin/cheese
+        Action=allow
+        [Rule]
+        Program=/usr/bin/arecord
+        Action=deny
+        """)
+        #expect(policy.decision(for: .camera, user: alice, program: "/usr/bin/cheese").action == .allow)
+        #expect(policy.requestDecision(for: .camera, user: alice, program: "/usr/bin/cheese").action == .deny)
+        #expect(policy.requestDecision(for: .camera, user: alice, program: "/usr/bin/cheese")
+                == policy.decision(for: .camera, user: alice), "the default that denies, with its origin")
+        #expect(policy.requestDecision(for: .microphone, user: alice, program: "/usr/bin/cheese").action == .allow)
+        #expect(policy.requestDecision(for: .microphone, user: alice, program: "/usr/bin/arecord").action == .deny)
+        #expect(policy.requestDecision(for: .microphone, user: alice, program: nil).action == .ask)
+    }
+
     @Test func dropInsOverrideTheMainFile() throws {
         let policy = try policy("[Rule]\nAction=allow", dropIn: "[Rule]\nUser=alice\nAction=deny")
         #expect(policy.decision(for: .camera, user: alice).action == .deny)

@@ -5,6 +5,43 @@ import DevAccessCore
 
 @Suite("Pending requests (schema version 3)")
 struct PendingRequestTests {
+    /// A version-3 file's queue survives the move to version 4 (process-bound once grants,
+    /// declined requests): rows, their resolution and the chain; and 4 stores what 3 could not.
+    @Test func versionThreeQueueSurvivesVersionFour() throws {
+        let dir = TemporaryLedgerDirectory()
+        do {
+            let db = try SQLiteDatabase.open(path: dir.ledgerPath, readOnly: false)
+            try Migrator.migrate(db, to: 3)
+            try db.execute("""
+                INSERT INTO pending_requests (subject_uid, user_name, permissions, scope, duration_sec, reason,
+                                              created_usec, resolved_usec, resolution, resolved_by_uid, resolved_by_name)
+                VALUES (1000, 'alice', 'camera microphone', 'for', 600, 'lab', 1700000000000000, 1700000001000000,
+                        'rejected', 0, 'root'),
+                       (1000, 'alice', 'camera', NULL, NULL, '', 1700000002000000, NULL, NULL, NULL, NULL);
+                """)
+        }
+        let ledger = try openLedger(dir)
+        #expect(try ledger.storedSchemaVersion() == 4)
+        let all = try ledger.pendingRequests(includeResolved: true)
+        #expect(all.map(\.id) == [1, 2])
+        #expect(all.first?.resolution == .rejected && all.first?.scope == .duration(seconds: 600))
+        #expect(all.first?.permissions == [.camera, .microphone] && all.first?.holder == nil)
+        let declined = try ledger.resolvePendingRequest(id: 2, as: .declined, by: Principal(uid: 0, name: "root"))
+        #expect(declined.resolution == .declined)
+        let holder = ProcessHolder(pid: 4242, startTicks: 99, bootID: "b")
+        let queued = try ledger.queueRequest(NewPendingRequest(subject: alice, permissions: [.camera], scope: .once,
+                                                               holder: holder))
+        #expect(try ledger.pendingRequest(id: queued.id)?.holder == holder)
+        let grant = try ledger.recordGrant(NewGrant(subject: alice, permission: .camera, decision: .allow, scope: .once,
+                                                    decidedBy: alice, method: .consent, holder: holder))
+        #expect(grant.holder == holder && grant.expires == nil)
+        #expect(throws: LedgerError.self) {
+            try ledger.recordGrant(NewGrant(subject: alice, permission: .camera, decision: .allow, scope: .always,
+                                            decidedBy: alice, method: .consent, holder: holder))
+        }
+        #expect(try ledger.verify().isIntact)
+    }
+
     /// A file exactly as version 2 left it, with a grant, an ACL entry record and chained
     /// events, opened by this code: migrated to 3, everything kept, the chain intact.
     @Test func versionTwoMigratesWithRowsIntact() throws {
@@ -27,7 +64,7 @@ struct PendingRequestTests {
                 """)
         }
         let ledger = try openLedger(dir)
-        #expect(try ledger.storedSchemaVersion() == 3)
+        #expect(try ledger.storedSchemaVersion() == 4)
         let grants = try ledger.grants(includeInactive: true)
         #expect(grants.count == 1 && grants.first?.reason == "lab" && grants.first?.method == .admin)
         #expect(try ledger.aclEntries(deviceID: "cam").count == 1)
@@ -38,7 +75,7 @@ struct PendingRequestTests {
         #expect(try ledger.verify().isIntact)
         // Opening again does not migrate twice.
         let again = try openLedger(dir)
-        #expect(try again.storedSchemaVersion() == 3)
+        #expect(try again.storedSchemaVersion() == 4)
         #expect(try again.pendingRequests().map(\.id) == [1])
     }
 

@@ -53,6 +53,7 @@ struct EnforcementLog {
                 "grant": String(grant.id), "uid": String(grant.subject.uid), "user": grant.subject.name,
                 "permission": grant.permission.rawValue, "expires": grant.expires.map(ISOTime.format) ?? "-",
                 "ended_after_ms": late.map(Self.milliseconds) ?? "-",
+                "while_pid": grant.holder.map { String($0.pid) } ?? "-",
             ])
         }
         for ended in report.endedByPolicy {

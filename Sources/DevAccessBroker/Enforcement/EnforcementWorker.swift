@@ -5,6 +5,7 @@ import DevAccessSystem
 import DevAccessHardware
 import DevAccessLedger
 import DevAccessEnforcement
+import CSystemd
 
 /// The loop of `LiveEnforcer`'s thread: one `poll(2)` over the wake eventfd and inotify,
 /// its timeout the next periodic or retry run; the expiry timer wakes it through the
@@ -22,11 +23,14 @@ final class EnforcementWorker {
     private var periodicDue: ContinuousClock.Instant?
     private var retryDue: ContinuousClock.Instant?
     private var retryDelay = EnforcementWorker.firstRetry
+    /// A pidfd per process a standing `once` grant lasts for: it polls readable when the
+    /// process exits, and the run that follows ends the grant (`ProcessLiveness`).
+    private var holders: [ProcessHolder: CInt] = [:]
 
     static let firstRetry = Duration.seconds(1)
     static let lastRetry = Duration.seconds(60)
     /// Triggers whose run must happen even when the ledger looks idle: they end grants.
-    static let mandatory: Set<String> = ["startup", "expiry", "retry"]
+    static let mandatory: Set<String> = ["startup", "expiry", "retry", "process-exit"]
 
     init(owner: LiveEnforcer, tracksHotplug: Bool) {
         self.owner = owner
@@ -80,16 +84,20 @@ final class EnforcementWorker {
             trackers = initial
         }
         rearmExpiry()
+        watchHolders()
         startedUp.signal()
         loop()
         expiryTimer.arm(nil)
+        for pidfd in holders.values { Socket.close(pidfd) }
+        holders.removeAll()
     }
 
     private func loop() {
-        var descriptors = [pollfd(fd: owner.wakeDescriptor, events: Int16(POLLIN), revents: 0)]
-        if let watch { descriptors.append(pollfd(fd: watch.descriptor, events: Int16(POLLIN), revents: 0)) }
+        var fixed = [pollfd(fd: owner.wakeDescriptor, events: Int16(POLLIN), revents: 0)]
+        if let watch { fixed.append(pollfd(fd: watch.descriptor, events: Int16(POLLIN), revents: 0)) }
         while true {
-            for index in descriptors.indices { descriptors[index].revents = 0 }
+            let watched = Array(holders)
+            var descriptors = fixed + watched.map { pollfd(fd: $0.value, events: Int16(POLLIN), revents: 0) }
             let ready = poll(&descriptors, nfds_t(descriptors.count), pollTimeout())
             if ready < 0 {
                 if errno == EINTR { continue }
@@ -99,6 +107,14 @@ final class EnforcementWorker {
             var triggers: [String] = []
             var rearm = false
             var eventStarted: UInt64?
+            for (index, (holder, pidfd)) in watched.enumerated() where descriptors[fixed.count + index].revents != 0 {
+                // The process exited: its grants end in the run below.
+                Socket.close(pidfd)
+                holders[holder] = nil
+                log.debug("a process a once grant lasts for exited", ["pid": String(holder.pid)])
+                if !triggers.contains("process-exit") { triggers.append("process-exit") }
+                eventStarted = eventStarted ?? MonotonicClock.microseconds()
+            }
             if descriptors[0].revents != 0 {
                 var counter: UInt64 = 0
                 _ = Glibc.read(owner.wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
@@ -112,7 +128,7 @@ final class EnforcementWorker {
                 schedulePeriodic()
                 triggers.append("periodic")
             }
-            if let watch, descriptors.count > 1, descriptors[1].revents != 0 {
+            if let watch, fixed.count > 1, descriptors[1].revents != 0 {
                 for event in watch.drain() {
                     if event.mask & UInt32(IN_IGNORED) != 0 {
                         log.warning("a watched directory went away; its changes are no longer noticed",
@@ -155,8 +171,46 @@ final class EnforcementWorker {
                 reconcile(triggers, hotplug: mail.hotplug, eventStarted: eventStarted)
                 rearm = true
             }
-            if rearm { rearmExpiry() }
+            if rearm {
+                rearmExpiry()
+                watchHolders()
+            }
         }
+    }
+
+    /// Opens a pidfd for each process a standing `once` grant lasts for and closes those no
+    /// grant needs any more. A process that is already gone (or whose pid now names another
+    /// process) asks for a run, which ends its grants.
+    private func watchHolders() {
+        let wanted: Set<ProcessHolder>
+        do {
+            wanted = Set(try enforcer.ledger.grants(now: enforcer.clock()).compactMap(\.holder))
+        } catch {
+            log.warning("cannot read the once grants to watch their processes", ["error": error.description])
+            return
+        }
+        for (holder, pidfd) in holders where !wanted.contains(holder) {
+            Socket.close(pidfd)
+            holders[holder] = nil
+        }
+        var gone = false
+        for holder in wanted where holders[holder] == nil {
+            let pidfd = devaccess_pidfd_open(holder.pid, 0)
+            // Checked after the pidfd is open: if /proc then still shows the recorded start
+            // time and no exit, the pidfd is that process's (it ran before the open and has
+            // not exited since), and it polls readable when the process exits.
+            guard pidfd >= 0 else {
+                gone = true
+                continue
+            }
+            if ProcessLiveness.gone(holder) != nil {
+                Socket.close(pidfd)
+                gone = true
+                continue
+            }
+            holders[holder] = pidfd
+        }
+        if gone { owner.requestReconcile(trigger: "process-exit") }
     }
 
     /// Whether a policy directory event can change the policy: `devaccess.conf`, a

@@ -41,6 +41,10 @@ extension BrokerService {
                 return .error(ProtocolError(.internal, context: "$.type", reason: "'\(request.type)' is not an operation"))
             }
             log.info("served", ["operation": request.type, "uid": String(peer.uid), "pid": String(peer.pid)])
+            switch request {
+            case .revoke, .reset, .withdraw: chargeChange(peer)
+            default: break
+            }
             return .result(OperationResult(operation: request.type, document: try Self.json(document)))
         } catch {
             if case .refused(let operation, let reason) = error {

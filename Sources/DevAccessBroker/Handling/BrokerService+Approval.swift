@@ -28,9 +28,11 @@ extension BrokerService {
         }
         let uncovered = group.filter { pendingOf[$0] == nil }
         if !uncovered.isEmpty {
+            // Only a trusted program is kept: the approval matches `Program=` rules on it, and
+            // `pending` shows it to the admin as what asked (an untrusted one is in the audit).
             let queued = try ledger.queueRequest(NewPendingRequest(
-                subject: context.subject, program: context.peer.program, permissions: uncovered,
-                scope: context.request.scope?.pending, reason: context.reason))
+                subject: context.subject, program: context.requester.policyProgram, permissions: uncovered,
+                scope: context.request.scope?.pending, reason: context.reason, holder: context.holder))
             fresh.insert(queued.id)
             for permission in uncovered { pendingOf[permission] = queued.id }
             log.notice("request queued for an administrator", [
@@ -62,6 +64,8 @@ extension BrokerService {
                 case .rejected?:
                     return (permission, RequestResult(permission: permission, outcome: .denied, how: .admin,
                                                       message: "request \(id) was rejected\(by)"))
+                case .declined?:
+                    return (permission, Self.declined(permission, id: id, by: outcome.request.resolvedBy))
                 case .withdrawn?, nil:
                     return (permission, Self.undecided(permission, .dismissed))
                 }
@@ -153,10 +157,18 @@ extension BrokerService {
         case done(PendingRequest, [RequestResult])
     }
 
+    /// What a requester is told of a request an administrator declined: no decision.
+    static func declined(_ permission: Permission, id: Int64, by: Principal?) -> RequestResult {
+        RequestResult(permission: permission, outcome: .undecided, why: .dismissed,
+                      message: "request \(id) was declined" + (by.map { " by \($0.name)" } ?? "")
+                          + "; no decision was recorded, a new request is queued again")
+    }
+
     /// `approve`: grants each permission as an administrator's decision (how=admin), with
-    /// the term the requester asked for under the policy that applies now (a permission the
-    /// policy now forbids is not granted). `reject`: records a denial of each, which
-    /// stays until `devaccess reset`. Then tells requesters who wait.
+    /// the term the administrator chose, else the one the requester asked for, under the
+    /// policy that applies now (a permission the policy now forbids is not granted).
+    /// `reject` with `deny`: records a denial of each, which stays until `devaccess reset`;
+    /// without: declines the request, recording no decision. Then tells requesters who wait.
     func resolve(_ action: PendingAction, approve: Bool, id: Int64, peer: Peer) async -> Reply {
         let operation: Operation = approve ? .approve : .reject
         guard rules.allows(operation, for: peer) else {
@@ -177,11 +189,12 @@ extension BrokerService {
         }
         let admin = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
         let note = action.reason ?? ""
+        let verdict: Verdict = approve ? .approve(action.scope?.pending) : action.deny ? .deny : .decline
         let resolving: Resolving
         do {
             resolving = try await enforcement.perform(operation.rawValue) {
                 (enforcer) throws(EnforcementError) -> (Resolving, EnforcementReport) in
-                try Self.resolve(action.pending, approve: approve, note: note, admin: admin, policy: policy,
+                try Self.resolve(action.pending, verdict: verdict, note: note, admin: admin, policy: policy,
                                  enforcer: enforcer)
             }
         } catch {
@@ -198,11 +211,12 @@ extension BrokerService {
             if let when = request.resolved { text += " at \(ISOTime.format(when))" }
             return .error(ProtocolError(.noSuchRequest, context: "$.pending", reason: text))
         case .done(let request, let results):
-            log.notice(approve ? "request approved" : "request rejected", [
+            let resolution: Resolution = verdict.resolution
+            log.notice("request \(resolution.rawValue)", [
                 "pending": String(request.id), "uid": String(request.subject.uid), "by": String(peer.uid),
                 "permissions": request.permissions.map(\.rawValue).joined(separator: " ")])
             approvals.resolve(ApprovalWaiters.Outcome(request: request, results: results))
-            return .resolved(ResolvedReply(pending: request.id, resolution: approve ? .approved : .rejected,
+            return .resolved(ResolvedReply(pending: request.id, resolution: resolution,
                                            user: request.subject.name, uid: request.subject.uid, results: results))
         }
     }
@@ -211,8 +225,34 @@ extension BrokerService {
     /// decisions (each written and applied by `Enforcer.decide`, as the administrator),
     /// then the request marked resolved. A crash in between leaves the request waiting with
     /// the grant in place; approving it again replaces that grant.
-    static func resolve(_ id: Int64, approve: Bool, note: String, admin: Principal, policy: Policy,
+    /// What an administrator decided about a pending request.
+    enum Verdict: Sendable, Hashable {
+        /// The term chosen (nil: as requested).
+        case approve(PendingScope?)
+        case deny
+        case decline
+
+        var resolution: Resolution {
+            switch self {
+            case .approve: return .approved
+            case .deny: return .rejected
+            case .decline: return .declined
+            }
+        }
+    }
+
+    static func resolve(_ id: Int64, verdict: Verdict, note: String, admin: Principal, policy: Policy,
                         enforcer engine: Enforcer) throws(EnforcementError) -> (Resolving, EnforcementReport) {
+        let approve: Bool
+        var chosen: PendingScope?
+        switch verdict {
+        case .approve(let scope):
+            approve = true
+            chosen = scope
+        case .deny: approve = false
+        case .decline:
+            return try decline(id, note: note, admin: admin, ledger: engine.ledger)
+        }
         let ledger = engine.ledger
         let found: PendingRequest?
         do {
@@ -230,17 +270,24 @@ extension BrokerService {
         var results: [RequestResult] = []
         var report = EnforcementReport()
         for permission in request.permissions {
-            let decision = policy.decision(for: permission, user: user, program: request.program)
+            let decision = policy.requestDecision(for: permission, user: user, program: request.program)
             if approve && decision.action == .deny {
                 results.append(RequestResult(permission: permission, outcome: .restricted,
                     message: decision.explanation(permission, user: user) + " now; nothing was granted"))
                 continue
             }
-            let term = approve ? DecisionTerm.resolve(request.scope, policy: decision) : .always
-            let (scope, expires) = term.grant(at: enforcer.clock())
+            let term = approve ? DecisionTerm.resolve(chosen ?? request.scope, policy: decision) : .always
+            let (scope, expires, holder) = term.grant(at: enforcer.clock(), holder: request.holder)
+            if scope == .once && holder == nil {
+                // Queued before the requester's process was kept: there is no process to last for.
+                results.append(RequestResult(permission: permission, outcome: .undecided, why: .disconnected,
+                    message: "'once' lasts while the process that asked runs, and request \(request.id) does not "
+                        + "name one; approve it with --for or --always; nothing was granted"))
+                continue
+            }
             let outcome = try enforcer.decide(Enforcer.DecisionRequest(
                 subject: request.subject, permission: permission, decision: approve ? .allow : .deny, scope: scope,
-                expires: expires, reason: reason))
+                expires: expires, reason: reason, holder: holder))
             report = outcome.report
             results.append(result(for: outcome.grant, outcome: approve ? .granted : .denied, term: term.wire))
         }
@@ -251,5 +298,18 @@ extension BrokerService {
             throw .ledger(error)
         }
         return (.done(resolved, results), report)
+    }
+
+    /// `reject` without `deny`: the request ends as declined; nothing is decided.
+    private static func decline(_ id: Int64, note: String, admin: Principal,
+                                ledger: Ledger) throws(EnforcementError) -> (Resolving, EnforcementReport) {
+        do {
+            guard let request = try ledger.pendingRequest(id: id) else { return (.notFound, EnforcementReport()) }
+            guard request.isWaiting else { return (.alreadyResolved(request), EnforcementReport()) }
+            let resolved = try ledger.resolvePendingRequest(id: id, as: .declined, by: admin, note: note)
+            return (.done(resolved, resolved.permissions.map { declined($0, id: id, by: admin) }), EnforcementReport())
+        } catch {
+            throw .ledger(error)
+        }
     }
 }

@@ -30,9 +30,16 @@ struct RequestContext: Sendable {
     /// The request's id on the wire, in every audit event of the request.
     let wireID: Int64
     let peer: Peer
+    /// What really asks (the CLI's parent when the CLI carries the request).
+    let requester: Requester
     let user: UserIdentity
     let exchange: Exchange?
     let devices: [PromptDevice]
+    /// The process a `once` grant of this request lasts for (`RequestHolder`); nil when it
+    /// is gone already.
+    let holder: ProcessHolder?
+    /// "bash (pid 812)": the holder, for people.
+    let holderName: String?
     /// The request's audit events not written yet: they are written together before the
     /// broker waits (for a person or the engine) and when the request ends, so a request
     /// answered at once costs one ledger transaction, not one per stage.
@@ -83,21 +90,35 @@ extension BrokerService {
         let devices = reports.flatMap { report in
             report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
         }
-        let context = RequestContext(request: request, wireID: envelope.id, peer: peer, user: user, exchange: exchange,
-                                     devices: devices)
+        let requester = Requester.identify(peer, cliPaths: settings.cliPaths)
+        let asked = RequestHolder.find(peer, requester: requester)
+        let context = RequestContext(request: request, wireID: envelope.id, peer: peer, requester: requester, user: user,
+                                     exchange: exchange, devices: devices, holder: asked?.holder, holderName: asked?.name)
         let standing = Decisions(active: read.grants.filter { $0.subject.uid == user.uid })
         defer { flushAudit(context) }
 
         // 1. What is answered at once, and who decides the rest.
         var results: [Permission: RequestResult] = [:]
-        let policies: @Sendable (Permission) -> PolicyDecision = { policy.decision(for: $0, user: user, program: peer.program) }
+        // `Program=` rules match only a program whose identity devaccessd trusts.
+        let program = requester.policyProgram
+        let policies: @Sendable (Permission) -> PolicyDecision = {
+            policy.requestDecision(for: $0, user: user, program: program)
+        }
         var byAction: [PolicyAction: [Permission]] = [:]
         var received: [Permission: [String: String]] = [:]
+        let now = Date()
         for (permission, status) in zip(request.permissions, before) {
             let decision = policies(permission)
             received[permission] = ["policy": decision.action.rawValue, "status_before": status.status.rawValue]
-            if let answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
-                                                  standing: standing.grants(uid: user.uid, permission: permission)) {
+            let skipped = Self.programRuleNotApplied(permission, policy: policy, decision: decision, user: user,
+                                                     requester: requester)
+            if let skipped { received[permission]?["program_rule_not_applied"] = skipped }
+            // Only a term the request names can extend a standing grant; the default never does.
+            let requested = request.scope.map { DecisionTerm.resolve($0, policy: decision) }
+            if var answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
+                                                  standing: standing.grants(uid: user.uid, permission: permission),
+                                                  requested: requested, now: now) {
+                if let skipped { answered.message += " (\(skipped))" }
                 results[permission] = answered
             } else {
                 byAction[decision.action, default: []].append(permission)
@@ -126,7 +147,8 @@ extension BrokerService {
                                                           subject: context.subject) {
             return refusal
         }
-        var details = requestDetails(request, peer: peer)
+        if !changesNothing { chargeChange(peer) }
+        var details = requestDetails(request, peer: peer, holder: context.holder)
         if changesNothing, !rules.isAdmin(peer) {
             // Answered without a decision, a prompt or a new queued request: an attempt a
             // user can repeat at will, so written within the user's attempt budget only.
@@ -193,6 +215,21 @@ extension BrokerService {
                 }
             }
         }
+        if context.holder == nil {
+            // `once` lasts while the process that asked runs; it has exited already.
+            for plan in plans where plan.decision == .allow {
+                if case .once = plan.term {
+                    results[plan.permission] = RequestResult(
+                        permission: plan.permission, outcome: .undecided, why: .disconnected,
+                        message: "no decision: the process that asked has exited, and 'once' lasts only while it "
+                            + "runs; nothing was recorded")
+                }
+            }
+            plans.removeAll { plan in
+                if case .once = plan.term { return plan.decision == .allow }
+                return false
+            }
+        }
         if !plans.isEmpty {
             flushAudit(context)
             do {
@@ -233,7 +270,8 @@ extension BrokerService {
             answered[result.permission] = details
         }
         audit(context, ordered.map(\.permission).filter { answered[$0] != nil }, stage: "answered", perPermission: answered)
-        log.info("request answered", ["uid": String(user.uid), "pid": String(peer.pid), "program": peer.program ?? "-",
+        log.info("request answered", ["uid": String(user.uid), "pid": String(requester.pid),
+                                      "program": requester.program ?? "-",
                                       "outcomes": ordered.map { "\($0.permission.rawValue)=\($0.outcome.rawValue)" }
                                           .joined(separator: ",")])
         // Nothing recorded, queued or asked (everything answered at once): the statuses of
@@ -248,10 +286,24 @@ extension BrokerService {
 
     // MARK: Answered at once
 
+    /// When a `Program=` rule names the requester's program and would have decided
+    /// otherwise: the sentence saying why it did not; else nil.
+    static func programRuleNotApplied(_ permission: Permission, policy: Policy, decision: PolicyDecision,
+                                      user: UserIdentity, requester: Requester) -> String? {
+        guard let program = requester.program else { return nil }
+        let named = policy.decision(for: permission, user: user, program: program)
+        guard named != decision else { return nil }
+        let rule = "the rule for \(program)" + (named.origin.map { " (\($0))" } ?? "") + " was not applied: "
+        if let untrusted = requester.untrusted { return rule + untrusted }
+        return rule + "device access lists name users, not programs, and the policy forbids \(permission.rawValue) to "
+            + "\(user.name) whatever program asks"
+    }
+
     /// Policy deny, no device, a standing decision, or access the user already has:
     /// nothing to ask. Nil when someone has to decide.
     static func answeredAtOnce(_ permission: Permission, status: PermissionStatus, policy: PolicyDecision,
-                               user: UserIdentity, standing: [Grant]) -> RequestResult? {
+                               user: UserIdentity, standing: [Grant], requested: DecisionTerm? = nil,
+                               now: Date = Date()) -> RequestResult? {
         if policy.action == .deny {
             return RequestResult(permission: permission, outcome: .restricted,
                                  message: policy.explanation(permission, user: user) + "; a request cannot change that")
@@ -268,6 +320,11 @@ extension BrokerService {
             return result
         }
         let allow = standing.first { $0.decision == .allow }
+        if let allow, let requested, requested.outlasts(allow, now: now) {
+            // A longer term than the standing grant's: decided again (per policy), and if
+            // allowed, the new grant replaces the old one.
+            return nil
+        }
         if status.status == .authorized {
             if let allow {
                 var result = result(for: allow, outcome: .alreadyAllowed, term: nil)
@@ -335,8 +392,11 @@ extension BrokerService {
         }
         let ends = grant.expires.map { ISOTime.format($0) }
         let verb = grant.decision == .allow ? "allowed" : "denied"
-        let terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
+        var terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
             : grant.decision == .deny && grant.expires == nil ? "until reset" : ends.map { "until \($0)" } ?? ""
+        if let holder = grant.holder {
+            terms = "while process \(holder.pid) runs" + (ends.map { ", until \($0) at most" } ?? "")
+        }
         return RequestResult(permission: grant.permission, outcome: outcome, how: decidedBy(grant.method), grant: grant.id,
                              term: term ?? stored, expires: ends,
                              message: "\(verb) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
@@ -373,16 +433,18 @@ extension BrokerService {
         let caps = groupPolicies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }
         let cap = caps.min()
         var forSeconds: Int64
-        if case .duration(let seconds) = context.request.scope {
-            forSeconds = seconds
-        } else {
-            forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? DecisionTerm.defaultAskSeconds
+        switch context.request.scope {
+        case .duration(let seconds)?: forSeconds = seconds
+        // 'always' where MaxDuration= applies: offer the longest time instead, and say so.
+        case .always? where cap != nil: forSeconds = cap ?? DecisionTerm.defaultAskSeconds
+        default: forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? DecisionTerm.defaultAskSeconds
         }
         if let cap { forSeconds = min(forSeconds, cap) }
-        let once = DecisionTerm.once(seconds: DecisionTerm.oneUseSeconds).capped(cap)
-        var choices = [PromptChoice(choice: .once, label: "Allow \(once.text)"),
+        let once = DecisionTerm.once(limit: nil).capped(cap)
+        let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
+        var choices = [PromptChoice(choice: .once, label: "Allow \(once.text(holder: context.holderName))"),
                        PromptChoice(choice: .forDuration, duration: forSeconds,
-                                    label: "Allow for \(DurationText.format(seconds: forSeconds))")]
+                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest)")]
         if cap == nil { choices.append(PromptChoice(choice: .always, label: "Allow always")) }
         choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
         number += 1
@@ -400,7 +462,8 @@ extension BrokerService {
         }
         outcome["channel"] = "\(terminal.path) (\(terminal.source))"
         let text = RequestText.question(group, term: nil, user: context.user, peer: context.peer,
-                                        devices: context.devices(for: group), reason: context.request.reason)
+                                        requester: context.requester, devices: context.devices(for: group),
+                                        reason: context.request.reason)
         let end = await askOnTerminal(terminal, text: text, choices: choices, owner: context.user.uid,
                                       requester: context.peer.pid, exchange: context.exchange)
         switch end {
@@ -467,7 +530,8 @@ extension BrokerService {
     func confirmPassword(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                          number: inout Int64, instead: String? = nil) async -> GroupOutcome {
         let terms = group.map { DecisionTerm.resolve(context.request.scope, policy: policies($0)) }
-        let termText = Set(terms.map(\.text)).count == 1 ? terms.first?.text : nil
+        let texts = terms.map { $0.text(holder: context.holderName) }
+        let termText = Set(texts).count == 1 ? texts.first : nil
         let attempts = Int64(max(1, settings.passwordAttempts))
         let uid = context.user.uid
         for attempt in 1...attempts {
@@ -479,7 +543,8 @@ extension BrokerService {
             }
             number += 1
             var text = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
-                                            devices: context.devices(for: group), reason: context.request.reason)
+                                            requester: context.requester, devices: context.devices(for: group),
+                                            reason: context.request.reason)
             if let instead {
                 text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
                     + "password instead of a yes: type it to allow \(termText ?? "this")"
@@ -493,7 +558,7 @@ extension BrokerService {
             }
             let prompt = PromptMessage(
                 prompt: number, kind: .password, permissions: group, user: context.user.name,
-                program: context.peer.program, reason: context.request.reason, devices: context.devices(for: group),
+                program: context.requester.program, reason: context.request.reason, devices: context.devices(for: group),
                 text: text, choices: [], timeout: settings.promptTimeoutSeconds, attempt: attempt, attempts: attempts)
             var outcome = ["kind": "password", "prompt": String(number), "attempt": String(attempt)]
             flushAudit(context)
@@ -607,13 +672,14 @@ extension BrokerService {
                 enforcement: any DecisionEnforcement) async throws(DecisionEnforcementFailure) -> [(Permission, Grant)] {
         let subject = context.subject
         let reason = context.reason
+        let holder = context.holder
         return try await enforcement.perform("request") { (enforcer) throws(EnforcementError) -> ([(Permission, Grant)], EnforcementReport) in
             let now = enforcer.clock()
             var grants: [(Permission, Grant)] = []
             do throws(LedgerError) {
                 for plan in plans {
                     grants.append((plan.permission, try Self.record(plan, subject: subject, reason: reason,
-                                                                    ledger: enforcer.ledger, now: now)))
+                                                                    holder: holder, ledger: enforcer.ledger, now: now)))
                 }
             } catch {
                 throw .ledger(error)
@@ -626,13 +692,12 @@ extension BrokerService {
     /// user's standing allows (so `for 1h` after `always` really ends); a denial is written
     /// first and then ends them. Unlike `decide`, the grant keeps who decided and how
     /// (consent, auth_self, policy).
-    static func record(_ plan: GrantPlan, subject: Principal, reason: String, ledger: Ledger,
+    static func record(_ plan: GrantPlan, subject: Principal, reason: String, holder: ProcessHolder?, ledger: Ledger,
                        now: Date) throws(LedgerError) -> Grant {
-        let (scope, expires) = plan.term.grant(at: now)
-        var text = reason
-        if case .once = plan.term { text = "once" + (reason.isEmpty ? "" : ": " + reason) }
+        let (scope, expires, bound) = plan.term.grant(at: now, holder: holder)
         let new = NewGrant(subject: subject, permission: plan.permission, decision: plan.decision, scope: scope,
-                           expires: expires, decidedBy: plan.decidedBy, method: plan.method, reason: text)
+                           expires: expires, decidedBy: plan.decidedBy, method: plan.method, reason: reason,
+                           holder: bound)
         let standing = try ledger.activeGrants(uid: subject.uid, permission: plan.permission, now: now)
             .filter { $0.decision == .allow && $0.program == nil }
         if plan.decision == .allow {
@@ -652,8 +717,10 @@ extension BrokerService {
 
     // MARK: Audit
 
-    func requestDetails(_ request: AccessRequest, peer: Peer) -> [String: String] {
+    func requestDetails(_ request: AccessRequest, peer: Peer, holder: ProcessHolder?) -> [String: String] {
         var details: [String: String] = ["wait": request.wait ? "true" : "false"]
+        // The process a `once` grant of this request would last for.
+        if let holder { details["holder_pid"] = String(holder.pid) }
         // What really asked: the CLI is rarely it.
         if !peer.ancestry.isEmpty { details["started_by"] = peer.ancestry.joined(separator: " <- ") }
         switch request.scope {
@@ -675,11 +742,19 @@ extension BrokerService {
         var base = ["stage": stage, "request_id": String(context.wireID), "pid": String(context.peer.pid)]
         if !context.reason.isEmpty { base["reason"] = context.reason }
         if let problem = context.peer.programProblem { base["program_problem"] = problem }
+        // The program that asked is `program`; the CLI that carried the request is named here.
+        if let cli = context.requester.cli {
+            base["cli"] = cli.path
+            base["cli_pid"] = String(cli.pid)
+            base["requester_pid"] = String(context.requester.pid)
+            if context.requester.isShell { base["requester_is_shell"] = "true" }
+        }
+        if let untrusted = context.requester.untrusted { base["program_trust"] = untrusted }
         base.merge(extra) { _, new in new }
         let subject = context.subject
         let events = permissions.map { permission in
             AuditEvent(type: .request, actor: subject, subject: subject, permission: permission,
-                       program: context.peer.program,
+                       program: context.requester.program,
                        details: base.merging(perPermission[permission] ?? [:]) { _, new in new })
         }
         context.audit.add(events)

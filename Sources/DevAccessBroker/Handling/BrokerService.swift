@@ -296,12 +296,17 @@ public final class BrokerService: RequestHandler {
         return .error(ProtocolError(code, context: operation, reason: reason))
     }
 
-    /// Whether `peer` may make one more change now; nil, or the busy refusal to send.
+    /// Whether `peer` may make one more change now; nil, or the busy refusal to send. Only
+    /// what changes something is charged (`chargeChange`): refusals have a budget of their own.
     func overChangeBudget(_ operation: String, id: Int64, peer: Peer, subject: Principal?) -> Reply? {
-        guard !rules.isAdmin(peer), case .skip = changes.admit(peer.uid) else { return nil }
+        guard !rules.isAdmin(peer), changes.exhausted(peer.uid) else { return nil }
         return refuse(operation, id: id, peer: peer, subject: subject,
                       reason: "\(describe(peer)) made \(changes.burst) requests that ask or change something in "
                           + "the last minute, the most one user may; try again in a minute; nothing was asked or recorded",
                       code: .busy)
+    }
+
+    func chargeChange(_ peer: Peer) {
+        if !rules.isAdmin(peer) { _ = changes.admit(peer.uid) }
     }
 }

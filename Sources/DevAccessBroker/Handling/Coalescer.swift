@@ -32,12 +32,6 @@ final class Coalescer<Value: Sendable>: Sendable {
         if first { demand.signal() }
     }
 
-    func next() async -> Value {
-        await withCheckedContinuation { continuation in
-            request { continuation.resume(returning: $0) }
-        }
-    }
-
     private func loop() {
         while true {
             demand.wait()

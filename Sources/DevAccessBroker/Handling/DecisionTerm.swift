@@ -5,25 +5,24 @@ import DevAccessProtocol
 
 /// How long a decision made through a request holds, after policy had its say.
 enum DecisionTerm: Sendable, Hashable {
-    /// One use: the entries stay for a short window, long enough to open the device
-    /// (an open descriptor outlives the entry). Bound to one `devaccess run` once that exists.
-    case once(seconds: Int64)
-    case duration(seconds: Int64)
+    /// While the process that asked runs (`ProcessHolder`); `limit`: MaxDuration=, when the
+    /// policy sets one, also ends it.
+    case once(limit: Int64?)
+    /// `capped`: MaxDuration= shortened what was asked (a longer `for`, or `always`).
+    case duration(seconds: Int64, capped: Bool)
     case always
 
-    /// The window of a one-use grant.
-    static let oneUseSeconds: Int64 = 300
     /// What "allow for a time" offers when neither the request nor Keep= names a duration.
     static let defaultAskSeconds: Int64 = 3600
 
     /// The request's scope, else the policy's Keep=, else once; then capped by MaxDuration=
-    /// (`always` becomes MaxDuration).
+    /// (`always` becomes MaxDuration, and says so).
     static func resolve(_ requested: RequestScope?, policy: PolicyDecision) -> DecisionTerm {
         let term: DecisionTerm
         switch requested {
-        case nil: term = policy.keepSeconds.map { .duration(seconds: $0) } ?? .once(seconds: oneUseSeconds)
-        case .once: term = .once(seconds: oneUseSeconds)
-        case .duration(let seconds): term = .duration(seconds: seconds)
+        case nil: term = policy.keepSeconds.map { .duration(seconds: $0, capped: false) } ?? .once(limit: nil)
+        case .once: term = .once(limit: nil)
+        case .duration(let seconds): term = .duration(seconds: seconds, capped: false)
         case .always: term = .always
         }
         return term.capped(policy.maxDurationSeconds)
@@ -41,9 +40,10 @@ enum DecisionTerm: Sendable, Hashable {
     func capped(_ maximum: Int64?) -> DecisionTerm {
         guard let maximum, maximum > 0 else { return self }
         switch self {
-        case .once(let seconds): return .once(seconds: min(seconds, maximum))
-        case .duration(let seconds): return .duration(seconds: min(seconds, maximum))
-        case .always: return .duration(seconds: maximum)
+        case .once(let limit): return .once(limit: min(limit ?? maximum, maximum))
+        case .duration(let seconds, let capped):
+            return seconds > maximum ? .duration(seconds: maximum, capped: true) : .duration(seconds: seconds, capped: capped)
+        case .always: return .duration(seconds: maximum, capped: true)
         }
     }
 
@@ -55,23 +55,47 @@ enum DecisionTerm: Sendable, Hashable {
         }
     }
 
-    /// The ledger's scope and expiry. A one-use grant is stored as `until` its window
-    /// ends: the engine applies `once` grants only to a `devaccess run`.
-    func grant(at now: Date) -> (GrantScope, Date?) {
+    /// The ledger's scope, expiry and the process a `once` grant lasts for. A `once`
+    /// without a process to last for is not recorded (`BrokerService.record`).
+    func grant(at now: Date, holder: ProcessHolder?) -> (GrantScope, Date?, ProcessHolder?) {
         switch self {
-        case .once(let seconds), .duration(let seconds):
-            return (.until, now.addingTimeInterval(TimeInterval(seconds)))
+        case .once(let limit):
+            return (.once, limit.map { now.addingTimeInterval(TimeInterval($0)) }, holder)
+        case .duration(let seconds, _):
+            return (.until, now.addingTimeInterval(TimeInterval(seconds)), nil)
         case .always:
-            return (.always, nil)
+            return (.always, nil, nil)
         }
     }
 
-    /// "once (for the next 5m)", "for 1h", "always".
-    var text: String {
+    /// "once (while bash (pid 812) runs)", "for 1h", "for 8h (the longest the policy allows)", "always".
+    func text(holder: String? = nil) -> String {
         switch self {
-        case .once(let seconds): return "once (for the next \(DurationText.format(seconds: seconds)))"
-        case .duration(let seconds): return "for \(DurationText.format(seconds: seconds))"
+        case .once(let limit):
+            var text = "once (while \(holder ?? "the program that asked") runs"
+            if let limit { text += ", at most \(DurationText.format(seconds: limit))" }
+            return text + ")"
+        case .duration(let seconds, let capped):
+            return "for \(DurationText.format(seconds: seconds))" + (capped ? " (the longest the policy allows)" : "")
         case .always: return "always"
+        }
+    }
+}
+
+extension DecisionTerm {
+    /// Whether this term, starting `now`, ends later than `grant`: a request that asks for
+    /// it extends the grant (is decided again) rather than being "already allowed".
+    func outlasts(_ grant: Grant, now: Date) -> Bool {
+        switch self {
+        case .once:
+            return false
+        case .always:
+            return grant.scope != .always
+        case .duration(let seconds, _):
+            if grant.scope == .always { return false }
+            // A grant that lasts while a process runs has no time to compare: a time is another term.
+            guard let expires = grant.expires else { return grant.holder != nil }
+            return now.addingTimeInterval(TimeInterval(seconds)) > expires
         }
     }
 }
@@ -95,15 +119,24 @@ enum RequestText {
         return names.dropLast().joined(separator: ", ") + " and " + last
     }
 
-    /// The question, with who asks (the kernel's view of the peer), which devices and why.
+    /// The question, with what asks (the requester: for the CLI, the program that ran
+    /// it), which devices and why.
     static func question(_ permissions: [Permission], term: String?, user: UserIdentity, peer: Peer,
-                         devices: [PromptDevice], reason: String?) -> String {
+                         requester: Requester, devices: [PromptDevice], reason: String?) -> String {
         // Everything but our own words comes from the requester or from hardware: one line
         // each, so none of it can draw lines of its own under the question.
         let line = { (text: String) in TerminalPrompt.oneLine(text) }
-        let program = peer.program.map(line) ?? "a program whose executable is unknown"
-        var text = "Allow \(program) to use \(list(permissions))" + (term.map { " \($0)" } ?? "") + "?\n"
+        var text = "Allow \(line(requester.described)) to use \(list(permissions))" + (term.map { " \($0)" } ?? "")
+            + "?\n"
         text += "  requested by: \(line(user.name)) (uid \(user.uid)), process \(peer.pid)\n"
+        if let cli = requester.cli {
+            text += requester.isShell
+                ? "  typed at: the shell above ran \(line(cli.path)) (pid \(cli.pid)): typed by a person, or run by a shell script\n"
+                : "  through: \(line(cli.path)) (pid \(cli.pid)), which this program ran\n"
+        }
+        if let untrusted = requester.untrusted {
+            text += "  note: \(line(untrusted)); rules for this program do not apply\n"
+        }
         // The CLI is rarely what wants the camera: say what started it.
         if !peer.ancestry.isEmpty {
             text += "  started by: " + peer.ancestry.map(line).joined(separator: " <- ") + "\n"

@@ -29,6 +29,14 @@ final class RefusalThrottle: Sendable {
         self.window = window
     }
 
+    /// Whether `uid` has used its whole budget in the current window (nothing is charged).
+    func exhausted(_ uid: UInt32, now: ContinuousClock.Instant = .now) -> Bool {
+        windows.withLock { windows in
+            guard let current = windows[uid], now - current.start < window else { return false }
+            return current.recorded >= burst
+        }
+    }
+
     /// `cost`: the audit rows the attempt writes (a refusal: 1; a request: 2 per permission).
     func admit(_ uid: UInt32, cost: Int = 1, now: ContinuousClock.Instant = .now) -> Verdict {
         windows.withLock { windows in

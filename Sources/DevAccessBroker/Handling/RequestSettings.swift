@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import DevAccessSystem
 import DevAccessLedger
@@ -32,8 +33,22 @@ public struct RequestSettings: Sendable {
     public var maxChangesPerMinute = 60
     /// The window over which a user's attempts that change nothing are counted (RefusalThrottle).
     public var auditWindow: Duration = .seconds(60)
+    /// Where the devaccess CLI is installed: a request the CLI carries is named after the
+    /// program that ran it (`Requester`). Default: `devaccess` beside devaccessd's own
+    /// executable (a build directory, one libexec directory) and in `../bin` of it
+    /// (devaccessd in PREFIX/sbin, devaccess in PREFIX/bin, as scripts/install.sh puts them).
+    public var cliPaths: [String] = RequestSettings.installedCLI()
 
     public init() {}
+
+    /// The places `cliPaths` names by default, canonical as /proc/PID/exe reports them.
+    public static func installedCLI() -> [String] {
+        guard let own = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return [] }
+        let directory = URL(fileURLWithPath: own).deletingLastPathComponent()
+        let candidates = [directory.appendingPathComponent("devaccess"),
+                          directory.appendingPathComponent("../bin/devaccess")]
+        return candidates.map { $0.standardizedFileURL.resolvingSymlinksInPath().path }
+    }
 
     /// `DEVACCESS_PROMPT_TIMEOUT` (seconds, 1...3600) sets the prompt timeout. In DEBUG
     /// builds only, `DEVACCESS_TEST_PAM_SERVICE` names another PAM service, so tests never

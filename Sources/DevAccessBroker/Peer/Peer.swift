@@ -10,8 +10,9 @@ import DevAccessProtocol
 /// - groups: `SO_PEERGROUPS` (the supplementary groups of the connecting process).
 /// - program: `/proc/PID/exe`, read while the connection is open and pinned to the
 ///   connecting process through a pidfd (`SO_PEERPIDFD`, else `pidfd_open(pid)`):
-///   open `/proc/PID`, check the pidfd's process is still alive (so the pid was not
-///   recycled and the directory is that process's), then read `exe` relative to it.
+///   open `/proc/PID`, read `exe` (and the rest of `ProgramIdentity`) relative to it,
+///   then check the pidfd's process is still alive (so the pid was not recycled and
+///   the directory was that process's).
 public struct Peer: Sendable, Hashable {
     public var pid: Int32
     public var uid: UInt32
@@ -20,6 +21,9 @@ public struct Peer: Sendable, Hashable {
     /// The executable the peer ran when the broker accepted it; nil with `programProblem`.
     public var program: String?
     public var programProblem: String?
+    /// The program and whether it may be named by its executable, read at accept: a
+    /// request compares it with a reading of its own (`Requester`).
+    public var identity: ProgramIdentity?
     /// How the pid was pinned: `SO_PEERPIDFD` or `pidfd_open`.
     public var pidfdSource: String?
     /// The audit login session (`/proc/PID/sessionid`) and login uid (`loginuid`) the
@@ -102,20 +106,15 @@ public struct Peer: Sendable, Hashable {
             return
         }
         defer { Socket.close(directory) }
-        // The /proc directory is the pinned process's only if that process still runs
-        // now, after the directory was opened: a pidfd polls readable once it exits.
-        guard isAlive(pidfd) else {
-            peer.programProblem = "the peer process \(peer.pid) exited before its program could be read"
+        switch ProgramIdentity.read(pid: peer.pid, directory: directory, pinnedBy: pidfd) {
+        case .success(let identity):
+            peer.identity = identity
+            peer.program = identity.path
+        case .failure(let problem):
+            // EACCES when the broker is not root; ENOENT for kernel threads; or the peer exited.
+            peer.programProblem = problem.description
             return
         }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlinkat(directory, "exe", &buffer, buffer.count - 1)
-        guard count >= 0 else {
-            // EACCES when the broker is not root; ENOENT for kernel threads.
-            peer.programProblem = "/proc/\(peer.pid)/exe: \(Errno.current)"
-            return
-        }
-        peer.program = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
         peer.sessionID = ProcFile.auditID(directory, "sessionid")
         peer.loginUID = ProcFile.auditID(directory, "loginuid")
     }
@@ -130,6 +129,30 @@ public struct Peer: Sendable, Hashable {
 enum ProcFile {
     /// 4294967295 (-1) means unset.
     static let unset: UInt32 = .max
+
+    /// A whole file (maps, status), read to its end; nil when unreadable or over `limit`.
+    static func readAll(_ directory: CInt, _ name: String, limit: Int = 1 << 22) -> String? {
+        let fd = openat(directory, name, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var content: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while content.count <= limit {
+            let count = Glibc.read(fd, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { return String(decoding: content, as: UTF8.self) }
+            content += buffer.prefix(count)
+        }
+        return nil
+    }
+
+    static func read(pid: Int32, _ name: String) -> String? {
+        let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { return nil }
+        defer { Glibc.close(directory) }
+        return read(directory, name)
+    }
 
     static func read(_ directory: CInt, _ name: String, limit: Int = 4096) -> String? {
         let fd = openat(directory, name, O_RDONLY | O_CLOEXEC)

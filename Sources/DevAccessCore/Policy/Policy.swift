@@ -132,6 +132,18 @@ public struct Policy: Sendable, Hashable {
                               keepSeconds: base.keepSeconds, origin: base.origin)
     }
 
+    /// The decision for a request `program` makes. A `Program=` rule decides for that
+    /// program, but cannot give more than the user may have: a device's access list names
+    /// users, not programs, so what one program of the user is allowed, every program of
+    /// the user can use; where the policy denies the permission to the user whatever the
+    /// program, that denial stands (and the grant would be ended at once anyway).
+    public func requestDecision(for permission: Permission, user: UserIdentity, program: String?) -> PolicyDecision {
+        let named = decision(for: permission, user: user, program: program)
+        guard program != nil, named.action != .deny else { return named }
+        let anyProgram = decision(for: permission, user: user, program: nil)
+        return anyProgram.action == .deny ? anyProgram : named
+    }
+
     /// The status input: a `deny` decision makes the permission `restricted`.
     public func restriction(for permission: Permission, user: UserIdentity, program: String? = nil) -> Reason? {
         let decision = decision(for: permission, user: user, program: program)

@@ -115,8 +115,11 @@ public final class BrokerClient {
     }
 
     /// Admin: approves (`approve: true`) or rejects a pending request.
-    public func resolve(_ pending: Int64, approve: Bool, reason: String? = nil) throws(BrokerClientError) -> ResolvedReply {
-        let action = PendingAction(pending: pending, reason: reason)
+    /// `scope` (approve): the term to grant instead of the one requested. `deny` (reject):
+    /// record a denial rather than decline the request only.
+    public func resolve(_ pending: Int64, approve: Bool, reason: String? = nil, scope: RequestScope? = nil,
+                        deny: Bool = false) throws(BrokerClientError) -> ResolvedReply {
+        let action = PendingAction(pending: pending, reason: reason, scope: scope, deny: deny)
         switch try send(approve ? .approve(action) : .reject(action)) {
         case .resolved(let reply): return reply
         case .error(let error): throw .rejected(error)

@@ -257,14 +257,23 @@ public struct DecisionReply: Sendable, Hashable {
     }
 }
 
-/// `approve` / `reject`: which pending request, and an optional note for the audit trail.
+/// `approve` / `reject` / `withdraw`: which pending request, and an optional note for the
+/// audit trail.
 public struct PendingAction: Sendable, Hashable {
     public var pending: Int64
     public var reason: String?
+    /// `approve` (version 4): the term the administrator chose; nil: what the request asked
+    /// for. Either way capped by the policy's MaxDuration=.
+    public var scope: RequestScope?
+    /// `reject`: record a denial (sticky until `reset`); false: decline this request only,
+    /// recording no decision. Versions 2 and 3 have no choice: their `reject` denies.
+    public var deny: Bool
 
-    public init(pending: Int64, reason: String? = nil) {
+    public init(pending: Int64, reason: String? = nil, scope: RequestScope? = nil, deny: Bool = false) {
         self.pending = pending
         self.reason = reason
+        self.scope = scope
+        self.deny = deny
     }
 }
 
@@ -307,7 +316,10 @@ public struct PendingListReply: Sendable, Hashable {
 
 public enum Resolution: String, Sendable, Hashable, CaseIterable {
     case approved
+    /// A denial was recorded.
     case rejected
+    /// Version 4: no decision recorded; the requester is told, and may ask again.
+    case declined
 }
 
 /// `resolved`: what an approval or rejection did.

@@ -48,6 +48,19 @@ public enum MessageCodec {
         case .approve(let action), .reject(let action):
             members.append(JSONMember("pending", .integer(action.pending)))
             if let reason = action.reason { members.append(JSONMember("reason", .string(reason))) }
+            if envelope.version >= 4, case .approve = envelope.request {
+                switch action.scope {
+                case nil: break
+                case .once: members.append(JSONMember("scope", .string("once")))
+                case .always: members.append(JSONMember("scope", .string("always")))
+                case .duration(let seconds):
+                    members.append(JSONMember("scope", .string("for")))
+                    members.append(JSONMember("duration", .integer(seconds)))
+                }
+            }
+            if envelope.version >= 4, case .reject = envelope.request, action.deny {
+                members.append(JSONMember("deny", .bool(true)))
+            }
         case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
             members += AdministrationCoding.encode(envelope.request)
         }
@@ -99,8 +112,19 @@ public enum MessageCodec {
             case ("approve", 2...), ("reject", 2...):
                 let pending = try reader.integer("pending", in: 1...BrokerProtocol.requestIDs.upperBound)
                 let reason = try reader.optionalString("reason", maxLength: 1024)
+                var action = PendingAction(pending: pending, reason: reason)
+                if version >= 4 && type == "approve" && reader.has("scope") {
+                    action.scope = try ConversationCoding.scope(&reader)
+                }
+                if version >= 4 && type == "reject" {
+                    action.deny = try reader.optional("deny").map { (value) throws(ProtocolError) in
+                        try Strict.bool(value, path: "$.deny")
+                    } ?? false
+                } else if type == "reject" {
+                    // Versions 2 and 3: reject always recorded a denial.
+                    action.deny = true
+                }
                 try reader.finish()
-                let action = PendingAction(pending: pending, reason: reason)
                 request = type == "approve" ? .approve(action) : .reject(action)
             case (_, 3...):
                 guard let administration = try AdministrationCoding.decode(type, &reader) else {

@@ -11,11 +11,13 @@ import DevAccessCore
 /// `decision`) and the approval queue (`pending`, `approve`, `reject`). Version 1
 /// messages are still served as version 1 defined them. Version 3 adds the operations
 /// that decide or record (`decide`, `revoke`, `reset`, `list`, `reconcile`, `withdraw`,
-/// `audit-verify`, Administration.swift), answered by `result`.
+/// `audit-verify`, Administration.swift), answered by `result`. Version 4 lets `approve`
+/// choose the term (`scope`, `duration`) and makes `reject` decline the request only unless
+/// it says `deny` (a version 2 or 3 `reject` still records a denial).
 public enum BrokerProtocol {
     /// The version this build writes.
-    public static let version: Int64 = 3
-    public static let supportedVersions: [Int64] = [1, 2, 3]
+    public static let version: Int64 = 4
+    public static let supportedVersions: [Int64] = [1, 2, 3, 4]
     /// 64 KiB: the most a request line may hold before its newline.
     public static let maxRequestSize = 64 * 1024
     /// Replies carry full statuses with devices, nodes and reasons; 1 MiB is far above
@@ -52,9 +54,10 @@ public enum Request: Sendable, Hashable {
     case promptAnswer(PromptAnswer)
     /// Admin: the requests waiting for approval (version 2).
     case pending
-    /// Admin: grant what a pending request asks for (version 2).
+    /// Admin: grant what a pending request asks for (version 2; the term since version 4).
     case approve(PendingAction)
-    /// Admin: deny what a pending request asks for (version 2).
+    /// Admin: decline a pending request (version 4), recording a denial with `deny`
+    /// (always, in versions 2 and 3).
     case reject(PendingAction)
     /// The requester takes back its own pending request (an admin: anyone's) (version 3).
     case withdraw(PendingAction)
