@@ -8,9 +8,13 @@ import Glibc
 enum AuditCommand: Command {
     static let spec = CommandSpec(
         name: "audit",
-        abstract: "Verify the ledger's hash-chained audit trail, or archive its old events (admin).",
-        usage: "devaccess audit --verify [--archive-file FILE] | --archive BEFORE [--to FILE]",
-        options: [
+        abstract: "Report, verify or archive the ledger's hash-chained audit trail (admin).",
+        usage: """
+            devaccess audit [--since T] [--until T] [--user U] [--program P] [--permission P] [--device ID]
+                                   [--type TYPE] [--summary | --event N | --follow] [--format table|json|csv|html] [--output FILE]
+                   devaccess audit --verify [--archive-file FILE] | --archive BEFORE [--to FILE]
+            """,
+        options: AuditReportCommand.options + [
             OptionSpec(long: "verify", short: nil, value: nil,
                        help: "Recompute the chain; name the first event edited, removed, reordered or inserted."),
             OptionSpec(long: "archive-file", short: nil, value: "FILE",
@@ -26,7 +30,20 @@ enum AuditCommand: Command {
         chain and prints 'audit chain intact: N events (LEDGER PATH)', or the first event that is not as it
         was written and how (edited, removed, reordered, inserted). The chain proves order and
         content up to its newest hash; the journal copy (DEVACCESS_HASH) anchors that hash
-        outside the file. Audit reports (--since, --summary, formats) are not available yet.
+        outside the file.
+
+        Reports (no --verify, no --archive): the events matching every filter given, oldest first
+        and newest last, one line each (event number, local time, user, program, permission,
+        device, what happened, how it was decided, by whom). --summary counts them per permission
+        and per user (requests, grants by consent / password / admin / policy, denials,
+        revocations, expiries, refusals, drift found and repaired, hotplug, runs) and names the
+        programs seen most, each row with the event numbers to look at; --event N prints one
+        event in full with its place in the chain. --format json and csv are documented in
+        docs/json.md (times in UTC there; tables show local time); --format html writes one
+        self-contained page (summary tables, an SVG timeline per permission, nothing loaded). --follow keeps printing new
+        events as they are written (with --format json: JSON Lines, the chain's state first).
+        The chain is verified as the report reads the ledger: a broken chain is said on the
+        report's first line and the exit code is 65.
 
         --archive BEFORE moves the oldest events, all of those written before BEFORE, into a new
         SQLite file (0600; by default audit-archive-TIME-FIRST-LAST.db in the state directory;
@@ -52,7 +69,15 @@ enum AuditCommand: Command {
             return try await archive(arguments, console: console)
         }
         guard arguments.has("verify") else {
-            throw UsageError(message: "missing '--verify' or '--archive BEFORE' (audit reports are not available yet)",
+            if arguments.value("to") != nil || arguments.value("archive-file") != nil {
+                throw UsageError(message: "'--to' goes with '--archive', '--archive-file' with '--verify'",
+                                 command: spec.name)
+            }
+            return try await AuditReportCommand.run(arguments, console: console)
+        }
+        let reportOptions = AuditReportCommand.options.map(\.long).filter { arguments.has($0) || arguments.value($0) != nil }
+        if let option = reportOptions.first {
+            throw UsageError(message: "'--\(option)' is a report option; '--verify' checks the whole chain",
                              command: spec.name)
         }
         if arguments.value("to") != nil {
@@ -84,6 +109,9 @@ enum AuditCommand: Command {
     }
 
     private static func archive(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        for option in AuditReportCommand.options.map(\.long) where arguments.has(option) || arguments.value(option) != nil {
+            throw UsageError(message: "'--\(option)' is a report option, not one of '--archive'", command: spec.name)
+        }
         for conflicting in ["archive-file"] where arguments.value(conflicting) != nil {
             throw UsageError(message: "'--\(conflicting)' goes with '--verify', not with '--archive'", command: spec.name)
         }

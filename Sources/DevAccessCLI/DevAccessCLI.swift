@@ -138,6 +138,18 @@ struct Console: Sendable {
     /// characters in them are shown as `\xNN`, so no device can send escape sequences
     /// to an admin's terminal. JSON output has none left (the encoder escapes them).
     static func printable(_ text: String) -> String {
+        // Most text has no control character at all: checked on the bytes (C0 and DEL below
+        // 0x80; C1 is encoded as 0xC2 0x80...0x9F), returned as is.
+        var previous: UInt8 = 0
+        var clean = true
+        for byte in text.utf8 {
+            if (byte < 0x20 && byte != 0x0A && byte != 0x09) || byte == 0x7F || (previous == 0xC2 && byte < 0xA0 && byte >= 0x80) {
+                clean = false
+                break
+            }
+            previous = byte
+        }
+        if clean { return text }
         var result = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
             let value = scalar.value

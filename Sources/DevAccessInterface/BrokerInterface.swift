@@ -45,6 +45,10 @@ public struct BrokerInterface: DevAccessInterface {
         try perform(.auditArchive(order))
     }
 
+    public func auditReport(_ query: AuditReportQuery) async throws(InterfaceError) -> AuditReportDocument {
+        try perform(.auditReport(query))
+    }
+
     private func perform<Document: Decodable>(_ request: Request) throws(InterfaceError) -> Document {
         let result: OperationResult
         do {

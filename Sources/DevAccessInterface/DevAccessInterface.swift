@@ -29,6 +29,8 @@ public protocol DevAccessInterface: Sendable {
     func verifyAudit(_ query: AuditVerifyQuery) async throws(InterfaceError) -> AuditVerifyDocument
     /// Move audit events older than a time into an archive file (admin; choosing the file: root).
     func archiveAudit(_ order: AuditArchiveOrder) async throws(InterfaceError) -> AuditArchiveDocument
+    /// Read the audit trail: a page of filtered events, their summary, or one event (admin).
+    func auditReport(_ query: AuditReportQuery) async throws(InterfaceError) -> AuditReportDocument
 }
 
 /// Why an operation did not happen; each case maps to one documented exit code.

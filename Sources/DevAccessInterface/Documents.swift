@@ -236,6 +236,9 @@ public struct AuditVerifyDocument: Codable, Sendable, Hashable {
     public var anchorEvent: Int64?
     /// With `--archive-file`: that archive's chain and its link to the ledger.
     public var archive: ArchiveVerifyDocument?
+    /// Reports: the walk started after this event, which devaccessd had verified intact
+    /// earlier (its checkpoint); absent: the whole chain was walked.
+    public var checkedFrom: Int64?
 
     /// Both the ledger and the archive asked about (if any) verify.
     public var allIntact: Bool { intact && archive?.intact != false }

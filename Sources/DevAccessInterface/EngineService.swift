@@ -220,6 +220,68 @@ public struct EngineService: DevAccessInterface {
         }
     }
 
+    public func auditReport(_ query: AuditReportQuery) async throws(InterfaceError) -> AuditReportDocument {
+        try requireAdmin("audit", "read the audit trail")
+        let filter = AuditFilter(
+            since: query.sinceMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) },
+            until: query.untilMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) },
+            uid: try query.user.map { (text) throws(InterfaceError) in try Self.formerOrCurrentUser(text).uid },
+            program: query.program, permission: query.permission?.rawValue, device: query.device, types: query.types)
+        let limit = Int(min(query.limit ?? AuditReportQuery.maxLimit, AuditReportQuery.maxLimit))
+        let outcome = try await runner.run("audit-report") {
+            (engine) throws(EnforcementError) -> (Result<AuditReportDocument, InterfaceError>, EnforcementReport) in
+            let ledger = engine.ledger
+            let result = try EnforcementError.ledgerWork { () throws(LedgerError) -> Result<AuditReportDocument, InterfaceError> in
+                var document = AuditReportDocument(ledger: ledger.path, mode: query.mode.rawValue)
+                if query.verify {
+                    let (verification, from) = try ledger.verifyFromCheckpoint()
+                    document.chain = AuditVerifyDocument(verification, ledger: ledger.path, anchor: try ledger.archiveAnchor())
+                    document.chain?.checkedFrom = from
+                }
+                switch query.mode {
+                case .events:
+                    document.head = try ledger.newestEventSeq()
+                    let found = try ledger.auditEvents(filter, after: query.after, limit: limit + 1)
+                    document.events = found.prefix(limit).map(AuditEventDocument.init)
+                    if found.count > limit { document.next = found[limit - 1].seq }
+                    Self.fitReply(&document)
+                case .summary:
+                    document.summary = try ledger.auditSummary(filter)
+                case .event:
+                    let seq = query.event ?? 0
+                    guard let (record, position) = try ledger.auditEvent(seq: seq) else {
+                        return .failure(.notFound("there is no event \(seq) in \(ledger.path) "
+                            + "(archived events are in their archive files)"))
+                    }
+                    document.event = AuditEventDocument(record)
+                    document.position = position
+                }
+                return .success(document)
+            }
+            return (result, EnforcementReport())
+        }
+        return try outcome.get()
+    }
+
+    /// Replies are at most `BrokerProtocol.maxReplySize`: a page of unusually large events
+    /// is cut short (the client asks for the rest from `next`), never refused. Sizes are
+    /// upper bounds counted from the strings (no encoding pass over every page).
+    static func fitReply(_ document: inout AuditReportDocument) {
+        guard let events = document.events, !events.isEmpty else { return }
+        let budget = BrokerProtocol.maxReplySize * 3 / 4 - 16 * 1024
+        var used = 0
+        var kept = 0
+        for event in events {
+            used += event.encodedSizeBound
+            if used > budget && kept > 0 { break }
+            kept += 1
+        }
+        if kept < events.count {
+            document.events = Array(events.prefix(kept))
+            document.next = events[kept - 1].seq
+        }
+    }
+
     /// An archive devaccessd wrote: named as the ledger records it, or a file of the
     /// archive name directly in the ledger's (private) directory.
     static func isOwnArchive(_ path: String, ledger: Ledger, recorded: [ArchiveAnchor]) -> Bool {

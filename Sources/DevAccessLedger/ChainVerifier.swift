@@ -45,11 +45,15 @@ enum ChainVerifier {
     }
 
     /// Walks `audit_events` in seq order from `bounds.firstSeq` to `bounds.headSeq`.
-    static func walk(_ db: borrowing SQLiteDatabase, _ bounds: Bounds) throws(LedgerError) -> ChainVerification {
+    /// With `storedFrom`, rows before that seq are not read (a walk from a checkpoint: they
+    /// were verified before).
+    static func walk(_ db: borrowing SQLiteDatabase, _ bounds: Bounds,
+                     storedFrom: Int64 = Int64.min) throws(LedgerError) -> ChainVerification {
         let hasher = try SHA256Hasher()
         let headSeq = bounds.headSeq
         let highestSeq = max(headSeq, try db.integer("SELECT max(seq) FROM audit_events") ?? 0)
-        let rows = try db.prepare("SELECT \(AuditWriter.insertColumns.joined(separator: ", ")) FROM audit_events ORDER BY seq")
+        let rows = try db.prepare("SELECT \(AuditWriter.insertColumns.joined(separator: ", ")) FROM audit_events "
+            + "WHERE seq >= \(storedFrom) ORDER BY seq")
         var expectedSeq = bounds.firstSeq
         var expectedPrev = bounds.firstPrev
         while try rows.step() {

@@ -38,8 +38,15 @@ extension Ledger {
     }
 
     /// Walks the whole chain and reports the first event that is not as written.
+    /// An intact walk is also the checkpoint later reports walk from (`verifyFromCheckpoint`).
     public func verify() throws(LedgerError) -> ChainVerification {
-        try read { db throws(LedgerError) in try ChainVerifier.verify(db) }
+        let (verification, head) = try read { db throws(LedgerError) -> (ChainVerification, (seq: Int64, hash: String)?) in
+            (try ChainVerifier.verify(db), try ChainVerifier.head(db))
+        }
+        if case .intact(let count) = verification, let head {
+            verifiedThrough.withLock { $0 = ChainCheckpoint(seq: head.seq, hash: head.hash, events: count) }
+        }
+        return verification
     }
 }
 

@@ -52,6 +52,8 @@ public final class Ledger: Sendable {
     private let connection: Mutex<SQLiteDatabase>
     /// Reads of a read-write ledger: never queued behind a write waiting for the lock.
     private let readConnection: Mutex<SQLiteDatabase>?
+    /// The newest chain position this object walked intact (`ChainCheckpoint`).
+    let verifiedThrough = Mutex<ChainCheckpoint?>(nil)
 
     /// Opens the ledger at `path`. Every refusal (corrupt, foreign, newer schema,
     /// unwritable) happens before anything is written to the file.

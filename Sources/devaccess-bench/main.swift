@@ -78,6 +78,10 @@ let verifyTime = Measure.time {
 print("audit --verify: \(readCount) events in \(Measure.seconds(verifyTime)) = "
       + "\(Measure.rate(Double(readCount) / verifyTime)) events/s")
 
+// MARK: - Audit summary
+
+AuditSummaryBench.run(ledger: ledger, events: readCount, verifySeconds: verifyTime, in: work)
+
 // MARK: - Audit archive
 
 func fileSize(_ path: String) -> Int64 {

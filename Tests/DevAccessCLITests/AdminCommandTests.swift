@@ -71,7 +71,10 @@ struct AdminCommandTests {
             (["revoke", "camera"], "missing '--user USER'"),
             (["reset", "camera", "location", "--user", user], "reset takes at most one PERMISSION"),
             (["list", "--permission", "gps"], "unknown permission 'gps'"),
-            (["audit"], "missing '--verify'"),
+            // `audit` alone is the report now (issue 13); its own bad words are usage errors.
+            (["audit", "--format", "xml"], "'--format xml' is not a report format"),
+            (["audit", "--since", "tomorrow"], "'--since tomorrow' is not a time"),
+            (["audit", "--verify", "--summary"], "'--summary' is a report option"),
             (["reconcile", "now"], "unexpected argument 'now'"),
             (["grant", "camera", "--user", user, "--frm", "1h"], "unknown option '--frm' (did you mean '--for'?)"),
         ]

@@ -21,6 +21,12 @@ struct AdministrationCodingTests {
         .auditVerify(AuditVerifyQuery(archive: "/var/lib/devaccess/audit-archive-x.db")),
         .auditArchive(AuditArchiveOrder(beforeMilliseconds: 1_764_525_600_123)),
         .auditArchive(AuditArchiveOrder(beforeMilliseconds: 0, to: "/srv/archive/2026.db")),
+        .auditReport(AuditReportQuery(mode: .events)),
+        .auditReport(AuditReportQuery(mode: .events, sinceMilliseconds: 1_764_525_600_123, untilMilliseconds: 1_764_525_700_000,
+                                      user: "alice", program: "cheese", permission: .camera, device: "camera:x",
+                                      types: ["grant", "revoke"], after: 41, limit: 500, verify: false)),
+        .auditReport(AuditReportQuery(mode: .summary, permission: .microphone)),
+        .auditReport(AuditReportQuery(mode: .event, event: 42)),
     ]
 
     @Test(arguments: requests)
@@ -56,6 +62,12 @@ struct AdministrationCodingTests {
         #expect(rejection(#"{"version":3,"id":1,"type":"withdraw","pending":0}"#)?.context == "$.pending")
         #expect(rejection(#"{"version":3,"id":1,"type":"list","all":"yes"}"#)?.context == "$.all")
         #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive"}"#)?.reason == "missing field 'before'")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-report","mode":"everything"}"#)?.context == "$.mode")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-report","mode":"event"}"#)?.context == "$.event")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-report","mode":"events","limit":1001}"#)?.context == "$.limit")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-report","mode":"events","types":"grant"}"#)?.context == "$.types")
+        #expect(rejection(#"{"version":3,"id":1,"type":"audit-report","mode":"events","sql":"1=1"}"#)?.context == "$.sql")
+        #expect(rejection(#"{"version":2,"id":1,"type":"audit-report","mode":"events"}"#)?.code == .unknownType)
         #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive","before":-1}"#)?.context == "$.before")
         #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive","before":"90d"}"#)?.context == "$.before")
         #expect(rejection(#"{"version":3,"id":1,"type":"audit-archive","before":1,"to":"x.db"}"#)?.context == "$.to")

@@ -36,6 +36,7 @@ extension BrokerService {
             case .withdraw(let action): document = try await service.withdraw(action)
             case .auditVerify(let query): document = try await service.verifyAudit(query)
             case .auditArchive(let order): document = try await service.archiveAudit(order)
+            case .auditReport(let query): document = try await service.auditReport(query)
             default:
                 return .error(ProtocolError(.internal, context: "$.type", reason: "'\(request.type)' is not an operation"))
             }
@@ -64,6 +65,7 @@ extension BrokerService {
         case .revoke(let order): text = order.user
         case .reset(let order): text = order.user
         case .list(let query): text = query.user
+        case .auditReport(let query): text = query.user
         default: text = nil
         }
         guard let text, let identity = try? UserDatabase.identity(for: text) else { return nil }

@@ -167,7 +167,7 @@ public final class BrokerService: RequestHandler {
             return await resolve(action, approve: true, id: envelope.id, peer: peer)
         case .reject(let action):
             return await resolve(action, approve: false, id: envelope.id, peer: peer)
-        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive:
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
             return await administer(envelope.request, id: envelope.id, peer: peer)
         }
     }

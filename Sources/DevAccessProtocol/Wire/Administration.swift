@@ -97,6 +97,56 @@ public struct AuditArchiveOrder: Sendable, Hashable {
     }
 }
 
+/// `audit-report`: the audit events matching the filters, a page at a time (`events`),
+/// their counts (`summary`), or one event with its place in the chain (`event`). Times are
+/// milliseconds since 1970 UTC; the client resolves words like `today` in its own time zone.
+public struct AuditReportQuery: Sendable, Hashable {
+    public enum Mode: String, Sendable, Hashable, CaseIterable {
+        case events, summary, event
+    }
+
+    public var mode: Mode
+    public var sinceMilliseconds: Int64?
+    public var untilMilliseconds: Int64?
+    /// A user name or a decimal uid: events about or caused by that user.
+    public var user: String?
+    /// A program's full path, or its file name.
+    public var program: String?
+    public var permission: Permission?
+    /// A device's stable id or recorded name.
+    public var device: String?
+    /// Event types; empty: all.
+    public var types: [String]
+    /// `events`: only events with a larger seq (the cursor of the previous page).
+    public var after: Int64
+    /// `events`: at most this many (the broker may return fewer to stay under the reply limit).
+    public var limit: Int64?
+    /// `event`: its seq.
+    public var event: Int64?
+    /// Walk the hash chain and report its state in the document (a report's first page).
+    public var verify: Bool
+
+    public init(mode: Mode, sinceMilliseconds: Int64? = nil, untilMilliseconds: Int64? = nil, user: String? = nil,
+                program: String? = nil, permission: Permission? = nil, device: String? = nil, types: [String] = [],
+                after: Int64 = 0, limit: Int64? = nil, event: Int64? = nil, verify: Bool = true) {
+        self.mode = mode
+        self.sinceMilliseconds = sinceMilliseconds
+        self.untilMilliseconds = untilMilliseconds
+        self.user = user
+        self.program = program
+        self.permission = permission
+        self.device = device
+        self.types = types
+        self.after = after
+        self.limit = limit
+        self.event = event
+        self.verify = verify
+    }
+
+    /// The most events one page holds.
+    public static let maxLimit: Int64 = 1000
+}
+
 /// The answer to every version 3 operation: its result document.
 public struct OperationResult: Sendable, Hashable {
     /// The request type this answers (`decide`, `list`, ...).
@@ -148,6 +198,19 @@ enum AdministrationCoding {
         case .auditArchive(let order):
             members.append(JSONMember("before", .integer(order.beforeMilliseconds)))
             add("to", order.to)
+        case .auditReport(let query):
+            members.append(JSONMember("mode", .string(query.mode.rawValue)))
+            if let since = query.sinceMilliseconds { members.append(JSONMember("since", .integer(since))) }
+            if let until = query.untilMilliseconds { members.append(JSONMember("until", .integer(until))) }
+            add("user", query.user)
+            add("program", query.program)
+            add("permission", query.permission?.rawValue)
+            add("device", query.device)
+            if !query.types.isEmpty { members.append(JSONMember("types", .array(query.types.map { .string($0) }))) }
+            if query.after > 0 { members.append(JSONMember("after", .integer(query.after))) }
+            if let limit = query.limit { members.append(JSONMember("limit", .integer(limit))) }
+            if let event = query.event { members.append(JSONMember("event", .integer(event))) }
+            members.append(JSONMember("verify", .bool(query.verify)))
         case .reconcile:
             break
         default:
@@ -198,9 +261,38 @@ enum AdministrationCoding {
         case "audit-archive":
             let before = try reader.integer("before", in: 0...maxMilliseconds)
             return .auditArchive(AuditArchiveOrder(beforeMilliseconds: before, to: try optionalPath("to", &reader)))
+        case "audit-report":
+            return .auditReport(try auditReport(&reader))
         default:
             return nil
         }
+    }
+
+    private static func auditReport(_ reader: inout ObjectReader) throws(ProtocolError) -> AuditReportQuery {
+        let mode = try reader.word("mode", AuditReportQuery.Mode.allCases.map { ($0.rawValue, $0) })
+        let since = try reader.optionalInteger("since", in: 0...maxMilliseconds)
+        let until = try reader.optionalInteger("until", in: 0...maxMilliseconds)
+        let user = try optionalName("user", &reader)
+        let program = try reader.optionalString("program", maxLength: maxPath)
+        let permission = try reader.optional("permission").map { (value) throws(ProtocolError) in
+            try Strict.permission(value, path: reader.childPath("permission"))
+        }
+        let device = try optionalName("device", &reader)
+        let types = try reader.optionalArray("types", maxCount: 64) { (value, path) throws(ProtocolError) in
+            try Strict.string(value, path: path, maxLength: 64)
+        } ?? []
+        let after = try reader.optionalInteger("after", in: 0...Int64.max) ?? 0
+        let limit = try reader.optionalInteger("limit", in: 1...AuditReportQuery.maxLimit)
+        let event = try reader.optionalInteger("event", in: 1...Int64.max)
+        let verify = try reader.optional("verify").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: reader.childPath("verify"))
+        } ?? true
+        if mode == .event && event == nil {
+            throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
+        }
+        return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
+                                program: program, permission: permission, device: device, types: types,
+                                after: after, limit: limit, event: event, verify: verify)
     }
 
     private static func name(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String {

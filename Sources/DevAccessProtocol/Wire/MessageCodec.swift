@@ -61,7 +61,7 @@ public enum MessageCodec {
             if envelope.version >= 4, case .reject = envelope.request, action.deny {
                 members.append(JSONMember("deny", .bool(true)))
             }
-        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive:
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
             members += AdministrationCoding.encode(envelope.request)
         }
         return JSONWriter.bytes(.object(members))
@@ -132,7 +132,7 @@ public enum MessageCodec {
                                         reason: "unknown request type '\(type)' in protocol version \(version); "
                                             + "this broker knows: hello, status, request, prompt-answer, pending, "
                                             + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
-                                            + "audit-verify, audit-archive")
+                                            + "audit-verify, audit-archive, audit-report")
                 }
                 try reader.finish()
                 request = administration

@@ -72,6 +72,8 @@ public enum Request: Sendable, Hashable {
     case auditVerify(AuditVerifyQuery)
     /// Move old audit events to an archive file (version 3).
     case auditArchive(AuditArchiveOrder)
+    /// Audit events, their summary, or one event (version 3).
+    case auditReport(AuditReportQuery)
 
     public var type: String {
         switch self {
@@ -90,6 +92,7 @@ public enum Request: Sendable, Hashable {
         case .reconcile: return "reconcile"
         case .auditVerify: return "audit-verify"
         case .auditArchive: return "audit-archive"
+        case .auditReport: return "audit-report"
         }
     }
 }

@@ -1,0 +1,111 @@
+import DevAccessCore
+import DevAccessLedger
+import Foundation
+import Glibc
+
+/// `audit-report`'s result (docs/json.md, "audit reports"): a page of events, a summary, or
+/// one event with its place in the chain; `chain` says whether the chain verified when the
+/// report was read (present on a report's first page).
+public struct AuditReportDocument: Codable, Sendable, Hashable {
+    public var ledger: String
+    /// `events`, `summary` or `event`.
+    public var mode: String
+    public var chain: AuditVerifyDocument?
+    public var events: [AuditEventDocument]?
+    /// `events`: ask again with `after` = this for the next page; absent on the last page.
+    public var next: Int64?
+    /// The newest event stored when the page was read (a follower continues from there).
+    public var head: Int64?
+    public var summary: AuditSummary?
+    public var event: AuditEventDocument?
+    public var position: AuditChainPosition?
+
+    public init(ledger: String, mode: String) {
+        self.ledger = ledger
+        self.mode = mode
+    }
+}
+
+/// One audit event as reports show it. Times are UTC (`time`: ISO 8601 with microseconds,
+/// `timeUsec`: microseconds since 1970); `decision` and `how` are lifted from the details
+/// of decision and grant events.
+public struct AuditEventDocument: Codable, Sendable, Hashable {
+    public var seq: Int64
+    public var time: String
+    public var timeUsec: Int64
+    public var type: String
+    public var actor: String?
+    public var actorUid: UInt32?
+    public var user: String?
+    public var uid: UInt32?
+    public var permission: String?
+    public var device: String?
+    public var deviceName: String?
+    public var program: String?
+    public var node: String?
+    public var decision: String?
+    public var how: String?
+    public var details: [String: String]
+    public var prevHash: String
+    public var hash: String
+
+    public init(_ record: RecordedAuditEvent) {
+        let event = record.event
+        seq = record.seq
+        timeUsec = Int64((event.time.timeIntervalSince1970 * 1_000_000).rounded())
+        time = Self.utc(microseconds: timeUsec)
+        type = event.type.rawValue
+        actor = event.actor?.name
+        actorUid = event.actor?.uid
+        user = event.subject?.name
+        uid = event.subject?.uid
+        permission = event.permission?.rawValue
+        device = event.deviceID
+        deviceName = event.deviceName
+        program = event.program
+        node = event.nodePath
+        if event.type == .decision || event.type == .grant {
+            decision = event.details["decision"]
+            how = event.details["how"]
+        }
+        details = event.details
+        prevHash = record.prevHash
+        hash = record.hash
+    }
+
+    /// At least the bytes of this event's JSON encoding: every string as if each escapable
+    /// character took six bytes (`\u001f`), plus the keys, numbers and punctuation.
+    public var encodedSizeBound: Int {
+        func bound(_ text: String?) -> Int {
+            guard let text else { return 0 }
+            var size = 2 + 24  // quotes, key and separators
+            for byte in text.utf8 { size += byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x2F ? 6 : 1 }
+            return size
+        }
+        var size = 512  // keys, integers, braces
+        let texts: [String?] = [time, type, actor, user, permission, device, deviceName, program, node, decision, how,
+                                prevHash, hash]
+        for text in texts {
+            size += bound(text)
+        }
+        for (key, value) in details { size += bound(key) + bound(value) }
+        return size
+    }
+
+    /// `2026-11-30T16:17:03.123456Z`.
+    public static func utc(microseconds: Int64) -> String {
+        var seconds = time_t(microseconds.quotientAndRemainder(dividingBy: 1_000_000).quotient)
+        var micro = microseconds % 1_000_000
+        if micro < 0 {
+            micro += 1_000_000
+            seconds -= 1
+        }
+        var parts = tm()
+        guard gmtime_r(&seconds, &parts) != nil else { return String(microseconds) }
+        let fraction = String(micro)
+        return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T\(pad(parts.tm_hour)):"
+            + "\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(String(repeating: "0", count: 6 - fraction.count))\(fraction)Z"
+    }
+
+    private static func pad(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
+}

@@ -1,0 +1,309 @@
+import Foundation
+import DevAccessCore
+
+/// Which audit events a report covers. Every criterion given must hold (they compose);
+/// nil or empty means "any".
+public struct AuditFilter: Sendable, Hashable {
+    /// Events at or after this time.
+    public var since: Date?
+    /// Events before this time.
+    public var until: Date?
+    /// Events about this uid or caused by it (subject or actor).
+    public var uid: UInt32?
+    /// The program's full path, or its last path component.
+    public var program: String?
+    public var permission: String?
+    /// A device's stable id or its name as recorded.
+    public var device: String?
+    /// Event types (`request`, `decision`, ...).
+    public var types: [String]
+
+    public init(since: Date? = nil, until: Date? = nil, uid: UInt32? = nil, program: String? = nil,
+                permission: String? = nil, device: String? = nil, types: [String] = []) {
+        self.since = since
+        self.until = until
+        self.uid = uid
+        self.program = program
+        self.permission = permission
+        self.device = device
+        self.types = types
+    }
+
+    /// The SQL condition (always something, `1` for no criterion) and its bound values.
+    func condition() throws(LedgerError) -> (String, [SQLValue]) {
+        var parts: [String] = []
+        var values: [SQLValue] = []
+        if let since {
+            parts.append("time_usec >= ?")
+            values.append(.integer(try Timestamp.microseconds(since)))
+        }
+        if let until {
+            parts.append("time_usec < ?")
+            values.append(.integer(try Timestamp.microseconds(until)))
+        }
+        if let uid {
+            parts.append("(subject_uid = ? OR actor_uid = ?)")
+            values += [.uid(uid), .uid(uid)]
+        }
+        if let program {
+            // A bare name matches the last component of the recorded path.
+            parts.append("(program = ? OR program LIKE ? ESCAPE '\\')")
+            values += [.text(program), .text("%/" + Self.likeEscaped(program))]
+        }
+        if let permission {
+            parts.append("permission = ?")
+            values.append(.text(permission))
+        }
+        if let device {
+            parts.append("(device_id = ? OR device_name = ?)")
+            values += [.text(device), .text(device)]
+        }
+        if !types.isEmpty {
+            parts.append("type IN (" + Array(repeating: "?", count: types.count).joined(separator: ", ") + ")")
+            values += types.map { .text($0) }
+        }
+        return (parts.isEmpty ? "1" : parts.joined(separator: " AND "), values)
+    }
+
+    private static func likeEscaped(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            if character == "%" || character == "_" || character == "\\" { out.append("\\") }
+            out.append(character)
+        }
+        return out
+    }
+}
+
+/// Counts of what happened, for one permission, one user, or everything. Grants are split
+/// by how they were decided (`how` in the event: consent, auth_self, admin, policy).
+public struct AuditCounts: Sendable, Hashable, Codable {
+    public var events: Int64 = 0
+    public var requests: Int64 = 0
+    public var grantsConsent: Int64 = 0
+    public var grantsPassword: Int64 = 0
+    public var grantsAdmin: Int64 = 0
+    public var grantsPolicy: Int64 = 0
+    public var denials: Int64 = 0
+    public var revocations: Int64 = 0
+    public var expiries: Int64 = 0
+    public var resets: Int64 = 0
+    public var refusals: Int64 = 0
+    public var queued: Int64 = 0
+    public var driftFound: Int64 = 0
+    public var driftRepaired: Int64 = 0
+    public var hotplug: Int64 = 0
+    public var runs: Int64 = 0
+    /// The first and last event counted (seq numbers), to drill into with `audit --event N`.
+    public var firstEvent: Int64?
+    public var lastEvent: Int64?
+
+    public init() {}
+
+    public var grants: Int64 { grantsConsent + grantsPassword + grantsAdmin + grantsPolicy }
+
+    /// Adds `count` events of one kind (`decision` is the stored allow/deny, `how` the method).
+    mutating func add(type: String, decision: String?, how: String?, count: Int64, first: Int64, last: Int64) {
+        events += count
+        switch type {
+        case AuditEventType.request.rawValue: requests += count
+        case AuditEventType.decision.rawValue, AuditEventType.grant.rawValue:
+            if decision == "deny" {
+                denials += count
+            } else {
+                switch how {
+                case "consent": grantsConsent += count
+                case "auth_self": grantsPassword += count
+                case "policy": grantsPolicy += count
+                default: grantsAdmin += count
+                }
+            }
+        case AuditEventType.revoke.rawValue: revocations += count
+        case AuditEventType.expiry.rawValue: expiries += count
+        case AuditEventType.reset.rawValue: resets += count
+        case AuditEventType.refused.rawValue: refusals += count
+        case AuditEventType.approvalQueued.rawValue: queued += count
+        case AuditEventType.driftSeen.rawValue: driftFound += count
+        case AuditEventType.driftRepaired.rawValue: driftRepaired += count
+        case AuditEventType.hotplug.rawValue: hotplug += count
+        case AuditEventType.runStart.rawValue: runs += count
+        default: break
+        }
+        firstEvent = min(firstEvent ?? first, first)
+        lastEvent = max(lastEvent ?? last, last)
+    }
+}
+
+/// One row of a summary: a permission or a user, and its counts.
+public struct AuditSummaryRow: Sendable, Hashable, Codable {
+    /// The permission's name, or the user's name (`-` for events about no user).
+    public var key: String
+    /// The user's uid (user rows only).
+    public var uid: UInt32?
+    public var counts: AuditCounts
+
+    public init(key: String, uid: UInt32? = nil, counts: AuditCounts) {
+        self.key = key
+        self.uid = uid
+        self.counts = counts
+    }
+}
+
+/// A program and how many events name it.
+public struct AuditProgramRow: Sendable, Hashable, Codable {
+    public var program: String
+    public var events: Int64
+    public var firstEvent: Int64
+    public var lastEvent: Int64
+
+    public init(program: String, events: Int64, firstEvent: Int64, lastEvent: Int64) {
+        self.program = program
+        self.events = events
+        self.firstEvent = firstEvent
+        self.lastEvent = lastEvent
+    }
+}
+
+/// What `audit --summary` shows: computed by SQL GROUP BY over the filtered events.
+public struct AuditSummary: Sendable, Hashable, Codable {
+    public var total: AuditCounts
+    public var permissions: [AuditSummaryRow]
+    /// Per user: the subject the event is about, or (refusals, admin work) its actor.
+    public var users: [AuditSummaryRow]
+    /// The programs named most often, most first.
+    public var programs: [AuditProgramRow]
+
+    public init(total: AuditCounts = AuditCounts(), permissions: [AuditSummaryRow] = [], users: [AuditSummaryRow] = [],
+                programs: [AuditProgramRow] = []) {
+        self.total = total
+        self.permissions = permissions
+        self.users = users
+        self.programs = programs
+    }
+
+    /// How many programs the summary lists.
+    public static let topPrograms = 10
+}
+
+/// Where one event sits in the chain, recomputed from the stored bytes.
+public struct AuditChainPosition: Sendable, Hashable, Codable {
+    public var seq: Int64
+    public var prevHash: String
+    public var hash: String
+    /// The stored fields still hash to the stored hash.
+    public var hashMatches: Bool
+    /// The event before it is stored and its hash is this event's prev_hash (nil: no
+    /// event before it in this file: the first event, or the ones before were archived).
+    public var linksToPrevious: Bool?
+    /// The event after it names this event's hash as its prev_hash (nil: it is the newest).
+    public var linkedFromNext: Bool?
+    /// The first and newest event stored in the ledger.
+    public var firstStored: Int64
+    public var head: Int64
+}
+
+extension Ledger {
+    /// The events matching `filter` with `seq > after`, oldest first, at most `limit`.
+    public func auditEvents(_ filter: AuditFilter, after seq: Int64 = 0,
+                            limit: Int = Int.max) throws(LedgerError) -> [RecordedAuditEvent] {
+        let (condition, values) = try filter.condition()
+        return try read { db throws(LedgerError) in
+            let columns = AuditWriter.insertColumns.joined(separator: ", ")
+            let statement = try db.prepare(
+                "SELECT \(columns) FROM audit_events WHERE seq > ? AND \(condition) ORDER BY seq LIMIT ?")
+            try statement.bind([.integer(seq)] + values + [.integer(Int64(clamping: limit))])
+            var events: [RecordedAuditEvent] = []
+            while try statement.step() { events.append(try AuditRow.read(statement, path: db.path)) }
+            return events
+        }
+    }
+
+    /// The newest stored event's seq (0 when none is stored).
+    public func newestEventSeq() throws(LedgerError) -> Int64 {
+        try read { db throws(LedgerError) in try db.integer("SELECT max(seq) FROM audit_events") ?? 0 }
+    }
+
+    /// Per permission, per user and per program counts of the events matching `filter`.
+    /// One GROUP BY pass does the counting; only the few groups it yields are folded here.
+    public func auditSummary(_ filter: AuditFilter) throws(LedgerError) -> AuditSummary {
+        let (condition, values) = try filter.condition()
+        return try read { db throws(LedgerError) in
+            // Only decision and grant events need their details opened (allow or deny, and how).
+            let statement = try db.prepare("""
+                SELECT permission, COALESCE(subject_uid, actor_uid) AS uid,
+                       COALESCE(subject_name, actor_name) AS name, type,
+                       CASE WHEN type IN ('decision', 'grant') THEN json_extract(details, '$.decision') END AS decision,
+                       CASE WHEN type IN ('decision', 'grant') THEN json_extract(details, '$.how') END AS how,
+                       count(*), min(seq), max(seq)
+                FROM audit_events WHERE \(condition)
+                GROUP BY permission, uid, type, decision, how
+                """)
+            try statement.bind(values)
+            var total = AuditCounts()
+            var permissions: [String: AuditCounts] = [:]
+            var users: [UInt32?: (name: String, counts: AuditCounts)] = [:]
+            while try statement.step() {
+                let type = statement.text(3) ?? ""
+                let decision = statement.text(4), how = statement.text(5)
+                let count = statement.int64(6) ?? 0, first = statement.int64(7) ?? 0, last = statement.int64(8) ?? 0
+                total.add(type: type, decision: decision, how: how, count: count, first: first, last: last)
+                let permission = statement.text(0) ?? "-"
+                permissions[permission, default: AuditCounts()]
+                    .add(type: type, decision: decision, how: how, count: count, first: first, last: last)
+                let uid = statement.int64(1).flatMap(UInt32.init(exactly:))
+                var user = users[uid] ?? (statement.text(2) ?? "-", AuditCounts())
+                user.counts.add(type: type, decision: decision, how: how, count: count, first: first, last: last)
+                users[uid] = user
+            }
+            let programs = try db.prepare("""
+                SELECT program, count(*) AS n, min(seq), max(seq) FROM audit_events
+                WHERE program IS NOT NULL AND \(condition)
+                GROUP BY program ORDER BY n DESC, program LIMIT \(AuditSummary.topPrograms)
+                """)
+            try programs.bind(values)
+            var top: [AuditProgramRow] = []
+            while try programs.step() {
+                top.append(AuditProgramRow(program: programs.text(0) ?? "", events: programs.int64(1) ?? 0,
+                                           firstEvent: programs.int64(2) ?? 0, lastEvent: programs.int64(3) ?? 0))
+            }
+            return AuditSummary(
+                total: total,
+                permissions: permissions.sorted { $0.key < $1.key }.map { AuditSummaryRow(key: $0.key, counts: $0.value) },
+                users: users.sorted { ($0.value.name, $0.key ?? 0) < ($1.value.name, $1.key ?? 0) }
+                    .map { AuditSummaryRow(key: $0.value.name, uid: $0.key, counts: $0.value.counts) },
+                programs: top)
+        }
+    }
+
+    /// One event and its place in the chain; nil when no event `seq` is stored.
+    public func auditEvent(seq: Int64) throws(LedgerError) -> (RecordedAuditEvent, AuditChainPosition)? {
+        try read { db throws(LedgerError) -> (RecordedAuditEvent, AuditChainPosition)? in
+            let columns = AuditWriter.insertColumns.joined(separator: ", ")
+            let statement = try db.prepare("SELECT \(columns) FROM audit_events WHERE seq = ?")
+            try statement.bind([.integer(seq)])
+            guard try statement.step() else { return nil }
+            let record = try AuditRow.read(statement, path: db.path)
+            let canonical = AuditRow.canonical(statement)
+            let hasher = try SHA256Hasher()
+            var matches = false
+            if let previous = Hex.decode(record.prevHash.utf8), previous.count == 32 {
+                matches = try hasher.chainHash(previous: previous, canonical: canonical.bytes) == record.hash
+            }
+            let before = try Self.text(db, "SELECT hash FROM audit_events WHERE seq = ?", seq - 1)
+            let after = try Self.text(db, "SELECT prev_hash FROM audit_events WHERE seq = ?", seq + 1)
+            let position = AuditChainPosition(
+                seq: seq, prevHash: record.prevHash, hash: record.hash, hashMatches: matches,
+                linksToPrevious: before.map { $0 == record.prevHash }, linkedFromNext: after.map { $0 == record.hash },
+                firstStored: try db.integer("SELECT min(seq) FROM audit_events") ?? seq,
+                head: try db.integer("SELECT seq FROM chain_head WHERE id = 1") ?? seq)
+            return (record, position)
+        }
+    }
+
+    /// The text of the first row of a query with one integer parameter.
+    private static func text(_ db: borrowing SQLiteDatabase, _ sql: String, _ value: Int64) throws(LedgerError) -> String? {
+        let lookup = try db.prepare(sql)
+        try lookup.bind([.integer(value)])
+        return try lookup.step() ? lookup.text(0) : nil
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessCore
+import DevAccessLedger
+import DevAccessProtocol
+import DevAccessTestSupport
+
+/// Audit reports through the one interface: devaccessd serves them to members of the admin
+/// group, refuses (and audits) everyone else, pages a report larger than one reply, and
+/// `--follow` delivers an event written by a grant.
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes users, groups, nodes and ACLs"))
+struct AuditReportDaemonTests {
+    @Test func aPlainUserIsRefusedAndAnAdminMemberIsServed() throws {
+        let carol = try TestUser("repadm")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n", admins: [carol])
+        let erin = try TestUser("repuser")
+        let mallory = try TestUser("repnosy")
+        let socket = ["--socket", setup.daemon.socketPath]
+        #expect(try erin.withoutTerminal(["request", "camera", "--always"] + socket).status == 0)
+
+        // mallory reads nothing, whatever the report, and the refusal is audited.
+        let before = try setup.ledger().events().filter { $0.event.type == .refused }.count
+        for report in [["audit"], ["audit", "--summary"], ["audit", "--event", "1"], ["audit", "--format", "csv"],
+                       ["audit", "--user", mallory.name]] {
+            let run = try mallory.devaccess(report + socket)
+            #expect(run.status == 77, "\(report): \(run.stderr)")
+            #expect(run.stderr.contains("may not read the audit trail"), "\(run.stderr)")
+            #expect(run.stdout.isEmpty, "\(run.stdout)")
+        }
+        let refusals = try setup.ledger().events().map(\.event).filter { $0.type == .refused }
+        #expect(refusals.count == before + 5)
+        #expect(refusals.last?.actor?.uid == mallory.uid && refusals.last?.details["operation"] == "audit")
+
+        // carol, a member of the admin group (not root), is served through devaccessd.
+        let events = try carol.devaccess(["audit", "--format", "json", "--user", erin.name] + socket)
+        #expect(events.status == 0, "\(events.stderr)")
+        let document = try json(events.stdout)
+        #expect((document["chain"] as? [String: Any])?["intact"] as? Bool == true, "\(events.stdout)")
+        let list = document["events"] as? [[String: Any]] ?? []
+        let decision = list.first { $0["type"] as? String == "decision" }
+        #expect(decision?["decision"] as? String == "allow" && decision?["how"] as? String == "policy", "\(list)")
+        #expect(list.allSatisfy { $0["uid"] as? Int == Int(erin.uid) || $0["actorUid"] as? Int == Int(erin.uid) })
+
+        let summary = try carol.devaccess(["audit", "--summary", "--format", "json", "--permission", "camera"] + socket)
+        #expect(summary.status == 0, "\(summary.stderr)")
+        let total = (try json(summary.stdout)["summary"] as? [String: Any])?["total"] as? [String: Any]
+        #expect(total?["grantsPolicy"] as? Int == 1 && total?["requests"] as? Int == 1, "\(summary.stdout)")
+        // mallory's refusals name no permission: the camera summary does not count them.
+        #expect(total?["refusals"] as? Int == 0, "\(summary.stdout)")
+
+        // The next report walks from devaccessd's checkpoint (the head the last one verified),
+        // and still finds an edit of an event written after it.
+        let again = try carol.devaccess(["audit", "--format", "json", "--summary"] + socket)
+        let checkpoint = try #require((try json(again.stdout)["chain"] as? [String: Any])?["checkedFrom"] as? Int)
+        #expect(again.status == 0, "\(again.stdout)")
+        #expect(try carol.devaccess(["grant", "camera", "--user", erin.name] + socket).status == 0)
+        let grantSeq = try #require(try setup.ledger().events().last { $0.event.type == .grant }?.seq)
+        #expect(Int(grantSeq) > checkpoint)
+        let edit = try TestProcess.run("/usr/bin/sqlite3", [setup.stateDirectory + "/" + Ledger.fileName,
+            "UPDATE audit_events SET details = replace(details, 'allow', 'deny') WHERE seq = \(grantSeq)"])
+        #expect(edit.status == 0, "\(edit.stderr)")
+        let tampered = try carol.devaccess(["audit", "--user", erin.name] + socket)
+        #expect(tampered.status == 65, "\(tampered.stderr)")
+        #expect(tampered.stdout.hasPrefix("WARNING: the audit chain is broken at event \(grantSeq) (edited)"),
+                "\(tampered.stdout)")
+        // audit --verify walks the whole chain, checkpoint or not.
+        #expect(try carol.devaccess(["audit", "--verify"] + socket).status == 65)
+
+        // root --offline is refused while the daemon runs: it is the one reader and writer.
+        let offline = try TestProcess.devaccess(["audit", "--offline", "--state-dir", setup.stateDirectory] + socket)
+        #expect(offline.status == 75, "\(offline.stderr)")
+    }
+
+    @Test func aReportLargerThanOneReplyIsPaged() throws {
+        let carol = try TestUser("reppage")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n", admins: [carol])
+        let socket = ["--socket", setup.daemon.socketPath]
+        // 2,500 events of ~3 KiB: about 8 MiB, eight times the reply limit.
+        let writer = try Ledger(path: setup.stateDirectory + "/" + Ledger.fileName, journal: .disabled)
+        let note = String(repeating: "n", count: 3000)
+        let generated = (0..<2500).map { n in
+            AuditEvent(type: .hotplug, actor: Principal(uid: 0, name: "root"), permission: .camera,
+                       deviceID: "camera:generated", details: ["n": String(n), "text": note])
+        }
+        try writer.append(contentsOf: generated)
+        let run = try carol.devaccess(["audit", "--format", "json", "--device", "camera:generated"] + socket)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.utf8.count > 6 * BrokerProtocol.maxReplySize, "\(run.stdout.utf8.count) bytes")
+        let events = try json(run.stdout)["events"] as? [[String: Any]] ?? []
+        #expect(events.count == 2500)
+        #expect(events.compactMap { ($0["details"] as? [String: String])?["n"] } == (0..<2500).map(String.init))
+        let csv = try carol.devaccess(["audit", "--format", "csv", "--device", "camera:generated"] + socket)
+        #expect(csv.status == 0 && csv.stdout.split(separator: "\r\n").count == 2501, "\(csv.stderr)")
+    }
+
+    @Test func followDeliversAnEventWrittenByAGrant() throws {
+        let carol = try TestUser("repfol")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n", admins: [carol])
+        let erin = try TestUser("repfolu")
+        let socket = ["--socket", setup.daemon.socketPath]
+        let follower = Process()
+        follower.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        follower.arguments = ["--reuid=\(carol.uid)", "--regid=\(carol.gid)", "--init-groups", "--",
+                              TestProcess.devaccessBinary, "audit", "--follow", "--format", "json"] + socket
+        let output = Pipe()
+        follower.standardOutput = output
+        follower.standardError = FileHandle.nullDevice
+        let lines = LineCollector()
+        output.fileHandleForReading.readabilityHandler = { handle in lines.add(handle.availableData) }
+        try follower.run()
+        defer {
+            if follower.isRunning { follower.terminate() }
+            follower.waitUntilExit()
+            output.fileHandleForReading.readabilityHandler = nil
+        }
+        // The header (the chain's state) says the follower is reading.
+        #expect(lines.wait(for: 10) { $0.contains("\"chain\"") }, "\(lines.text)")
+        let granted = try carol.devaccess(["grant", "camera", "--user", erin.name] + socket)
+        #expect(granted.status == 0, "\(granted.stderr)")
+        // A correctness bound, not a benchmark: the poll is every 0.5 s.
+        #expect(lines.wait(for: 5) { $0.contains("\"type\":\"grant\"") && $0.contains("\"user\":\"\(erin.name)\"") },
+                "\(lines.text)")
+        let eventLines = lines.text.split(separator: "\n").dropFirst()
+        for line in eventLines {
+            let object = try json(String(line))
+            #expect(object["seq"] is Int && object["hash"] is String, "\(line)")
+        }
+        // Only what was written after it started: no event of before the grant.
+        #expect(eventLines.first.map { $0.contains("\"type\":\"grant\"") } == true, "\(lines.text)")
+    }
+}
+
+/// Collects a child's output as it arrives.
+final class LineCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+
+    func add(_ chunk: Data) {
+        lock.lock()
+        data.append(chunk)
+        lock.unlock()
+    }
+
+    var text: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Whether `condition` held within `seconds`.
+    func wait(for seconds: Double, _ condition: (String) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition(text) { return true }
+            usleep(50_000)
+        }
+        return condition(text)
+    }
+}

@@ -1,0 +1,345 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessCore
+import DevAccessLedger
+import DevAccessTestSupport
+
+/// `devaccess audit` reports through the real binary, `--offline` (root, no daemon), over a
+/// ledger written here with known contents; through devaccessd (plain user refused, admin
+/// member served, --follow) they are tested in DevAccessBrokerTests.
+@Suite(.serialized, .enabled(if: getuid() == 0, "makes users and runs root's --offline mode"))
+struct AuditReportCommandTests {
+    /// 2026-11-01T10:00:00Z; event N is written N minutes later.
+    static let base = Date(timeIntervalSince1970: 1_793_527_200)
+    static let formerUID: UInt32 = 4_000_123
+
+    /// The ledger of `KnownLedger` at the fixture's state directory.
+    static func fixture(_ tag: String) throws -> (AdminFixture, Principal) {
+        let fx = try AdminFixture(tag)
+        let alice = Principal(uid: fx.alice.uid, name: fx.alice.name)
+        let ledger = try Ledger(stateDirectory: fx.state.path)
+        try ledger.append(contentsOf: KnownLedger.events(alice: alice, base: base))
+        return (fx, alice)
+    }
+
+    static func iso(_ minutes: Int) -> String {
+        let formatter = ISO8601DateFormatter()
+        return formatter.string(from: base.addingTimeInterval(Double(minutes) * 60))
+    }
+
+    /// The event numbers a JSON report lists.
+    static func seqs(_ fx: AdminFixture, _ filters: [String]) throws -> [Int] {
+        let run = try fx.run(["audit", "--format", "json"] + filters)
+        #expect(run.status == 0, "\(filters): \(run.stderr)")
+        let events = try fx.json(run)["events"] as? [[String: Any]] ?? []
+        return events.compactMap { $0["seq"] as? Int }
+    }
+
+    @Test func theSummaryCountsExactlyWhatTheLedgerHolds() throws {
+        let (fx, alice) = try Self.fixture("repsum")
+        let run = try fx.run(["audit", "--summary", "--format", "json"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let document = try fx.json(run)
+        #expect((document["chain"] as? [String: Any])?["intact"] as? Bool == true)
+        let summary = try #require(document["summary"] as? [String: Any])
+        let total = try #require(summary["total"] as? [String: Any])
+        let expectedTotal: [String: Int] = [
+            "events": 18, "requests": 4, "grantsConsent": 1, "grantsPassword": 1, "grantsAdmin": 1, "grantsPolicy": 1,
+            "denials": 2, "revocations": 1, "expiries": 1, "refusals": 1, "driftFound": 1, "driftRepaired": 1,
+            "hotplug": 2, "runs": 1, "resets": 0, "queued": 0, "firstEvent": 1, "lastEvent": 18,
+        ]
+        for (key, value) in expectedTotal { #expect(total[key] as? Int == value, "total.\(key): \(total[key] ?? "nil")") }
+
+        func row(_ list: String, _ key: String) -> [String: Any] {
+            let rows = summary[list] as? [[String: Any]] ?? []
+            return rows.first { $0["key"] as? String == key }?["counts"] as? [String: Any] ?? [:]
+        }
+        let camera = row("permissions", "camera")
+        let expectedCamera: [String: Int] = [
+            "events": 13, "requests": 3, "grantsConsent": 1, "grantsPassword": 1, "grantsAdmin": 1, "grantsPolicy": 0,
+            "denials": 1, "revocations": 1, "expiries": 1, "driftFound": 1, "driftRepaired": 1, "hotplug": 1, "runs": 1,
+            "refusals": 0, "firstEvent": 1, "lastEvent": 17,
+        ]
+        for (key, value) in expectedCamera { #expect(camera[key] as? Int == value, "camera.\(key): \(camera[key] ?? "nil")") }
+        let microphone = row("permissions", "microphone")
+        for (key, value) in ["events": 4, "requests": 1, "grantsPolicy": 1, "denials": 1, "hotplug": 1,
+                             "firstEvent": 10, "lastEvent": 18] {
+            #expect(microphone[key] as? Int == value, "microphone.\(key): \(microphone[key] ?? "nil")")
+        }
+        #expect(row("permissions", "-")["refusals"] as? Int == 1)
+
+        let aliceRow = row("users", alice.name)
+        for (key, value) in ["events": 11, "requests": 3, "grantsConsent": 1, "grantsPassword": 1, "grantsAdmin": 1,
+                             "denials": 2, "revocations": 1, "expiries": 1, "runs": 1] {
+            #expect(aliceRow[key] as? Int == value, "alice.\(key): \(aliceRow[key] ?? "nil")")
+        }
+        let former = row("users", "former")
+        for (key, value) in ["events": 5, "requests": 1, "grantsPolicy": 1, "refusals": 1, "driftFound": 1,
+                             "driftRepaired": 1] {
+            #expect(former[key] as? Int == value, "former.\(key): \(former[key] ?? "nil")")
+        }
+        #expect(row("users", "root")["hotplug"] as? Int == 2)
+
+        let programs = summary["programs"] as? [[String: Any]] ?? []
+        #expect(programs.map { $0["program"] as? String ?? "" } == ["/usr/bin/cheese", "/usr/bin/arecord"])
+        #expect(programs.map { $0["events"] as? Int ?? 0 } == [10, 2])
+        #expect(programs.first?["firstEvent"] as? Int == 1 && programs.first?["lastEvent"] as? Int == 17)
+
+        // The table says the same, with the event numbers to drill into.
+        let table = try fx.run(["audit", "--summary"])
+        #expect(table.status == 0, "\(table.stderr)")
+        let cameraLine = table.stdout.split(separator: "\n").first { $0.hasPrefix("camera ") } ?? ""
+        #expect(cameraLine.contains("13") && cameraLine.contains("3 (1/1/1/0)") && cameraLine.contains("#1…#17"),
+                "\(table.stdout)")
+    }
+
+    @Test func filtersCompose() throws {
+        let (fx, alice) = try Self.fixture("repfilt")
+        #expect(try Self.seqs(fx, []) == Array(1...18))
+        #expect(try Self.seqs(fx, ["--permission", "camera", "--user", alice.name]) == Array(1...9) + [17])
+        #expect(try Self.seqs(fx, ["--permission", "camera", "--user", alice.name, "--type", "request,decision"])
+            == [1, 2, 3, 4, 6, 7])
+        #expect(try Self.seqs(fx, ["--program", "cheese", "--type", "revoke"]) == [5])
+        #expect(try Self.seqs(fx, ["--program", "/usr/bin/arecord"]) == [10, 11])
+        #expect(try Self.seqs(fx, ["--since", Self.iso(5), "--until", Self.iso(10)]) == [5, 6, 7, 8, 9])
+        #expect(try Self.seqs(fx, ["--since", Self.iso(10), "--user", String(Self.formerUID)]) == [10, 11, 12, 13, 14])
+        #expect(try Self.seqs(fx, ["--since", Self.iso(10), "--user", String(Self.formerUID), "--type", "refused"]) == [12])
+        #expect(try Self.seqs(fx, ["--device", "camera:test-a"]) == [13, 14, 15])
+        #expect(try Self.seqs(fx, ["--device", "Test Microphone", "--permission", "microphone"]) == [16])
+        #expect(try Self.seqs(fx, ["--permission", "location"]) == [])
+        // A duration and the time words parse; everything here is older than a day... or in the future.
+        #expect(try Self.seqs(fx, ["--since", "recent"]) == [])
+        #expect(try fx.run(["audit", "--since", "yesterday", "--until", "today"]).status == 0)
+        #expect(try fx.run(["audit", "--since", "this-week"]).status == 0)
+        #expect(try fx.run(["audit", "--since", "boot", "--format", "csv"]).status == 0)
+        #expect(try fx.run(["audit", "--since", "2026-11-01"]).status == 0)
+        let bad = try fx.run(["audit", "--since", "last tuesday"])
+        #expect(bad.status == 64 && bad.stderr.contains("not a time"), "\(bad.stderr)")
+        let badType = try fx.run(["audit", "--type", "grnat"])
+        #expect(badType.status == 64 && badType.stderr.contains("did you mean 'grant'"), "\(badType.stderr)")
+
+        // The table: one line per event, newest last, local time.
+        let table = try fx.run(["audit", "--user", alice.name, "--type", "grant"])
+        #expect(table.status == 0, "\(table.stderr)")
+        let lines = table.stdout.split(separator: "\n")
+        #expect(lines.count == 3, "\(table.stdout)")
+        #expect(lines.first?.hasPrefix("#") == true)
+        #expect(lines[1].hasPrefix("8 ") && lines[1].contains("grant allow") && lines[1].contains("admin"), "\(lines)")
+        #expect(lines[2].hasPrefix("18 ") && lines[2].contains("grant deny"), "\(lines)")
+    }
+
+    @Test func csvHasTheDocumentedColumnsAndJSONTheDocumentedShape() throws {
+        let (fx, _) = try Self.fixture("repfmt")
+        let output = fx.state.path + "/report.csv"
+        let csv = try fx.run(["audit", "--format", "csv", "--output", output])
+        #expect(csv.status == 0 && csv.stdout.isEmpty, "\(csv.stderr)")
+        var info = stat()
+        #expect(stat(output, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let check = try TestProcess.run("/usr/bin/python3", ["-c", """
+            import csv, json, sys
+            rows = list(csv.DictReader(open(sys.argv[1], newline='')))
+            documented = "seq,time_utc,time_usec,type,actor,actor_uid,user,uid,permission,device,device_name,program,node,decision,how,details,prev_hash,hash".split(",")
+            assert list(rows[0].keys()) == documented, list(rows[0].keys())
+            assert [int(r['seq']) for r in rows] == list(range(1, 19)), [r['seq'] for r in rows]
+            assert rows[6]['decision'] == 'deny' and rows[6]['how'] == 'consent', rows[6]
+            assert json.loads(rows[4]['details'])['revoke_reason'] == 'no longer, "needed"', rows[4]['details']
+            assert rows[0]['time_utc'] == '2026-11-01T10:01:00.000000Z', rows[0]['time_utc']
+            assert all(len(r['hash']) == 64 for r in rows)
+            print("ok")
+            """, output])
+        #expect(check.status == 0 && check.stdout.contains("ok"), "\(check.stdout) \(check.stderr)")
+
+        let summaryPath = fx.state.path + "/summary.csv"
+        #expect(try fx.run(["audit", "--summary", "--format", "csv", "-o", summaryPath]).status == 0)
+        let checkSummary = try TestProcess.run("/usr/bin/python3", ["-c", """
+            import csv, sys
+            rows = list(csv.DictReader(open(sys.argv[1], newline='')))
+            assert list(rows[0].keys())[:5] == ['section', 'key', 'uid', 'events', 'requests'], rows[0].keys()
+            total = [r for r in rows if r['section'] == 'total'][0]
+            assert total['events'] == '18' and total['grants_policy'] == '1' and total['hotplug'] == '2', total
+            assert [r['key'] for r in rows if r['section'] == 'program'] == ['/usr/bin/cheese', '/usr/bin/arecord']
+            print("ok")
+            """, summaryPath])
+        #expect(checkSummary.status == 0 && checkSummary.stdout.contains("ok"), "\(checkSummary.stdout) \(checkSummary.stderr)")
+
+        let jsonPath = fx.state.path + "/report.json"
+        #expect(try fx.run(["audit", "--format", "json", "--output", jsonPath]).status == 0)
+        let shape = try TestProcess.run("/usr/bin/python3", ["-c", Self.schemaCheck, jsonPath])
+        #expect(shape.status == 0 && shape.stdout.contains("ok"), "\(shape.stdout) \(shape.stderr)")
+    }
+
+    /// docs/json.md, "audit reports": the event object's keys and types.
+    static let schemaCheck = """
+        import json, sys
+        doc = json.load(open(sys.argv[1]))
+        assert set(doc) == {'chain', 'ledger', 'mode', 'events'}, doc.keys()
+        assert doc['mode'] == 'events' and doc['chain']['intact'] is True
+        required = {'seq': int, 'time': str, 'timeUsec': int, 'type': str, 'details': dict, 'prevHash': str, 'hash': str}
+        optional = {'actor': str, 'actorUid': int, 'user': str, 'uid': int, 'permission': str, 'device': str,
+                    'deviceName': str, 'program': str, 'node': str, 'decision': str, 'how': str}
+        for event in doc['events']:
+            for key, kind in required.items():
+                assert isinstance(event.get(key), kind), (key, event)
+            for key in event:
+                assert key in required or key in optional, ('undocumented key', key)
+                if key in optional:
+                    assert isinstance(event[key], optional[key]), (key, event)
+            assert event['time'].endswith('Z') and len(event['time']) == 27, event['time']
+            assert all(isinstance(v, str) for v in event['details'].values())
+        assert len(doc['events']) == 18
+        print("ok")
+        """
+
+    @Test func oneEventInFullWithItsPlaceInTheChain() throws {
+        let (fx, _) = try Self.fixture("repevt")
+        let run = try fx.run(["audit", "--event", "7"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("decision") && run.stdout.contains("deny"), "\(run.stdout)")
+        #expect(run.stdout.contains("event 7 of 1…18 stored; hash matches its stored fields"), "\(run.stdout)")
+        #expect(run.stdout.contains("event 6 links to it") && run.stdout.contains("event 8 is chained to it"), "\(run.stdout)")
+        let json = try fx.json(try fx.run(["audit", "--event", "18", "--format", "json"]))
+        let position = try #require(json["position"] as? [String: Any])
+        #expect(position["linksToPrevious"] as? Bool == true && position["linkedFromNext"] == nil)
+        let missing = try fx.run(["audit", "--event", "99"])
+        #expect(missing.status == 1 && missing.stderr.contains("no event 99"), "\(missing.stderr)")
+    }
+
+    @Test func aTamperedLedgerIsReportedAtTheTopOfEveryReport() throws {
+        let (fx, _) = try Self.fixture("reptamp")
+        let edit = try fx.sql("UPDATE audit_events SET details = replace(details, 'deny', 'allow') WHERE seq = 7")
+        #expect(edit.status == 0, "\(edit.stderr)")
+        let table = try fx.run(["audit"])
+        #expect(table.status == 65, "\(table.stderr)")
+        #expect(table.stdout.hasPrefix("WARNING: the audit chain is broken at event 7 (edited)"), "\(table.stdout)")
+        let summary = try fx.run(["audit", "--summary"])
+        #expect(summary.status == 65 && summary.stdout.hasPrefix("WARNING: the audit chain is broken at event 7"),
+                "\(summary.stdout)")
+        let csv = try fx.run(["audit", "--format", "csv", "--permission", "microphone"])
+        #expect(csv.status == 65 && csv.stdout.hasPrefix("# WARNING: the audit chain is broken at event 7"), "\(csv.stdout)")
+        let json = try fx.run(["audit", "--format", "json", "--summary"])
+        #expect(json.status == 65)
+        let chain = try fx.json(json)["chain"] as? [String: Any]
+        #expect(chain?["intact"] as? Bool == false && chain?["brokenAt"] as? Int == 7, "\(json.stdout)")
+        let event = try fx.run(["audit", "--event", "7"])
+        #expect(event.status == 65 && event.stdout.contains("DOES NOT match"), "\(event.stdout)")
+    }
+}
+
+extension AuditReportCommandTests {
+    /// The page's bars and marks are the ledger's grants and denials, refusals, revocations
+    /// and runs, at their times; nothing in it can load anything.
+    @Test func theHTMLTimelineDrawsTheLedger() throws {
+        let (fx, _) = try Self.fixture("rephtml")
+        let page = fx.state.path + "/report.html"
+        let run = try fx.run(["audit", "--format", "html", "--output", page, "--until", Self.iso(30)])
+        #expect(run.status == 0, "\(run.stderr)")
+        func usec(_ minutes: Int) -> Int { Int(Self.base.timeIntervalSince1970) * 1_000_000 + minutes * 60_000_000 }
+        let check = try TestProcess.run("/usr/bin/python3", ["-c", """
+            import html.parser, json, sys
+            class P(html.parser.HTMLParser):
+                def __init__(self):
+                    super().__init__(); self.bars = {}; self.marks = []; self.svgs = []
+                def handle_starttag(self, tag, attrs):
+                    a = dict(attrs)
+                    if tag == 'svg': self.svgs.append(a.get('data-permission'))
+                    if 'grant' in (a.get('class') or '').split():
+                        self.bars[a['data-grant']] = (self.svgs[-1], int(a['data-start']), a['data-end'])
+                    if 'mark' in (a.get('class') or '').split():
+                        self.marks.append((self.svgs[-1], a['class'].split()[1], int(a['data-seq'])))
+            text = open(sys.argv[1]).read()
+            p = P(); p.feed(text)
+            print(json.dumps({'bars': p.bars, 'marks': sorted(p.marks), 'svgs': p.svgs}))
+            lowered = text.lower()
+            for needle in ['http:', 'https:', '//', 'src=', 'href=', 'url(', '@import', '<script', '<link', '<img', '<iframe']:
+                assert needle not in lowered, needle
+            """, page])
+        #expect(check.status == 0, "\(check.stderr)")
+        let found = try fx.json(check)
+        let bars = found["bars"] as? [String: [Any]] ?? [:]
+        // Grants 1 and 5 stand to the report's end; 2 was revoked at 5, 4 expired at 9.
+        let expected: [String: (String, Int, String)] = [
+            "1": ("camera", usec(2), ""), "2": ("camera", usec(4), String(usec(5))),
+            "4": ("camera", usec(8), String(usec(9))), "5": ("microphone", usec(11), ""),
+        ]
+        #expect(Set(bars.keys) == Set(expected.keys), "\(bars)")
+        for (id, (permission, start, end)) in expected {
+            let bar = bars[id] ?? []
+            #expect(bar.count == 3 && bar[0] as? String == permission && bar[1] as? Int == start
+                    && bar[2] as? String == end, "grant \(id): \(bar)")
+        }
+        let marks = (found["marks"] as? [[Any]] ?? []).map { "\($0[0]) \($0[1]) \($0[2])" }
+        #expect(marks == ["- refused 12", "camera denied 7", "camera revoked 5", "camera run 17", "microphone denied 18"],
+                "\(marks)")
+
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
+            Issue.record("chromium is not installed (scripts/install-deps.sh installs it): the page was not rendered")
+            return
+        }
+        // Rendered for real: no console error, no request (the page's CSP would log one), a screenshot.
+        let screenshot = "/tmp/devaccess-audit-report.png"
+        try? FileManager.default.removeItem(atPath: screenshot)
+        let chrome = try TestProcess.run("/usr/bin/timeout", [
+            "120", "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--user-data-dir=\(fx.state.path)/chromium", "--enable-logging=stderr", "--v=0",
+            "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1200,1100",
+            "--screenshot=\(screenshot)", "file://\(page)"])
+        #expect(chrome.status == 0, "\(chrome.stderr)")
+        let console = chrome.stderr.split(separator: "\n").filter {
+            $0.contains("CONSOLE") || $0.contains("Refused to") || $0.contains("net::ERR")
+        }
+        #expect(console.isEmpty, "\(console)")
+        var info = stat()
+        #expect(stat(screenshot, &info) == 0 && info.st_size > 20_000, "screenshot at \(screenshot)")
+        let dom = try TestProcess.run("/usr/bin/timeout", [
+            "120", "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--user-data-dir=\(fx.state.path)/chromium", "--dump-dom", "file://\(page)"])
+        #expect(dom.stdout.components(separatedBy: "class=\"grant\"").count - 1 == 4, "the rendered DOM has the bars")
+    }
+}
+
+/// 18 events with known counts (see the summary test for what they add up to).
+enum KnownLedger {
+    static func events(alice: Principal, base: Date) -> [AuditEvent] {
+        let root = Principal(uid: 0, name: "root")
+        let former = Principal(uid: AuditReportCommandTests.formerUID, name: "former")
+        let cheese = "/usr/bin/cheese", arecord = "/usr/bin/arecord"
+        func at(_ n: Int) -> Date { base.addingTimeInterval(Double(n) * 60) }
+        func decided(_ decision: String, _ how: String, _ id: Int) -> [String: String] {
+            ["decision": decision, "how": how, "scope": "always", "grant_id": String(id)]
+        }
+        return [
+            AuditEvent(type: .request, time: at(1), actor: alice, subject: alice, permission: .camera, program: cheese),
+            AuditEvent(type: .decision, time: at(2), actor: alice, subject: alice, permission: .camera, program: cheese,
+                       details: decided("allow", "consent", 1)),
+            AuditEvent(type: .request, time: at(3), actor: alice, subject: alice, permission: .camera, program: cheese),
+            AuditEvent(type: .decision, time: at(4), actor: alice, subject: alice, permission: .camera, program: cheese,
+                       details: decided("allow", "auth_self", 2)),
+            AuditEvent(type: .revoke, time: at(5), actor: root, subject: alice, permission: .camera, program: cheese,
+                       details: ["revoke_reason": "no longer, \"needed\"", "grant_id": "2"]),
+            AuditEvent(type: .request, time: at(6), actor: alice, subject: alice, permission: .camera, program: cheese),
+            AuditEvent(type: .decision, time: at(7), actor: alice, subject: alice, permission: .camera, program: cheese,
+                       details: decided("deny", "consent", 3)),
+            AuditEvent(type: .grant, time: at(8), actor: root, subject: alice, permission: .camera, program: cheese,
+                       details: decided("allow", "admin", 4)),
+            AuditEvent(type: .expiry, time: at(9), actor: root, subject: alice, permission: .camera, program: cheese,
+                       details: ["grant_id": "4"]),
+            AuditEvent(type: .request, time: at(10), actor: former, subject: former, permission: .microphone,
+                       program: arecord),
+            AuditEvent(type: .decision, time: at(11), actor: former, subject: former, permission: .microphone,
+                       program: arecord, details: decided("allow", "policy", 5)),
+            AuditEvent(type: .refused, time: at(12), actor: former, details: ["operation": "audit"]),
+            AuditEvent(type: .driftSeen, time: at(13), actor: root, subject: former, permission: .camera,
+                       deviceID: "camera:test-a"),
+            AuditEvent(type: .driftRepaired, time: at(14), actor: root, subject: former, permission: .camera,
+                       deviceID: "camera:test-a"),
+            AuditEvent(type: .hotplug, time: at(15), actor: root, permission: .camera, deviceID: "camera:test-a",
+                       deviceName: "Test Camera", details: ["action": "add"]),
+            AuditEvent(type: .hotplug, time: at(16), actor: root, permission: .microphone, deviceID: "microphone:card0",
+                       deviceName: "Test Microphone", details: ["action": "add"]),
+            AuditEvent(type: .runStart, time: at(17), actor: alice, subject: alice, permission: .camera, program: cheese),
+            AuditEvent(type: .grant, time: at(18), actor: root, subject: alice, permission: .microphone,
+                       details: decided("deny", "admin", 6)),
+        ]
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import DevAccessCore
+@testable import DevAccessLedger
+
+/// Report queries over a real ledger file, and the checkpoint reports verify from.
+@Suite struct AuditReportTests {
+    @Test func aCheckpointWalksOnlyWhatCameAfterItAndStillCatchesEditsThere() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        try ledger.append(contentsOf: (1...50).map { sampleEvent($0) })
+        let first = try ledger.verifyFromCheckpoint()
+        #expect(first.verification == .intact(count: 50) && first.from == nil)
+        try ledger.append(contentsOf: (51...60).map { sampleEvent($0) })
+        let second = try ledger.verifyFromCheckpoint()
+        #expect(second.verification == .intact(count: 60) && second.from == 50)
+
+        // An edit after the checkpoint (60) is caught by the short walk.
+        try ledger.append(contentsOf: (61...70).map { sampleEvent($0) })
+        try rawSQL(dir.ledgerPath, "UPDATE audit_events SET program = '/tmp/evil' WHERE seq = 65")
+        let edited = try ledger.verifyFromCheckpoint()
+        #expect(edited.from == 60 && edited.verification.chainBreak?.seq == 65, "\(edited)")
+        #expect(edited.verification.chainBreak?.kind == .edited)
+    }
+
+    @Test func anEditOfTheCheckpointEventOrARemovalMakesTheWalkWholeAgain() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        try ledger.append(contentsOf: (1...30).map { sampleEvent($0) })
+        #expect(try ledger.verifyFromCheckpoint().verification.isIntact)
+        // The checkpoint event's fields change, its stored hash does not: whole walk, found.
+        try rawSQL(dir.ledgerPath, "UPDATE audit_events SET subject_name = 'mallory' WHERE seq = 30")
+        let rewritten = try ledger.verifyFromCheckpoint()
+        #expect(rewritten.from == nil && rewritten.verification.chainBreak?.seq == 30, "\(rewritten)")
+
+        let other = TemporaryLedgerDirectory()
+        let second = try openLedger(other)
+        try second.append(contentsOf: (1...30).map { sampleEvent($0) })
+        #expect(try second.verifyFromCheckpoint().verification.isIntact)
+        try second.append(contentsOf: (31...40).map { sampleEvent($0) })
+        // The newest events removed and the head rolled back by hand to before the checkpoint.
+        try rawSQL(other.ledgerPath, """
+            DELETE FROM audit_events WHERE seq >= 25;
+            UPDATE chain_head SET seq = 24, hash = (SELECT hash FROM audit_events WHERE seq = 24);
+            """)
+        let truncated = try second.verifyFromCheckpoint()
+        #expect(truncated.from == nil, "the checkpoint event is gone: the whole chain is walked")
+        // A consistent truncation is what the chain alone cannot see (the journal anchors the
+        // head); the walk is whole and says intact with 24 events, not the 40 written.
+        #expect(truncated.verification == .intact(count: 24))
+    }
+
+    @Test func filtersAreBoundNotSpliced() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        var odd = sampleEvent(1)
+        odd.program = "/opt/100%_sure/app"
+        var quote = sampleEvent(2)
+        quote.program = "/usr/bin/it's"
+        try ledger.append(contentsOf: [odd, quote, sampleEvent(3)])
+        #expect(try ledger.auditEvents(AuditFilter(program: "app")).map(\.seq) == [1])
+        // LIKE's wildcards in a name match only themselves.
+        #expect(try ledger.auditEvents(AuditFilter(program: "%")).map(\.seq) == [])
+        #expect(try ledger.auditEvents(AuditFilter(program: "it's")).map(\.seq) == [2])
+        #expect(try ledger.auditEvents(AuditFilter(program: "cheese"), after: 1, limit: 5).map(\.seq) == [3])
+        #expect(try ledger.auditEvents(AuditFilter(types: ["decision"])).map(\.seq) == [1, 3])
+        let summary = try ledger.auditSummary(AuditFilter(types: ["decision", "request"]))
+        #expect(summary.total.events == 3 && summary.total.requests == 1)
+        #expect(summary.programs.map(\.program).sorted() == ["/opt/100%_sure/app", "/usr/bin/cheese", "/usr/bin/it's"])
+    }
+}
+
+/// The decoder's fast path accepts exactly what JSONDecoder accepts, with the same result.
+@Suite struct DetailsJSONTests {
+    @Test func thePlainPathAgreesWithJSONDecoder() throws {
+        let texts = [
+            "{}", #"{"a":"b"}"#, #"{"how":"consent","n":"7","scope":"until"}"#, #"{"k":"ünïcødé ✓ 🎥"}"#,
+            #"{"a":"b","a":"c"}"#, #"{"a":"b",}"#, #"{"a":"b"} "#, #"{ "a":"b"}"#, #"{"a":1}"#, #"{"a":"b""#,
+            "{\"a\":\"line\nbreak\"}", #"{"a":"quote \" inside"}"#, #"{"a":"\u0041"}"#, #"{"a"}"#, #"{"":""}"#,
+            #"["a"]"#, "", #"{"a":"b","c":"d","e":"f"}"#,
+        ]
+        for text in texts {
+            let reference = try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))
+            #expect(DetailsJSON.decode(text) == reference, "\(text)")
+            if let plain = DetailsJSON.decodePlain(text) { #expect(plain == reference, "\(text)") }
+        }
+        // What encode writes comes back, escapes or not.
+        for details in [["reason": "a \"quoted\"\nline\\"], ["x": "\u{1}"], ["n": "1", "how": "admin"]] {
+            #expect(DetailsJSON.decode(DetailsJSON.encode(details)) == details)
+        }
+    }
+}
