@@ -2,6 +2,7 @@ import DevAccessInterface
 import DevAccessLedger
 import Foundation
 import Glibc
+import DevAccessSystem
 
 /// Where a report goes: standard output, `--output FILE` (created 0600: audit data is
 /// private; an existing file is replaced, a symlink is refused), or, for a table on a
@@ -70,15 +71,7 @@ final class ReportSink {
 
     /// Writes `text` as is; nothing is added.
     func write(_ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            bytes = bytes.dropFirst(written)
-        }
+        FileDescriptor.writeAll(descriptor, text)
     }
 
     func line(_ text: String) { write(text + "\n") }

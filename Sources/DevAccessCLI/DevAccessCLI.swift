@@ -1,5 +1,6 @@
 import DevAccessCore
 import Glibc
+import DevAccessSystem
 
 /// The `devaccess` command: picks the subcommand, runs it, maps every outcome to
 /// a documented exit code. Data goes to stdout, messages to stderr.
@@ -164,14 +165,6 @@ struct Console: Sendable {
     }
 
     private func write(_ fd: CInt, _ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return  // EPIPE and friends: the reader is gone, nothing to tell it.
-            }
-            bytes = bytes.dropFirst(written)
-        }
+        FileDescriptor.writeAll(fd, text)  // EPIPE and friends: the reader is gone, nothing to tell it.
     }
 }

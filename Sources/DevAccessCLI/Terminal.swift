@@ -1,4 +1,5 @@
 import Glibc
+import DevAccessSystem
 import Synchronization
 
 /// The write end of the pipe the signal handler writes to; -1 before `SignalPipe.install`.
@@ -95,15 +96,7 @@ final class Terminal {
     }
 
     func write(_ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            bytes = bytes.dropFirst(written)
-        }
+        FileDescriptor.writeAll(descriptor, text)
     }
 
     /// Stops echoing typed characters (a password), keeping line editing and Ctrl-C.

@@ -196,28 +196,11 @@ extension Ledger {
     @discardableResult
     public func endByPolicy(_ endings: [PolicyEnding], by actor: Principal,
                             at now: Date = Date()) throws(LedgerError) -> [Grant] {
-        let time = try Timestamp.microseconds(now)
-        return try write { db, audit throws(LedgerError) in
-            let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
-            var ended: [Grant] = []
-            for ending in endings {
-                let clause = "id = ? AND decision = 'allow' AND revoked_usec IS NULL "
-                    + "AND (expires_usec IS NULL OR expires_usec > ?)"
-                guard var grant = try GrantRow.query(db, where: clause, [.integer(ending.grantID), .integer(time)]).first
-                else { continue }
-                try update.run([.integer(time), .integer(grant.id)])
-                grant.revoked = Timestamp.date(time)
-                var details = GrantRow.auditDetails(grant)
-                details["ended_by"] = "policy"
-                details["revoke_reason"] = ending.reason
-                if let rule = ending.rule { details["policy_rule"] = rule }
-                try audit.append(AuditEvent(
-                    type: .revoke, time: now, actor: actor, subject: grant.subject, permission: grant.permission,
-                    deviceID: grant.deviceID, program: grant.program?.path, details: details))
-                ended.append(grant)
-            }
-            return ended
-        }
+        try end(endings.map { ending in
+            var details = ["ended_by": "policy", "revoke_reason": ending.reason]
+            if let rule = ending.rule { details["policy_rule"] = rule }
+            return (ending.grantID, details)
+        }, standing: "decision = 'allow'", as: .revoke, by: actor, at: now)
     }
 
     /// Ends standing `once` grants whose process is gone: their term is over, so one `expiry`
@@ -227,22 +210,28 @@ extension Ledger {
     @discardableResult
     public func endWithProcess(_ endings: [(grantID: Int64, reason: String)], by actor: Principal,
                                at now: Date = Date()) throws(LedgerError) -> [Grant] {
+        try end(endings.map { ($0.grantID, ["ended_by": "process-exit", "end_reason": $0.reason]) },
+                standing: "holder_pid IS NOT NULL", as: .expiry, by: actor, at: now)
+    }
+
+    /// Ends the grants named, if they still stand and match `condition`: one `type` event
+    /// each, with the grant's details and `details` added.
+    private func end(_ endings: [(grantID: Int64, details: [String: String])], standing condition: String,
+                     as type: AuditEventType, by actor: Principal, at now: Date) throws(LedgerError) -> [Grant] {
         let time = try Timestamp.microseconds(now)
         return try write { db, audit throws(LedgerError) in
             let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
             var ended: [Grant] = []
             for ending in endings {
-                let clause = "id = ? AND holder_pid IS NOT NULL AND revoked_usec IS NULL "
+                let clause = "id = ? AND \(condition) AND revoked_usec IS NULL "
                     + "AND (expires_usec IS NULL OR expires_usec > ?)"
                 guard var grant = try GrantRow.query(db, where: clause, [.integer(ending.grantID), .integer(time)]).first
                 else { continue }
                 try update.run([.integer(time), .integer(grant.id)])
                 grant.revoked = Timestamp.date(time)
-                var details = GrantRow.auditDetails(grant)
-                details["ended_by"] = "process-exit"
-                details["end_reason"] = ending.reason
+                let details = GrantRow.auditDetails(grant).merging(ending.details) { _, added in added }
                 try audit.append(AuditEvent(
-                    type: .expiry, time: now, actor: actor, subject: grant.subject, permission: grant.permission,
+                    type: type, time: now, actor: actor, subject: grant.subject, permission: grant.permission,
                     deviceID: grant.deviceID, program: grant.program?.path, details: details))
                 ended.append(grant)
             }

@@ -28,3 +28,21 @@ public struct FileDescriptor: ~Copyable {
         _ = Glibc.close(rawValue)
     }
 }
+
+extension FileDescriptor {
+    /// Writes all of `text` to `fd`, again after a signal or a short write. False when
+    /// `write(2)` failed otherwise (EPIPE: the reader is gone); nothing is retried then.
+    @discardableResult
+    public static func writeAll(_ fd: CInt, _ text: String) -> Bool {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            bytes = bytes.dropFirst(written)
+        }
+        return true
+    }
+}

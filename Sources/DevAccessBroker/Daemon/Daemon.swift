@@ -219,14 +219,6 @@ public enum Daemon {
     private static func writeStderr(_ text: String) { write(STDERR_FILENO, text) }
 
     private static func write(_ fd: CInt, _ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            bytes = bytes.dropFirst(written)
-        }
+        FileDescriptor.writeAll(fd, text)
     }
 }

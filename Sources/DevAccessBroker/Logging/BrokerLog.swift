@@ -1,4 +1,5 @@
 import Glibc
+import DevAccessSystem
 import CSystemd
 
 /// devaccessd's structured log: native journal entries when stderr is connected to
@@ -109,15 +110,7 @@ public final class BrokerLog: Sendable {
     }
 
     private func writeLine(_ line: String) {
-        var bytes = Array(line.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            bytes = bytes.dropFirst(written)
-        }
+        FileDescriptor.writeAll(STDERR_FILENO, line)
     }
 
     // MARK: journal
