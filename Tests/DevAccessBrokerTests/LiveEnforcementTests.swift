@@ -109,7 +109,9 @@ struct LiveEnforcementTests {
         #expect(late >= 0, "removed \(-late) s before the grant expired")
         #expect(late < 1.0, "removed \(late) s after the expiry")
         #expect(try !setup.user.canOpen(setup.node, .read))
-        #expect(daemon.log.contains("msg=\"enforcement run\" trigger=expiry expired=1 changes=1"), "\(daemon.log)")
+        // The run logs after its edits: the entry can be gone a moment before the line is written.
+        #expect(Self.waitFor(2) { daemon.log.contains("msg=\"enforcement run\" trigger=expiry expired=1 changes=1") } != nil,
+                "\(daemon.log)")
         #expect(daemon.log.contains("msg=\"grant expired\" grant=1"))
         #expect(daemon.stop() == 0)
         // The daemon ended it in the ledger too (an `expiry` event), and the chain holds.
@@ -193,7 +195,9 @@ struct LiveEnforcementTests {
             #expect(applied.timeIntervalSince(started) < 1, "round \(round)")
             #expect(try setup.user.canOpen(setup.node, .readWrite), "round \(round)")
         }
-        #expect(daemon.log.contains("msg=\"enforcement run\" trigger=nodes expired=0 changes=1"), "\(daemon.log)")
+        // The run logs after its edits: the entry can be gone a moment before the line is written.
+        #expect(Self.waitFor(2) { daemon.log.contains("msg=\"enforcement run\" trigger=nodes expired=0 changes=1") } != nil,
+                "\(daemon.log)")
         #expect(daemon.log.contains("it was missing (node re-created or an earlier run was interrupted)"))
         #expect(daemon.stop() == 0)
     }
@@ -207,7 +211,9 @@ struct LiveEnforcementTests {
         #expect(!setup.hasEntry)
         #expect(Self.waitFor(3) { setup.hasEntry } != nil, "\(daemon.log)")
         #expect(try setup.user.canOpen(setup.node, .readWrite))
-        #expect(daemon.log.contains("msg=\"enforcement run\" trigger=periodic expired=0 changes=1"), "\(daemon.log)")
+        // The run logs after its edits: the entry can be gone a moment before the line is written.
+        #expect(Self.waitFor(2) { daemon.log.contains("msg=\"enforcement run\" trigger=periodic expired=0 changes=1") } != nil,
+                "\(daemon.log)")
         #expect(daemon.stop() == 0)
     }
 
