@@ -1,3 +1,4 @@
+import DevAccessCore
 import DevAccessInterface
 import DevAccessLedger
 import Foundation
@@ -112,9 +113,10 @@ enum EventTable {
     }
 
     static func format(_ cells: [String]) -> String {
-        Console.printable(cells.enumerated().map { index, cell in
+        // Each cell on its one line: a newline in a program's path or a name adds no row.
+        cells.map(TerminalText.field).enumerated().map { index, cell in
             index == cells.count - 1 ? cell : cell + String(repeating: " ", count: max(1, widths[index] - cell.count + 2))
-        }.joined())
+        }.joined()
     }
 
     /// The last two components: `/usr/bin/cheese` stays readable, `/opt/x/bin/app` keeps its context.
@@ -169,7 +171,7 @@ enum EventCSV {
 
     /// Control characters in cells (device names come from hardware) are shown as `\xNN`, as in tables.
     static func line(_ cells: [String]) -> String {
-        cells.map { quoted(Console.printable($0)) }.joined(separator: ",") + "\r\n"
+        cells.map { quoted(TerminalText.block($0)) }.joined(separator: ",") + "\r\n"
     }
 
     /// Byte-wise: a million rows of Character comparisons cost seconds.
@@ -244,7 +246,7 @@ enum SummaryRendering {
                     : "#\($0.firstEvent)…#\($0.lastEvent)"]
             }))
         }
-        return Console.printable(sections.joined(separator: "\n\n")) + "\n\n"
+        return TerminalText.block(sections.joined(separator: "\n\n")) + "\n\n"
             + "granted c/p/a/pol: by consent / password (auth_self) / admin / policy. "
             + "'devaccess audit --event N' shows one event; filter with --permission, --user, --type to list them.\n"
     }
@@ -285,7 +287,7 @@ enum EventRecordText {
                 : "event \(position.seq + 1) is chained to a different hash (broken link)" } ?? "none (newest)"))
         }
         let width = (lines.map(\.0.count).max() ?? 0) + 2
-        return Console.printable(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + $0.1 }
+        return TerminalText.block(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + $0.1 }
             .joined(separator: "\n"))
     }
 }

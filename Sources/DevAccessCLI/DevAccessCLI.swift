@@ -128,40 +128,12 @@ struct CommandFailure: Error {
 /// that `monitor` lines reach a pipe as they are printed.
 struct Console: Sendable {
     func out(_ text: String) {
-        write(STDOUT_FILENO, Console.printable(text.hasSuffix("\n") ? text : text + "\n"))
+        // Device names come from hardware, reasons and paths from users: shown, never sent.
+        write(STDOUT_FILENO, TerminalText.block(text.hasSuffix("\n") ? text : text + "\n"))
     }
 
     func error(_ text: String) {
-        write(STDERR_FILENO, Console.printable(text + "\n"))
-    }
-
-    /// Device names come from hardware (a USB iProduct string), gpsd and ALSA: control
-    /// characters in them are shown as `\xNN`, so no device can send escape sequences
-    /// to an admin's terminal. JSON output has none left (the encoder escapes them).
-    static func printable(_ text: String) -> String {
-        // Most text has no control character at all: checked on the bytes (C0 and DEL below
-        // 0x80; C1 is encoded as 0xC2 0x80...0x9F), returned as is.
-        var previous: UInt8 = 0
-        var clean = true
-        for byte in text.utf8 {
-            if (byte < 0x20 && byte != 0x0A && byte != 0x09) || byte == 0x7F || (previous == 0xC2 && byte < 0xA0 && byte >= 0x80) {
-                clean = false
-                break
-            }
-            previous = byte
-        }
-        if clean { return text }
-        var result = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            let value = scalar.value
-            if (value < 0x20 && scalar != "\n" && scalar != "\t") || (0x7F...0x9F).contains(value) {
-                let hex = String(value, radix: 16, uppercase: true)
-                result.append(contentsOf: ("\\x" + (hex.count < 2 ? "0" + hex : hex)).unicodeScalars)
-            } else {
-                result.append(scalar)
-            }
-        }
-        return String(result)
+        write(STDERR_FILENO, TerminalText.block(text + "\n"))
     }
 
     private func write(_ fd: CInt, _ text: String) {

@@ -57,7 +57,7 @@ enum ListCommand: Command {
         let rows = grants.map { grant -> [String] in
             let state = grant.active ? "standing" : grant.ended.map { "ended \($0)" } ?? "expired"
             return [String(grant.id), "\(grant.user) (\(grant.uid))", grant.permission, grant.decision,
-                    grant.device ?? "(every)", grant.term, state, "\(grant.decidedBy) (\(grant.how))"]
+                    grant.device ?? "(every)", grant.term, state, "\(grant.decidedBy) (\(grant.how))"].map(TerminalText.field)
         }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         return ([header] + rows).map { row in

@@ -48,7 +48,7 @@ enum PendingCommand: Command {
             }
             return [String(item.pending), "\(item.user) (\(item.uid))",
                     item.permissions.map(\.rawValue).joined(separator: ","), term, item.created,
-                    Terminal.printable(item.program ?? "-"), Terminal.printable(item.reason ?? "")]
+                    TerminalText.field(item.program ?? "-"), TerminalText.field(item.reason ?? "")]
         }
         let header = ["ID", "USER", "PERMISSIONS", "TERM", "REQUESTED", "PROGRAM", "REASON"]
         var widths = header.map(\.count)
@@ -132,7 +132,7 @@ enum ResolveCommand {
         } else {
             console.out("request \(resolved.pending) of \(resolved.user) (uid \(resolved.uid)) \(resolved.resolution.rawValue)")
             for result in resolved.results {
-                console.out("  \(result.permission.rawValue): \(Terminal.printable(result.message))")
+                console.out("  \(result.permission.rawValue): \(TerminalText.block(result.message))")
             }
         }
         return .success

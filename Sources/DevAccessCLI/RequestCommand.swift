@@ -124,7 +124,7 @@ enum RequestCommand: Command {
     /// Prints what happened (stderr) and the statuses (stdout); returns the exit code.
     static func report(_ decision: DecisionReply, json: Bool, console: Console) throws -> ExitCode {
         for result in decision.results {
-            console.error("devaccess: \(result.permission.rawValue): \(Terminal.printable(result.message))")
+            console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
         }
         if json {
             console.out(try JSONOutput.encode(RequestDocument(decision)))
@@ -238,11 +238,11 @@ struct PromptSession {
             }
         }
         guard let terminal else { return .answered }
-        terminal.write("\n" + Terminal.printable(prompt.text) + "\n")
+        terminal.write("\n" + TerminalText.block(prompt.text) + "\n")
         switch prompt.kind {
         case .ask:
             for choice in prompt.choices {
-                terminal.write("  [\(Self.keys[choice.choice] ?? "?")] \(Terminal.printable(choice.label))\n")
+                terminal.write("  [\(Self.keys[choice.choice] ?? "?")] \(TerminalText.block(choice.label))\n")
             }
             let keys = prompt.choices.compactMap { Self.keys[$0.choice] }.joined(separator: ", ")
             while true {
@@ -257,7 +257,7 @@ struct PromptSession {
                 terminal.write("Please answer with one of: \(keys).\n")
             }
         case .password:
-            terminal.write("Password for \(Terminal.printable(prompt.user)) (within \(prompt.timeout) s): ")
+            terminal.write("Password for \(TerminalText.block(prompt.user)) (within \(prompt.timeout) s): ")
             terminal.disableEcho()
             let input = read(terminal)
             terminal.restoreEcho()

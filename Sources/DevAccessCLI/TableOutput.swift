@@ -76,7 +76,9 @@ enum TableOutput {
         return text
     }
 
+    /// A cell: on one line whatever it holds (device names come from hardware), padded.
     static func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+        let text = TerminalText.field(text)
+        return text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
     }
 }

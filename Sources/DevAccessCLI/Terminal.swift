@@ -155,18 +155,4 @@ final class Terminal {
             }
         }
     }
-
-    /// Text from the broker shown on a terminal: control characters (escape sequences
-    /// could redraw the screen and fake a prompt) become '?', newlines and tabs stay.
-    static func printable(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
-            if scalar == "\n" || scalar == "\t" { return scalar }
-            let value = scalar.value
-            if value < 0x20 || (0x7f...0x9f).contains(value) || (0x202a...0x202e).contains(value)
-                || (0x2066...0x2069).contains(value) {
-                return "?"
-            }
-            return scalar
-        }))
-    }
 }

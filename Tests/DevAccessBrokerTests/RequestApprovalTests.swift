@@ -10,6 +10,23 @@ import DevAccessTestSupport
 /// daemon's admin group) lists, approves or rejects it; anyone else is refused and audited.
 @Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes users, groups and nodes"))
 struct RequestApprovalTests {
+    /// A requester's reason is theirs to write: a newline or an escape in it must not add
+    /// a row of its own, or redraw anything, in the table an administrator reads.
+    @Test func aReasonCannotForgeRowsInThePendingTable() throws {
+        let carol = try TestUser("fadmin")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=auth_admin\n", admins: [carol])
+        let mallory = try TestUser("forger")
+        let forged = "lab\n99  root  camera  always  -  approved by root\u{1B}[2K"
+        let queued = try mallory.withoutTerminal(["request", "camera", "--reason", forged] + setup.socket)
+        #expect(queued.status == 4, "\(queued.stdout) \(queued.stderr)")
+        let table = try carol.devaccess(["pending"] + setup.socket)
+        #expect(table.status == 0, "\(table.stderr)")
+        let rows = table.stdout.split(separator: "\n")
+        #expect(!rows.contains { $0.hasPrefix("99") }, "a forged row: \(table.stdout)")
+        #expect(table.stdout.contains("lab\\n99"), "\(table.stdout)")
+        #expect(!table.stdout.contains("\u{1B}"), "an escape reached the admin's terminal")
+    }
+
     @Test func queuedThenApprovedByAnAdminAndRefusedToOthers() throws {
         let carol = try TestUser("admin")
         let setup = try RequestSetup(policy: "[camera]\nDefault=auth_admin\n", admins: [carol])

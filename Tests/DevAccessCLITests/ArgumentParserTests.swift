@@ -1,5 +1,6 @@
 import Testing
 @testable import DevAccessCLI
+import DevAccessCore
 
 struct ArgumentParserTests {
     let spec = CommandSpec(name: "status", abstract: "", usage: "", options: [
@@ -49,8 +50,15 @@ struct ArgumentParserTests {
 
 struct ConsoleTests {
     @Test func controlCharactersFromHardwareAreShownEscaped() {
-        #expect(Console.printable("cam\u{1B}]0;pwned\u{07}\n") == "cam\\x1B]0;pwned\\x07\n")
-        #expect(Console.printable("a\u{9B}31mb\tc") == "a\\x9B31mb\tc")
-        #expect(Console.printable("Integrated Camera: Integrated C") == "Integrated Camera: Integrated C")
+        #expect(TerminalText.block("cam\u{1B}]0;pwned\u{07}\n") == "cam\\x1B]0;pwned\\x07\n")
+        #expect(TerminalText.block("a\u{9B}31mb\tc") == "a\\x9B31mb\tc")
+        #expect(TerminalText.block("Integrated Camera: Integrated C") == "Integrated Camera: Integrated C")
+    }
+
+    @Test func aFieldStaysOnItsLineAndBidiControlsAreShown() {
+        #expect(TerminalText.field("a\nb\tc\rd") == "a\\nb\\tc\\rd")
+        #expect(TerminalText.field("now\u{202E}gpj.exe") == "now\\x202Egpj.exe")
+        #expect(TerminalText.block("one\ntwo\u{2028}") == "one\ntwo\\x2028")
+        #expect(TerminalText.field("Caméra intégrée") == "Caméra intégrée")
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import CLinux
 import CSystemd
+import DevAccessCore
 import DevAccessSystem
 import DevAccessProtocol
 
@@ -193,21 +194,9 @@ final class TerminalPrompt: Sendable {
     }
 
     /// Text from hardware names and requesters goes to a person's terminal: control
-    /// characters are shown as \xNN, never sent; newlines become CR LF.
+    /// characters are shown as \xNN, never sent (`TerminalText`); newlines become CR LF.
     static func terminalText(_ text: String) -> String {
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if scalar == "\n" {
-                result += "\r\n"
-            } else if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
-                        || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
-                        || [0x200E, 0x200F, 0x061C, 0x2028, 0x2029].contains(scalar.value) {
-                result += String(format: "\\x%02X", scalar.value)
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
+        TerminalText.block(text).replacingOccurrences(of: "\n", with: "\r\n")
     }
 
     /// True when all of `text` reached the terminal within 2 s.
@@ -237,7 +226,7 @@ extension TerminalPrompt {
     /// line of the question: newlines shown as \n, so it cannot add lines of its own, and
     /// long text cut, so it cannot push the real question off the screen.
     static func oneLine(_ text: String, limit: Int = 200) -> String {
-        let flat = text.replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(of: "\n", with: "\\n")
+        let flat = TerminalText.field(text)
         return flat.count > limit ? String(flat.prefix(limit)) + "..." : flat
     }
 }
