@@ -11,7 +11,7 @@ import DevAccessTestSupport
 /// user does, and a user's refused requests must not fill the audit trail.
 struct RefusalThrottleTests {
     @Test func aBurstIsRecordedThenCountedAndTheCountRidesOnTheNextRecord() {
-        let throttle = RefusalThrottle(burst: 3, window: .seconds(60))
+        let throttle = UserBudget(burst: 3, window: .seconds(60))
         let start = ContinuousClock.now
         #expect((0..<3).map { _ in throttle.admit(1000, now: start) } == Array(repeating: .record(leftOut: 0), count: 3))
         #expect((0..<5).map { _ in throttle.admit(1000, now: start + .seconds(1)) } == Array(repeating: .skip, count: 5))

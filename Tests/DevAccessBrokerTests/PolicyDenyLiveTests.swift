@@ -51,6 +51,44 @@ struct PolicyDenyLiveTests {
         #expect(events.contains("\"ended_by\":\"policy\""), "\(events)")
     }
 
+    /// Locks every lock it may take on argv[1..] (flock exclusive, a POSIX read lock on the
+    /// whole file) and holds them; prints once they are held.
+    static let lockFiles = """
+        import fcntl, json, os, sys, time
+        held = []
+        for path in sys.argv[1:]:
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 0, 0, os.SEEK_SET)
+            held.append(fd)
+        print(json.dumps({"locked": len(held)}), flush=True)
+        time.sleep(600)
+        """
+
+    /// The policy files are the only files of devaccessd's a user can read: a user holding
+    /// every lock they can take on them (the one who would lose access, say) delays no
+    /// reload and no ending.
+    @Test func aUserLockingThePolicyFilesDelaysNoPolicyDeny() throws {
+        let setup = try LiveEnforcementTests.Setup("livelock")
+        let config = try TemporaryDirectory()
+        #expect(chmod(config.path, 0o755) == 0)
+        let main = config.path + "/devaccess.conf"
+        try Self.write("[camera]\nDefault=ask\n", to: main)
+        #expect(chmod(main, 0o644) == 0)
+        let daemon = try setup.daemon(["--config-dir", config.path, "--reconcile-interval", "0"])
+        try setup.grant(through: daemon)
+        #expect(setup.hasEntry)
+        let holder = try setup.user.background(Self.lockFiles, [main])
+        defer { holder.stop() }
+        #expect(holder.report["locked"] as? Int == 1)
+
+        try Self.write("[camera]\nDefault=ask\n[Rule]\nPermission=camera\nUser=\(setup.user.name)\nAction=deny\n", to: main)
+        #expect(LiveEnforcementTests.waitFor(5) { !setup.hasEntry } != nil,
+                "a user's locks on the policy file kept the entry: \(daemon.log)")
+        #expect(try !setup.user.canOpen(setup.node, .read))
+        #expect(daemon.stop() == 0)
+    }
+
     /// Fail closed: when the ledger cannot be written (its WAL immutable, as a full disk
     /// would leave it), a policy deny still removes the entry; the ending is recorded once
     /// the ledger can be written again.

@@ -13,7 +13,7 @@ import DevAccessProtocol
 ///
 /// Everything a peer may not do is answered `permission-denied`, a per-user limit it
 /// reached `busy`; both are appended to the ledger as `refused` events with the peer's
-/// kernel identity (RefusalThrottle keeps a flood of them out).
+/// kernel identity (UserBudget keeps a flood of them out).
 public final class BrokerService: RequestHandler {
     public static let serverName = "devaccessd \(Daemon.version)"
 
@@ -36,11 +36,11 @@ public final class BrokerService: RequestHandler {
     let brokerPrincipal: Principal
     /// How many of a user's attempts that change nothing (refusals, requests answered at
     /// once) reach the audit trail.
-    let refusals: RefusalThrottle
+    let refusals: UserBudget
     /// Requests that ask, queue or decide, and a user's own revokes, resets and withdraws:
     /// each writes the audit trail, so one user's are limited per minute
     /// (`maxChangesPerMinute`; root and administrators are not limited).
-    let changes: RefusalThrottle
+    let changes: UserBudget
     /// `auth_self` passwords: a few PAM threads, one check per uid, back-off per uid.
     let passwords: PasswordChecks
     /// Requests of each user in a consent conversation, and clients of each user waiting
@@ -71,8 +71,8 @@ public final class BrokerService: RequestHandler {
         passwords = PasswordChecks(settings: settings, log: log)
         openPrompts = UserSlots(limit: settings.maxOpenPromptsPerUser)
         waitingClients = UserSlots(limit: settings.maxWaitingPerUser)
-        refusals = RefusalThrottle(window: settings.auditWindow)
-        changes = RefusalThrottle(burst: settings.maxChangesPerMinute, window: .seconds(60))
+        refusals = UserBudget(window: settings.auditWindow)
+        changes = UserBudget(burst: settings.maxChangesPerMinute, window: .seconds(60))
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
         if let enforcement {

@@ -31,7 +31,7 @@ public struct RequestSettings: Sendable {
     /// Requests of one user that ask, queue or decide, and their own revokes, resets and
     /// withdraws, per minute; root and administrators are not limited.
     public var maxChangesPerMinute = 60
-    /// The window over which a user's attempts that change nothing are counted (RefusalThrottle).
+    /// The window over which a user's attempts that change nothing are counted (UserBudget).
     public var auditWindow: Duration = .seconds(60)
     /// Where the devaccess CLI is installed: a request the CLI carries is named after the
     /// program that ran it (`Requester`). Default: `devaccess` beside devaccessd's own

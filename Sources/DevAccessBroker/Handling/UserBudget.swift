@@ -1,12 +1,12 @@
 import Synchronization
 
-/// Keeps one user's attempts that change nothing from filling the audit trail (and the
-/// disk): refusals, and requests answered at once without a decision (a policy deny, a
-/// standing decision, a request already waiting for an administrator). At most `burst`
-/// audit rows of a uid's attempts are written per `window`; the rest are counted, and the
-/// uid's next attempt that is written after the window says how many were left out
-/// (`attempts_not_recorded_before`). Every attempt is still answered as before.
-final class RefusalThrottle: Sendable {
+/// A budget per uid over a window: at most `burst` units a uid may spend per `window`; what
+/// comes beyond is counted, and the uid's next spend after the window says how much was
+/// left out. devaccessd keeps two: the audit rows of a user's attempts that change nothing
+/// (refusals, requests answered at once without a decision: `attempts_not_recorded_before`),
+/// and a user's changes (requests that ask, queue or decide; own revokes, resets and
+/// withdraws), beyond which the user is told busy.
+final class UserBudget: Sendable {
     enum Verdict: Sendable, Hashable {
         /// Write it; `leftOut` attempts of this uid were not written before it.
         case record(leftOut: Int)
