@@ -6,6 +6,8 @@ import DevAccessLedger
 public struct EnforcementReport: Sendable, Hashable {
     /// Grants whose time ran out and that this run ended.
     public var expired: [Grant] = []
+    /// Runs of `devaccess run` this pass found ended (their process gone while nobody watched).
+    public var runsEnded: [Run] = []
     /// Grants the policy forbids now and that this run ended.
     public var endedByPolicy: [PolicyEnded] = []
     public var changes: [EnforcementChange] = []

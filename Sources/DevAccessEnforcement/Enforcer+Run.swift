@@ -40,6 +40,7 @@ extension Enforcer {
                 throw error
             }
         }
+        try endVanishedRuns(&report)
         // Read once: the whole run applies one policy.
         let (policy, policyProblem) = policyInForce()
         if let policyProblem {
@@ -65,6 +66,8 @@ extension Enforcer {
         var pass = ApplyPass(enforcer: self, decisions: decisions, reports: reports, report: report)
         try pass.apply(records: records, uids: uids)
         report = pass.report
+        try applyRunAccess(active: try ledger.grants(now: clock()).filter { !withheld.contains($0.id) },
+                           reports: reports, &report)
         // Drift the pass found while editing (an entry that appeared between probe and edit) is
         // not repeated, nor contradicted by a probe that predates it, by the check below.
         let told = Set(report.drift.map { ApplyPass.Key(path: $0.nodePath, uid: $0.uid) })
@@ -98,9 +101,18 @@ extension Enforcer {
         let ids = Set(grants.map(\.id))
         guard let records = try? ledger.aclEntries() else { return }
         for record in records {
-            guard let grant = record.grantID, ids.contains(grant), case .user(let uid) = record.qualifier else { continue }
-            _ = try? ACLWriter.removeUserEntry(path: record.nodePath, expectedMajor: record.major,
-                                               expectedMinor: record.minor, uid: uid)
+            guard let grant = record.grantID, ids.contains(grant) else { continue }
+            switch record.qualifier {
+            case .user(let uid):
+                _ = try? ACLWriter.removeUserEntry(path: record.nodePath, expectedMajor: record.major,
+                                                   expectedMinor: record.minor, uid: uid)
+            case .group(let gid) where RunGroups.contains(gid):
+                // A run's entry under a program grant that ended.
+                _ = try? ACLWriter.removeEntry(.group(gid), path: record.nodePath, expectedMajor: record.major,
+                                               expectedMinor: record.minor)
+            case .group:
+                break
+            }
         }
     }
 }

@@ -122,3 +122,8 @@ extension SQLiteDatabase {
     /// The rowid of the last INSERT on this connection.
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 }
+
+extension SQLiteDatabase {
+    /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.
+    var changes: Int32 { sqlite3_changes(handle) }
+}

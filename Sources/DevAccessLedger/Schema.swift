@@ -159,6 +159,35 @@ enum Schema {
             CREATE INDEX pending_requests_open ON pending_requests (subject_uid) WHERE resolved_usec IS NULL;
             CREATE INDEX grants_holder ON grants (holder_pid) WHERE holder_pid IS NOT NULL AND revoked_usec IS NULL;
             """),
+        // `devaccess run`: the programs devaccessd started. A run's program carries one group
+        // id of its own (`gid`, from RunGroups), which the nodes of its granted permissions name
+        // in an ACL entry while the run lasts. AUTOINCREMENT: ids, and so group ids, are never
+        // handed out twice, even after rows are deleted. The process is named as a `once`
+        // grant's holder is (pid, start time, boot); a row whose process is not known yet
+        // (NULL pid) is a run being started.
+        Migration(version: 5, summary: "programs started by devaccess run", sql: """
+            CREATE TABLE runs (
+                id             INTEGER PRIMARY KEY AUTOINCREMENT,
+                subject_uid    INTEGER NOT NULL,
+                user_name      TEXT    NOT NULL,
+                program_path   TEXT    NOT NULL,
+                program_sha256 TEXT,
+                -- Permission names separated by single spaces, in the order asked.
+                permissions    TEXT    NOT NULL CHECK (permissions <> ''),
+                gid            INTEGER NOT NULL,
+                strict         INTEGER NOT NULL DEFAULT 0 CHECK (strict IN (0, 1)),
+                pid            INTEGER,
+                start_ticks    INTEGER,
+                boot_id        TEXT,
+                started_usec   INTEGER NOT NULL,
+                ended_usec     INTEGER,
+                -- "exited 0", "signal 15", or why the run ended without a status.
+                end_status     TEXT,
+                CHECK ((pid IS NULL) = (start_ticks IS NULL) AND (pid IS NULL) = (boot_id IS NULL)),
+                CHECK ((ended_usec IS NULL) = (end_status IS NULL))
+            );
+            CREATE INDEX runs_live ON runs (subject_uid) WHERE ended_usec IS NULL;
+            """),
     ]
 
     static var currentVersion: Int32 { migrations.last?.version ?? 0 }
