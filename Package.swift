@@ -21,6 +21,8 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Header-only: kernel and libc helpers Swift cannot import directly (macros).
         .systemLibrary(name: "CLinux"),
+        // fork/exec for `devaccess run`: the code between fork and exec is C, async-signal-safe.
+        .target(name: "CSpawn"),
 
         // The model: permissions, statuses, reasons, access evaluation. Pure, no I/O.
         .target(name: "DevAccessCore"),
@@ -45,11 +47,12 @@ let package = Package(
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
-        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore"]),
+        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "CLinux"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd"]),
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd", "CLinux",
+                               "CSpawn"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
         // Benchmark, run by hand: broker round trips, requests/s with many clients, daemon RSS.
         .executableTarget(name: "devaccessd-bench", dependencies: ["DevAccessCore", "DevAccessProtocol"]),
