@@ -116,8 +116,9 @@ struct RunTests {
         #expect(chmod(marks.path, 0o777) == 0)
         let verdict = marks.path + "/verdict", go = marks.path + "/go", holding = marks.path + "/holding"
         // Run 1 leaves a setsid'd, double-forked child behind and exits at once. The child
-        // waits for the word, then tries the camera.
-        let leftover = "while [ ! -e \"$2\" ]; do sleep 0.05; done; if exec 3<>\"$1\"; then echo opened > \"$3\"; "
+        // waits for the word, then tries the camera (in a subshell: a failed `exec` redirection
+        // ends a shell).
+        let leftover = "while [ ! -e \"$2\" ]; do sleep 0.05; done; if ( exec 3<>\"$1\" ); then echo opened > \"$3\"; "
             + "else echo refused > \"$3\"; fi"
         let first = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c",
                                                "setsid /bin/sh -c '\(leftover)' sh \"$1\" \"$2\" \"$3\" "
