@@ -78,3 +78,21 @@ struct NodeHoldersTests {
         #expect(byGone.program == directory.path + "/gone" && byGone.programDeleted)
     }
 }
+
+/// Yama's setting as doctor reads it, from a file standing in for the sysctl.
+struct PtraceScopeTests {
+    @Test func scopeZeroAndAbsentAreProblemsOneIsNot() throws {
+        let directory = try TemporaryDirectory()
+        let setting = directory.path + "/ptrace_scope"
+        #expect(PtraceScope.problem(setting: setting)?.contains("Yama is absent") == true)
+        try "0\n".write(toFile: setting, atomically: true, encoding: .utf8)
+        #expect(PtraceScope.value(setting: setting) == 0)
+        let zero = try #require(PtraceScope.problem(setting: setting))
+        #expect(zero.contains("ptrace_scope is 0") && zero.contains("set kernel.yama.ptrace_scope=1"))
+        for scope in ["1", "2", "3"] {
+            try "\(scope)\n".write(toFile: setting, atomically: true, encoding: .utf8)
+            #expect(PtraceScope.value(setting: setting) == Int(scope))
+            #expect(PtraceScope.problem(setting: setting) == nil)
+        }
+    }
+}
