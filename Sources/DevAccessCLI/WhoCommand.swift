@@ -50,7 +50,7 @@ enum WhoCommand: Command {
             return .success
         }
         var text = rows.isEmpty ? "nobody holds \(watch.kinds(permissions)) open\n" : table(rows) + "\n"
-        if !notes.isEmpty { text += "\n" + notes.map { "- " + $0 }.joined(separator: "\n") + "\n" }
+        if !notes.isEmpty { text += "\n" + notes.map { "- " + TerminalText.field($0) }.joined(separator: "\n") + "\n" }
         console.out(text)
         return .success
     }

@@ -69,9 +69,8 @@ public enum NodeHolders {
         var holders: [NodeHolder] = []
         var uninspected = 0
         guard !byDevice.isEmpty else { return HolderScan(holders: [], uninspected: 0) }
-        let own = getpid()
         _ = ProcessDirectories.forEach(in: proc) { pid, procFD in
-            guard pid != own, let process = ProcessDirectory(pid: pid, in: procFD) else { return }
+            guard let process = ProcessDirectory(pid: pid, in: procFD) else { return }
             let fdDirectory = openat(process.fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard fdDirectory >= 0 else {
                 // Another user's process (not root): its descriptors are private. Gone (ENOENT,
@@ -148,13 +147,16 @@ public enum NodeHolders {
         return first.isEmpty ? nil : String(decoding: first, as: UTF8.self)
     }
 
-    /// From the `flags:` line of /proc/PID/fdinfo/N (octal): O_RDONLY, O_WRONLY or O_RDWR.
+    /// From the `flags:` line of /proc/PID/fdinfo/N (octal): O_RDONLY, O_WRONLY or O_RDWR; nil
+    /// for an O_PATH descriptor, or when the descriptor was closed meanwhile.
     private static func accessMode(_ process: borrowing ProcessDirectory, fd: Int32) -> AccessMode? {
         guard let info = process.read("fdinfo/\(fd)", limit: 1 << 16) else { return nil }
         let prefix = Array("flags:".utf8)
         for line in info.split(separator: UInt8(ascii: "\n")) where line.starts(with: prefix) {
             let digits = String(decoding: line.dropFirst(prefix.count).filter { $0 != 0x20 && $0 != 0x09 }, as: UTF8.self)
-            guard let flags = UInt32(digits, radix: 8) else { return nil }
+            // An O_PATH descriptor names the node without opening the device (ACLWriter holds
+            // such): it can neither read nor write it, and reopening it checks the ACL anew.
+            guard let flags = UInt32(digits, radix: 8), flags & UInt32(devaccess_o_path()) == 0 else { return nil }
             switch CInt(flags & UInt32(O_ACCMODE)) {
             case O_RDONLY: return .read
             case O_WRONLY: return .write

@@ -24,10 +24,15 @@ struct NodeHoldersTests {
         let writer = try BackgroundProcess(shell: "exec 3<>'\(camera)'; exec /bin/sleep 60", as: alice)
         let reader = try BackgroundProcess(shell: "exec 4<'\(alias)'; exec /bin/sleep 60", as: alice)
         let bystander = try BackgroundProcess(shell: "exec 3<>'\(other)'; exec /bin/sleep 60", as: alice)
-        for process in [writer, reader, bystander] { try process.waitUntilRunning("/usr/bin/sleep") }
+        // A descriptor that names the node without opening the device (O_PATH) holds nothing.
+        let pather = try BackgroundProcess("/usr/bin/python3", ["-c", """
+            import os; fd = os.open('\(camera)', os.O_PATH); os.set_inheritable(fd, True)
+            os.execv('/bin/sleep', ['sleep', '60'])
+            """])
+        for process in [writer, reader, bystander, pather] { try process.waitUntilRunning("/usr/bin/sleep") }
 
         let scan = NodeHolders.scan(for: [WatchedNode(path: camera, major: 1, minor: 7)])
-        let held = scan.holders.filter { [writer.pid, reader.pid, bystander.pid].contains($0.pid) }
+        let held = scan.holders.filter { [writer.pid, reader.pid, bystander.pid, pather.pid].contains($0.pid) }
         #expect(held.map(\.pid) == [writer.pid, reader.pid].sorted())
         let byWriter = try #require(held.first { $0.pid == writer.pid })
         #expect(byWriter.fd == 3)
