@@ -59,8 +59,8 @@ public struct HolderScan: Sendable, Hashable {
 /// Finds the processes that hold device nodes open. Changing a node's ACL does not close a
 /// descriptor already open, so this is how to see who still uses a device after a revoke.
 public enum NodeHolders {
-    /// One pass over `proc`: every descriptor of every process is examined (statx, without
-    /// syncing, so a file on a hung network or FUSE mount cannot stall the scan) and matched
+    /// One pass over `proc`: every descriptor of every process is examined (statx with cached
+    /// attributes, not a round trip to a network or FUSE file system's server) and matched
     /// by device number and character-device type, so a device opened through another node,
     /// a bind mount or a node re-created since is found too. Only matches are read further.
     public static func scan(for nodes: [WatchedNode], proc: String = "/proc") -> HolderScan {
