@@ -245,6 +245,66 @@ struct RunTests {
         #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
     }
 
+    // MARK: - Program grants
+
+    /// Root's CLI through the daemon.
+    static func admin(_ setup: RequestSetup, _ arguments: [String]) throws -> ProcessOutput {
+        try TestProcess.devaccess(arguments + setup.socket, environment: ["DEVACCESS_TEST_DEVICES": setup.devices])
+    }
+
+    @Test func anAdminProgramGrantLetsRunsOfThatProgramInAndNothingElseOfTheUser() throws {
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("runprog")
+        let shell = try #require(realpath("/bin/sh", nil).map { pointer in
+            defer { free(pointer) }
+            return String(cString: pointer)
+        })
+        let granted = try Self.admin(setup, ["grant", "camera", "--user", user.name, "--program", "/bin/sh"])
+        #expect(granted.status == 0, "\(granted.stderr)")
+        let grant = try #require(try setup.grants(user).first)
+        #expect(grant.program?.path == shell, "the grant names the canonical path: \(grant)")
+        // No user entry: the user's own processes stay out.
+        #expect(try !user.canOpen(setup.camera, .read))
+        let run = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c", "exec 3<>\"$1\"", "sh", setup.camera])
+        #expect(run.status == 0, "the program grant did not let the run in: \(run.stderr)")
+        // Another program of the same user needs its own decision (here: none can be asked).
+        let other = try Self.run(user, setup, ["--camera", "--", "/usr/bin/python3", "-c",
+                                               "import sys; open(sys.argv[1], 'r+b')", setup.camera])
+        #expect(other.status == 77, "\(other.stderr)")
+        // The admin's revoke of that program's grant ends it; runs of the program are refused again.
+        let revoked = try Self.admin(setup, ["revoke", "camera", "--user", user.name, "--program", "/bin/sh"])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        let again = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c", "exec 3<>\"$1\"", "sh", setup.camera])
+        #expect(again.status == 77, "\(again.stderr)")
+    }
+
+    @Test func revokeTerminateEndsTheRunAndWhatItLeftBehind() throws {
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("runterm")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let opened = marks.path + "/opened", pidFile = marks.path + "/leftover"
+        #expect(try Self.admin(setup, ["grant", "camera", "--user", user.name, "--program", "/bin/sh", "--always"])
+            .status == 0)
+        // The run holds the camera and leaves a setsid'd child that ignores SIGTERM.
+        let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
+            "setsid /bin/sh -c 'trap \"\" TERM; echo $$ > \"$1\"; exec sleep 60' sh \"$2\" </dev/null >/dev/null 2>&1 & "
+                + "exec 3<>\"$1\" || exit 9; : > \"$3\"; exec sleep 60", "sh", setup.camera, pidFile, opened])
+        #expect(LiveEnforcementTests.waitFor(20) {
+            FileManager.default.fileExists(atPath: opened) && FileManager.default.fileExists(atPath: pidFile)
+        } != nil)
+        let leftover = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let revoked = try Self.admin(setup, ["revoke", "camera", "--user", user.name, "--terminate", "--json"])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        #expect(revoked.stdout.contains("\"terminated\""), "\(revoked.stdout)")
+        let (status, _, stderr) = background.finish()
+        #expect(status == 128 + SIGTERM, "\(stderr)")
+        // The leftover that ignored SIGTERM was killed too.
+        #expect(LiveEnforcementTests.waitFor(10) { kill(leftover, 0) != 0 } != nil, "process \(leftover) survived")
+        #expect(LiveEnforcementTests.waitFor(5) { (try? Self.runEntries(setup.camera).isEmpty) ?? false } != nil)
+    }
+
     // MARK: - Helpers
 
     struct Background {
