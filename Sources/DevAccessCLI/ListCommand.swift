@@ -53,11 +53,11 @@ enum ListCommand: Command {
     }
 
     static func table(_ grants: [GrantDocument]) -> String {
-        let header = ["ID", "USER", "PERMISSION", "DECISION", "DEVICE", "TERM", "STATE", "DECIDED BY"]
+        let header = ["ID", "USER", "PERMISSION", "DECISION", "DEVICE", "PROGRAM", "TERM", "STATE", "DECIDED BY"]
         let rows = grants.map { grant -> [String] in
             let state = grant.active ? "standing" : grant.ended.map { "ended \($0)" } ?? "expired"
             return [String(grant.id), "\(grant.user) (\(grant.uid))", grant.permission, grant.decision,
-                    grant.device ?? "(every)", grant.term, state, "\(grant.decidedBy) (\(grant.how))"].map(TerminalText.field)
+                    grant.device ?? "(every)", grant.program ?? "(every)", grant.term, state, "\(grant.decidedBy) (\(grant.how))"].map(TerminalText.field)
         }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         return ([header] + rows).map { row in

@@ -13,11 +13,13 @@ import DevAccessLedger
 public struct Decisions: Sendable {
     /// Newest first (created, then id).
     public let grants: [Grant]
+    /// Program grants (`devaccess run`), newest first: shown as reasons, never applied to the user.
+    public let programGrants: [Grant]
 
     public init(active grants: [Grant]) {
-        self.grants = grants
-            .filter { $0.program == nil && ($0.scope != .once || $0.holder != nil) }
-            .sorted { ($0.created, $0.id) > ($1.created, $1.id) }
+        let sorted = grants.sorted { ($0.created, $0.id) > ($1.created, $1.id) }
+        self.grants = sorted.filter { $0.program == nil && ($0.scope != .once || $0.holder != nil) }
+        programGrants = sorted.filter { $0.program != nil }
     }
 
     public static let empty = Decisions(active: [])
@@ -47,7 +49,13 @@ public struct Decisions: Sendable {
     public func inputs(user: UserIdentity, report: AdapterReport) -> (DecisionInputs, [Reason]) {
         let uid = user.uid
         let standing = grants(uid: uid, permission: report.permission)
-        guard !standing.isEmpty else { return (.none, []) }
+        let programReasons = programGrants.filter { $0.subject.uid == uid && $0.permission == report.permission }
+            .map { grant in
+                Reason(.ledger, "grant \(grant.id) \(grant.decision == .allow ? "allows" : "denies") "
+                    + "\(report.permission.rawValue) to \(grant.program?.path ?? "a program") run by \(user.name) with "
+                    + "'devaccess run' only, not to \(user.name)'s other programs (" + Self.terms(grant) + ")")
+            }
+        guard !standing.isEmpty else { return (.none, programReasons) }
         let effective = report.devices.map { decision(uid: uid, permission: report.permission, deviceID: $0.id) }
         let allowed = effective.compactMap { $0 }.filter { $0.decision == .allow }
         let denied = effective.compactMap { $0 }.filter { $0.decision == .deny }
@@ -76,7 +84,7 @@ public struct Decisions: Sendable {
             }
             reasons.append(Reason(.ledger, text))
         }
-        return (inputs, reasons)
+        return (inputs, reasons + programReasons)
     }
 
     /// Whether the user can use the device now, the way `StatusEvaluator` decides it.

@@ -35,6 +35,24 @@ extension Enforcer {
         if !endings.isEmpty { report.runsEnded += try ledger.endRuns(endings, by: actor, at: now) }
     }
 
+    /// devaccessd's start: the runs an earlier devaccessd started have nobody relaying for them
+    /// or watching them any more (their programs got SIGHUP when it stopped). Whatever of them
+    /// still runs is ended (every process carrying the run's group id: SIGTERM, SIGKILL half a
+    /// second later), and the runs with it, so no run keeps its access unwatched.
+    @discardableResult
+    public func endRunsOfAnEarlierDaemon() throws(LedgerError) -> [Run] {
+        let live = try ledger.runs()
+        guard !live.isEmpty else { return [] }
+        var endings: [(runID: Int64, status: String)] = []
+        for run in live {
+            let ended = RunProcesses.end(group: run.gid, grace: .milliseconds(500))
+            endings.append((run.id, ended.isEmpty
+                ? "ended while devaccessd was not running (exit status unknown)"
+                : "ended when devaccessd started again: \(ended.count) process(es) of it still ran and were stopped"))
+        }
+        return try ledger.endRuns(endings, by: actor, at: clock())
+    }
+
     /// How long a run may stay "being started" before a pass takes it for abandoned.
     static let runStartLimit: TimeInterval = 120
 

@@ -159,7 +159,8 @@ extension GrantListDocument {
 extension GrantDocument {
     /// "grant 12: allow camera for alice (1001) on every device, until 2026-12-01T18:00:00Z".
     public var line: String {
-        "grant \(id): \(decision) \(permission) for \(user) (\(uid)) on "
+        "grant \(id): \(decision) \(permission) for \(user) (\(uid))"
+            + (program.map { " running \($0) (devaccess run)" } ?? "") + " on "
             + (device.map { "device \($0)" } ?? "every device") + ", " + term
     }
 

@@ -245,6 +245,28 @@ struct RunTests {
         #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
     }
 
+    @Test func aRunWhoseProgramIgnoresSIGHUPDoesNotOutliveADaemonRestartWithItsAccess() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runrestart")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let opened = marks.path + "/opened", pidFile = marks.path + "/pid"
+        let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
+            "trap '' HUP; echo $$ > \"$2\"; exec 3<>\"$1\" || exit 9; : > \"$3\"; while :; do sleep 0.1; done",
+            "sh", setup.camera, pidFile, opened])
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: opened) } != nil)
+        let program = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        try setup.restart()
+        _ = background.finish()
+        // The new daemon ends what the old one started: the program, its entry, its run.
+        #expect(LiveEnforcementTests.waitFor(10) { kill(program, 0) != 0 } != nil, "the run's program survived")
+        #expect(try Self.runEntries(setup.camera).isEmpty)
+        let runs = try setup.ledger().runs(uid: user.uid, includeEnded: true)
+        #expect(runs.count == 1 && runs.allSatisfy { $0.ended != nil }, "\(runs)")
+        #expect(try setup.grants(user).allSatisfy { $0.revoked != nil })
+    }
+
     // MARK: - Program grants
 
     /// Root's CLI through the daemon.

@@ -75,6 +75,14 @@ final class EnforcementWorker {
     }
 
     func run(startedUp: DispatchSemaphore) {
+        do {
+            let ended = try enforcer.endRunsOfAnEarlierDaemon()
+            if !ended.isEmpty {
+                log.info("ended runs an earlier devaccessd started", ["runs": ended.map { String($0.id) }.joined(separator: ",")])
+            }
+        } catch {
+            log.error("could not end the runs an earlier devaccessd started", ["error": error.description])
+        }
         reconcile(["startup"], hotplug: [], eventStarted: nil)
         if trackers != nil {
             var initial: [Permission: HotplugTracker] = [:]
