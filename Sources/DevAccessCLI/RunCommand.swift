@@ -26,6 +26,8 @@ enum RunCommand: Command {
         of the run's own; the device nodes of the permissions it is given get an ACL entry for
         that id while the run lasts. Your other programs do not get them, and a process the
         program leaves behind loses them when the run ends.
+        Without --camera and --microphone, the program gets what a [Program] section of the
+        policy declares for it (devaccess.conf(5)); without one, that is an error.
         The decision is about PROGRAM run by you: an earlier decision for the program (or
         for you), the policy (Program= rules match root's own files), or consent asked on
         your login terminal: "Allow /usr/bin/cheese, run by alice, to use the camera?".
@@ -54,9 +56,6 @@ enum RunCommand: Command {
         var permissions: [Permission] = []
         if arguments.has("camera") { permissions.append(.camera) }
         if arguments.has("microphone") { permissions.append(.microphone) }
-        guard !permissions.isEmpty else {
-            throw UsageError(message: "name what the program gets: --camera, --microphone", command: spec.name)
-        }
         guard let name = arguments.positionals.first else {
             throw UsageError(message: "missing PROGRAM", command: spec.name)
         }

@@ -267,6 +267,18 @@ struct RunTests {
         #expect(try setup.grants(user).allSatisfy { $0.revoked != nil })
     }
 
+    @Test func aProgramSectionDeclaresWhatARunWithoutFlagsAsksFor() throws {
+        let setup = try Self.setup("[camera]\nDefault=allow\n[Program]\nPath=/bin/sh\nPermissions=camera\n")
+        let user = try TestUser("runsect")
+        let declared = try Self.run(user, setup, ["/bin/sh", "-c", "exec 3<>\"$1\"", "sh", setup.camera])
+        #expect(declared.status == 0, "\(declared.stderr)")
+        let runs = try setup.ledger().runs(uid: user.uid, includeEnded: true)
+        #expect(runs.first?.permissions == [.camera], "\(runs)")
+        let undeclared = try Self.run(user, setup, ["/usr/bin/env"])
+        #expect(undeclared.status == 1, "\(undeclared.stderr)")
+        #expect(undeclared.stderr.contains("[Program]"), "\(undeclared.stderr)")
+    }
+
     // MARK: - Program grants
 
     /// Root's CLI through the daemon.

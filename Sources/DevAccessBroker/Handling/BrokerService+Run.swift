@@ -23,6 +23,19 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: "run",
                                         reason: "this broker runs without a ledger, so it cannot start programs"))
         }
+        var order = order
+        if order.permissions.isEmpty {
+            let resolved = RunProgram.canonical(order.program)
+            // Sections may name the program by any path to it (/bin/sh for /usr/bin/dash).
+            guard case .loaded(let policy) = policies.current(),
+                  let declared = policy.programs[resolved]
+                    ?? policy.programs.values.first(where: { RunProgram.canonical($0.path) == resolved }) else {
+                return .error(ProtocolError(.badMessage, context: "$.permissions",
+                    reason: "name what the program gets (--camera, --microphone): no [Program] section of the "
+                        + "policy declares \(resolved); nothing was run"))
+            }
+            order.permissions = declared.permissions
+        }
         if let unsupported = order.permissions.first(where: { !Self.runPermissions.contains($0) }) {
             return .error(ProtocolError(.badMessage, context: "$.permissions",
                 reason: "a run can be given the camera and the microphone; \(unsupported.rawValue) goes through a "

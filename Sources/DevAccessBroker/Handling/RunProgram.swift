@@ -39,6 +39,13 @@ struct RunProgram {
         }
     }
 
+    /// `path` with symlinks resolved, or as given when it cannot be.
+    static func canonical(_ path: String) -> String {
+        guard let resolved = Glibc.realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     static func open(_ requested: String, uid: UInt32) -> Result<RunProgram, Problem> {
         guard let resolved = Glibc.realpath(requested, nil) else {
             return .failure(.unresolvable(requested, Errno.current))

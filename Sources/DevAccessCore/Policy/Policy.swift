@@ -88,6 +88,20 @@ public struct PolicyRule: Sendable, Hashable {
     }
 }
 
+/// A `[Program]` section: the permissions a program is run with by default. It asks for
+/// them; whether they are given is still the policy's and the person's decision.
+public struct ProgramDeclaration: Sendable, Hashable {
+    public var path: String
+    public var permissions: [Permission]
+    public var origin: PolicyOrigin
+
+    public init(path: String, permissions: [Permission], origin: PolicyOrigin) {
+        self.path = path
+        self.permissions = permissions
+        self.origin = origin
+    }
+}
+
 /// The decision policy gives for one subject and permission, and why.
 public struct PolicyDecision: Sendable, Hashable {
     public var action: PolicyAction
@@ -114,10 +128,15 @@ public struct PolicyDecision: Sendable, Hashable {
 public struct Policy: Sendable, Hashable {
     public var defaults: [Permission: PermissionPolicy]
     public var rules: [PolicyRule]
+    /// `[Program]` sections: what `devaccess run PATH` asks for when the command names
+    /// nothing, by program path (the last section for a path wins).
+    public var programs: [String: ProgramDeclaration]
 
-    public init(defaults: [Permission: PermissionPolicy] = [:], rules: [PolicyRule] = []) {
+    public init(defaults: [Permission: PermissionPolicy] = [:], rules: [PolicyRule] = [],
+                programs: [String: ProgramDeclaration] = [:]) {
         self.defaults = defaults
         self.rules = rules
+        self.programs = programs
     }
 
     public func decision(for permission: Permission, user: UserIdentity, program: String? = nil) -> PolicyDecision {

@@ -39,6 +39,9 @@ public enum PolicyParser {
     private static func apply(_ section: INIFile.Section, file: String, to policy: inout Policy) throws(ConfigError) {
         if section.name == "Rule" {
             policy.rules.append(try rule(section, file: file))
+        } else if section.name == "Program" {
+            let declaration = try program(section, file: file)
+            policy.programs[declaration.path] = declaration
         } else if let permission = Permission(parsing: section.name), permission.rawValue == section.name {
             var current = policy.defaults[permission] ?? PermissionPolicy.builtIn
             current.origin = PolicyOrigin(file: file, line: section.line)
@@ -52,7 +55,7 @@ public enum PolicyParser {
             }
             policy.defaults[permission] = current
         } else {
-            let valid = Permission.all.map { "[\($0.rawValue)]" } + ["[Rule]"]
+            let valid = Permission.all.map { "[\($0.rawValue)]" } + ["[Rule]", "[Program]"]
             throw ConfigError(file: file, line: section.line, problem:
                 "unknown section '[\(section.name)]'; valid sections: " + valid.joined(separator: ", "))
         }
@@ -97,6 +100,38 @@ public enum PolicyParser {
         return PolicyRule(permissions: permissions, users: users, groups: groups, programs: programs,
                           action: action, maxDurationSeconds: maxDuration, keepSeconds: keep,
                           origin: PolicyOrigin(file: file, line: section.line))
+    }
+
+    /// `[Program]`: `Path=` (absolute) and `Permissions=` (what `devaccess run PATH` asks for).
+    private static func program(_ section: INIFile.Section, file: String) throws(ConfigError) -> ProgramDeclaration {
+        var path: String?
+        var permissions: [Permission] = []
+        for entry in section.entries {
+            switch entry.key {
+            case "Path":
+                guard entry.value.hasPrefix("/"), !entry.value.contains(" ") else {
+                    throw ConfigError(file: file, line: entry.line,
+                                      problem: "Path= needs one absolute path, '\(entry.value)' is not one")
+                }
+                path = entry.value
+            case "Permissions":
+                for word in entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init) {
+                    guard let permission = Permission(parsing: word) else {
+                        throw ConfigError(file: file, line: entry.line, problem: "unknown permission '\(word)' in "
+                            + "Permissions=; valid: " + Permission.all.map(\.rawValue).joined(separator: ", "))
+                    }
+                    if !permissions.contains(permission) { permissions.append(permission) }
+                }
+            default:
+                throw unknownKey(entry, in: section, valid: ["Path", "Permissions"], file: file)
+            }
+        }
+        guard let path else { throw ConfigError(file: file, line: section.line, problem: "[Program] has no Path= line") }
+        guard !permissions.isEmpty else {
+            throw ConfigError(file: file, line: section.line, problem: "[Program] has no Permissions= line")
+        }
+        return ProgramDeclaration(path: path, permissions: permissions,
+                                  origin: PolicyOrigin(file: file, line: section.line))
     }
 
     private static func action(_ entry: INIFile.Entry, file: String) throws(ConfigError) -> PolicyAction {

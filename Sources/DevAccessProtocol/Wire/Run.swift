@@ -17,6 +17,7 @@ public struct RunOrder: Sendable, Hashable {
     public var environment: [String]
     public var directory: String
     public var umask: UInt32
+    /// Empty: what the policy's `[Program]` section for the program declares.
     public var permissions: [Permission]
     public var reason: String?
     /// nil: the policy's Keep= for a decision that has to be made, else this run only.
@@ -145,7 +146,9 @@ enum RunCoding {
         }
         let directory = try reader.string("directory", maxLength: 4096)
         let umask = UInt32(try reader.integer("umask", in: 0...0o777))
-        let permissions = try Strict.permissions(try reader.required("permissions"), path: "$.permissions")
+        // Empty: the permissions the policy's [Program] section declares for the program.
+        let listed = try reader.required("permissions")
+        let permissions = listed == .array([]) ? [] : try Strict.permissions(listed, path: "$.permissions")
         let reason = try reader.optionalString("reason", maxLength: 1024)
         let scope = reader.has("scope") ? try ConversationCoding.scope(&reader) : nil
         let strict = try reader.optional("strict").map { (value) throws(ProtocolError) in
