@@ -236,6 +236,31 @@ struct RunTests {
         #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
     }
 
+    /// The trusted channel: devaccessd asks on the user's login terminal, naming the program
+    /// it will start; "once" lasts for that run and ends with it.
+    @Test func consentOnTheLoginTerminalNamesTheProgramAndOnceEndsWithTheRun() throws {
+        let settings = try TerminalSettings(legacyTIOCSTI: 0)
+        defer { settings.restore() }
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("lrun", shell: "/bin/sh")
+        let shell = RunProgramPath.canonical("/bin/sh")
+        let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "run"] + setup.socket
+                                            + ["--camera", "--reason", "video call", "--", "/bin/sh", "-c",
+                                               "exec 3<>\"$1\" && echo held-it", "sh", setup.camera],
+                                        answers: [("within", "once {code}\n")], timeout: 90)
+        #expect(run.exitStatus == 0, "\(run.output)")
+        #expect(run.output.contains("Allow \(shell), run by \(user.name), to use the camera?"), "\(run.output)")
+        #expect(run.output.contains("reason: video call"), "\(run.output)")
+        #expect(run.output.contains("held-it"), "\(run.output)")
+        let grants = try setup.grants(user)
+        #expect(grants.count == 1, "\(grants)")
+        let grant = try #require(grants.first)
+        #expect(grant.method == .consent && grant.scope == .once && grant.program?.path == shell, "\(grant)")
+        #expect(grant.revoked != nil, "once ends with the run")
+        #expect(try Self.runEntries(setup.camera).isEmpty)
+        #expect(try !user.canOpen(setup.camera, .read))
+    }
+
     @Test func aPolicyDenialRefusesTheRun() throws {
         let setup = try Self.setup("[camera]\nDefault=deny\n")
         let user = try TestUser("rundeny")
@@ -340,6 +365,14 @@ struct RunTests {
     }
 
     // MARK: - Helpers
+
+    enum RunProgramPath {
+        static func canonical(_ path: String) -> String {
+            guard let resolved = realpath(path, nil) else { return path }
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+    }
 
     struct Background {
         let process: Process
