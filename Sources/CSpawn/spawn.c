@@ -1,0 +1,261 @@
+/* fork + exec for devaccess run. The broker is multi-threaded: after fork only the forking
+   thread exists in the child, and any lock another thread held stays locked forever, so the
+   child makes async-signal-safe calls only (no malloc, no stdio, no Swift) and everything it
+   needs was prepared by the caller before fork. */
+#define _GNU_SOURCE
+#include "devaccess_spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The generic syscall table gives these the same number on every architecture; older
+   headers may lack them. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+#ifndef PR_SET_NO_NEW_PRIVS
+#define PR_SET_NO_NEW_PRIVS 38
+#endif
+
+/* The kernel ABI of Landlock (include/uapi/linux/landlock.h), ABI 1 fields only: the kernel
+   takes the struct size, so a shorter ruleset attribute is valid on every version. */
+struct devaccess_landlock_ruleset_attr {
+    uint64_t handled_access_fs;
+};
+struct devaccess_landlock_path_beneath_attr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+} __attribute__((packed));
+#define DEVACCESS_LANDLOCK_CREATE_RULESET_VERSION 1U
+#define DEVACCESS_LANDLOCK_RULE_PATH_BENEATH 1
+
+/* What a failing child writes: 8 bytes, less than PIPE_BUF, so one atomic write. */
+struct child_report {
+    int32_t step;
+    int32_t error;
+};
+
+__attribute__((noreturn))
+static void child_fail(int report_fd, int step) {
+    struct child_report report = { step, errno };
+    /* Nothing to do if this fails: the parent then sees a bare EOF and a status of 127. */
+    ssize_t written = write(report_fd, &report, sizeof report);
+    (void)written;
+    _exit(127);
+}
+
+static int close_from(unsigned int first, unsigned int last, long open_max) {
+    if (first > last) return 0;
+    if (syscall(SYS_close_range, first, last, 0) == 0) return 0;
+    if (errno != ENOSYS) return -1;
+    /* Kernels before 5.9: every possible descriptor, up to the limit read before fork. */
+    long end = (long)last < open_max ? (long)last : open_max - 1;
+    for (long fd = first; fd <= end; fd++) close((int)fd);
+    return 0;
+}
+
+__attribute__((noreturn))
+static void run_child(const struct devaccess_spawn_request *r, int report_fd, long open_max) {
+    /* Keep the report pipe above 2 so that the dup2s onto 0-2 cannot replace it. */
+    if (report_fd < 3) {
+        int moved = fcntl(report_fd, F_DUPFD_CLOEXEC, 3);
+        if (moved < 0) child_fail(report_fd, DEVACCESS_SPAWN_STREAMS);
+        report_fd = moved;
+    }
+
+    /* The parent blocked every signal around fork, so no handler of the broker runs here.
+       Caught signals would reset at exec anyway, but ignored ones stay ignored and the mask
+       is inherited: both go back to the defaults a program expects. */
+    struct sigaction default_action;
+    memset(&default_action, 0, sizeof default_action);
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
+        /* EINVAL: a signal glibc reserves for itself (32, 33); its handler ends at exec. */
+        if (sigaction(sig, &default_action, NULL) != 0 && errno != EINVAL)
+            child_fail(report_fd, DEVACCESS_SPAWN_SIGNALS);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) child_fail(report_fd, DEVACCESS_SPAWN_SIGNALS);
+
+    /* A process group of its own, in the broker's session (not setsid: a group whose
+       parent is in another session is orphaned, and the kernel discards SIGTSTP for it). */
+    if (setpgid(0, 0) != 0) child_fail(report_fd, DEVACCESS_SPAWN_PROCESS_GROUP);
+
+    /* First copy all three above 2, then onto 0-2: correct whether the given descriptors
+       coincide or already are 0-2 (dup2(x, x) would keep close-on-exec set). dup2 onto a
+       different number clears close-on-exec; the copies go in close_range below. */
+    int moved[3];
+    for (int i = 0; i < 3; i++) {
+        moved[i] = fcntl(r->fds[i], F_DUPFD_CLOEXEC, 3);
+        if (moved[i] < 0) child_fail(report_fd, DEVACCESS_SPAWN_STREAMS);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (dup2(moved[i], i) < 0) child_fail(report_fd, DEVACCESS_SPAWN_STREAMS);
+    }
+
+    umask(r->umask);
+
+    /* Groups first, then gid, then uid: once the uid is not 0 the others are no longer
+       allowed. The child is single-threaded, so these change the whole process. */
+    if (setgroups(r->group_count, r->groups) != 0) child_fail(report_fd, DEVACCESS_SPAWN_SETGROUPS);
+    if (setgid(r->gid) != 0) child_fail(report_fd, DEVACCESS_SPAWN_SETGID);
+    if (setuid(r->uid) != 0) child_fail(report_fd, DEVACCESS_SPAWN_SETUID);
+    if (r->uid != 0) {
+        /* Root's setuid sets real, effective and saved ids and clears the capabilities; if
+           any of that did not happen, getting root back would work. */
+        if (setuid(0) == 0 || (r->gid != 0 && setgid(0) == 0)) {
+            errno = EPERM;
+            child_fail(report_fd, DEVACCESS_SPAWN_PRIVILEGES_KEPT);
+        }
+    }
+
+    /* As the user: root could enter a directory the user cannot, and the program would
+       then work below it. */
+    if (chdir(r->cwd) != 0) child_fail(report_fd, DEVACCESS_SPAWN_CHDIR);
+
+    if (r->landlock_ruleset_fd >= 0) {
+        /* An unprivileged process may restrict itself only with no_new_privs set. */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(report_fd, DEVACCESS_SPAWN_NO_NEW_PRIVS);
+        if (syscall(SYS_landlock_restrict_self, r->landlock_ruleset_fd, 0) != 0)
+            child_fail(report_fd, DEVACCESS_SPAWN_LANDLOCK);
+    }
+
+    /* Nothing of the broker's but 0-2 and the report pipe (which closes at exec). */
+    unsigned int report = (unsigned int)report_fd;
+    if (close_from(3, report - 1, open_max) != 0 || close_from(report + 1, ~0U, open_max) != 0)
+        child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
+
+    execve(r->path, r->argv, r->envp);
+    child_fail(report_fd, DEVACCESS_SPAWN_EXEC);
+}
+
+static void reap(pid_t pid) {
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+}
+
+int devaccess_spawn(const struct devaccess_spawn_request *request, struct devaccess_spawn_result *result) {
+    result->pid = -1;
+    result->pidfd = -1;
+    result->step = DEVACCESS_SPAWN_OK;
+    result->error = 0;
+
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) {
+        result->step = DEVACCESS_SPAWN_PIPE;
+        result->error = errno;
+        return -1;
+    }
+    long open_max = sysconf(_SC_OPEN_MAX);
+    if (open_max < 0) open_max = 1024 * 1024;
+
+    /* No handler of this process may run in the child before it resets them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(report[0]);
+        run_child(request, report[1], open_max);
+    }
+    int fork_error = errno;
+    int pidfd = -1;
+    int pidfd_error = 0;
+    if (pid > 0) {
+        /* At once, while only this process could reap the child. */
+        pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0) pidfd_error = errno;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(report[1]);
+
+    if (pid < 0) {
+        close(report[0]);
+        result->step = DEVACCESS_SPAWN_FORK;
+        result->error = fork_error;
+        return -1;
+    }
+    if (pidfd < 0 && pidfd_error != ENOSYS) {
+        /* Without the pidfd the caller cannot follow the program: stop it before it runs. */
+        close(report[0]);
+        kill(pid, SIGKILL);
+        reap(pid);
+        result->step = DEVACCESS_SPAWN_PIDFD;
+        result->error = pidfd_error;
+        return -1;
+    }
+
+    struct child_report child;
+    size_t got = 0;
+    int read_error = 0;
+    while (got < sizeof child) {
+        ssize_t n = read(report[0], (char *)&child + got, sizeof child - got);
+        if (n > 0) {
+            got += (size_t)n;
+        } else if (n == 0) {
+            break;
+        } else if (errno != EINTR) {
+            read_error = errno;
+            break;
+        }
+    }
+    close(report[0]);
+
+    if (got == 0 && read_error == 0) {
+        /* EOF: the pipe closed at exec. */
+        result->pid = pid;
+        result->pidfd = pidfd;
+        return 0;
+    }
+    if (got == sizeof child) {
+        reap(pid);
+        result->step = child.step;
+        result->error = child.error;
+    } else {
+        /* A torn report or a failed read: the child's state is unknown, so it must not run. */
+        kill(pid, SIGKILL);
+        reap(pid);
+        result->step = DEVACCESS_SPAWN_REPORT;
+        result->error = read_error != 0 ? read_error : EPROTO;
+    }
+    if (pidfd >= 0) close(pidfd);
+    return -1;
+}
+
+int devaccess_landlock_abi_version(void) {
+    return (int)syscall(SYS_landlock_create_ruleset, NULL, 0, DEVACCESS_LANDLOCK_CREATE_RULESET_VERSION);
+}
+
+int devaccess_landlock_create_ruleset(uint64_t handled_access_fs) {
+    struct devaccess_landlock_ruleset_attr attr = { handled_access_fs };
+    return (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+}
+
+int devaccess_landlock_add_path_rule(int ruleset_fd, int parent_fd, uint64_t allowed_access) {
+    struct devaccess_landlock_path_beneath_attr attr = { allowed_access, parent_fd };
+    return (int)syscall(SYS_landlock_add_rule, ruleset_fd, DEVACCESS_LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
+}

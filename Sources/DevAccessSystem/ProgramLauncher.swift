@@ -1,0 +1,297 @@
+import CSpawn
+import Glibc
+
+/// Everything `devaccess run` decides about the program it starts for a caller.
+public struct LaunchSpec: Sendable {
+    /// The file `execve(2)` runs, as is: no `PATH` search (the broker resolves it first).
+    public var executable: String
+    /// The program's `argv`, `argv[0]` included.
+    public var arguments: [String]
+    /// "K=V" entries, passed exactly (see `LaunchEnvironment.clean` for what to take out).
+    public var environment: [String]
+    /// Entered after the ids are dropped, so only a directory the user may enter works.
+    public var workingDirectory: String
+    /// Descriptors that become the program's 0, 1 and 2. Borrowed: the caller keeps owning
+    /// them (and should close its copies once the launch returned). They may coincide.
+    public var standardInput: CInt
+    public var standardOutput: CInt
+    public var standardError: CInt
+    public var uid: UInt32
+    public var gid: UInt32
+    /// Exactly the program's supplementary groups: the user's, plus the run's own group id.
+    public var supplementaryGroups: [UInt32]
+    public var umask: UInt32
+    /// `--strict`: the program runs confined by this ruleset (and with `no_new_privs`).
+    public var landlock: LandlockRuleset?
+
+    public init(executable: String, arguments: [String], environment: [String], workingDirectory: String,
+                standardInput: CInt, standardOutput: CInt, standardError: CInt,
+                uid: UInt32, gid: UInt32, supplementaryGroups: [UInt32], umask: UInt32 = 0o022,
+                landlock: LandlockRuleset? = nil) {
+        self.executable = executable
+        self.arguments = arguments
+        self.environment = environment
+        self.workingDirectory = workingDirectory
+        self.standardInput = standardInput
+        self.standardOutput = standardOutput
+        self.standardError = standardError
+        self.uid = uid
+        self.gid = gid
+        self.supplementaryGroups = supplementaryGroups
+        self.umask = umask
+        self.landlock = landlock
+    }
+}
+
+/// A program that was started: its exec succeeded. Reap it (`wait`) once it ended.
+public struct LaunchedProcess: ~Copyable {
+    public let pid: Int32
+    /// Readable (`poll` POLLIN) once the program exited; nil on kernels before 5.3. It pins
+    /// the pid: until the process is reaped, no other process gets its number.
+    public let pidfd: FileDescriptor?
+
+    init(pid: Int32, pidfd: consuming FileDescriptor?) {
+        self.pid = pid
+        self.pidfd = pidfd
+    }
+
+    /// Blocks until the program ended and reaps it.
+    public func wait() throws(Errno) -> ExitStatus {
+        while true {
+            if let status = try reap(options: 0) { return status }
+        }
+    }
+
+    /// Reaps the program if it ended; nil while it runs.
+    public func exitStatusIfEnded() throws(Errno) -> ExitStatus? {
+        try reap(options: WNOHANG)
+    }
+
+    /// The pidfd, to keep after this value is gone (e.g. in a poll set).
+    public consuming func takePidfd() -> FileDescriptor? {
+        pidfd
+    }
+
+    private func reap(options: CInt) throws(Errno) -> ExitStatus? {
+        var status: CInt = 0
+        let reaped = try valueOrErrno { waitpid(pid, &status, options) }.get()
+        return reaped == pid ? ExitStatus(waitStatus: status) : nil
+    }
+}
+
+/// Why a program was not started: the step that failed and its errno. The child is gone
+/// (reaped) when this is thrown.
+public struct LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Step: String, Sendable {
+        /// Checked before fork: something that cannot be passed to a program.
+        case arguments
+        case pipe, fork, pidfd
+        /// The child's report of its failure could not be read.
+        case report
+        case signals
+        case processGroup = "process group"
+        case standardStreams = "standard streams"
+        case setgroups, setgid, setuid
+        /// After dropping to the user's uid, setuid(0) still worked.
+        case privilegesKept = "privilege check"
+        case chdir
+        case noNewPrivileges = "no_new_privs"
+        case landlock
+        case closeDescriptors = "closing descriptors"
+        case exec
+
+        init(code: CInt) {
+            switch code {
+            case CInt(DEVACCESS_SPAWN_PIPE.rawValue): self = .pipe
+            case CInt(DEVACCESS_SPAWN_FORK.rawValue): self = .fork
+            case CInt(DEVACCESS_SPAWN_PIDFD.rawValue): self = .pidfd
+            case CInt(DEVACCESS_SPAWN_SIGNALS.rawValue): self = .signals
+            case CInt(DEVACCESS_SPAWN_PROCESS_GROUP.rawValue): self = .processGroup
+            case CInt(DEVACCESS_SPAWN_STREAMS.rawValue): self = .standardStreams
+            case CInt(DEVACCESS_SPAWN_SETGROUPS.rawValue): self = .setgroups
+            case CInt(DEVACCESS_SPAWN_SETGID.rawValue): self = .setgid
+            case CInt(DEVACCESS_SPAWN_SETUID.rawValue): self = .setuid
+            case CInt(DEVACCESS_SPAWN_PRIVILEGES_KEPT.rawValue): self = .privilegesKept
+            case CInt(DEVACCESS_SPAWN_CHDIR.rawValue): self = .chdir
+            case CInt(DEVACCESS_SPAWN_NO_NEW_PRIVS.rawValue): self = .noNewPrivileges
+            case CInt(DEVACCESS_SPAWN_LANDLOCK.rawValue): self = .landlock
+            case CInt(DEVACCESS_SPAWN_CLOSE_FDS.rawValue): self = .closeDescriptors
+            case CInt(DEVACCESS_SPAWN_EXEC.rawValue): self = .exec
+            default: self = .report
+            }
+        }
+    }
+
+    public var step: Step
+    public var errno: Errno
+    public var executable: String
+    public var workingDirectory: String
+    public var uid: UInt32
+    public var gid: UInt32
+    /// For `.arguments`: what is wrong.
+    public var detail: String?
+
+    public var description: String {
+        let program = executable
+        let user = "uid \(uid)"
+        switch (step, errno.rawValue) {
+        case (.arguments, _):
+            return "\(program): cannot be started: \(detail ?? errno.message)"
+        case (.exec, ENOENT):
+            return "\(program): no such file (give the full path of an installed program;"
+                + " for a script, its #! interpreter must exist too)"
+        case (.exec, EACCES):
+            return "\(program): permission denied: \(user) may not execute it (it must be a regular file with"
+                + " execute permission, on a filesystem not mounted noexec, in directories \(user) may search)"
+        case (.exec, ENOEXEC):
+            return "\(program): not a program this machine can run (no #! line, or built for another architecture)"
+        case (.exec, E2BIG):
+            return "\(program): the arguments and environment are too long together; pass fewer or shorter ones"
+        case (.exec, ETXTBSY):
+            return "\(program): the file is open for writing (being installed?); try again when that is done"
+        case (.exec, ENOTDIR), (.exec, ELOOP):
+            return "\(program): \(errno.message) (check the path: a component is not a directory, or symlinks loop)"
+        case (.chdir, ENOENT):
+            return "the working directory \(workingDirectory) does not exist (any more); cd to a directory that"
+                + " exists and run again"
+        case (.chdir, EACCES):
+            return "\(user) may not enter the working directory \(workingDirectory); cd to a directory you can"
+                + " enter and run again"
+        case (.chdir, _):
+            return "cannot enter the working directory \(workingDirectory): \(errno.message)"
+        case (.setgroups, EINVAL):
+            return "\(program): too many supplementary groups for the kernel; leave some groups and run again"
+        case (.setgroups, _), (.setgid, _), (.setuid, _):
+            return "\(program): could not switch to \(user) gid \(gid) (\(step.rawValue): \(errno.message));"
+                + " devaccessd must run as root with CAP_SETUID and CAP_SETGID"
+        case (.privilegesKept, _):
+            return "\(program): after switching to \(user) the process could still become root again;"
+                + " refused to start it (check devaccessd's securebits and capabilities)"
+        case (.noNewPrivileges, _), (.landlock, _):
+            return "\(program): could not confine it with Landlock (\(step.rawValue): \(errno.message));"
+                + " run without --strict, or on a kernel with Landlock enabled"
+        case (.standardStreams, EBADF):
+            return "\(program): the standard input, output or error passed is not an open descriptor"
+        case (.fork, EAGAIN):
+            return "\(program): cannot start a process now (process limit reached); try again later"
+        case (.pidfd, EMFILE), (.pipe, EMFILE), (.standardStreams, EMFILE):
+            return "\(program): out of file descriptors; try again later"
+        default:
+            return "\(program): starting it failed at \(step.rawValue): \(errno.message)"
+        }
+    }
+}
+
+/// Starts programs as another user: fork, set up the child (signals, process group, standard
+/// streams, umask, groups, gid, uid, working directory, optional Landlock, no other
+/// descriptors) and exec; all of it in C (CSpawn), where the child makes only
+/// async-signal-safe calls. Returns once the exec succeeded, or throws the failed step.
+public enum ProgramLauncher {
+    public static func launch(_ spec: LaunchSpec) throws(LaunchError) -> LaunchedProcess {
+        func failure(_ step: LaunchError.Step, _ errno: Errno, _ detail: String? = nil) -> LaunchError {
+            LaunchError(step: step, errno: errno, executable: spec.executable, workingDirectory: spec.workingDirectory,
+                        uid: spec.uid, gid: spec.gid, detail: detail)
+        }
+        let invalid = Errno(rawValue: EINVAL)
+        if let problem = problem(in: spec) { throw failure(.arguments, invalid, problem) }
+
+        // A copy of the ruleset's descriptor that lives for this launch: the ruleset may be
+        // closed by another thread meanwhile without the child restricting itself with
+        // whatever then got that number.
+        var rulesetFD: CInt = -1
+        if let landlock = spec.landlock {
+            rulesetFD = landlock.duplicateDescriptor()
+            guard rulesetFD >= 0 else {
+                throw failure(.landlock, Errno(rawValue: EBADF), "the Landlock ruleset was closed, or out of descriptors")
+            }
+        }
+        defer { if rulesetFD >= 0 { close(rulesetFD) } }
+
+        guard let argv = CStringArray(spec.arguments), let envp = CStringArray(spec.environment) else {
+            throw failure(.arguments, Errno(rawValue: ENOMEM), "out of memory")
+        }
+        var result = devaccess_spawn_result()
+        let status = spec.executable.withCString { path in
+            spec.workingDirectory.withCString { cwd in
+                spec.supplementaryGroups.withUnsafeBufferPointer { groups in
+                    argv.withPointer { argvPointer in
+                        envp.withPointer { envpPointer in
+                            var request = devaccess_spawn_request()
+                            request.path = path
+                            request.argv = argvPointer
+                            request.envp = envpPointer
+                            request.cwd = cwd
+                            request.fds = (spec.standardInput, spec.standardOutput, spec.standardError)
+                            request.uid = spec.uid
+                            request.gid = spec.gid
+                            request.groups = groups.baseAddress
+                            request.group_count = groups.count
+                            request.umask = spec.umask
+                            request.landlock_ruleset_fd = rulesetFD
+                            return devaccess_spawn(&request, &result)
+                        }
+                    }
+                }
+            }
+        }
+        guard status == 0 else { throw failure(LaunchError.Step(code: result.step), Errno(rawValue: result.error)) }
+        return LaunchedProcess(pid: result.pid, pidfd: result.pidfd >= 0 ? FileDescriptor(owning: result.pidfd) : nil)
+    }
+
+    /// What cannot be handed to execve as asked, in words; nil when all is well.
+    static func problem(in spec: LaunchSpec) -> String? {
+        if spec.executable.isEmpty { return "no program path given" }
+        if !spec.executable.hasPrefix("/") { return "the program path must be absolute" }
+        if spec.arguments.isEmpty { return "no arguments: argv[0] is required" }
+        if !spec.workingDirectory.hasPrefix("/") { return "the working directory must be an absolute path" }
+        // A C string ends at the first NUL: the program would get something else than asked.
+        if spec.executable.utf8.contains(0) || spec.workingDirectory.utf8.contains(0) {
+            return "a path contains a NUL byte"
+        }
+        if spec.arguments.contains(where: { $0.utf8.contains(0) }) { return "an argument contains a NUL byte" }
+        if let bad = spec.environment.first(where: { $0.utf8.contains(0) || !$0.contains("=") }) {
+            return bad.utf8.contains(0) ? "an environment entry contains a NUL byte"
+                : "an environment entry has no '=' (clean it with LaunchEnvironment.clean)"
+        }
+        // (uid_t)-1 means "unchanged" to the set*id family.
+        if spec.uid == UInt32.max || spec.gid == UInt32.max || spec.supplementaryGroups.contains(UInt32.max) {
+            return "uid or gid 4294967295 ((uid_t)-1) is not an id"
+        }
+        for fd in [spec.standardInput, spec.standardOutput, spec.standardError] where fcntl(fd, F_GETFD) < 0 {
+            return "descriptor \(fd) (standard input, output or error) is not open"
+        }
+        return nil
+    }
+}
+
+/// A NULL-terminated array of C strings for execve, owned here and freed on deinit.
+private struct CStringArray: ~Copyable {
+    private let pointers: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>
+    private let count: Int
+
+    /// nil when memory ran out.
+    init?(_ strings: [String]) {
+        var copies: [UnsafeMutablePointer<CChar>] = []
+        copies.reserveCapacity(strings.count)
+        for string in strings {
+            guard let copy = strdup(string) else {
+                copies.forEach { free($0) }
+                return nil
+            }
+            copies.append(copy)
+        }
+        count = copies.count
+        pointers = .allocate(capacity: count + 1)
+        for (index, copy) in copies.enumerated() { (pointers + index).initialize(to: copy) }
+        (pointers + count).initialize(to: nil)
+    }
+
+    func withPointer<R>(_ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+        body(UnsafePointer(pointers))
+    }
+
+    deinit {
+        for index in 0..<count { free(pointers[index]) }
+        pointers.deallocate()
+    }
+}
