@@ -46,36 +46,43 @@ public struct LaunchSpec: Sendable {
 /// A program that was started: its exec succeeded. Reap it (`wait`) once it ended.
 public struct LaunchedProcess: ~Copyable {
     public let pid: Int32
-    /// Readable (`poll` POLLIN) once the program exited; nil on kernels before 5.3. It pins
-    /// the pid: until the process is reaped, no other process gets its number.
-    public let pidfd: FileDescriptor?
+    /// A pidfd for the program, owned by this value (closed with it, or taken with
+    /// `takePidfd`): readable (`poll` POLLIN) once the program exited, and while the program
+    /// is not reaped no other process gets its pid. nil on kernels before 5.3.
+    public let pidfd: CInt?
 
-    init(pid: Int32, pidfd: consuming FileDescriptor?) {
+    init(pid: Int32, pidfd: CInt?) {
         self.pid = pid
         self.pidfd = pidfd
     }
 
+    deinit {
+        if let pidfd { close(pidfd) }
+    }
+
+    /// The pidfd as an owned descriptor, to keep after this value is gone (e.g. in a poll set).
+    public consuming func takePidfd() -> FileDescriptor? {
+        let fd = pidfd
+        discard self
+        return fd.map { FileDescriptor(owning: $0) }
+    }
+
     /// Blocks until the program ended and reaps it.
-    public func wait() throws(Errno) -> ExitStatus {
+    public func wait() throws(Errno) -> ProcessExit {
         while true {
             if let status = try reap(options: 0) { return status }
         }
     }
 
     /// Reaps the program if it ended; nil while it runs.
-    public func exitStatusIfEnded() throws(Errno) -> ExitStatus? {
+    public func exitStatusIfEnded() throws(Errno) -> ProcessExit? {
         try reap(options: WNOHANG)
     }
 
-    /// The pidfd, to keep after this value is gone (e.g. in a poll set).
-    public consuming func takePidfd() -> FileDescriptor? {
-        pidfd
-    }
-
-    private func reap(options: CInt) throws(Errno) -> ExitStatus? {
+    private func reap(options: CInt) throws(Errno) -> ProcessExit? {
         var status: CInt = 0
         let reaped = try valueOrErrno { waitpid(pid, &status, options) }.get()
-        return reaped == pid ? ExitStatus(waitStatus: status) : nil
+        return reaped == pid ? ProcessExit(waitStatus: status) : nil
     }
 }
 
@@ -235,7 +242,7 @@ public enum ProgramLauncher {
             }
         }
         guard status == 0 else { throw failure(LaunchError.Step(code: result.step), Errno(rawValue: result.error)) }
-        return LaunchedProcess(pid: result.pid, pidfd: result.pidfd >= 0 ? FileDescriptor(owning: result.pidfd) : nil)
+        return LaunchedProcess(pid: result.pid, pidfd: result.pidfd >= 0 ? result.pidfd : nil)
     }
 
     /// What cannot be handed to execve as asked, in words; nil when all is well.

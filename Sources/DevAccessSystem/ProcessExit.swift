@@ -1,5 +1,5 @@
 /// How a child process ended, decoded from a `waitpid(2)` status.
-public enum ExitStatus: Sendable, Hashable, CustomStringConvertible {
+public enum ProcessExit: Sendable, Hashable, CustomStringConvertible {
     /// `exit(code)`: 0-255.
     case exited(Int32)
     /// Killed by `signal`; `coreDumped` when the kernel wrote a core file.
