@@ -73,6 +73,9 @@ public final class LandlockRuleset: Sendable {
         guard created >= 0 else { throw .createRuleset(.current) }
         let ruleset = LandlockRuleset(descriptor: created, deniedPaths: deniedSet.sorted(), ruleCount: 0)
         var rules = 0
+        // Nothing denied: one rule for / allows every read and write (a ruleset without rules
+        // would deny them all).
+        if deniedSet.isEmpty, try addRule("/", to: created) { rules += 1 }
         for directory in walked.sorted() {
             for name in try entries(of: directory) {
                 let path = directory == "/" ? "/" + name : directory + "/" + name
@@ -114,14 +117,12 @@ public final class LandlockRuleset: Sendable {
 
     // MARK: - Paths
 
-    /// `path` with symlinks resolved (the inode the kernel reaches); as written, without
-    /// `.`, `..` and repeated slashes, when it does not exist.
+    /// `path` with symlinks resolved (the inode the kernel reaches). When it does not exist:
+    /// its resolved directory and its name, or (no directory either) the path as written,
+    /// without `.`, `..` and repeated slashes.
     static func resolved(_ path: String) throws(LandlockError) -> String {
         guard path.hasPrefix("/") else { throw .notAbsolute(path) }
-        if let real = realpath(path, nil) {
-            defer { free(real) }
-            return String(cString: real)
-        }
+        if let real = realPath(path) { return real }
         guard errno == ENOENT else { throw .resolve(path, .current) }
         var parts: [Substring] = []
         for part in path.split(separator: "/") {
@@ -129,7 +130,15 @@ public final class LandlockRuleset: Sendable {
             if part == ".." { _ = parts.popLast(); continue }
             parts.append(part)
         }
-        return "/" + parts.joined(separator: "/")
+        let written = "/" + parts.joined(separator: "/")
+        guard let name = parts.last, let directory = realPath(directoryName(written)) else { return written }
+        return (directory == "/" ? "" : directory) + "/" + name
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return nil }
+        defer { free(real) }
+        return String(cString: real)
     }
 
     static func directoryName(_ path: String) -> String {
@@ -149,7 +158,11 @@ public final class LandlockRuleset: Sendable {
     }
 
     private static func entries(of directory: String) throws(LandlockError) -> [String] {
-        guard let stream = opendir(directory) else { throw .readDirectory(directory, .current) }
+        guard let stream = opendir(directory) else {
+            // A directory on the way to a denied path that does not exist: nothing to allow.
+            if errno == ENOENT { return [] }
+            throw .readDirectory(directory, .current)
+        }
         defer { closedir(stream) }
         var names: [String] = []
         while let entry = readdir(stream) {

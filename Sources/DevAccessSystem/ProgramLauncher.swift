@@ -43,7 +43,8 @@ public struct LaunchSpec: Sendable {
     }
 }
 
-/// A program that was started: its exec succeeded. Reap it (`wait`) once it ended.
+/// A program that was started: its exec succeeded. Reap it (`wait`, or
+/// `exitStatusIfEnded` once the pidfd is readable): one dropped unreaped stays a zombie.
 public struct LaunchedProcess: ~Copyable {
     public let pid: Int32
     /// A pidfd for the program, owned by this value (closed with it, or taken with

@@ -151,6 +151,26 @@ struct LandlockRulesetTests {
         #expect(error.step == .landlock)
     }
 
+    /// Nothing to deny still confines (no mounts), but must not deny everything: a ruleset
+    /// without rules would.
+    @Test func anEmptyDenyListAllowsEveryOpen() throws {
+        try #require(LandlockRuleset.abiVersion() != nil, "no Landlock in this kernel")
+        let (_, arguments) = try fixture()
+        var strict = launch
+        strict.landlock = try LandlockRuleset.allowingEverythingExcept([])
+        let finished = try strict.python(Self.probe, arguments)
+        let confined = results(finished)
+        #expect(!confined.isEmpty && confined.values.allSatisfy { $0 == "ok" }, "\(finished.output)\(finished.errors)")
+    }
+
+    /// A missing node is denied where it would appear, through its directory's real path.
+    @Test func aMissingNodeIsDeniedWhereItWouldAppear() throws {
+        let link = scratch.path + "/devices"
+        #expect(symlink(devices.path, link) == 0)
+        let ruleset = try LandlockRuleset.allowingEverythingExcept([link + "/./video9"])
+        #expect(ruleset.deniedPaths == [devices.path + "/video9"])
+    }
+
     @Test func pathsItRefuses() {
         #expect(throws: LandlockError.notAbsolute("dev/video0")) { try LandlockRuleset.allowingEverythingExcept(["dev/video0"]) }
         #expect(throws: LandlockError.deniesEverything) { try LandlockRuleset.allowingEverythingExcept(["/dev/.."]) }
