@@ -118,6 +118,22 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, lo
 
     umask(r->umask);
 
+    if (r->landlock_ruleset_fd >= 0) {
+        /* Still root here, but no_new_privs belongs to --strict anyway: nothing the program
+           executes gains privileges its domain would not bound. The domain survives the id
+           change and exec; the ruleset's descriptor can go in close_range after it. */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(report_fd, DEVACCESS_SPAWN_NO_NEW_PRIVS);
+        if (syscall(SYS_landlock_restrict_self, r->landlock_ruleset_fd, 0) != 0)
+            child_fail(report_fd, DEVACCESS_SPAWN_LANDLOCK);
+    }
+
+    /* Nothing of the broker's but 0-2 and the report pipe (which closes at exec), and that
+       before the process becomes the user's. (It is not dumpable until exec, as a process
+       that changed its ids, so the user could not reach its descriptors anyway.) */
+    unsigned int report = (unsigned int)report_fd;
+    if (close_from(3, report - 1, open_max) != 0 || close_from(report + 1, ~0U, open_max) != 0)
+        child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
+
     /* Groups first, then gid, then uid: once the uid is not 0 the others are no longer
        allowed. The child is single-threaded, so these change the whole process. */
     if (setgroups(r->group_count, r->groups) != 0) child_fail(report_fd, DEVACCESS_SPAWN_SETGROUPS);
@@ -135,18 +151,6 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, lo
     /* As the user: root could enter a directory the user cannot, and the program would
        then work below it. */
     if (chdir(r->cwd) != 0) child_fail(report_fd, DEVACCESS_SPAWN_CHDIR);
-
-    if (r->landlock_ruleset_fd >= 0) {
-        /* An unprivileged process may restrict itself only with no_new_privs set. */
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(report_fd, DEVACCESS_SPAWN_NO_NEW_PRIVS);
-        if (syscall(SYS_landlock_restrict_self, r->landlock_ruleset_fd, 0) != 0)
-            child_fail(report_fd, DEVACCESS_SPAWN_LANDLOCK);
-    }
-
-    /* Nothing of the broker's but 0-2 and the report pipe (which closes at exec). */
-    unsigned int report = (unsigned int)report_fd;
-    if (close_from(3, report - 1, open_max) != 0 || close_from(report + 1, ~0U, open_max) != 0)
-        child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
 
     execve(r->path, r->argv, r->envp);
     child_fail(report_fd, DEVACCESS_SPAWN_EXEC);
