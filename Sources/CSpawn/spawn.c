@@ -250,6 +250,26 @@ int devaccess_spawn(const struct devaccess_spawn_request *request, struct devacc
     return -1;
 }
 
+int devaccess_wait(int pidfd, pid_t pid, int nohang, int *wait_status) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    int options = WEXITED | (nohang ? WNOHANG : 0);
+    int rc = -1;
+    if (pidfd >= 0) {
+        /* P_PIDFD (3) since Linux 5.4; glibc's idtype_t may not name it. */
+        rc = waitid((idtype_t)3, (id_t)pidfd, &info, options);
+        if (rc != 0 && errno != EINVAL) return -1;
+    }
+    if (rc != 0 && waitid(P_PID, (id_t)pid, &info, options) != 0) return -1;
+    if (info.si_pid == 0) return 0;
+    switch (info.si_code) {
+    case CLD_EXITED: *wait_status = (info.si_status & 0xff) << 8; return 1;
+    case CLD_KILLED: *wait_status = info.si_status & 0x7f; return 1;
+    case CLD_DUMPED: *wait_status = (info.si_status & 0x7f) | 0x80; return 1;
+    default: return 0; /* stopped or continued: not asked for (no WSTOPPED/WCONTINUED) */
+    }
+}
+
 int devaccess_landlock_abi_version(void) {
     return (int)syscall(SYS_landlock_create_ruleset, NULL, 0, DEVACCESS_LANDLOCK_CREATE_RULESET_VERSION);
 }

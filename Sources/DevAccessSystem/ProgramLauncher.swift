@@ -1,5 +1,6 @@
 import CSpawn
 import Glibc
+import Synchronization
 
 /// Everything `devaccess run` decides about the program it starts for a caller.
 public struct LaunchSpec: Sendable {
@@ -44,13 +45,16 @@ public struct LaunchSpec: Sendable {
 }
 
 /// A program that was started: its exec succeeded. Reap it (`wait`, or
-/// `exitStatusIfEnded` once the pidfd is readable): one dropped unreaped stays a zombie.
-public struct LaunchedProcess: ~Copyable {
+/// `exitStatusIfEnded` once the pidfd is readable): one never reaped stays a zombie until
+/// devaccessd exits. A class, so that devaccessd can keep its runs in any collection.
+public final class LaunchedProcess: Sendable {
     public let pid: Int32
-    /// A pidfd for the program, owned by this value (closed with it, or taken with
-    /// `takePidfd`): readable (`poll` POLLIN) once the program exited, and while the program
-    /// is not reaped no other process gets its pid. nil on kernels before 5.3.
+    /// A pidfd for the program, owned by this object (closed on deinit): readable (`poll`
+    /// POLLIN) once the program exited; waits go through it, so they concern this process
+    /// even after its pid was reused. nil on kernels before 5.3.
     public let pidfd: CInt?
+    /// How it ended, once reaped: later calls answer from here.
+    private let ending = Mutex<ProcessExit?>(nil)
 
     init(pid: Int32, pidfd: CInt?) {
         self.pid = pid
@@ -61,29 +65,25 @@ public struct LaunchedProcess: ~Copyable {
         if let pidfd { close(pidfd) }
     }
 
-    /// The pidfd as an owned descriptor, to keep after this value is gone (e.g. in a poll set).
-    public consuming func takePidfd() -> FileDescriptor? {
-        let fd = pidfd
-        discard self
-        return fd.map { FileDescriptor(owning: $0) }
-    }
-
     /// Blocks until the program ended and reaps it.
     public func wait() throws(Errno) -> ProcessExit {
         while true {
-            if let status = try reap(options: 0) { return status }
+            if let status = try reap(blocking: true) { return status }
         }
     }
 
     /// Reaps the program if it ended; nil while it runs.
     public func exitStatusIfEnded() throws(Errno) -> ProcessExit? {
-        try reap(options: WNOHANG)
+        try reap(blocking: false)
     }
 
-    private func reap(options: CInt) throws(Errno) -> ProcessExit? {
+    private func reap(blocking: Bool) throws(Errno) -> ProcessExit? {
+        if let known = ending.withLock({ $0 }) { return known }
         var status: CInt = 0
-        let reaped = try valueOrErrno { waitpid(pid, &status, options) }.get()
-        return reaped == pid ? ProcessExit(waitStatus: status) : nil
+        let reaped = try valueOrErrno { devaccess_wait(pidfd ?? -1, pid, blocking ? 0 : 1, &status) }.get()
+        guard reaped == 1, let exit = ProcessExit(waitStatus: status) else { return nil }
+        ending.withLock { $0 = exit }
+        return exit
     }
 }
 

@@ -255,6 +255,8 @@ struct ProgramLauncherTests {
         let status = try running.process.wait()
         #expect(status == .signaled(SIGTERM, coreDumped: false))
         #expect(status.shellStatus == 143)
+        // Reaped once; asking again answers from what was seen (no second waitid).
+        #expect(try running.process.wait() == status && running.process.exitStatusIfEnded() == status)
     }
 
     @Test func thePidfdBecomesReadableWhenTheProgramExits() throws {

@@ -57,6 +57,11 @@ struct devaccess_spawn_result {
    closed empty); -1 with result->step and result->error otherwise, the child then reaped. */
 int devaccess_spawn(const struct devaccess_spawn_request *request, struct devaccess_spawn_result *result);
 
+/* Waits for the child `pid` (through `pidfd` when >= 0: it names that one process, never a
+   later one with the same pid) and reaps it. 1: it ended, *wait_status is in waitpid's
+   encoding; 0: still running (nohang); -1 with errno. */
+int devaccess_wait(int pidfd, pid_t pid, int nohang, int *wait_status);
+
 /* Landlock, ABI 1 rights only (the oldest kernels that have Landlock). */
 enum {
     DEVACCESS_LANDLOCK_ACCESS_FS_EXECUTE = 1,
