@@ -49,11 +49,12 @@ let package = Package(
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
-        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore"]),
+        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "CLinux"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd"]),
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd", "CLinux",
+                               "CSpawn"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
         // Benchmark, run by hand: broker round trips, requests/s with many clients, daemon RSS.
         .executableTarget(name: "devaccessd-bench", dependencies: ["DevAccessCore", "DevAccessProtocol"]),

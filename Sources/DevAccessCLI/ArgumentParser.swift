@@ -16,6 +16,9 @@ struct CommandSpec: Sendable {
     var options: [OptionSpec]
     /// Extra help paragraphs (arguments, exit codes, examples).
     var discussion: String
+    /// The first positional ends the options: what follows is another program's command
+    /// line (`devaccess run --camera cheese -v`).
+    var positionalEndsOptions = false
 
     static let helpOption = OptionSpec(long: "help", short: "h", value: nil, help: "Show this help and exit.")
 
@@ -63,6 +66,7 @@ enum ArgumentParser {
             index += 1
             if optionsEnded || word == "-" || !word.hasPrefix("-") {
                 parsed.positionals.append(word)
+                if spec.positionalEndsOptions { optionsEnded = true }
                 continue
             }
             if word == "--" {

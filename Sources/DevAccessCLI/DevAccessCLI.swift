@@ -13,6 +13,7 @@ public enum DevAccessCLI {
         CommandEntry(spec: DevicesCommand.spec, run: DevicesCommand.run),
         CommandEntry(spec: MonitorCommand.spec, run: MonitorCommand.run),
         CommandEntry(spec: RequestCommand.spec, run: RequestCommand.run),
+        CommandEntry(spec: RunCommand.spec, run: RunCommand.run),
         CommandEntry(spec: PendingCommand.spec, run: PendingCommand.run),
         CommandEntry(spec: ApproveCommand.spec, run: ApproveCommand.run),
         CommandEntry(spec: RejectCommand.spec, run: RejectCommand.run),
@@ -37,6 +38,8 @@ public enum DevAccessCLI {
             let help = error.command.map { "devaccess \($0) --help" } ?? "devaccess --help"
             console.error("See '\(help)' for usage.")
             return ExitCode.usage.rawValue
+        } catch let exit as RunCommand.ProgramExit {
+            return exit.status
         } catch let error as CommandFailure {
             console.error("devaccess: \(error.message)")
             return error.code.rawValue

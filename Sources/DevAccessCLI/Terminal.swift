@@ -20,7 +20,7 @@ final class SignalPipe: Sendable {
 
     /// Installs the handlers; nil when no pipe can be made (the signals then keep their
     /// default action: the process dies and the broker records no decision).
-    static func install() -> SignalPipe? {
+    static func install(_ signals: [Int32] = SignalPipe.signals) -> SignalPipe? {
         var fds: [CInt] = [-1, -1]
         guard pipe(&fds) == 0 else { return nil }
         for fd in fds {

@@ -160,7 +160,7 @@ extension Enforcer {
 
     /// Removes every run's entries without writing the ledger: for ending run access when
     /// the ledger cannot record it (as `removeEntriesFailingClosed` does for grants).
-    func removeRunEntriesFailingClosed(gids: Set<UInt32>) {
+    public func removeRunEntriesFailingClosed(gids: Set<UInt32>) {
         guard let records = try? ledger.aclEntries() else { return }
         for record in records {
             guard case .group(let gid) = record.qualifier, gids.contains(gid) else { continue }

@@ -3,8 +3,8 @@ import CCrypto
 /// SHA-256 through libcrypto's EVP interface. One instance is reused for a whole
 /// batch: the algorithm is fetched once and the context re-initialised per digest.
 struct SHA256Hasher: ~Copyable {
-    private let context: OpaquePointer
-    private let algorithm: OpaquePointer
+    let context: OpaquePointer
+    let algorithm: OpaquePointer
 
     init() throws(LedgerError) {
         guard let algorithm = EVP_MD_fetch(nil, "SHA256", nil) else {

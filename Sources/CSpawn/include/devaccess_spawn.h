@@ -77,4 +77,39 @@ int devaccess_landlock_create_ruleset(uint64_t handled_access_fs);
 /* Allows `allowed_access` beneath the file or directory `parent_fd` refers to (O_PATH is
    enough). 0, or -1 with errno. */
 int devaccess_landlock_add_path_rule(int ruleset_fd, int parent_fd, uint64_t allowed_access);
+
+/* ---- The broker's held spawn as first written (Sources/DevAccessBroker/Handling/HeldProgram.swift);
+   devaccess_spawn_start below does the same with Landlock, a pidfd and a ready report. ---- */
+
+/* What `devaccess run` starts: everything prepared before fork, so the child only makes
+   async-signal-safe calls. */
+typedef struct {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    const char *directory;
+    int streams[3];          /* become 0, 1, 2 */
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;
+    int group_count;
+    mode_t umask;
+} devaccess_spawn_spec;
+
+/* Steps the child reports a failure of (with errno) over the error pipe. */
+enum {
+    DEVACCESS_STEP_SIGNALS = 1, DEVACCESS_STEP_PROCESS_GROUP, DEVACCESS_STEP_STREAMS, DEVACCESS_STEP_SETGROUPS,
+    DEVACCESS_STEP_SETGID, DEVACCESS_STEP_SETUID, DEVACCESS_STEP_PRIVILEGES_KEPT, DEVACCESS_STEP_CHDIR,
+    DEVACCESS_STEP_GATE, DEVACCESS_STEP_EXEC
+};
+
+/* Forks a child that drops to spec's user and groups, puts itself in its own process group,
+   and then waits, before exec, for one byte on the gate (a socket): EOF instead makes it exit
+   127 without running anything. On success returns 0 with *pid, *gate (write one byte to
+   release, or close to abandon) and *report (read: EOF = exec'd; else two ints, step and
+   errno). Returns -1 with errno when fork or a pipe fails. */
+int devaccess_spawn_held(const devaccess_spawn_spec *spec, pid_t *pid, int *gate, int *report);
+
+/* 1 with *code for a normal exit, 2 with *signal (and *core) for death by signal. */
+int devaccess_wait_status(int status, int *code, int *signal, int *core);
 #endif

@@ -169,6 +169,11 @@ public final class BrokerService: RequestHandler {
             return await resolve(action, approve: false, id: envelope.id, peer: peer)
         case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
             return await administer(envelope.request, id: envelope.id, peer: peer)
+        case .run(let order):
+            return await run(order, envelope: envelope, peer: peer, exchange: exchange)
+        case .runSignal:
+            // The event loop hands signals to their run; one on its own is refused there.
+            return .error(ProtocolError(.badMessage, context: "$.type", reason: "no program of this connection is running"))
         }
     }
 

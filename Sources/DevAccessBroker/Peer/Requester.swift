@@ -25,6 +25,9 @@ struct Requester: Sendable {
     /// The requesting program is a login shell program (/etc/shells): a person typed the
     /// command, or a shell script ran it.
     var isShell = false
+    /// devaccessd is about to start `program` itself for `devaccess run`: it asks, not the
+    /// process that connected.
+    var startedByRun = false
 
     /// What `Program=` rules are matched against.
     var policyProgram: String? { untrusted == nil ? program : nil }
@@ -32,6 +35,7 @@ struct Requester: Sendable {
     /// "/usr/bin/firefox (pid 1234, user alice)".
     var described: String {
         let who = UserDatabase.userName(uid) ?? "uid \(uid)"
+        if startedByRun { return "\(program ?? "a program"), run by \(who)," }
         return "\(program ?? "a program whose executable is unknown") (pid \(pid), user \(who))"
     }
 

@@ -1,6 +1,7 @@
 import Glibc
 import CSystemd
 import Synchronization
+import CLinux
 import DevAccessSystem
 import DevAccessProtocol
 
@@ -112,6 +113,8 @@ public final class BrokerServer: Sendable {
         var final: Bool
         /// An interim reply after which the client's next message is the answer.
         var awaitingAnswer: Bool
+        /// `run-started`: from now on the client's messages are `run-signal`s of the run.
+        var relaysSignals = false
     }
 
     /// Binds the socket now (so a caller can report readiness once this returns);
@@ -150,9 +153,9 @@ public final class BrokerServer: Sendable {
         _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
     }
 
-    func post(_ exchange: Exchange, _ line: [UInt8], final: Bool, awaitingAnswer: Bool) {
+    func post(_ exchange: Exchange, _ line: [UInt8], final: Bool, awaitingAnswer: Bool, relaysSignals: Bool = false) {
         let completion = Completion(connection: exchange.connection, serial: exchange.serial, line: line, final: final,
-                                    awaitingAnswer: awaitingAnswer)
+                                    awaitingAnswer: awaitingAnswer || relaysSignals, relaysSignals: relaysSignals)
         mailbox.withLock { $0.completions.append(completion) }
         wake()
     }
@@ -346,8 +349,23 @@ public final class BrokerServer: Sendable {
         }
 
         mutating func read(_ connection: Connection) {
+            var passed = [CInt](repeating: -1, count: Int(DEVACCESS_MAX_PASSED_FDS))
+            var passedCount: CInt = 0
+            var truncated: CInt = 0
             let received = readBuffer.withUnsafeMutableBytes { raw in
-                recv(connection.descriptor, raw.baseAddress, raw.count, 0)
+                devaccess_recv_with_fds(connection.descriptor, raw.baseAddress, raw.count, 0, &passed, &passedCount,
+                                        &truncated)
+            }
+            if passedCount > 0 {
+                connection.receivedDescriptors += passed.prefix(Int(passedCount))
+            }
+            if truncated != 0 || connection.receivedDescriptors.count > RunOrder.descriptorCount {
+                // More descriptors than any message carries: not a client of this protocol.
+                connection.closeReceivedDescriptors()
+                reject(connection, id: 0, ProtocolError(.badMessage, context: "descriptors",
+                    reason: "more than \(RunOrder.descriptorCount) file descriptors were sent; only 'run' carries "
+                        + "descriptors (stdin, stdout, stderr)"), forceClose: true)
+                return
             }
             if received < 0 {
                 let error = Errno.current
@@ -426,6 +444,34 @@ public final class BrokerServer: Sendable {
                 reject(connection, id: error.id, version: error.version, error.error)
                 return
             }
+            // Descriptors belong to a `run`, which takes exactly three; any other message
+            // that brought some is refused (and they are closed).
+            var descriptors: [CInt] = []
+            if case .run = envelope.request {
+                guard connection.receivedDescriptors.count == RunOrder.descriptorCount else {
+                    connection.closeReceivedDescriptors()
+                    reject(connection, id: envelope.id, version: envelope.version, ProtocolError(
+                        .badMessage, context: "descriptors",
+                        reason: "'run' carries exactly \(RunOrder.descriptorCount) file descriptors (stdin, stdout, "
+                            + "stderr) with its first byte; nothing was run"), forceClose: true)
+                    return
+                }
+                descriptors = connection.receivedDescriptors
+                connection.receivedDescriptors = []
+            } else if !connection.receivedDescriptors.isEmpty {
+                connection.closeReceivedDescriptors()
+                reject(connection, id: envelope.id, version: envelope.version, ProtocolError(
+                    .badMessage, context: "descriptors",
+                    reason: "only 'run' carries file descriptors; a '\(envelope.request.type)' came with some"),
+                    forceClose: true)
+                return
+            }
+            if case .runSignal = envelope.request {
+                reject(connection, id: envelope.id, version: envelope.version, ProtocolError(
+                    .badMessage, context: "$.type", reason: "no program of this connection is running"),
+                    forceClose: true)
+                return
+            }
             if case .promptAnswer = envelope.request {
                 // Valid only while its request waits for it (see `answer`).
                 reject(connection, id: envelope.id, version: envelope.version, ProtocolError(
@@ -438,6 +484,7 @@ public final class BrokerServer: Sendable {
             let exchange = Exchange(server: server, connection: connection.id, serial: connection.exchangeSerial,
                                     request: envelope)
             connection.exchange = exchange
+            if !descriptors.isEmpty { exchange.attach(descriptors) }
             server.handler.start(envelope, from: connection.peer, executor: server.executor, exchange: exchange)
         }
 
@@ -451,6 +498,10 @@ public final class BrokerServer: Sendable {
                 envelope = try MessageCodec.decodeRequest(line)
             } catch {
                 reject(connection, id: error.id, version: error.version, error.error, forceClose: true)
+                return
+            }
+            if connection.relayingSignals, envelope.id == exchange.request.id, case .runSignal(let signal) = envelope.request {
+                exchange.deliver(signal: signal.signal)
                 return
             }
             guard envelope.id == exchange.request.id, case .promptAnswer(let answer) = envelope.request else {
@@ -486,6 +537,7 @@ public final class BrokerServer: Sendable {
             connection.exchange = nil
             connection.inFlight = false
             connection.awaitingAnswer = false
+            connection.relayingSignals = false
             exchange.depart(departure)
         }
 
@@ -568,6 +620,7 @@ public final class BrokerServer: Sendable {
                 perUser.removeValue(forKey: connection.peer.uid)
             }
             detachExchange(connection, stopping ? .shutdown : .closed)
+            connection.closeReceivedDescriptors()
             Socket.close(connection.descriptor)
             if log.isEnabled(.debug) {
                 log.debug("client disconnected", ["connection": String(connection.id), "uid": String(connection.peer.uid)])
@@ -591,9 +644,11 @@ public final class BrokerServer: Sendable {
                 if completion.final {
                     connection.inFlight = false
                     connection.awaitingAnswer = false
+                    connection.relayingSignals = false
                     connection.exchange = nil
                 } else if completion.awaitingAnswer {
                     connection.awaitingAnswer = true
+                    if completion.relaysSignals { connection.relayingSignals = true }
                 }
                 connection.enqueue(completion.line)
                 flush(connection)

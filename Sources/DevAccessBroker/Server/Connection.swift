@@ -36,6 +36,15 @@ final class Connection {
     /// When the first byte of the message still missing its newline arrived: a message
     /// has `messageTimeout` from there, however slowly its bytes keep coming.
     var partialSince: ContinuousClock.Instant?
+    /// Descriptors received (SCM_RIGHTS) and not yet given to a request: a `run` takes them.
+    var receivedDescriptors: [CInt] = []
+    /// The request in flight is a running `run`: the client's messages are its `run-signal`s.
+    var relayingSignals = false
+
+    func closeReceivedDescriptors() {
+        for descriptor in receivedDescriptors { Glibc.close(descriptor) }
+        receivedDescriptors = []
+    }
 
     init(id: UInt64, descriptor: CInt, peer: Peer, now: ContinuousClock.Instant) {
         self.id = id

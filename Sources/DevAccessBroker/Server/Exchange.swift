@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import DevAccessProtocol
 
@@ -50,6 +51,9 @@ public final class Exchange: Sendable {
         var finished = false
         var departure: Departure?
         var listener: Listener?
+        var signalHandler: (@Sendable (Int32) -> Void)?
+        /// Descriptors that came with the request (a `run`'s stdin, stdout, stderr).
+        var descriptors: [CInt] = []
     }
 
     init(server: BrokerServer, connection: UInt64, serial: UInt64, request: RequestEnvelope) {
@@ -63,7 +67,9 @@ public final class Exchange: Sendable {
     /// the answer and goes to the listener; anything else closes the connection.
     public func send(_ reply: Reply, awaitingAnswer: Bool) {
         guard !state.withLock({ $0.finished }) else { return }
-        server.post(self, encode(reply), final: false, awaitingAnswer: awaitingAnswer)
+        var relays = false
+        if case .runStarted = reply { relays = true }
+        server.post(self, encode(reply), final: false, awaitingAnswer: awaitingAnswer, relaysSignals: relays)
     }
 
     /// Sends the final reply; the connection goes on to its next request. Once only.
@@ -71,9 +77,11 @@ public final class Exchange: Sendable {
         let first = state.withLock { state -> Bool in
             defer { state.finished = true }
             state.listener = nil
+            state.signalHandler = nil
             return !state.finished
         }
         guard first else { return }
+        closeUntakenDescriptors()
         server.post(self, encode(reply), final: true, awaitingAnswer: false)
     }
 
@@ -88,6 +96,21 @@ public final class Exchange: Sendable {
         if let departed { listener(.departed(departed)) }
     }
 
+    /// The descriptors that came with the request, handed over once: the caller owns (and
+    /// closes) them from here.
+    public func takeDescriptors() -> [CInt] {
+        state.withLock { state in
+            defer { state.descriptors = [] }
+            return state.descriptors
+        }
+    }
+
+    /// Calls `handler` with each `run-signal` the client sends from now on (a run's program
+    /// is running). Replaces any earlier handler.
+    public func onSignal(_ handler: @escaping @Sendable (Int32) -> Void) {
+        state.withLock { $0.signalHandler = handler }
+    }
+
     /// The client left (or the broker stops), if it did.
     public var departure: Departure? { state.withLock { $0.departure } }
 
@@ -99,6 +122,20 @@ public final class Exchange: Sendable {
             return state.listener
         }
         listener?(.answer(answer))
+    }
+
+    func attach(_ descriptors: [CInt]) {
+        state.withLock { $0.descriptors = descriptors }
+    }
+
+    func deliver(signal: Int32) {
+        let handler = state.withLock { $0.finished ? nil : $0.signalHandler }
+        handler?(signal)
+    }
+
+    /// Closes descriptors nobody took (the request ended before its handler took them).
+    func closeUntakenDescriptors() {
+        for descriptor in takeDescriptors() { Socket.close(descriptor) }
     }
 
     func depart(_ departure: Departure) {

@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 import DevAccessCore
 
 /// Why a call to the broker failed. `unreachable` and `timedOut` mean "no broker to
@@ -158,6 +159,42 @@ public final class BrokerClient {
                             reason: "reply id \(envelope.id) does not answer request \(id)"))
         }
         return envelope.reply
+    }
+
+    /// Sends a `run` with `descriptors` (stdin, stdout, stderr) attached to its first byte;
+    /// returns its id. Read its replies with `nextReply(to:timeout:)`.
+    public func startRun(_ order: RunOrder, descriptors: [CInt]) throws(BrokerClientError) -> Int64 {
+        let id = nextID
+        nextID += 1
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: .run(order)))
+        line.append(0x0a)
+        while true {
+            let sent = line.withUnsafeBytes { raw in
+                descriptors.withUnsafeBufferPointer { fds in
+                    devaccess_send_with_fds(descriptor, raw.baseAddress, 1, CInt(MSG_NOSIGNAL), fds.baseAddress,
+                                            CInt(fds.count))
+                }
+            }
+            if sent == 1 { break }
+            let error = errno
+            if error == EINTR { continue }
+            if error == EAGAIN {
+                try Self.waitFor(descriptor, events: Int16(POLLOUT), deadline: ContinuousClock.now + timeout,
+                                 path: socketPath, operation: "take the request", timeout: timeout)
+                continue
+            }
+            if error == EPIPE || error == ECONNRESET { throw .closed(path: socketPath) }
+            throw .io(path: socketPath, operation: "sendmsg()", reason: String(cString: strerror(error)))
+        }
+        try write(Array(line.dropFirst()), deadline: ContinuousClock.now + timeout)
+        return id
+    }
+
+    /// Relays `signal` to the program of run `id`.
+    public func signal(_ signal: Int32, run id: Int64) throws(BrokerClientError) {
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: .runSignal(RunSignal(signal: signal))))
+        line.append(0x0a)
+        try write(line, deadline: ContinuousClock.now + timeout)
     }
 
     /// Answers a prompt of request `id`.

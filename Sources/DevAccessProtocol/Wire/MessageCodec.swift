@@ -63,6 +63,10 @@ public enum MessageCodec {
             }
         case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
             members += AdministrationCoding.encode(envelope.request)
+        case .run(let order):
+            members += RunCoding.encode(order)
+        case .runSignal(let signal):
+            members.append(JSONMember("signal", .integer(Int64(signal.signal))))
         }
         return JSONWriter.bytes(.object(members))
     }
@@ -126,13 +130,20 @@ public enum MessageCodec {
                 }
                 try reader.finish()
                 request = type == "approve" ? .approve(action) : .reject(action)
+            case ("run", 5...):
+                request = .run(try RunCoding.decodeOrder(&reader))
+                try reader.finish()
+            case ("run-signal", 5...):
+                request = .runSignal(RunSignal(signal: Int32(try reader.integer("signal", in: 1...64))))
+                try reader.finish()
             case (_, 3...):
                 guard let administration = try AdministrationCoding.decode(type, &reader) else {
                     throw ProtocolError(.unknownType, context: "$.type",
                                         reason: "unknown request type '\(type)' in protocol version \(version); "
                                             + "this broker knows: hello, status, request, prompt-answer, pending, "
                                             + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
-                                            + "audit-verify, audit-archive, audit-report")
+                                            + "audit-verify, audit-archive, audit-report"
+                                            + (version >= 5 ? ", run, run-signal" : ""))
                 }
                 try reader.finish()
                 request = administration
@@ -189,6 +200,10 @@ public enum MessageCodec {
         case .result(let result):
             members.append(JSONMember("operation", .string(result.operation)))
             members.append(JSONMember("document", result.document))
+        case .runStarted(let started):
+            members += RunCoding.encode(started)
+        case .runEnded(let ended):
+            members += RunCoding.encode(ended)
         }
         return JSONWriter.bytes(.object(members))
     }
@@ -241,6 +256,10 @@ public enum MessageCodec {
                                         reason: "a result document is a JSON object, not \(document.kindDescription)")
                 }
                 reply = .result(OperationResult(operation: operation, document: document))
+            case ("run-started", 5...):
+                reply = .runStarted(try RunCoding.decodeStarted(&reader))
+            case ("run-ended", 5...):
+                reply = .runEnded(try RunCoding.decodeEnded(&reader))
             default:
                 throw ProtocolError(.unknownType, context: "$.type",
                                     reason: "unknown reply type '\(type)' in protocol version \(version)")

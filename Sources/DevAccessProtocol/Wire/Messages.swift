@@ -13,11 +13,12 @@ import DevAccessCore
 /// that decide or record (`decide`, `revoke`, `reset`, `list`, `reconcile`, `withdraw`,
 /// `audit-verify`, Administration.swift), answered by `result`. Version 4 lets `approve`
 /// choose the term (`scope`, `duration`) and makes `reject` decline the request only unless
-/// it says `deny` (a version 2 or 3 `reject` still records a denial).
+/// it says `deny` (a version 2 or 3 `reject` still records a denial). Version 5 adds
+/// `run` (Run.swift): the broker starts a program with access for it.
 public enum BrokerProtocol {
     /// The version this build writes.
-    public static let version: Int64 = 4
-    public static let supportedVersions: [Int64] = [1, 2, 3, 4]
+    public static let version: Int64 = 5
+    public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5]
     /// 64 KiB: the most a request line may hold before its newline.
     public static let maxRequestSize = 64 * 1024
     /// Replies carry full statuses with devices, nodes and reasons; 1 MiB is far above
@@ -74,6 +75,10 @@ public enum Request: Sendable, Hashable {
     case auditArchive(AuditArchiveOrder)
     /// Audit events, their summary, or one event (version 3).
     case auditReport(AuditReportQuery)
+    /// Start a program with access for it (version 5); the streams come as descriptors.
+    case run(RunOrder)
+    /// A signal for the program of the `run` with the same id (version 5).
+    case runSignal(RunSignal)
 
     public var type: String {
         switch self {
@@ -93,6 +98,8 @@ public enum Request: Sendable, Hashable {
         case .auditVerify: return "audit-verify"
         case .auditArchive: return "audit-archive"
         case .auditReport: return "audit-report"
+        case .run: return "run"
+        case .runSignal: return "run-signal"
         }
     }
 }
@@ -171,6 +178,10 @@ public enum Reply: Sendable, Hashable {
     case resolved(ResolvedReply)
     /// The answer to a version 3 operation.
     case result(OperationResult)
+    /// The program of a `run` started; `run-ended` follows (version 5).
+    case runStarted(RunStartedReply)
+    /// The program of a `run` exited (version 5).
+    case runEnded(RunEndedReply)
 
     public var type: String {
         switch self {
@@ -183,13 +194,15 @@ public enum Reply: Sendable, Hashable {
         case .pending: return "pending"
         case .resolved: return "resolved"
         case .result: return "result"
+        case .runStarted: return "run-started"
+        case .runEnded: return "run-ended"
         }
     }
 
     /// Whether more replies to the same request follow this one.
     public var isInterim: Bool {
         switch self {
-        case .prompt, .queued: return true
+        case .prompt, .queued, .runStarted: return true
         default: return false
         }
     }

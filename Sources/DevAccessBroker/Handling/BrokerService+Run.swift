@@ -1,0 +1,313 @@
+import Foundation
+import Glibc
+import DevAccessCore
+import DevAccessSystem
+import DevAccessLedger
+import DevAccessEnforcement
+import DevAccessProtocol
+
+/// `run` (version 5): devaccessd decides for the program (user + program path), starts it as
+/// the peer with one group id of its own, gives that id an ACL entry on the granted devices'
+/// nodes, relays the client's signals, and when the program exits ends the run: the entry
+/// goes, and a `once` grant with it. A descendant that outlives the program keeps a group id
+/// that no node names any more (RunGroups).
+extension BrokerService {
+    func run(_ order: RunOrder, envelope: RequestEnvelope, peer: Peer, exchange: Exchange?) async -> Reply {
+        let streams = exchange?.takeDescriptors() ?? []
+        defer { for descriptor in streams { Glibc.close(descriptor) } }
+        guard let exchange, streams.count == RunOrder.descriptorCount else {
+            return .error(ProtocolError(.badMessage, context: "run",
+                reason: "'run' needs its conversation and the caller's stdin, stdout and stderr; nothing was run"))
+        }
+        guard ledger != nil, let enforcement else {
+            return .error(ProtocolError(.internal, context: "run",
+                                        reason: "this broker runs without a ledger, so it cannot start programs"))
+        }
+        if let unsupported = order.permissions.first(where: { !Self.runPermissions.contains($0) }) {
+            return .error(ProtocolError(.badMessage, context: "$.permissions",
+                reason: "a run can be given the camera and the microphone; \(unsupported.rawValue) goes through a "
+                    + "service, not device nodes, and is not given to runs yet; nothing was run"))
+        }
+        let user = identity(of: peer)
+        let subject = Principal(uid: user.uid, name: user.name)
+        let program: RunProgram
+        switch RunProgram.open(order.program, uid: peer.uid) {
+        case .success(let opened): program = opened
+        case .failure(let problem):
+            return refuse("run", id: envelope.id, peer: peer, subject: subject, reason: problem.description,
+                          code: .badMessage)
+        }
+        defer { program.close() }
+
+        // 1. The decision: the user's own access, a standing decision for this program, policy, a person.
+        let (reports, read) = await gathered(order.permissions)
+        guard case .loaded(let policy) = read.policy else {
+            return .error(ProtocolError(.internal, context: "run",
+                reason: "the policy cannot be read, so nothing was asked or run; fix the file"))
+        }
+        if let problem = read.problem {
+            return .error(ProtocolError(.internal, context: "run",
+                reason: "the ledger cannot be read, so nothing was asked or run: \(problem)"))
+        }
+        let before = statuses(for: user, reports: reports, read: read)
+        let standing = RunDecisions(active: read.grants.filter { $0.subject.uid == user.uid })
+        let policyProgram = program.trusted ? program.path : nil
+        let policies: @Sendable (Permission) -> PolicyDecision = {
+            policy.requestDecision(for: $0, user: user, program: policyProgram)
+        }
+        var results: [Permission: RequestResult] = [:]
+        var toAsk: [Permission] = []
+        var toConfirm: [Permission] = []
+        var plans: [GrantPlan] = []
+        for (permission, status) in zip(order.permissions, before) {
+            let decision = policies(permission)
+            if decision.action == .deny {
+                results[permission] = RequestResult(permission: permission, outcome: .restricted,
+                    message: decision.explanation(permission, user: user) + "; a run cannot change that")
+                continue
+            }
+            if status.status == .unavailable {
+                results[permission] = RequestResult(permission: permission, outcome: .unavailable,
+                    message: "no \(permission.rawValue) is present; nothing was asked or run")
+                continue
+            }
+            if let grant = standing.decision(uid: user.uid, program: program.identity, process: nil,
+                                             permission: permission, deviceID: nil) {
+                var result = Self.result(for: grant, outcome: grant.decision == .allow ? .alreadyAllowed : .alreadyDenied,
+                                         term: nil)
+                result.message = (grant.decision == .allow ? "already allowed: " : "denied by an earlier decision: ")
+                    + Decisions.describe(grant)
+                results[permission] = result
+                continue
+            }
+            if status.status == .authorized {
+                results[permission] = RequestResult(permission: permission, outcome: .alreadyAllowed,
+                    message: "\(user.name) can already use every \(permission.rawValue) device; the program gets "
+                        + "that access as any of \(user.name)'s programs does")
+                continue
+            }
+            switch decision.action {
+            case .allow:
+                plans.append(GrantPlan(permission: permission, decision: .allow,
+                                       term: DecisionTerm.resolve(order.scope ?? .once, policy: decision),
+                                       method: .policy, decidedBy: brokerPrincipal))
+            case .ask: toAsk.append(permission)
+            case .authSelf: toConfirm.append(permission)
+            case .authAdmin:
+                results[permission] = RequestResult(permission: permission, outcome: .restricted,
+                    message: "policy wants an administrator to decide \(permission.rawValue) for \(user.name); a run "
+                        + "does not wait for one: ask them for 'devaccess grant \(permission.rawValue) --user "
+                        + "\(user.name) --program \(program.path)'")
+            case .deny: break
+            }
+        }
+        let requester = Requester(pid: peer.pid, uid: user.uid, program: program.path,
+                                  untrusted: program.trusted ? nil : Requester.notTrusted(program.untrustedWhy ?? ""),
+                                  startedByRun: true)
+        let devices = reports.flatMap { report in
+            report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
+        }
+        let context = RequestContext(
+            request: AccessRequest(permissions: order.permissions, reason: order.reason, scope: order.scope ?? .once),
+            wireID: envelope.id, peer: peer, requester: requester, user: user, exchange: exchange, devices: devices,
+            holder: nil, holderName: "this run of \(program.path)")
+        defer { flushAudit(context) }
+        audit(context, order.permissions, stage: "received", extra: ["run": "true", "program": program.path])
+        var heldSlots: [UserSlots] = []
+        defer { for slots in heldSlots { slots.give(peer.uid) } }
+        if !toAsk.isEmpty || !toConfirm.isEmpty {
+            guard take(openPrompts, for: peer, into: &heldSlots) else {
+                return refuse("run", id: envelope.id, peer: peer, subject: subject,
+                              reason: "\(describe(peer)) has \(openPrompts.limit) open prompts already; nothing was "
+                                  + "asked or run", code: .busy)
+            }
+        }
+        var number: Int64 = 0
+        var passwordGroup = toConfirm
+        var ended: UndecidedReason?
+        if !toAsk.isEmpty {
+            switch await askConsent(toAsk, context: context, policies: policies, number: &number) {
+            case .decided(let decided): plans += decided
+            case .undecided(let why):
+                ended = why
+                for permission in toAsk { results[permission] = Self.undecided(permission, why) }
+            case .broken(let error): return .error(error)
+            case .refused(let reply): return reply
+            case .noChannel: passwordGroup = toAsk + passwordGroup
+            }
+        }
+        if !passwordGroup.isEmpty {
+            if let ended {
+                for permission in passwordGroup { results[permission] = Self.undecided(permission, ended) }
+            } else {
+                switch await confirmPassword(passwordGroup, context: context, policies: policies, number: &number,
+                                             instead: toAsk.isEmpty ? nil : "no login terminal to ask on") {
+                case .decided(let decided): plans += decided
+                case .undecided(let why):
+                    for permission in passwordGroup { results[permission] = Self.undecided(permission, why) }
+                case .broken(let error): return .error(error)
+                case .refused(let reply): return reply
+                case .noChannel: break
+                }
+            }
+        }
+        // Denials a person chose are recorded (not asked again); the run does not start.
+        let denials = plans.filter { $0.decision == .deny }
+        let allows = plans.filter { $0.decision == .allow }
+        let refusedOutcomes: Set<RequestOutcome> = [.denied, .alreadyDenied, .restricted, .unavailable, .undecided]
+        if !denials.isEmpty || results.values.contains(where: { refusedOutcomes.contains($0.outcome) }) {
+            if !denials.isEmpty {
+                let identity = program.grantProgram
+                let reason = order.reason ?? ""
+                do {
+                    let recorded = try await enforcement.perform("run") {
+                        (enforcer) throws(EnforcementError) -> ([Grant], EnforcementReport) in
+                        do throws(LedgerError) {
+                            let grants = try denials.map { (plan) throws(LedgerError) in
+                                try Self.recordRunGrant(plan, subject: subject, program: identity, reason: reason,
+                                                        process: nil, ledger: enforcer.ledger, now: enforcer.clock())
+                            }
+                            return (grants, EnforcementReport())
+                        } catch {
+                            throw .ledger(error)
+                        }
+                    }
+                    for grant in recorded {
+                        results[grant.permission] = Self.result(for: grant, outcome: .denied, term: nil)
+                    }
+                } catch {
+                    return .error(ProtocolError(.internal, context: "run", reason: "recording the denial failed: \(error)"))
+                }
+            }
+            for plan in allows where results[plan.permission] == nil {
+                results[plan.permission] = RequestResult(permission: plan.permission, outcome: .undecided,
+                    message: "allowed, but not recorded: the run does not start without every permission it asked for")
+            }
+            let ordered = order.permissions.compactMap { results[$0] }
+            audit(context, order.permissions, stage: "answered", extra: ["run": "not-started"])
+            return .decision(DecisionReply(user: user.name, uid: user.uid, results: ordered, permissions: before))
+        }
+
+        // 2. Start: the run's row (its group id), the program held before exec, its process and
+        // grants recorded, the nodes' entries applied; then it may exec.
+        let newRun = NewRun(subject: subject, program: program.identity, permissions: order.permissions,
+                            strict: order.strict)
+        let run: Run
+        do {
+            run = try await enforcement.perform("run") { (enforcer) throws(EnforcementError) -> (Run, EnforcementReport) in
+                do throws(LedgerError) { return (try enforcer.ledger.beginRun(newRun, at: enforcer.clock()), EnforcementReport()) }
+                catch { throw .ledger(error) }
+            }
+        } catch {
+            return .error(ProtocolError(.internal, context: "run", reason: "the run could not be recorded: \(error)"))
+        }
+        let environment = LaunchEnvironment.clean(order.environment)
+        var groups = peer.groups.filter { !RunGroups.contains($0) }
+        groups.append(run.gid)
+        let strictNodes = order.strict ? await strictDenials(granted: order.permissions) : nil
+        let started: HeldProgram
+        do {
+            started = try HeldProgram.start(program: program, arguments: order.arguments, environment: environment.kept,
+                                            directory: order.directory, umask: order.umask, streams: streams,
+                                            uid: peer.uid, gid: peer.gid, groups: groups,
+                                            strict: strictNodes)
+        } catch {
+            await endRun(run, status: "not started: \(error.description)", enforcement: enforcement)
+            return .error(ProtocolError(.badMessage, context: "run", reason: error.description + "; nothing was run"))
+        }
+        let process = started.holder
+        let identity = program.grantProgram
+        let reason = order.reason ?? ""
+        var details = ["removed_environment": environment.removed.joined(separator: " ")]
+        for (permission, result) in results { details["\(permission.rawValue)_outcome"] = result.outcome.rawValue }
+        let startDetails = details
+        do {
+            let granted = try await enforcement.perform("run") {
+                (enforcer) throws(EnforcementError) -> ([Grant], EnforcementReport) in
+                let grants: [Grant]
+                do throws(LedgerError) {
+                    try enforcer.ledger.runStarted(run.id, process: process, details: startDetails, at: enforcer.clock())
+                    grants = try allows.map { (plan) throws(LedgerError) in
+                        try Self.recordRunGrant(plan, subject: subject, program: identity, reason: reason,
+                                                process: process, ledger: enforcer.ledger, now: enforcer.clock())
+                    }
+                } catch {
+                    throw .ledger(error)
+                }
+                return (grants, try enforcer.reconcile())
+            }
+            for grant in granted {
+                results[grant.permission] = Self.result(for: grant, outcome: .granted,
+                                                        term: allows.first { $0.permission == grant.permission }?.term.wire)
+            }
+        } catch {
+            started.abandon()
+            await endRun(run, status: "not started: \(error)", enforcement: enforcement)
+            return .error(ProtocolError(.internal, context: "run", reason: "the run could not be started: \(error)"))
+        }
+        guard started.release() else {
+            let status = started.waitForExit()
+            await endRun(run, status: "not started: the program could not be executed (\(status.words))",
+                         enforcement: enforcement)
+            return .error(ProtocolError(.badMessage, context: "run", reason: started.execFailure
+                ?? "\(program.path) could not be executed; nothing was run"))
+        }
+        log.info("run started", ["run": String(run.id), "uid": String(user.uid), "program": program.path,
+                                 "pid": String(process.pid), "gid": String(run.gid)])
+        flushAudit(context)
+
+        // 3. Running: signals relayed; the client's leaving hangs the program up.
+        let ordered = order.permissions.compactMap { results[$0] }
+        exchange.onSignal { signal in started.relay(signal) }
+        exchange.listen { event in
+            if case .departed = event { started.hangUp() }
+        }
+        exchange.send(.runStarted(RunStartedReply(run: run.id, pid: process.pid, gid: run.gid, results: ordered,
+                                                  removedEnvironment: environment.removed)), awaitingAnswer: true)
+        let exit = await started.exit()
+        await endRun(run, status: exit.words, enforcement: enforcement)
+        log.info("run ended", ["run": String(run.id), "uid": String(user.uid), "status": exit.words])
+        return .runEnded(RunEndedReply(run: run.id, exit: exit))
+    }
+
+    static let runPermissions: [Permission] = [.camera, .microphone]
+
+    /// Records the run's end and removes its access (the engine pass sees the process gone).
+    func endRun(_ run: Run, status: String, enforcement: any DecisionEnforcement) async {
+        do {
+            try await enforcement.perform("run-end") { (enforcer) throws(EnforcementError) -> (Void, EnforcementReport) in
+                do throws(LedgerError) {
+                    try enforcer.ledger.endRuns([(run.id, status)], by: nil, at: enforcer.clock())
+                } catch {
+                    // The entries go even when the ledger cannot say so now.
+                    enforcer.removeRunEntriesFailingClosed(gids: [run.gid])
+                    throw .ledger(error)
+                }
+                return ((), try enforcer.reconcile())
+            }
+        } catch {
+            log.error("could not record the end of a run", ["run": String(run.id), "error": "\(error)"])
+        }
+    }
+
+    /// A run's decision: a program grant (the program's path, pinned to its SHA-256 when
+    /// the file is not root's alone), `once` bound to the run's process.
+    static func recordRunGrant(_ plan: GrantPlan, subject: Principal, program: Program, reason: String,
+                               process: ProcessHolder?, ledger: Ledger, now: Date) throws(LedgerError) -> Grant {
+        let (scope, expires, _) = plan.term.grant(at: now, holder: process)
+        let new = NewGrant(subject: subject, program: program, permission: plan.permission, decision: plan.decision,
+                           scope: scope, expires: expires, decidedBy: plan.decidedBy, method: plan.method,
+                           reason: reason, holder: scope == .once ? process : nil)
+        return try ledger.recordGrant(new, at: now)
+    }
+
+    /// `--strict`: the capture nodes of the permissions the run was not given.
+    func strictDenials(granted: [Permission]) async -> [String] {
+        var denied = Set<String>()
+        let others = Self.runPermissions.filter { !granted.contains($0) }
+        for report in await probe.reports(others) {
+            for device in report.devices { denied.formUnion(device.nodes.map(\.path)) }
+        }
+        return denied.sorted()
+    }
+}

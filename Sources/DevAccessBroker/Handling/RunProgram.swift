@@ -1,0 +1,77 @@
+import Glibc
+import DevAccessSystem
+import DevAccessLedger
+
+/// The program a `run` names, as devaccessd checked it: the canonical path, the file (open,
+/// so the checks and the hash are of one file), whether only root can have put it there
+/// (then `Program=` rules and program grants may name it by path), and its SHA-256.
+struct RunProgram {
+    let path: String
+    private let descriptor: CInt
+    /// nil: root's file alone; else why not ("owned by uid 1001").
+    let untrustedWhy: String?
+    let sha256: String?
+
+    var trusted: Bool { untrustedWhy == nil }
+
+    /// What the run is of: path and hash, for matching grants that pin a hash.
+    var identity: Program { Program(path: path, sha256: sha256) }
+
+    /// What a grant for this program names: the path alone for root's file (so an upgrade
+    /// keeps the grant), path and hash for a file its user could replace.
+    var grantProgram: Program { Program(path: path, sha256: trusted ? nil : sha256) }
+
+    enum Problem: Error, CustomStringConvertible {
+        case unresolvable(String, Errno)
+        case notRegular(String)
+        case notExecutable(String)
+        case unhashable(String, String)
+
+        var description: String {
+            switch self {
+            case .unresolvable(let path, let error): return "\(path): \(error); nothing was run"
+            case .notRegular(let path): return "\(path) is not a regular file; nothing was run"
+            case .notExecutable(let path): return "\(path) is not executable (no x bit); nothing was run"
+            case .unhashable(let path, let why):
+                return "\(path) could not be hashed (\(why)), and a program its user can change is granted only by "
+                    + "its hash; nothing was run"
+            }
+        }
+    }
+
+    static func open(_ requested: String, uid: UInt32) -> Result<RunProgram, Problem> {
+        guard let resolved = Glibc.realpath(requested, nil) else {
+            return .failure(.unresolvable(requested, Errno.current))
+        }
+        let path = String(cString: resolved)
+        free(resolved)
+        // O_NONBLOCK: a FIFO put at the path must not hang the broker; it is refused below.
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else { return .failure(.unresolvable(path, Errno.current)) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            Glibc.close(descriptor)
+            return .failure(.notRegular(path))
+        }
+        guard info.st_mode & 0o111 != 0 else {
+            Glibc.close(descriptor)
+            return .failure(.notExecutable(path))
+        }
+        var checker = RootInstalledFile()
+        let flaw = checker.flaw(path, expected: FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+        var sha: String?
+        if Int64(info.st_size) <= ProgramDigest.auditLimit || flaw != nil {
+            do {
+                sha = try ProgramDigest.sha256(descriptor: descriptor)
+            } catch {
+                if flaw != nil {
+                    Glibc.close(descriptor)
+                    return .failure(.unhashable(path, error.description))
+                }
+            }
+        }
+        return .success(RunProgram(path: path, descriptor: descriptor, untrustedWhy: flaw, sha256: sha))
+    }
+
+    func close() { Glibc.close(descriptor) }
+}

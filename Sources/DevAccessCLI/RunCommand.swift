@@ -1,0 +1,171 @@
+import DevAccessCore
+import DevAccessProtocol
+import Foundation
+import Glibc
+
+/// `devaccess run`: devaccessd starts PROGRAM as the caller with access to the permissions
+/// asked for, for that program tree only. This process relays: the caller's streams go to
+/// the broker as descriptors, signals go as `run-signal`s, and it exits with the program's
+/// status.
+enum RunCommand: Command {
+    static let camera = OptionSpec(long: "camera", short: nil, value: nil, help: "Give the program the camera.")
+    static let microphone = OptionSpec(long: "microphone", short: nil, value: nil,
+                                       help: "Give the program the microphone.")
+    static let once = OptionSpec(long: "once", short: nil, value: nil,
+                                 help: "Ask for this run only (the default when a decision is needed).")
+
+    static let spec = CommandSpec(
+        name: "run",
+        abstract: "Run a program with the camera or microphone: only that program tree gets them.",
+        usage: "devaccess run [--camera] [--microphone] [--reason TEXT] [--once | --for DURATION | --always] "
+            + "[--] PROGRAM [ARGUMENT...]",
+        options: [camera, microphone, RequestCommand.reason, once, RequestCommand.forDuration, RequestCommand.always,
+                  BrokerOptions.socket],
+        discussion: """
+        devaccessd starts PROGRAM itself, as you (your uid, gid and groups) plus one group id
+        of the run's own; the device nodes of the permissions it is given get an ACL entry for
+        that id while the run lasts. Your other programs do not get them, and a process the
+        program leaves behind loses them when the run ends.
+        The decision is about PROGRAM run by you: an earlier decision for the program (or
+        for you), the policy (Program= rules match root's own files), or consent asked on
+        your login terminal: "Allow /usr/bin/cheese, run by alice, to use the camera?".
+        --once (the default) lasts for this run; --for and --always record a grant for the
+        program that later runs use without asking.
+        PROGRAM is looked up in PATH. Arguments and the environment are passed on, except
+        variables that could load other code into it (LD_PRELOAD, GCONV_PATH, PYTHONPATH...;
+        see devaccess(1)). Standard input, output and error are yours; Ctrl-C, Ctrl-Z, a
+        window size change and signals sent to devaccess reach the program. The program runs
+        outside your terminal's session: it has no controlling terminal (/dev/tty).
+        Exit status: the program's (128+N when a signal N ended it); when it did not start:
+        77 a permission was refused or not decided, 69 devaccessd unreachable, 64 usage, 1
+        another error (the message says which).
+        Examples:
+          devaccess run --camera -- cheese
+          devaccess run --camera --for 8h -- v4l2-ctl -d /dev/video0 --stream-mmap
+          devaccess run --microphone -- arecord -d 5 take.wav
+        """, positionalEndsOptions: true)
+
+    /// The signals relayed to the program. Ctrl-Z (SIGTSTP) stops the program, then this
+    /// process; `fg` continues both.
+    static let relayed: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGCONT, SIGWINCH, SIGUSR1, SIGUSR2,
+                                   SIGALRM]
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        var permissions: [Permission] = []
+        if arguments.has("camera") { permissions.append(.camera) }
+        if arguments.has("microphone") { permissions.append(.microphone) }
+        guard !permissions.isEmpty else {
+            throw UsageError(message: "name what the program gets: --camera, --microphone", command: spec.name)
+        }
+        guard let name = arguments.positionals.first else {
+            throw UsageError(message: "missing PROGRAM", command: spec.name)
+        }
+        let text = arguments.value("reason")
+        if let text, text.utf8.count > 1024 {
+            throw UsageError(message: "'--reason' is longer than 1024 bytes", command: spec.name)
+        }
+        let scope = try RequestCommand.requestedScope(arguments)
+        let program = try resolve(name)
+        let order = RunOrder(program: program, arguments: arguments.positionals, environment: environment(),
+                             directory: FileManager.default.currentDirectoryPath, umask: currentUmask(),
+                             permissions: permissions, reason: text, scope: scope)
+        let path = try BrokerOptions.socketPath(arguments, command: spec.name)
+        let signals = SignalPipe.install(relayed)
+        let client: BrokerClient
+        let id: Int64
+        do {
+            client = try BrokerClient(socketPath: path, timeout: .seconds(30))
+            id = try client.startRun(order, descriptors: [0, 1, 2])
+        } catch {
+            throw RequestCommand.failure(error)
+        }
+        var session = PromptSession(client: client, id: id, signals: signals, console: console)
+        var running = false
+        while true {
+            switch try RequestCommand.next(client, id: id, signals: signals, timeout: running ? nil : .seconds(300)) {
+            case .signal(let number):
+                guard running else {
+                    // Nothing runs yet: leaving withdraws the request (the broker asks nobody further).
+                    if let signals { signals.raiseAgain(number) }
+                    return .failure
+                }
+                relay(number, client: client, id: id)
+            case .timedOut:
+                throw CommandFailure(message: "devaccessd at \(path) did not start the program within 300 s",
+                                     code: .brokerUnreachable)
+            case .reply(.prompt(let prompt)):
+                if case .interrupted(let number) = try session.show(prompt) { signals?.raiseAgain(number) }
+            case .reply(.runStarted(let started)):
+                running = true
+                for result in started.results where result.outcome == .granted {
+                    console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
+                }
+            case .reply(.runEnded(let ended)):
+                throw ProgramExit(status: ended.exit.shellStatus)
+            case .reply(.decision(let decision)):
+                for result in decision.results {
+                    console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
+                }
+                console.error("devaccess: \(program) was not run")
+                return .noPermission
+            case .reply(.error(let error)):
+                throw RequestCommand.failure(.rejected(error))
+            case .reply(let other):
+                throw CommandFailure(message: "devaccessd answered a run with '\(other.type)'")
+            }
+        }
+    }
+
+    /// The program's exit status, as devaccess's own.
+    struct ProgramExit: Error {
+        var status: Int32
+    }
+
+    /// Sends `number` to the program. Ctrl-Z stops it and then this process, as a shell's
+    /// job would stop; SIGCONT (fg) is relayed when it continues us.
+    static func relay(_ number: Int32, client: BrokerClient, id: Int64) {
+        try? client.signal(number, run: id)
+        if number == SIGTSTP { raise(SIGSTOP) }
+    }
+
+    /// PROGRAM as exec would find it: a path with a slash as given (made absolute), else the
+    /// first executable regular file of that name in PATH.
+    static func resolve(_ name: String) throws -> String {
+        if name.contains("/") {
+            let absolute = name.hasPrefix("/") ? name : FileManager.default.currentDirectoryPath + "/" + name
+            guard access(absolute, X_OK) == 0 else {
+                throw CommandFailure(message: "\(name): \(String(cString: strerror(errno))); nothing was run",
+                                     code: .failure)
+            }
+            return absolute
+        }
+        let search = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        for directory in search.split(separator: ":", omittingEmptySubsequences: false) {
+            let base = directory.isEmpty ? "." : String(directory)
+            let candidate = (base.hasPrefix("/") ? base : FileManager.default.currentDirectoryPath + "/" + base)
+                + "/" + name
+            var info = stat()
+            if stat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFREG, access(candidate, X_OK) == 0 {
+                return candidate
+            }
+        }
+        throw CommandFailure(message: "\(name): not found in PATH; nothing was run", code: .failure)
+    }
+
+    /// The environment as this process has it, entry by entry.
+    static func environment() -> [String] {
+        var entries: [String] = []
+        var cursor = environ
+        while let entry = cursor.pointee {
+            entries.append(String(cString: entry))
+            cursor += 1
+        }
+        return entries
+    }
+
+    static func currentUmask() -> UInt32 {
+        let mask = umask(0o022)
+        umask(mask)
+        return UInt32(mask)
+    }
+}

@@ -1,0 +1,199 @@
+import DevAccessCore
+
+/// `run` (version 5): start a program with access to some permissions, for the peer.
+///
+/// The message carries what the program needs besides its standard streams; those come
+/// with it as three file descriptors (SCM_RIGHTS on the message's first byte: stdin,
+/// stdout, stderr). The broker decides as for a `request` whose subject is the program,
+/// starts it as the peer, replies `run-started`, relays `run-signal`s, and ends the
+/// request with `run-ended` when the program exits. Strings are UTF-8; a program that
+/// needs other bytes in its arguments or environment cannot be run this way.
+public struct RunOrder: Sendable, Hashable {
+    /// The program as the client resolved it (absolute); the broker canonicalizes it again.
+    public var program: String
+    /// argv, argv[0] included.
+    public var arguments: [String]
+    /// "NAME=value" entries; the broker removes what could inject code (docs/architecture.md).
+    public var environment: [String]
+    public var directory: String
+    public var umask: UInt32
+    public var permissions: [Permission]
+    public var reason: String?
+    /// nil: the policy's Keep= for a decision that has to be made, else this run only.
+    public var scope: RequestScope?
+    /// Also keep the program from capture devices it was not granted that its user's own
+    /// groups would open (Landlock).
+    public var strict: Bool
+
+    public init(program: String, arguments: [String], environment: [String], directory: String, umask: UInt32,
+                permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, strict: Bool = false) {
+        self.program = program
+        self.arguments = arguments
+        self.environment = environment
+        self.directory = directory
+        self.umask = umask
+        self.permissions = permissions
+        self.reason = reason
+        self.scope = scope
+        self.strict = strict
+    }
+
+    public static let maxArguments = 4096
+    public static let maxEnvironment = 4096
+    /// The file descriptors a `run` message carries: stdin, stdout, stderr.
+    public static let descriptorCount = 3
+}
+
+/// `run-signal`: deliver a signal to the run's program (the client got it: Ctrl-C, a
+/// window size change, Ctrl-Z). Same id as the `run` it belongs to.
+public struct RunSignal: Sendable, Hashable {
+    public var signal: Int32
+
+    public init(signal: Int32) { self.signal = signal }
+}
+
+/// `run-started`: the program runs (interim; `run-ended` follows).
+public struct RunStartedReply: Sendable, Hashable {
+    public var run: Int64
+    public var pid: Int32
+    /// The group id the program carries for its access.
+    public var gid: UInt32
+    /// How each permission was decided (or why it needed no decision).
+    public var results: [RequestResult]
+    /// Environment variables removed before the program started (names only).
+    public var removedEnvironment: [String]
+
+    public init(run: Int64, pid: Int32, gid: UInt32, results: [RequestResult], removedEnvironment: [String]) {
+        self.run = run
+        self.pid = pid
+        self.gid = gid
+        self.results = results
+        self.removedEnvironment = removedEnvironment
+    }
+}
+
+/// `run-ended`: the program exited (final).
+public struct RunEndedReply: Sendable, Hashable {
+    public var run: Int64
+    public var exit: RunExit
+
+    public init(run: Int64, exit: RunExit) {
+        self.run = run
+        self.exit = exit
+    }
+}
+
+public enum RunExit: Sendable, Hashable {
+    case exited(Int32)
+    case signaled(Int32, coreDumped: Bool)
+
+    /// What a shell would report as `$?`.
+    public var shellStatus: Int32 {
+        switch self {
+        case .exited(let code): return code
+        case .signaled(let signal, _): return 128 + signal
+        }
+    }
+
+    /// "exited 0", "signal 15" (the ledger's words).
+    public var words: String {
+        switch self {
+        case .exited(let code): return "exited \(code)"
+        case .signaled(let signal, let core): return "signal \(signal)" + (core ? " (core dumped)" : "")
+        }
+    }
+}
+
+enum RunCoding {
+    static func encode(_ order: RunOrder) -> [JSONMember] {
+        var members = [
+            JSONMember("program", .string(order.program)),
+            JSONMember("arguments", .array(order.arguments.map { .string($0) })),
+            JSONMember("environment", .array(order.environment.map { .string($0) })),
+            JSONMember("directory", .string(order.directory)),
+            JSONMember("umask", .integer(Int64(order.umask))),
+            JSONMember("permissions", .array(order.permissions.map { .string($0.rawValue) })),
+        ]
+        if let reason = order.reason { members.append(JSONMember("reason", .string(reason))) }
+        switch order.scope {
+        case nil: break
+        case .once: members.append(JSONMember("scope", .string("once")))
+        case .always: members.append(JSONMember("scope", .string("always")))
+        case .duration(let seconds):
+            members.append(JSONMember("scope", .string("for")))
+            members.append(JSONMember("duration", .integer(seconds)))
+        }
+        if order.strict { members.append(JSONMember("strict", .bool(true))) }
+        return members
+    }
+
+    static func decodeOrder(_ reader: inout ObjectReader) throws(ProtocolError) -> RunOrder {
+        let program = try reader.string("program", maxLength: 4096)
+        guard program.hasPrefix("/") else {
+            throw ProtocolError(.badMessage, context: reader.childPath("program"),
+                                reason: "the program is an absolute path (the client resolves it)")
+        }
+        let arguments = try reader.array("arguments", maxCount: RunOrder.maxArguments) {
+            (value, path) throws(ProtocolError) in try Strict.string(value, path: path, maxLength: 65536)
+        }
+        guard !arguments.isEmpty else {
+            throw ProtocolError(.badMessage, context: reader.childPath("arguments"),
+                                reason: "argv needs at least argv[0]")
+        }
+        let environment = try reader.array("environment", maxCount: RunOrder.maxEnvironment) {
+            (value, path) throws(ProtocolError) in try Strict.string(value, path: path, maxLength: 65536)
+        }
+        let directory = try reader.string("directory", maxLength: 4096)
+        let umask = UInt32(try reader.integer("umask", in: 0...0o777))
+        let permissions = try Strict.permissions(try reader.required("permissions"), path: "$.permissions")
+        let reason = try reader.optionalString("reason", maxLength: 1024)
+        let scope = reader.has("scope") ? try ConversationCoding.scope(&reader) : nil
+        let strict = try reader.optional("strict").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: "$.strict")
+        } ?? false
+        for (index, text) in (arguments + environment + [program, directory]).enumerated() where text.utf8.contains(0) {
+            throw ProtocolError(.badMessage, context: "$", reason: "string \(index) holds a NUL byte")
+        }
+        return RunOrder(program: program, arguments: arguments, environment: environment, directory: directory,
+                        umask: umask, permissions: permissions, reason: reason, scope: scope, strict: strict)
+    }
+
+    static func encode(_ started: RunStartedReply) -> [JSONMember] {
+        [JSONMember("run", .integer(started.run)), JSONMember("pid", .integer(Int64(started.pid))),
+         JSONMember("gid", .integer(Int64(started.gid))),
+         JSONMember("results", .array(started.results.map(ConversationCoding.encode))),
+         JSONMember("removed_environment", .array(started.removedEnvironment.map { .string($0) }))]
+    }
+
+    static func decodeStarted(_ reader: inout ObjectReader) throws(ProtocolError) -> RunStartedReply {
+        RunStartedReply(run: try reader.integer("run", in: 1...Int64.max), pid: try reader.int32("pid"),
+                        gid: try reader.uint32("gid"),
+                        results: try reader.array("results", maxCount: 64, ConversationCoding.decodeResult),
+                        removedEnvironment: try reader.array("removed_environment", maxCount: RunOrder.maxEnvironment) {
+                            (value, path) throws(ProtocolError) in try Strict.string(value, path: path, maxLength: 65536)
+                        })
+    }
+
+    static func encode(_ ended: RunEndedReply) -> [JSONMember] {
+        var members = [JSONMember("run", .integer(ended.run))]
+        switch ended.exit {
+        case .exited(let code): members.append(JSONMember("exit_code", .integer(Int64(code))))
+        case .signaled(let signal, let core):
+            members.append(JSONMember("signal", .integer(Int64(signal))))
+            if core { members.append(JSONMember("core_dumped", .bool(true))) }
+        }
+        return members
+    }
+
+    static func decodeEnded(_ reader: inout ObjectReader) throws(ProtocolError) -> RunEndedReply {
+        let run = try reader.integer("run", in: 1...Int64.max)
+        if reader.has("exit_code") {
+            return RunEndedReply(run: run, exit: .exited(Int32(try reader.integer("exit_code", in: 0...255))))
+        }
+        let signal = Int32(try reader.integer("signal", in: 1...64))
+        let core = try reader.optional("core_dumped").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: "$.core_dumped")
+        } ?? false
+        return RunEndedReply(run: run, exit: .signaled(signal, coreDumped: core))
+    }
+}
