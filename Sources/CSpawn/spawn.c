@@ -78,13 +78,33 @@ static int close_from(unsigned int first, unsigned int last, long open_max) {
     return 0;
 }
 
+/* Closes every descriptor from 3 up but `keep_a` and `keep_b` (-1: none; both above 2). */
+static int close_all_but(int keep_a, int keep_b, long open_max) {
+    unsigned int low = (unsigned int)(keep_a < keep_b ? keep_a : keep_b);
+    unsigned int high = (unsigned int)(keep_a < keep_b ? keep_b : keep_a);
+    if (keep_a < 0 || keep_b < 0) {
+        /* One to keep: the larger value (the other is -1). */
+        return close_from(3, high - 1, open_max) != 0 || close_from(high + 1, ~0U, open_max) != 0 ? -1 : 0;
+    }
+    if (close_from(3, low - 1, open_max) != 0) return -1;
+    if (high > low + 1 && close_from(low + 1, high - 1, open_max) != 0) return -1;
+    return close_from(high + 1, ~0U, open_max);
+}
+
+/* `gate_fd` >= 0: held; after everything but exec, report ready (step 0) and wait for a byte
+   on the gate (end of file instead: exit 127 unrun). */
 __attribute__((noreturn))
-static void run_child(const struct devaccess_spawn_request *r, int report_fd, long open_max) {
-    /* Keep the report pipe above 2 so that the dup2s onto 0-2 cannot replace it. */
+static void run_child(const struct devaccess_spawn_request *r, int report_fd, int gate_fd, long open_max) {
+    /* Keep the report pipe and the gate above 2 so that the dup2s onto 0-2 cannot replace them. */
     if (report_fd < 3) {
         int moved = fcntl(report_fd, F_DUPFD_CLOEXEC, 3);
         if (moved < 0) child_fail(report_fd, DEVACCESS_SPAWN_STREAMS);
         report_fd = moved;
+    }
+    if (gate_fd >= 0 && gate_fd < 3) {
+        int moved = fcntl(gate_fd, F_DUPFD_CLOEXEC, 3);
+        if (moved < 0) child_fail(report_fd, DEVACCESS_SPAWN_STREAMS);
+        gate_fd = moved;
     }
 
     /* The parent blocked every signal around fork, so no handler of the broker runs here.
@@ -131,12 +151,10 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, lo
             child_fail(report_fd, DEVACCESS_SPAWN_LANDLOCK);
     }
 
-    /* Nothing of the broker's but 0-2 and the report pipe (which closes at exec), and that
-       before the process becomes the user's. (It is not dumpable until exec, as a process
-       that changed its ids, so the user could not reach its descriptors anyway.) */
-    unsigned int report = (unsigned int)report_fd;
-    if (close_from(3, report - 1, open_max) != 0 || close_from(report + 1, ~0U, open_max) != 0)
-        child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
+    /* Nothing of the broker's but 0-2, the report pipe (which closes at exec) and the gate,
+       and that before the process becomes the user's. (It is not dumpable until exec, as a
+       process that changed its ids, so the user could not reach its descriptors anyway.) */
+    if (close_all_but(report_fd, gate_fd, open_max) != 0) child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
 
     /* Groups first, then gid, then uid: once the uid is not 0 the others are no longer
        allowed. The child is single-threaded, so these change the whole process. */
@@ -156,26 +174,67 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, lo
        then work below it. */
     if (chdir(r->cwd) != 0) child_fail(report_fd, DEVACCESS_SPAWN_CHDIR);
 
+    if (gate_fd >= 0) {
+        struct child_report ready = { DEVACCESS_SPAWN_OK, 0 };
+        if (write(report_fd, &ready, sizeof ready) != (ssize_t)sizeof ready) _exit(127);
+        char go = 0;
+        ssize_t got;
+        do { got = read(gate_fd, &go, 1); } while (got < 0 && errno == EINTR);
+        if (got != 1) _exit(127);  /* abandoned: devaccessd will not have it run */
+        close(gate_fd);
+    }
+
     execve(r->path, r->argv, r->envp);
     child_fail(report_fd, DEVACCESS_SPAWN_EXEC);
 }
 
-static void reap(pid_t pid) {
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+static void reap(pid_t pid, int pidfd) {
+    int status = 0;
+    int rc;
+    do { rc = devaccess_wait(pidfd, pid, 0, 0, &status); } while (rc < 0 && errno == EINTR);
 }
 
-int devaccess_spawn(const struct devaccess_spawn_request *request, struct devaccess_spawn_result *result) {
-    result->pid = -1;
-    result->pidfd = -1;
-    result->step = DEVACCESS_SPAWN_OK;
-    result->error = 0;
+static int failed(struct devaccess_spawn_result *result, int step, int error) {
+    result->step = step;
+    result->error = error;
+    return -1;
+}
 
-    int report[2];
-    if (pipe2(report, O_CLOEXEC) != 0) {
-        result->step = DEVACCESS_SPAWN_PIPE;
-        result->error = errno;
+/* Reads the child's next report: 1 with *report, 0 at end of file (exec closed the pipe, or
+   the child died), -1 with *error when the read failed or the report was torn. */
+static int read_report(int fd, struct child_report *report, int *error) {
+    size_t got = 0;
+    while (got < sizeof *report) {
+        ssize_t n = read(fd, (char *)report + got, sizeof *report - got);
+        if (n > 0) {
+            got += (size_t)n;
+        } else if (n == 0) {
+            break;
+        } else if (errno != EINTR) {
+            *error = errno;
+            return -1;
+        }
+    }
+    if (got == 0) return 0;
+    if (got < sizeof *report) {
+        *error = EPROTO;
         return -1;
+    }
+    return 1;
+}
+
+/* Forks the child (held: with a gate) and opens its pidfd. 0 with *out filled, or -1. */
+static int fork_child(const struct devaccess_spawn_request *request, int held, struct devaccess_spawn_held *out,
+                      struct devaccess_spawn_result *result) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return failed(result, DEVACCESS_SPAWN_PIPE, errno);
+    /* A socket, not a pipe: sending to a child that died is EPIPE with MSG_NOSIGNAL, never SIGPIPE. */
+    int gate[2] = { -1, -1 };
+    if (held && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate) != 0) {
+        int error = errno;
+        close(report[0]);
+        close(report[1]);
+        return failed(result, DEVACCESS_SPAWN_PIPE, error);
     }
     long open_max = sysconf(_SC_OPEN_MAX);
     if (open_max < 0) open_max = 1024 * 1024;
@@ -188,7 +247,8 @@ int devaccess_spawn(const struct devaccess_spawn_request *request, struct devacc
     pid_t pid = fork();
     if (pid == 0) {
         close(report[0]);
-        run_child(request, report[1], open_max);
+        if (held) close(gate[1]);
+        run_child(request, report[1], gate[0], open_max);
     }
     int fork_error = errno;
     int pidfd = -1;
@@ -200,64 +260,114 @@ int devaccess_spawn(const struct devaccess_spawn_request *request, struct devacc
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(report[1]);
+    if (held) close(gate[0]);
 
     if (pid < 0) {
         close(report[0]);
-        result->step = DEVACCESS_SPAWN_FORK;
-        result->error = fork_error;
-        return -1;
+        if (held) close(gate[1]);
+        return failed(result, DEVACCESS_SPAWN_FORK, fork_error);
     }
     if (pidfd < 0 && pidfd_error != ENOSYS) {
         /* Without the pidfd the caller cannot follow the program: stop it before it runs. */
         close(report[0]);
+        if (held) close(gate[1]);
         kill(pid, SIGKILL);
-        reap(pid);
-        result->step = DEVACCESS_SPAWN_PIDFD;
-        result->error = pidfd_error;
-        return -1;
+        reap(pid, -1);
+        return failed(result, DEVACCESS_SPAWN_PIDFD, pidfd_error);
     }
-
-    struct child_report child;
-    size_t got = 0;
-    int read_error = 0;
-    while (got < sizeof child) {
-        ssize_t n = read(report[0], (char *)&child + got, sizeof child - got);
-        if (n > 0) {
-            got += (size_t)n;
-        } else if (n == 0) {
-            break;
-        } else if (errno != EINTR) {
-            read_error = errno;
-            break;
-        }
-    }
-    close(report[0]);
-
-    if (got == 0 && read_error == 0) {
-        /* EOF: the pipe closed at exec. */
-        result->pid = pid;
-        result->pidfd = pidfd;
-        return 0;
-    }
-    if (got == sizeof child) {
-        reap(pid);
-        result->step = child.step;
-        result->error = child.error;
-    } else {
-        /* A torn report or a failed read: the child's state is unknown, so it must not run. */
-        kill(pid, SIGKILL);
-        reap(pid);
-        result->step = DEVACCESS_SPAWN_REPORT;
-        result->error = read_error != 0 ? read_error : EPROTO;
-    }
-    if (pidfd >= 0) close(pidfd);
-    return -1;
+    out->pid = pid;
+    out->pidfd = pidfd;
+    out->report = report[0];
+    out->gate = gate[1];
+    return 0;
 }
 
-int devaccess_wait(int pidfd, pid_t pid, int nohang, int *wait_status) {
+/* The child could not be started (or must not run): it is stopped, reaped, and its
+   descriptors closed. */
+static void discard(struct devaccess_spawn_held *child, int kill_first) {
+    if (child->gate >= 0) close(child->gate);
+    if (child->report >= 0) close(child->report);
+    if (kill_first) kill(child->pid, SIGKILL);
+    reap(child->pid, child->pidfd);
+    if (child->pidfd >= 0) close(child->pidfd);
+    child->gate = child->report = child->pidfd = -1;
+}
+
+/* Reads what the exec did: 0 (EOF: the program runs), or -1 with the step after the child
+   was reaped. */
+static int await_exec(struct devaccess_spawn_held *child, struct devaccess_spawn_result *result) {
+    struct child_report report;
+    int error = 0;
+    int got = read_report(child->report, &report, &error);
+    close(child->report);
+    child->report = -1;
+    if (got == 0) {
+        result->pid = child->pid;
+        result->pidfd = child->pidfd;
+        return 0;
+    }
+    /* A torn report or a failed read: the child's state is unknown, so it must not run. */
+    discard(child, got < 0);
+    return got > 0 ? failed(result, report.step, report.error) : failed(result, DEVACCESS_SPAWN_REPORT, error);
+}
+
+static void clear(struct devaccess_spawn_result *result) {
+    result->pid = -1;
+    result->pidfd = -1;
+    result->step = DEVACCESS_SPAWN_OK;
+    result->error = 0;
+}
+
+int devaccess_spawn(const struct devaccess_spawn_request *request, struct devaccess_spawn_result *result) {
+    clear(result);
+    struct devaccess_spawn_held child;
+    if (fork_child(request, 0, &child, result) != 0) return -1;
+    return await_exec(&child, result);
+}
+
+int devaccess_spawn_start(const struct devaccess_spawn_request *request, struct devaccess_spawn_held *held,
+                          struct devaccess_spawn_result *result) {
+    clear(result);
+    held->pid = -1;
+    held->pidfd = held->gate = held->report = -1;
+    struct devaccess_spawn_held child;
+    if (fork_child(request, 1, &child, result) != 0) return -1;
+    struct child_report report;
+    int error = 0;
+    int got = read_report(child.report, &report, &error);
+    if (got == 1 && report.step == DEVACCESS_SPAWN_OK) {
+        *held = child;
+        result->pid = child.pid;
+        result->pidfd = child.pidfd;
+        return 0;
+    }
+    /* Failed setup, or ended before it was ready (killed: after setuid it is the user's). */
+    discard(&child, got < 0);
+    if (got == 1) return failed(result, report.step, report.error);
+    return failed(result, DEVACCESS_SPAWN_REPORT, got == 0 ? ESRCH : error);
+}
+
+int devaccess_spawn_release(struct devaccess_spawn_held *held, struct devaccess_spawn_result *result) {
+    clear(result);
+    char go = 1;
+    ssize_t sent;
+    do { sent = send(held->gate, &go, 1, MSG_NOSIGNAL); } while (sent < 0 && errno == EINTR);
+    close(held->gate);
+    held->gate = -1;
+    /* A failed send means the child is gone: its report (or EOF) says how. */
+    int rc = await_exec(held, result);
+    held->pidfd = -1;  /* the result's now, or closed */
+    return rc;
+}
+
+void devaccess_spawn_abandon(struct devaccess_spawn_held *held) {
+    discard(held, 0);  /* the gate's end of file makes it exit 127 unrun */
+}
+
+int devaccess_wait(int pidfd, pid_t pid, int nohang, int keep, int *wait_status) {
     siginfo_t info;
     memset(&info, 0, sizeof info);
-    int options = WEXITED | (nohang ? WNOHANG : 0);
+    int options = WEXITED | (nohang ? WNOHANG : 0) | (keep ? WNOWAIT : 0);
     int rc = -1;
     if (pidfd >= 0) {
         /* P_PIDFD (3) since Linux 5.4; glibc's idtype_t may not name it. */

@@ -53,7 +53,7 @@ public final class LaunchedProcess: Sendable {
     /// POLLIN) once the program exited; waits go through it, so they concern this process
     /// even after its pid was reused. nil on kernels before 5.3.
     public let pidfd: CInt?
-    /// How it ended, once reaped: later calls answer from here.
+    /// Reaped (the pid, and the process group id, may name others now) and how it ended.
     private let ending = Mutex<ProcessExit?>(nil)
 
     init(pid: Int32, pidfd: CInt?) {
@@ -77,14 +77,85 @@ public final class LaunchedProcess: Sendable {
         try reap(blocking: false)
     }
 
+    /// Sends `signal` to the program's process group (the program and what it started in its
+    /// group), but only while the program is not reaped: until then its pid, which is the
+    /// group's id, cannot name another process or group. False once reaped, or when kill failed.
+    @discardableResult
+    public func signalGroup(_ signal: Int32) -> Bool {
+        ending.withLock { ending in ending == nil && kill(-pid, signal) == 0 }
+    }
+
+    /// The ending is first seen without reaping (WNOWAIT, outside the lock: it may block),
+    /// then reaped under the lock that `signalGroup` takes, so no signal can go to a freed pid.
     private func reap(blocking: Bool) throws(Errno) -> ProcessExit? {
         if let known = ending.withLock({ $0 }) { return known }
         var status: CInt = 0
-        let reaped = try valueOrErrno { devaccess_wait(pidfd ?? -1, pid, blocking ? 0 : 1, &status) }.get()
-        guard reaped == 1, let exit = ProcessExit(waitStatus: status) else { return nil }
-        ending.withLock { $0 = exit }
-        return exit
+        let seen: CInt
+        switch valueOrErrno({ devaccess_wait(pidfd ?? -1, pid, blocking ? 0 : 1, 1, &status) }) {
+        case .success(let value): seen = value
+        case .failure(let error):
+            // Another thread reaped it meanwhile.
+            if error.rawValue == ECHILD, let known = ending.withLock({ $0 }) { return known }
+            throw error
+        }
+        guard seen == 1, let exit = ProcessExit(waitStatus: status) else { return nil }
+        return ending.withLock { ending in
+            if let known = ending { return known }
+            var ignored: CInt = 0
+            _ = valueOrErrno { devaccess_wait(pidfd ?? -1, pid, 1, 0, &ignored) }
+            ending = exit
+            return exit
+        }
     }
+}
+
+/// A program forked and set up as its user (ids, groups, working directory, Landlock, no
+/// other descriptors) that waits before exec: devaccessd learns the pid, records the run and
+/// applies its access, then `release`s it, or `abandon`s it if that failed. The program so
+/// never runs without its access, nor with it unrecorded. Dropped without either: abandoned.
+public final class HeldLaunch: Sendable {
+    public let pid: Int32
+    private let template: LaunchError
+    /// nil once released or abandoned.
+    private let child: Mutex<devaccess_spawn_held?>
+
+    init(child: devaccess_spawn_held, template: LaunchError) {
+        pid = child.pid
+        self.template = template
+        self.child = Mutex(child)
+    }
+
+    /// Lets it exec. Returns once exec succeeded; throws the step otherwise (the child is
+    /// reaped then). A held child killed before this (after setuid the user may) shows as a
+    /// program that ended by that signal.
+    public func release() throws(LaunchError) -> LaunchedProcess {
+        guard var held = child.withLock({ child -> devaccess_spawn_held? in
+            defer { child = nil }
+            return child
+        }) else {
+            var error = template
+            (error.step, error.errno, error.detail) = (.arguments, Errno(rawValue: EINVAL), "already released or abandoned")
+            throw error
+        }
+        var result = devaccess_spawn_result()
+        guard devaccess_spawn_release(&held, &result) == 0 else {
+            var error = template
+            (error.step, error.errno) = (LaunchError.Step(code: result.step), Errno(rawValue: result.error))
+            throw error
+        }
+        return LaunchedProcess(pid: result.pid, pidfd: result.pidfd >= 0 ? result.pidfd : nil)
+    }
+
+    /// It is not to run: it exits 127 without exec and is reaped. Later calls do nothing.
+    public func abandon() {
+        guard var held = child.withLock({ child -> devaccess_spawn_held? in
+            defer { child = nil }
+            return child
+        }) else { return }
+        devaccess_spawn_abandon(&held)
+    }
+
+    deinit { abandon() }
 }
 
 /// Why a program was not started: the step that failed and its errno. The child is gone
@@ -195,13 +266,33 @@ public struct LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
 /// descriptors) and exec; all of it in C (CSpawn), where the child makes only
 /// async-signal-safe calls. Returns once the exec succeeded, or throws the failed step.
 public enum ProgramLauncher {
+    /// Starts the program; returns once its exec succeeded.
     public static func launch(_ spec: LaunchSpec) throws(LaunchError) -> LaunchedProcess {
-        func failure(_ step: LaunchError.Step, _ errno: Errno, _ detail: String? = nil) -> LaunchError {
-            LaunchError(step: step, errno: errno, executable: spec.executable, workingDirectory: spec.workingDirectory,
-                        uid: spec.uid, gid: spec.gid, detail: detail)
-        }
-        let invalid = Errno(rawValue: EINVAL)
-        if let problem = problem(in: spec) { throw failure(.arguments, invalid, problem) }
+        var result = devaccess_spawn_result()
+        try withRequest(spec) { request in devaccess_spawn(&request, &result) == 0 ? nil : result }
+        return LaunchedProcess(pid: result.pid, pidfd: result.pidfd >= 0 ? result.pidfd : nil)
+    }
+
+    /// Forks and sets the program up, and holds it before exec (see `HeldLaunch`); throws
+    /// what failed in the setup (the child is reaped then).
+    public static func hold(_ spec: LaunchSpec) throws(LaunchError) -> HeldLaunch {
+        var result = devaccess_spawn_result()
+        var held = devaccess_spawn_held()
+        try withRequest(spec) { request in devaccess_spawn_start(&request, &held, &result) == 0 ? nil : result }
+        return HeldLaunch(child: held, template: error(spec, .exec, Errno(rawValue: 0)))
+    }
+
+    private static func error(_ spec: LaunchSpec, _ step: LaunchError.Step, _ errno: Errno,
+                              _ detail: String? = nil) -> LaunchError {
+        LaunchError(step: step, errno: errno, executable: spec.executable, workingDirectory: spec.workingDirectory,
+                    uid: spec.uid, gid: spec.gid, detail: detail)
+    }
+
+    /// Checks the spec, builds the C request (everything before fork) and runs `body` with
+    /// it; `body` returns the C result of a failure, or nil.
+    private static func withRequest(_ spec: LaunchSpec,
+                                    _ body: (inout devaccess_spawn_request) -> devaccess_spawn_result?) throws(LaunchError) {
+        if let problem = problem(in: spec) { throw error(spec, .arguments, Errno(rawValue: EINVAL), problem) }
 
         // A copy of the ruleset's descriptor that lives for this launch: the ruleset may be
         // closed by another thread meanwhile without the child restricting itself with
@@ -210,16 +301,15 @@ public enum ProgramLauncher {
         if let landlock = spec.landlock {
             rulesetFD = landlock.duplicateDescriptor()
             guard rulesetFD >= 0 else {
-                throw failure(.landlock, Errno(rawValue: EBADF), "the Landlock ruleset was closed, or out of descriptors")
+                throw error(spec, .landlock, Errno(rawValue: EBADF), "the Landlock ruleset was closed, or out of descriptors")
             }
         }
         defer { if rulesetFD >= 0 { close(rulesetFD) } }
 
         guard let argv = CStringArray(spec.arguments), let envp = CStringArray(spec.environment) else {
-            throw failure(.arguments, Errno(rawValue: ENOMEM), "out of memory")
+            throw error(spec, .arguments, Errno(rawValue: ENOMEM), "out of memory")
         }
-        var result = devaccess_spawn_result()
-        let status = spec.executable.withCString { path in
+        let failure = spec.executable.withCString { path in
             spec.workingDirectory.withCString { cwd in
                 spec.supplementaryGroups.withUnsafeBufferPointer { groups in
                     argv.withPointer { argvPointer in
@@ -236,14 +326,15 @@ public enum ProgramLauncher {
                             request.group_count = groups.count
                             request.umask = spec.umask
                             request.landlock_ruleset_fd = rulesetFD
-                            return devaccess_spawn(&request, &result)
+                            return body(&request)
                         }
                     }
                 }
             }
         }
-        guard status == 0 else { throw failure(LaunchError.Step(code: result.step), Errno(rawValue: result.error)) }
-        return LaunchedProcess(pid: result.pid, pidfd: result.pidfd >= 0 ? result.pidfd : nil)
+        if let failure {
+            throw error(spec, LaunchError.Step(code: failure.step), Errno(rawValue: failure.error))
+        }
     }
 
     /// What cannot be handed to execve as asked, in words; nil when all is well.

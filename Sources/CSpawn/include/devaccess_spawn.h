@@ -59,8 +59,30 @@ int devaccess_spawn(const struct devaccess_spawn_request *request, struct devacc
 
 /* Waits for the child `pid` (through `pidfd` when >= 0: it names that one process, never a
    later one with the same pid) and reaps it. 1: it ended, *wait_status is in waitpid's
-   encoding; 0: still running (nohang); -1 with errno. */
-int devaccess_wait(int pidfd, pid_t pid, int nohang, int *wait_status);
+   encoding; 0: still running (nohang); -1 with errno. keep: report the ending without
+   reaping (WNOWAIT), so the pid stays this process's until a second call reaps it. */
+int devaccess_wait(int pidfd, pid_t pid, int nohang, int keep, int *wait_status);
+
+/* A child forked and set up (ids dropped, working directory entered, Landlock applied, no
+   other descriptors) that waits before exec, so devaccessd can record the run and apply its
+   access first, knowing the pid. */
+struct devaccess_spawn_held {
+    pid_t pid;
+    int pidfd;     /* -1 when the kernel has no pidfd_open */
+    int gate;      /* one byte: exec; closed: exit 127 unrun */
+    int report;    /* the child's report pipe */
+};
+
+/* Like devaccess_spawn, but returns (0) once the child is ready and waiting; a setup failure
+   is -1 with result->step/error, the child reaped. Exactly one of release or abandon must
+   follow. */
+int devaccess_spawn_start(const struct devaccess_spawn_request *request, struct devaccess_spawn_held *held,
+                          struct devaccess_spawn_result *result);
+/* Lets the held child exec: 0 with result->pid/pidfd (the caller owns the pidfd now) once
+   exec succeeded; -1 with result->step/error, the child reaped and everything closed. */
+int devaccess_spawn_release(struct devaccess_spawn_held *held, struct devaccess_spawn_result *result);
+/* The held child is not to run: it exits 127 without exec, is reaped, and everything closes. */
+void devaccess_spawn_abandon(struct devaccess_spawn_held *held);
 
 /* Landlock, ABI 1 rights only (the oldest kernels that have Landlock). */
 enum {
