@@ -26,6 +26,14 @@ enum LaunchBench {
         var asRoot = spec
         (asRoot.uid, asRoot.gid, asRoot.supplementaryGroups) = (0, 0, [0])
         let launcherAsRoot = launching(asRoot)
+        let heldThenReleased = median(count) {
+            do {
+                let process = try ProgramLauncher.hold(spec).release()
+                guard try process.wait() == .exited(0) else { fatalError("/bin/true failed") }
+            } catch {
+                fatalError("held launch failed: \(error)")
+            }
+        }
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup("true"), nil]
         let envp: [UnsafeMutablePointer<CChar>?] = [strdup("PATH=/usr/bin:/bin"), nil]
         defer {
@@ -49,7 +57,8 @@ enum LaunchBench {
             ended.wait()
         }
         print("launch /bin/true, median of \(count): ProgramLauncher (fork, ids to nobody, exec, reap) "
-              + "\(Measure.milliseconds(launcher)), as root \(Measure.milliseconds(launcherAsRoot)); posix_spawn (no id change) \(Measure.milliseconds(spawn)); "
+              + "\(Measure.milliseconds(launcher)), as root \(Measure.milliseconds(launcherAsRoot)), held then released \(Measure.milliseconds(heldThenReleased)); "
+              + "posix_spawn (no id change) \(Measure.milliseconds(spawn)); "
               + "Foundation Process (to its termination handler) \(Measure.milliseconds(foundation))")
     }
 
