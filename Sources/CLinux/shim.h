@@ -76,4 +76,34 @@ static inline ssize_t devaccess_send_with_fds(int sock, const void *buffer, size
     }
     return sendmsg(sock, &message, flags);
 }
+
+/* Open files of other processes and ending processes (who, ProcessTerminator). */
+#include <sys/syscall.h>
+#include <linux/stat.h>   /* struct statx: glibc declares statx() only with _GNU_SOURCE */
+#include <signal.h>
+
+#ifndef AT_STATX_DONT_SYNC
+#define AT_STATX_DONT_SYNC 0x4000
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+/* syscall(2) is variadic, which Swift cannot call. */
+static inline int devaccess_statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *buffer) {
+    return (int)syscall(SYS_statx, dirfd, path, flags, mask, buffer);
+}
+
+/* A pidfd names one process for as long as it is open: a signal sent through it never
+   reaches a later process that was given the same pid. */
+static inline int devaccess_process_pidfd(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static inline int devaccess_pidfd_send(int pidfd, int signal) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
+}
 #endif

@@ -493,3 +493,19 @@ int devaccess_wait_status(int status, int *code, int *signal, int *core) {
     }
     return 0;
 }
+
+int devaccess_wait_exit(pid_t pid, int *code, int *signal, int *core) {
+    siginfo_t info;
+    int result;
+    do {
+        info.si_pid = 0;
+        result = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT);
+    } while (result != 0 && errno == EINTR);
+    if (result != 0) return -1;
+    switch (info.si_code) {
+    case CLD_EXITED: *code = info.si_status; return 1;
+    case CLD_KILLED: *signal = info.si_status; *core = 0; return 2;
+    case CLD_DUMPED: *signal = info.si_status; *core = 1; return 2;
+    default: return 0;
+    }
+}

@@ -10,6 +10,15 @@ enum DecisionCommand {
                                    help: "Only this device (stable id from 'devaccess devices'); default: every device.")
     static let reason = OptionSpec(long: "reason", short: nil, value: "TEXT", help: "Why, for the audit trail.")
     static let adminUser = OptionSpec(long: "user", short: "u", value: "USER", help: "The user (name or uid). Required.")
+    static let program = OptionSpec(long: "program", short: nil, value: "PATH",
+        help: "Only for this program, run with 'devaccess run' (a program grant); default: the user's every program.")
+
+    /// `--program PATH`: absolute, or made so from the working directory.
+    static func programPath(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String? {
+        guard let path = arguments.value("program") else { return nil }
+        guard !path.isEmpty else { throw UsageError(message: "'--program' needs a path", command: command) }
+        return path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
 
     static func spec(_ decision: Decision) -> CommandSpec {
         let name = decision == .allow ? "grant" : "deny"
@@ -18,8 +27,9 @@ enum DecisionCommand {
             abstract: decision == .allow
                 ? "Let a user use a permission's devices (admin): record it and add ACL entries."
                 : "Forbid a user a permission (admin): record a sticky denial and remove devaccess's entries.",
-            usage: "devaccess \(name) PERMISSION --user USER [--device ID] [--for DURATION | --until TIME | --always]",
-            options: [adminUser, device] + GrantTerm.options + [reason, CommonOptions.json] + AdminAccess.options,
+            usage: "devaccess \(name) PERMISSION --user USER [--device ID] [--program PATH] "
+                + "[--for DURATION | --until TIME | --always]",
+            options: [adminUser, device, program] + GrantTerm.options + [reason, CommonOptions.json] + AdminAccess.options,
             discussion: """
             \(CommonOptions.permissionsHelp)
             \(decision == .allow ? """
@@ -33,6 +43,9 @@ enum DecisionCommand {
             or 'devaccess reset'. Access the user still has through a group or by hand-made ACL
             entries is not removed; it is reported as drift.
             """)
+            With --program, the decision is a program grant: only 'devaccess run PATH' by the user
+            uses it (ACL entries for the run's group while each run lasts, none for the user);
+            a user-wide decision applies to runs too.
             The newest standing decision for a device wins. Location decisions are recorded but put no
             ACL on nodes: gpsd serves every local client.
             \(AdminAccess.help)
@@ -64,7 +77,8 @@ enum DecisionCommand {
         let order = DecisionOrder(allow: decision == .allow, permission: permission, user: user,
                                   device: arguments.value("device"),
                                   expiresMilliseconds: term.expires.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) },
-                                  reason: arguments.value("reason"))
+                                  reason: arguments.value("reason"),
+                                  program: try programPath(arguments, command: name))
         let outcome = try await AdminAccess.call(name) { () throws(InterfaceError) in try await interface.decide(order) }
         if arguments.has("json") {
             console.out(try JSONOutput.encode(outcome))

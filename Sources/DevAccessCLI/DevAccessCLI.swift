@@ -12,6 +12,7 @@ public enum DevAccessCLI {
         CommandEntry(spec: CheckCommand.spec, run: CheckCommand.run),
         CommandEntry(spec: DevicesCommand.spec, run: DevicesCommand.run),
         CommandEntry(spec: MonitorCommand.spec, run: MonitorCommand.run),
+        CommandEntry(spec: WhoCommand.spec, run: WhoCommand.run),
         CommandEntry(spec: RequestCommand.spec, run: RequestCommand.run),
         CommandEntry(spec: RunCommand.spec, run: RunCommand.run),
         CommandEntry(spec: PendingCommand.spec, run: PendingCommand.run),

@@ -24,7 +24,8 @@ enum DoctorCommand: Command {
         ledger (opens, audit chain verifies; needs read access, so run as root), the
         opt-in deny-by-default udev rules (installed, in force) and who can open capture
         nodes without devaccess (owner, groups, other bits, the seat user through
-        'uaccess', ACL entries devaccess did not make).
+        'uaccess', ACL entries devaccess did not make), and whether Yama keeps a user's
+        other processes from attaching to (ptrace) a program devaccess run started.
         Exit codes: 0 no check failed, 1 at least one failed, 64 usage error.
         """)
 
@@ -83,6 +84,7 @@ enum DoctorCommand: Command {
             doctor.broker(socket),
             doctor.ledger(stateDirectory),
             doctor.consentChannel(),
+            doctor.ptrace(),
         ]
         checks += doctor.gate(gate)
         let report = Report(checks: checks, ok: checks.filter { $0.status == .ok }.count,
@@ -289,6 +291,17 @@ struct Doctor {
         }
         return Check(name: "consent", status: .ok, message: "'ask' is put on the login terminal of the requester's "
                          + "session (its leader under root's login or sshd; no logind here)")
+    }
+
+    /// Whether the user's other processes can attach to a program `devaccess run` started
+    /// (Yama's ptrace_scope). `setting`: the sysctl file, for tests.
+    func ptrace(setting: String = PtraceScope.setting) -> Check {
+        if let problem = PtraceScope.problem(setting: setting) {
+            return Check(name: "ptrace", status: .warn, message: problem)
+        }
+        let scope = PtraceScope.value(setting: setting).map(String.init) ?? "?"
+        return Check(name: "ptrace", status: .ok, message: "kernel.yama.ptrace_scope is \(scope): a user's other "
+                         + "processes cannot attach to a program devaccess run started")
     }
 
     func ledger(_ stateDirectory: String) -> Check {

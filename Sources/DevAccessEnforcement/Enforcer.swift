@@ -66,9 +66,13 @@ public struct Enforcer: Sendable {
         public var reason: String
         /// `once` of a request (an approval): the process the grant lasts for.
         public var holder: ProcessHolder?
+        /// A program grant: only runs of this program use it (`devaccess run`).
+        public var program: Program?
 
         public init(subject: Principal, permission: Permission, deviceID: String? = nil, decision: Decision,
-                    scope: GrantScope, expires: Date? = nil, reason: String = "", holder: ProcessHolder? = nil) {
+                    scope: GrantScope, expires: Date? = nil, reason: String = "", holder: ProcessHolder? = nil,
+                    program: Program? = nil) {
+            self.program = program
             self.holder = holder
             self.subject = subject
             self.permission = permission
@@ -119,7 +123,8 @@ public struct Enforcer: Sendable {
 
     /// The ledger's part of `decide`: the new row, and the standing allows it ends.
     func recordDecision(_ request: DecisionRequest) throws(LedgerError) -> (grant: Grant, ended: [Grant]) {
-        let new = NewGrant(subject: request.subject, permission: request.permission, deviceID: request.deviceID,
+        let new = NewGrant(subject: request.subject, program: request.program, permission: request.permission,
+                           deviceID: request.deviceID,
                            decision: request.decision, scope: request.scope, expires: request.expires,
                            decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder)
         var ended: [Grant] = []
@@ -131,7 +136,7 @@ public struct Enforcer: Sendable {
             if !standing.isEmpty {
                 ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
                                           deviceID: request.deviceID, by: actor,
-                                          reason: "replaced by a new grant", at: clock())
+                                          reason: "replaced by a new grant", at: clock(), only: Set(standing.map(\.id)))
             }
             grant = try ledger.recordGrant(new, at: clock())
         } else {
@@ -140,7 +145,7 @@ public struct Enforcer: Sendable {
             if !standing.isEmpty {
                 ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
                                           deviceID: request.deviceID, by: actor,
-                                          reason: "denied by grant \(grant.id)", at: clock())
+                                          reason: "denied by grant \(grant.id)", at: clock(), only: Set(standing.map(\.id)))
             }
         }
         return (grant, ended)
@@ -155,12 +160,16 @@ public struct Enforcer: Sendable {
 
     /// Ends the user's allow grants (for one device when given) and removes their entries.
     public func revoke(permission: Permission, subject: Principal, deviceID: String? = nil,
-                       reason: String = "") throws(EnforcementError) -> RevokeOutcome {
+                       reason: String = "", program: String? = nil) throws(EnforcementError) -> RevokeOutcome {
         let revoked: [Grant]
         do {
             try recordUnrecordedEndings()
+            let only = try program.map { (path) throws(LedgerError) in
+                Set(try ledger.activeGrants(uid: subject.uid, permission: permission, now: clock())
+                    .filter { $0.program?.path == path }.map(\.id))
+            }
             revoked = try ledger.revoke(permission: permission, uid: subject.uid, deviceID: deviceID, by: actor,
-                                        reason: reason, at: clock())
+                                        reason: reason, at: clock(), only: only)
         } catch {
             throw failClosed(.revoke(permission: permission, subject: subject, deviceID: deviceID, reason: reason),
                              error) { () throws(LedgerError) -> [Grant] in
@@ -256,9 +265,14 @@ public struct Enforcer: Sendable {
     }
 
     /// The user's standing allows that a new decision would end.
+    /// The standing allows a decision replaces or ends: of the same device scope, and of the
+    /// same program for a program grant. A user-wide denial ends program grants too (the
+    /// user's every program is denied); a user-wide grant leaves them.
     private func coveredAllows(_ request: DecisionRequest) throws(LedgerError) -> [Grant] {
         try ledger.activeGrants(uid: request.subject.uid, permission: request.permission, now: clock()).filter {
-            $0.decision == .allow && (request.deviceID == nil || $0.deviceID == request.deviceID)
+            guard $0.decision == .allow, request.deviceID == nil || $0.deviceID == request.deviceID else { return false }
+            if let program = request.program { return $0.program?.path == program.path }
+            return request.decision == .deny || $0.program == nil
         }
     }
 

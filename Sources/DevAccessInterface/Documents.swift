@@ -193,6 +193,21 @@ public struct RevokeDocument: Codable, Sendable, Hashable {
     public var revoked: [GrantDocument]
     public var stillCovering: [GrantDocument]
     public var report: EnforcementDocument
+    /// `--terminate`: the processes of runs that were ended, and how.
+    public var terminated: [TerminatedProcess]?
+
+    public struct TerminatedProcess: Codable, Sendable, Hashable {
+        public var run: Int64
+        public var pid: Int32
+        /// "terminated" (SIGTERM), "killed" (SIGKILL after the grace), "not-running", "refused: ...".
+        public var ending: String
+
+        public init(run: Int64, pid: Int32, ending: String) {
+            self.run = run
+            self.pid = pid
+            self.ending = ending
+        }
+    }
 
     public init(_ outcome: Enforcer.RevokeOutcome, now: Date) {
         revoked = outcome.revoked.map { GrantDocument($0, now: now) }

@@ -48,10 +48,11 @@ public struct EngineService: DevAccessInterface {
         let subject = try Self.currentUser(order.user)
         try requireAdmin(verb, "\(verb) \(order.permission.rawValue) to \(subject)")
         let expires = order.expiresMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
+        let program = order.program.map { Program(path: Self.canonical($0)) }
         let request = Enforcer.DecisionRequest(
             subject: subject, permission: order.permission, deviceID: order.device,
             decision: order.allow ? .allow : .deny, scope: expires == nil ? .always : .until, expires: expires,
-            reason: order.reason ?? "")
+            reason: order.reason ?? "", program: program)
         let actor = caller.principal
         let now = clock()
         return try await runner.run(verb) { (engine) throws(EnforcementError) -> (DecisionDocument, EnforcementReport) in
@@ -68,11 +69,51 @@ public struct EngineService: DevAccessInterface {
         }
         let actor = caller.principal
         let now = clock()
-        return try await runner.run("revoke") { (engine) throws(EnforcementError) -> (RevokeDocument, EnforcementReport) in
+        let program = order.program.map(Self.canonical)
+        if order.terminate {
+            try requireAdmin("revoke", "end \(subject)'s runs (--terminate)", unless: subject.uid == caller.principal.uid)
+        }
+        var document = try await runner.run("revoke") {
+            (engine) throws(EnforcementError) -> (RevokeDocument, EnforcementReport) in
             let outcome = try engine.acting(as: actor).revoke(permission: order.permission, subject: subject,
-                                                              deviceID: order.device, reason: order.reason ?? "")
+                                                              deviceID: order.device, reason: order.reason ?? "",
+                                                              program: program)
             return (RevokeDocument(outcome, now: now), outcome.report)
         }
+        if order.terminate {
+            let runs = try await runner.run("revoke") { (engine) throws(EnforcementError) -> ([Run], EnforcementReport) in
+                let live = try EnforcementError.ledgerWork { () throws(LedgerError) in try engine.ledger.runs(uid: subject.uid) }
+                return (live.filter { run in
+                    run.permissions.contains(order.permission) && (program == nil || run.program.path == program)
+                }, EnforcementReport())
+            }
+            document.terminated = await Self.terminate(runs)
+        }
+        return document
+    }
+
+    /// Ends each run's whole process tree (every process carrying its group id, setsid'd
+    /// descendants too): SIGTERM, SIGKILL after 5 s. On a thread of its own: it waits.
+    static func terminate(_ runs: [Run]) async -> [RevokeDocument.TerminatedProcess] {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var ended: [RevokeDocument.TerminatedProcess] = []
+                for run in runs {
+                    for outcome in RunProcesses.end(group: run.gid, grace: .seconds(5)) {
+                        ended.append(.init(run: run.id, pid: outcome.target.pid, ending: "\(outcome.ending)"))
+                    }
+                }
+                continuation.resume(returning: ended)
+            }
+        }
+    }
+
+    /// The program path as the kernel will report it for a run (symlinks resolved), or as
+    /// given when it does not exist (a grant for a program not installed yet).
+    static func canonical(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     public func reset(_ order: ResetOrder) async throws(InterfaceError) -> ResetDocument {

@@ -66,8 +66,8 @@ extension DaemonTests {
 
     @Test func unknownVersionNamesTheSupportedOne() throws {
         let daemon = try RunningDaemon()
-        try expectRejected(daemon, line(#"{"version":5,"id":4,"type":"hello"}"#), code: .unsupportedVersion, id: 4,
-                           reasonContains: "this broker speaks versions 1, 2, 3, 4")
+        try expectRejected(daemon, line(#"{"version":6,"id":4,"type":"hello"}"#), code: .unsupportedVersion, id: 4,
+                           reasonContains: "this broker speaks versions 1, 2, 3, 4, 5")
     }
 
     @Test func oversizeMessages() throws {

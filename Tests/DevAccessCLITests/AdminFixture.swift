@@ -38,10 +38,11 @@ final class AdminFixture: @unchecked Sendable {
         return path
     }
 
-    /// Declares a camera at `path` (which may be anything: the test decides what is planted there).
-    func declare(name: String, path: String) throws {
-        devices.append(["permission": "camera", "id": "camera:test-\(name)", "name": "Test camera \(name)",
-                        "nodes": [["path": path, "major": 1, "minor": 3]]])
+    /// Declares a camera at `path` (which may be anything: the test decides what is planted there),
+    /// expected to be device `major`:`minor`.
+    func declare(name: String, path: String, permission: String = "camera", major: Int = 1, minor: Int = 3) throws {
+        devices.append(["permission": permission, "id": "\(permission):test-\(name)", "name": "Test \(permission) \(name)",
+                        "nodes": [["path": path, "major": major, "minor": minor]]])
         let data = try JSONSerialization.data(withJSONObject: ["devices": devices])
         try data.write(to: URL(fileURLWithPath: devicesFile))
     }

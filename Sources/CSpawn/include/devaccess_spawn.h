@@ -132,6 +132,10 @@ enum {
    errno). Returns -1 with errno when fork or a pipe fails. */
 int devaccess_spawn_held(const devaccess_spawn_spec *spec, pid_t *pid, int *gate, int *report);
 
+/* Waits until `pid` exits without reaping it (WNOWAIT): the pid stays the program's until
+   devaccess_reap. Returns as devaccess_wait_status does, -1 with errno on failure. */
+int devaccess_wait_exit(pid_t pid, int *code, int *signal, int *core);
+
 /* 1 with *code for a normal exit, 2 with *signal (and *core) for death by signal. */
 int devaccess_wait_status(int status, int *code, int *signal, int *core);
 #endif

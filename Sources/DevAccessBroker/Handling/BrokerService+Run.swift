@@ -265,7 +265,9 @@ extension BrokerService {
         exchange.send(.runStarted(RunStartedReply(run: run.id, pid: process.pid, gid: run.gid, results: ordered,
                                                   removedEnvironment: environment.removed)), awaitingAnswer: true)
         let exit = await started.exit()
+        // Ended while the zombie still names the program's process: then reaped.
         await endRun(run, status: exit.words, enforcement: enforcement)
+        started.reap()
         log.info("run ended", ["run": String(run.id), "uid": String(user.uid), "status": exit.words])
         return .runEnded(RunEndedReply(run: run.id, exit: exit))
     }

@@ -137,30 +137,42 @@ final class HeldProgram: Sendable {
         }
     }
 
-    /// Waits (on a thread of its own) until the program exits, and reaps it.
+    /// Waits (on a thread of its own) until the program exits, without reaping it: until
+    /// `reap()`, its pid (and process group) cannot name another process, so the run can be
+    /// ended while the zombie still says which process it was.
     func exit() async -> RunExit {
         await withCheckedContinuation { continuation in
-            Thread.detachNewThread { [self] in continuation.resume(returning: waitForExit()) }
+            Thread.detachNewThread { [self] in continuation.resume(returning: waitForExit(reaping: false)) }
         }
     }
 
-    /// Blocks until the program exits; reaps it. Signals stop before the pid is freed: the exit
-    /// is seen without reaping (WNOWAIT), marked, and only then reaped.
-    func waitForExit() -> RunExit {
-        if let known = state.withLock({ $0.exit }) { return known }
-        var info = siginfo_t()
-        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
-        state.withLock { $0.reaped = true }
-        var status: CInt = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    /// Blocks until the program exits; reaps it unless told not to.
+    @discardableResult
+    func waitForExit(reaping: Bool = true) -> RunExit {
+        if let known = state.withLock({ $0.exit }) {
+            if reaping { reap() }
+            return known
+        }
         var code: CInt = 0, signal: CInt = 0, core: CInt = 0
-        let exit: RunExit = switch devaccess_wait_status(status, &code, &signal, &core) {
+        let exit: RunExit = switch devaccess_wait_exit(pid, &code, &signal, &core) {
         case 1: .exited(code)
         case 2: .signaled(signal, coreDumped: core != 0)
         default: .exited(127)
         }
         state.withLock { $0.exit = exit }
+        if reaping { reap() }
         return exit
+    }
+
+    /// Frees the pid. Nothing is sent to the process group from here on.
+    func reap() {
+        let first = state.withLock { state -> Bool in
+            defer { state.reaped = true }
+            return !state.reaped
+        }
+        guard first else { return }
+        var status: CInt = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     }
 
     static func describe(step: CInt, errno number: CInt) -> String {

@@ -18,9 +18,13 @@ public struct DecisionOrder: Sendable, Hashable {
     /// nil: until revoked; else when the decision ends, in milliseconds since 1970 UTC.
     public var expiresMilliseconds: Int64?
     public var reason: String?
+    /// A program grant (version 5): only runs of this program (`devaccess run`) by the user
+    /// use it. An absolute path; nil: the user's every program.
+    public var program: String?
 
     public init(allow: Bool, permission: Permission, user: String, device: String? = nil,
-                expiresMilliseconds: Int64? = nil, reason: String? = nil) {
+                expiresMilliseconds: Int64? = nil, reason: String? = nil, program: String? = nil) {
+        self.program = program
         self.allow = allow
         self.permission = permission
         self.user = user
@@ -37,8 +41,15 @@ public struct RevokeOrder: Sendable, Hashable {
     public var user: String
     public var device: String?
     public var reason: String?
+    /// Only the program grants of this program (version 5); nil: every allow grant.
+    public var program: String?
+    /// Also end the runs (`devaccess run`) the revoked grants served (version 5).
+    public var terminate: Bool
 
-    public init(permission: Permission, user: String, device: String? = nil, reason: String? = nil) {
+    public init(permission: Permission, user: String, device: String? = nil, reason: String? = nil,
+                program: String? = nil, terminate: Bool = false) {
+        self.program = program
+        self.terminate = terminate
         self.permission = permission
         self.user = user
         self.device = device
@@ -178,11 +189,14 @@ enum AdministrationCoding {
             add("device", order.device)
             if let expires = order.expiresMilliseconds { members.append(JSONMember("expires", .integer(expires))) }
             add("reason", order.reason)
+            add("program", order.program)
         case .revoke(let order):
             members.append(JSONMember("permission", .string(order.permission.rawValue)))
             add("user", order.user)
             add("device", order.device)
             add("reason", order.reason)
+            add("program", order.program)
+            if order.terminate { members.append(JSONMember("terminate", .bool(true))) }
         case .reset(let order):
             add("user", order.user)
             add("permission", order.permission?.rawValue)
@@ -229,13 +243,18 @@ enum AdministrationCoding {
             let device = try optionalName("device", &reader)
             let expires = try reader.optionalInteger("expires", in: 1...maxMilliseconds)
             let reason = try reader.optionalString("reason", maxLength: maxReason)
+            let program = try optionalPath("program", &reader)
             return .decide(DecisionOrder(allow: allow, permission: permission, user: user, device: device,
-                                         expiresMilliseconds: expires, reason: reason))
+                                         expiresMilliseconds: expires, reason: reason, program: program))
         case "revoke":
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
             return .revoke(RevokeOrder(permission: permission, user: try name("user", &reader),
                                        device: try optionalName("device", &reader),
-                                       reason: try reader.optionalString("reason", maxLength: maxReason)))
+                                       reason: try reader.optionalString("reason", maxLength: maxReason),
+                                       program: try optionalPath("program", &reader),
+                                       terminate: try reader.optional("terminate").map { (value) throws(ProtocolError) in
+                                           try Strict.bool(value, path: "$.terminate")
+                                       } ?? false))
         case "reset":
             let user = try name("user", &reader)
             let permission = try reader.optional("permission").map { (value) throws(ProtocolError) in

@@ -1,0 +1,137 @@
+import DevAccessCore
+import Glibc
+
+/// One process's /proc/PID, held open: every read through it concerns that process, even if
+/// the process exits and its pid is given to another (the reads then fail).
+struct ProcessDirectory: ~Copyable {
+    let pid: Int32
+    let fd: CInt
+
+    /// nil when the process is gone or /proc cannot be opened.
+    init?(pid: Int32, in proc: CInt) {
+        let fd = openat(proc, String(pid), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        self.pid = pid
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// The whole of a small file (status, stat, cmdline, fdinfo/N); nil when unreadable or over `limit`.
+    func read(_ name: String, limit: Int = 1 << 20) -> [UInt8]? {
+        let file = openat(fd, name, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { return nil }
+        defer { close(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count <= limit {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(file, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { return bytes }
+            bytes += chunk[0..<count]
+        }
+        return nil
+    }
+
+    /// A link's target (exe, fd/N) as the kernel shows it; nil when unreadable.
+    func link(_ name: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlinkat(fd, name, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The Uid: and Groups: lines of status and the start time of stat, read through this directory.
+    func credentials() -> ProcessCredentials? {
+        guard let status = read("status"), let stat = read("stat") else { return nil }
+        return ProcessCredentials(status: status, stat: stat)
+    }
+}
+
+/// Who a process runs as, from /proc/PID/status, and when it started, from /proc/PID/stat.
+struct ProcessCredentials {
+    var realUID: UInt32 = 0
+    var effectiveUID: UInt32 = 0
+    var groups: [UInt32] = []
+    var state: Character = "?"
+    var startTicks: UInt64 = 0
+    /// PF_KTHREAD in stat's flags: a kernel thread, which has no open files.
+    var kernelThread = false
+
+    init?(status: [UInt8], stat: [UInt8]) {
+        var sawUid = false
+        for line in status.split(separator: UInt8(ascii: "\n")) {
+            if line.starts(with: Self.uidPrefix) {
+                let ids = Self.numbers(line.dropFirst(Self.uidPrefix.count))
+                guard ids.count >= 2 else { return nil }
+                realUID = ids[0]
+                effectiveUID = ids[1]
+                sawUid = true
+            } else if line.starts(with: Self.groupsPrefix) {
+                groups = Self.numbers(line.dropFirst(Self.groupsPrefix.count))
+            }
+        }
+        // stat: "pid (name) S ppid ..."; the name may hold anything, so fields count from the last ')'.
+        guard sawUid, let close = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        let fields = stat[(close + 1)...].split(separator: UInt8(ascii: " "))
+        guard fields.count > 19, let state = fields[0].first,
+              let start = UInt64(String(decoding: fields[19], as: UTF8.self)) else { return nil }
+        self.state = Character(Unicode.Scalar(state))
+        startTicks = start
+        kernelThread = fields.count > 6 && (UInt32(String(decoding: fields[6], as: UTF8.self)) ?? 0) & 0x0020_0000 != 0
+    }
+
+    /// Exited (a zombie waiting for its parent) or dying: holds nothing, runs nothing.
+    var hasExited: Bool { state == "Z" || state == "X" || state == "x" }
+
+    /// The first of its supplementary groups that `devaccess run` hands out.
+    var runGroup: UInt32? { groups.first(where: RunGroups.contains) }
+
+    private static let uidPrefix = Array("Uid:".utf8)
+    private static let groupsPrefix = Array("Groups:".utf8)
+
+    private static func numbers(_ text: ArraySlice<UInt8>) -> [UInt32] {
+        text.split(whereSeparator: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") })
+            .compactMap { UInt32(String(decoding: $0, as: UTF8.self)) }
+    }
+}
+
+/// Walks the numeric entries of /proc (the processes; threads are not listed there).
+enum ProcessDirectories {
+    /// Calls `body` with each pid under `proc` and the open /proc directory; false when `proc` cannot be read.
+    static func forEach(in proc: String, _ body: (Int32, CInt) -> Void) -> Bool {
+        let procFD = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard procFD >= 0 else { return false }
+        defer { close(procFD) }
+        // fdopendir takes its own descriptor so the walk and the openat()s do not share a position.
+        let listFD = dup(procFD)
+        guard listFD >= 0, let directory = fdopendir(listFD) else {
+            if listFD >= 0 { close(listFD) }
+            return false
+        }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            if let pid = numericName(entry) { body(pid, procFD) }
+        }
+        return true
+    }
+
+    /// The entry's name as a positive number (a pid, an fd), without making a String.
+    static func numericName(_ entry: UnsafeMutablePointer<dirent>) -> Int32? {
+        withUnsafeBytes(of: &entry.pointee.d_name) { name -> Int32? in
+            var value: Int32 = 0
+            var digits = 0
+            for byte in name {
+                if byte == 0 { break }
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 10 else { return nil }
+                let (shifted, overflow) = value.multipliedReportingOverflow(by: 10)
+                let (sum, overflow2) = shifted.addingReportingOverflow(Int32(byte - UInt8(ascii: "0")))
+                guard !overflow, !overflow2 else { return nil }
+                value = sum
+                digits += 1
+            }
+            return digits > 0 ? value : nil
+        }
+    }
+}

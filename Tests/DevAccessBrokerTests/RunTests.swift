@@ -1,0 +1,337 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessCore
+import DevAccessLedger
+import DevAccessTestSupport
+
+/// `devaccess run`: the real daemon starts the program as a real user with one group id of
+/// the run's own; the node (mknod 1:3, root 0600) opens for that program tree and for nothing
+/// else of the user's, and stops opening when the run ends, whatever the user's processes do.
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes nodes, users and ACLs"))
+struct RunTests {
+    /// The policy allows the camera for everyone: no person is needed, so each test is about
+    /// the run's boundary, not the prompt.
+    static func setup(_ policy: String = "[camera]\nDefault=allow\n[microphone]\nDefault=allow\n") throws
+        -> RequestSetup
+    {
+        try RequestSetup(policy: policy)
+    }
+
+    /// `devaccess run` as `user` (no terminal, a session of its own), with `input` on stdin.
+    static func run(_ user: TestUser, _ setup: RequestSetup, _ arguments: [String], input: Data = Data(),
+                    environment: [String: String] = [:]) throws -> (status: Int32, stdout: Data, stderr: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setsid")
+        process.arguments = ["-w", "/usr/bin/setpriv", "--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups",
+                             "--", TestProcess.devaccessBinary, "run", "--socket", setup.daemon.socketPath] + arguments
+        process.environment = ["PATH": "/usr/bin:/bin", "DEVACCESS_TEST_DEVICES": setup.devices, "LANG": "C.UTF-8"]
+            .merging(environment) { _, new in new }
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
+        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        // Written from a thread of its own: the program may fill its output pipes before it
+        // has read all of its input.
+        let writer = Thread {
+            stdin.fileHandleForWriting.write(input)
+            try? stdin.fileHandleForWriting.close()
+        }
+        writer.start()
+        let errorBox = ErrorBox()
+        let reader = Thread { errorBox.set(stderr.fileHandleForReading.readDataToEndOfFile()) }
+        reader.start()
+        let out = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, out, errorBox.wait())
+    }
+
+    final class ErrorBox: @unchecked Sendable {
+        private let lock = NSCondition()
+        private var data: Data?
+
+        func set(_ value: Data) {
+            lock.lock()
+            data = value
+            lock.signal()
+            lock.unlock()
+        }
+
+        func wait() -> String {
+            lock.lock()
+            while data == nil { lock.wait() }
+            let value = data ?? Data()
+            lock.unlock()
+            return String(decoding: value, as: UTF8.self)
+        }
+    }
+
+    /// The node's ACL entries for run group ids (RunGroups), as getfacl prints them numerically.
+    static func runEntries(_ node: String) throws -> [String] {
+        let acl = try TestProcess.run("/usr/bin/getfacl", ["-n", "-p", "-c", node]).stdout
+        return acl.split(separator: "\n").map(String.init).filter { line in
+            guard line.hasPrefix("group:"), let gid = UInt32(line.split(separator: ":")[1]) else { return false }
+            return RunGroups.contains(gid)
+        }
+    }
+
+    // MARK: - The boundary
+
+    @Test func theRunOpensTheCameraWhileTheSameUsersOtherProcessCannotAndTheAccessEndsWithTheRun() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runbound")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let opened = marks.path + "/opened", done = marks.path + "/done"
+        // The program opens the camera, says so, and holds it until the test says it is done.
+        let script = "exec 3<>\"$1\" || exit 9; : > \"$2\"; while [ ! -e \"$3\" ]; do sleep 0.05; done; exit 0"
+        let result = Result { try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c", script, "sh",
+                                                                     setup.camera, opened, done]) }
+        let background = try result.get()
+        let started = LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: opened) }
+        #expect(started != nil, "the run's program never opened the camera: \(setup.daemon.log)")
+        // The same user, at the same moment, in another process: refused.
+        #expect(try !user.canOpen(setup.camera, .read))
+        #expect(try Self.runEntries(setup.camera).count == 1)
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        let (status, _, stderr) = background.finish()
+        #expect(status == 0, "\(stderr)")
+        // The run ended: its entry is gone, its once grant ended, its row says how it ended.
+        #expect(try Self.runEntries(setup.camera).isEmpty)
+        let grants = try setup.grants(user)
+        #expect(grants.count == 1 && grants.allSatisfy { $0.revoked != nil && $0.program != nil }, "\(grants)")
+        let runs = try setup.ledger().runs(uid: user.uid, includeEnded: true)
+        #expect(runs.count == 1 && runs.first?.endStatus == "exited 0", "\(runs)")
+        let events = try setup.ledger().events().map(\.event)
+        #expect(events.contains { $0.type == .runStart && $0.subject?.uid == user.uid })
+        #expect(events.contains { $0.type == .runEnd && $0.details["end_status"] == "exited 0" })
+    }
+
+    @Test func aSetsidDescendantLeftByAFinishedRunCannotOpenTheCameraWhileAnotherRunHoldsIt() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runleft")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let verdict = marks.path + "/verdict", go = marks.path + "/go", holding = marks.path + "/holding"
+        // Run 1 leaves a setsid'd, double-forked child behind and exits at once. The child
+        // waits for the word, then tries the camera (in a subshell: a failed `exec` redirection
+        // ends a shell).
+        let leftover = "while [ ! -e \"$2\" ]; do sleep 0.05; done; if ( exec 3<>\"$1\" ); then echo opened > \"$3\"; "
+            + "else echo refused > \"$3\"; fi"
+        let first = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c",
+                                               "setsid /bin/sh -c '\(leftover)' sh \"$1\" \"$2\" \"$3\" "
+                                                   + "</dev/null >/dev/null 2>\"$3.err\" & exit 0",
+                                               "sh", setup.camera, go, verdict])
+        #expect(first.status == 0, "\(first.stderr)")
+        // Run 2 of the same user holds the camera now.
+        let second = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
+            "exec 3<>\"$1\" || exit 9; : > \"$2\"; sleep 3", "sh", setup.camera, holding])
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: holding) } != nil)
+        _ = FileManager.default.createFile(atPath: go, contents: nil)
+        let answered = LiveEnforcementTests.waitFor(10) { FileManager.default.fileExists(atPath: verdict) }
+        let leftoverErrors = (try? String(contentsOfFile: verdict + ".err", encoding: .utf8)) ?? "no stderr"
+        #expect(answered != nil, "the leftover process never tried: \(leftoverErrors)")
+        let said = (try? String(contentsOfFile: verdict, encoding: .utf8)) ?? ""
+        #expect(said.hasPrefix("refused"), "the leftover of run 1 opened the camera during run 2: \(said)")
+        #expect(second.finish().status == 0)
+        #expect(try Self.runEntries(setup.camera).isEmpty)
+    }
+
+    @Test func killingTheCLIWithSIGKILLEndsTheRunAndItsAccess() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runkill")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let opened = marks.path + "/opened"
+        let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
+            "exec 3<>\"$1\" || exit 9; : > \"$2\"; exec sleep 60", "sh", setup.camera, opened])
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: opened) } != nil)
+        #expect(try Self.runEntries(setup.camera).count == 1)
+        // The CLI (setsid -> setpriv -> devaccess, each exec'd in turn) dies without a word.
+        #expect(kill(background.process.processIdentifier, SIGKILL) == 0)
+        _ = background.finish()
+        // devaccessd hangs the program up; the run ends and takes its entry and its grant.
+        let gone = LiveEnforcementTests.waitFor(15) { (try? Self.runEntries(setup.camera).isEmpty) ?? false }
+        #expect(gone != nil, "the run's entry stayed after its client was killed: \(setup.daemon.log)")
+        #expect(try setup.grants(user).allSatisfy { $0.revoked != nil })
+        let runs = try setup.ledger().runs(uid: user.uid, includeEnded: true)
+        #expect(runs.first?.endStatus == "signal 1", "\(runs)")
+    }
+
+    // MARK: - As if run directly
+
+    @Test func argumentsStdinStdoutAndStderrPassThroughByteExact() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runbytes")
+        let arguments = ["a b", "", "line\nbreak", "tab\there", "ünïcödé", "--camera"]
+        let printed = try Self.run(user, setup, ["--camera", "--", "/usr/bin/printf", "%s\\0"] + arguments)
+        #expect(printed.status == 0, "\(printed.stderr)")
+        #expect(printed.stdout == Data(arguments.map { $0 + "\0" }.joined().utf8))
+        var input = Data((0..<256).map { UInt8($0) })
+        input.append(Data(repeating: 0x41, count: 200_000))
+        // Standard input copied to standard output and error. (Not `tee /dev/stderr`: reopening
+        // the test's pipe through /proc is refused to the user, a pipe being root's 0600.)
+        let copy = "import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d); sys.stderr.buffer.write(d[:4096])"
+        let copied = try Self.run(user, setup, ["--camera", "--", "/usr/bin/python3", "-c", copy], input: input)
+        #expect(copied.status == 0, "\(copied.stderr.prefix(500))")
+        #expect(copied.stdout == input)
+        // devaccess's own lines ("camera: granted ...") share standard error.
+        #expect(Data(copied.stderr.utf8).range(of: input.prefix(128)) != nil)
+    }
+
+    @Test func exitStatusesAndDeathBySignalAreRelayedLikeAShell() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runexit")
+        for code in [0, 1, 42] {
+            let result = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c", "exit \(code)"])
+            #expect(result.status == Int32(code), "\(result.stderr)")
+        }
+        let killed = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c", "kill -TERM $$"])
+        #expect(killed.status == 128 + SIGTERM, "\(killed.stderr)")
+        let runs = try setup.ledger().runs(uid: user.uid, includeEnded: true).map { $0.endStatus ?? "-" }
+        #expect(runs == ["exited 0", "exited 1", "exited 42", "signal 15"], "\(runs)")
+    }
+
+    @Test func ldPreloadAndOtherCodeInjectingVariablesDoNotReachTheProgram() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runenv")
+        let result = try Self.run(user, setup, ["--camera", "--", "/usr/bin/env"], environment: [
+            "LD_PRELOAD": "/nonexistent/inject.so", "LD_LIBRARY_PATH": "/tmp", "GCONV_PATH": "/tmp",
+            "PYTHONPATH": "/tmp", "GST_PLUGIN_PATH": "/tmp", "KEPT_VARIABLE": "kept value",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let environment = String(decoding: result.stdout, as: UTF8.self)
+        for name in ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONPATH", "GST_PLUGIN_PATH"] {
+            #expect(!environment.contains(name + "="), "\(name) reached the program")
+        }
+        #expect(environment.contains("KEPT_VARIABLE=kept value"))
+        let started = try setup.ledger().events().map(\.event).first { $0.type == .runStart }
+        #expect(started?.details["removed_environment"]?.contains("LD_PRELOAD") == true)
+    }
+
+    @Test func ctrlCOnThePtyReachesTheProgram() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runpty")
+        let script = "trap 'echo got-INT; exit 5' INT; echo ready; while :; do sleep 0.1; done"
+        let run = try user.onTerminal(["run", "--socket", setup.daemon.socketPath, "--camera", "--", "/bin/sh", "-c",
+                                       script], answers: [(expect: "ready", type: "\u{03}")])
+        #expect(run.output.contains("got-INT"), "\(run.output)")
+        #expect(run.exit == 5, "\(run.output)")
+    }
+
+    // MARK: - The decision
+
+    @Test func withNoDecisionAndNoTrustedChannelNothingRunsAndNothingIsRecorded() throws {
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("runask")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let ran = marks.path + "/ran"
+        let result = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c", ": > \"$1\"", "sh", ran])
+        #expect(result.status == 77, "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: ran))
+        #expect(try setup.grants(user).isEmpty)
+        #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
+    }
+
+    @Test func aPolicyDenialRefusesTheRun() throws {
+        let setup = try Self.setup("[camera]\nDefault=deny\n")
+        let user = try TestUser("rundeny")
+        let result = try Self.run(user, setup, ["--camera", "--", "/bin/true"])
+        #expect(result.status == 77, "\(result.stderr)")
+        #expect(result.stderr.contains("restricted") || result.stderr.contains("policy"), "\(result.stderr)")
+        #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
+    }
+
+    // MARK: - Program grants
+
+    /// Root's CLI through the daemon.
+    static func admin(_ setup: RequestSetup, _ arguments: [String]) throws -> ProcessOutput {
+        try TestProcess.devaccess(arguments + setup.socket, environment: ["DEVACCESS_TEST_DEVICES": setup.devices])
+    }
+
+    @Test func anAdminProgramGrantLetsRunsOfThatProgramInAndNothingElseOfTheUser() throws {
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("runprog")
+        let shell = try #require(realpath("/bin/sh", nil).map { pointer in
+            defer { free(pointer) }
+            return String(cString: pointer)
+        })
+        let granted = try Self.admin(setup, ["grant", "camera", "--user", user.name, "--program", "/bin/sh"])
+        #expect(granted.status == 0, "\(granted.stderr)")
+        let grant = try #require(try setup.grants(user).first)
+        #expect(grant.program?.path == shell, "the grant names the canonical path: \(grant)")
+        // No user entry: the user's own processes stay out.
+        #expect(try !user.canOpen(setup.camera, .read))
+        let run = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c", "exec 3<>\"$1\"", "sh", setup.camera])
+        #expect(run.status == 0, "the program grant did not let the run in: \(run.stderr)")
+        // Another program of the same user needs its own decision (here: none can be asked).
+        let other = try Self.run(user, setup, ["--camera", "--", "/usr/bin/python3", "-c",
+                                               "import sys; open(sys.argv[1], 'r+b')", setup.camera])
+        #expect(other.status == 77, "\(other.stderr)")
+        // The admin's revoke of that program's grant ends it; runs of the program are refused again.
+        let revoked = try Self.admin(setup, ["revoke", "camera", "--user", user.name, "--program", "/bin/sh"])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        let again = try Self.run(user, setup, ["--camera", "--", "/bin/sh", "-c", "exec 3<>\"$1\"", "sh", setup.camera])
+        #expect(again.status == 77, "\(again.stderr)")
+    }
+
+    @Test func revokeTerminateEndsTheRunAndWhatItLeftBehind() throws {
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("runterm")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let opened = marks.path + "/opened", pidFile = marks.path + "/leftover"
+        #expect(try Self.admin(setup, ["grant", "camera", "--user", user.name, "--program", "/bin/sh", "--always"])
+            .status == 0)
+        // The run holds the camera and leaves a setsid'd child that ignores SIGTERM.
+        let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
+            "setsid /bin/sh -c 'trap \"\" TERM; echo $$ > \"$1\"; exec sleep 60' sh \"$2\" </dev/null >/dev/null 2>&1 & "
+                + "exec 3<>\"$1\" || exit 9; : > \"$3\"; exec sleep 60", "sh", setup.camera, pidFile, opened])
+        #expect(LiveEnforcementTests.waitFor(20) {
+            FileManager.default.fileExists(atPath: opened) && FileManager.default.fileExists(atPath: pidFile)
+        } != nil)
+        let leftover = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let revoked = try Self.admin(setup, ["revoke", "camera", "--user", user.name, "--terminate", "--json"])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        #expect(revoked.stdout.contains("\"terminated\""), "\(revoked.stdout)")
+        let (status, _, stderr) = background.finish()
+        #expect(status == 128 + SIGTERM, "\(stderr)")
+        // The leftover that ignored SIGTERM was killed too.
+        #expect(LiveEnforcementTests.waitFor(10) { kill(leftover, 0) != 0 } != nil, "process \(leftover) survived")
+        #expect(LiveEnforcementTests.waitFor(5) { (try? Self.runEntries(setup.camera).isEmpty) ?? false } != nil)
+    }
+
+    // MARK: - Helpers
+
+    struct Background {
+        let process: Process
+        let stderr: Pipe
+
+        func finish() -> (status: Int32, stdout: Data, stderr: String) {
+            process.waitUntilExit()
+            let error = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return (process.terminationStatus, Data(), error)
+        }
+    }
+
+    static func runInBackground(_ user: TestUser, _ setup: RequestSetup, _ arguments: [String]) throws -> Background {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TestProcess.devaccessBinary)
+        // setpriv would stay the parent otherwise; exec'd, the Process's pid is the CLI's.
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--",
+                             TestProcess.devaccessBinary, "run", "--socket", setup.daemon.socketPath] + arguments
+        process.environment = ["PATH": "/usr/bin:/bin", "DEVACCESS_TEST_DEVICES": setup.devices]
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
+        let stderr = Pipe()
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = stderr
+        try process.run()
+        return Background(process: process, stderr: stderr)
+    }
+}
