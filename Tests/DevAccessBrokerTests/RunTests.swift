@@ -221,6 +221,26 @@ struct RunTests {
         #expect(run.exit == 5, "\(run.output)")
     }
 
+    @Test func strictKeepsTheProgramFromANodeItsUsersGroupOpens() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runstrict")
+        let audio = try TestGroup("runaudio", members: [user])
+        // The microphone node opens for the group, as /dev/snd/* does for group audio.
+        #expect(chown(setup.microphone, 0, audio.gid) == 0 && chmod(setup.microphone, 0o660) == 0)
+        let probe = ["/bin/sh", "-c", "( exec 3<>\"$1\" ) && echo opened || echo refused", "sh", setup.microphone]
+        let loose = try Self.run(user, setup, ["--camera", "--"] + probe)
+        #expect(String(decoding: loose.stdout, as: UTF8.self) == "opened\n", "\(loose.stderr)")
+        let strict = try Self.run(user, setup, ["--camera", "--strict", "--"] + probe)
+        #expect(strict.status == 0, "\(strict.stderr)")
+        #expect(String(decoding: strict.stdout, as: UTF8.self) == "refused\n", "\(strict.stderr)")
+        // What it was given still opens under --strict.
+        let camera = try Self.run(user, setup, ["--camera", "--strict", "--", "/bin/sh", "-c", "exec 3<>\"$1\"", "sh",
+                                                setup.camera])
+        #expect(camera.status == 0, "\(camera.stderr)")
+        let started = try setup.ledger().events().map(\.event).filter { $0.type == .runStart }
+        #expect(started.contains { $0.details["strict"] == "true" })
+    }
+
     // MARK: - The decision
 
     @Test func withNoDecisionAndNoTrustedChannelNothingRunsAndNothingIsRecorded() throws {

@@ -217,13 +217,22 @@ extension BrokerService {
         let environment = LaunchEnvironment.clean(order.environment)
         var groups = peer.groups.filter { !RunGroups.contains($0) }
         groups.append(run.gid)
-        let strictNodes = order.strict ? await strictDenials(granted: order.permissions) : nil
+        var ruleset: LandlockRuleset?
+        if order.strict {
+            let denied = await strictDenials(granted: order.permissions)
+            do {
+                ruleset = try LandlockRuleset.allowingEverythingExcept(denied)
+            } catch {
+                await endRun(run, status: "not started: --strict: \(error)", enforcement: enforcement)
+                return .error(ProtocolError(.internal, context: "run",
+                    reason: "--strict cannot be enforced here (\(error)); nothing was run; run without --strict"))
+            }
+        }
         let started: HeldProgram
-        do {
+        do throws(HeldProgram.Failure) {
             started = try HeldProgram.start(program: program, arguments: order.arguments, environment: environment.kept,
                                             directory: order.directory, umask: order.umask, streams: streams,
-                                            uid: peer.uid, gid: peer.gid, groups: groups,
-                                            strict: strictNodes)
+                                            uid: peer.uid, gid: peer.gid, groups: groups, strict: ruleset)
         } catch {
             await endRun(run, status: "not started: \(error.description)", enforcement: enforcement)
             return .error(ProtocolError(.badMessage, context: "run", reason: error.description + "; nothing was run"))
@@ -259,8 +268,7 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: "run", reason: "the run could not be started: \(error)"))
         }
         guard started.release() else {
-            let status = started.waitForExit()
-            await endRun(run, status: "not started: the program could not be executed (\(status.words))",
+            await endRun(run, status: "not started: \(started.execFailure ?? "the program could not be executed")",
                          enforcement: enforcement)
             return .error(ProtocolError(.badMessage, context: "run", reason: started.execFailure
                 ?? "\(program.path) could not be executed; nothing was run"))
@@ -316,7 +324,8 @@ extension BrokerService {
         return try ledger.recordGrant(new, at: now)
     }
 
-    /// `--strict`: the capture nodes of the permissions the run was not given.
+    /// `--strict`: the capture nodes of the permissions the run was not given (Landlock denies
+    /// the program those, whatever its user's groups and ACL entries say).
     func strictDenials(granted: [Permission]) async -> [String] {
         var denied = Set<String>()
         let others = Self.runPermissions.filter { !granted.contains($0) }
