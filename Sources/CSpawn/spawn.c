@@ -10,6 +10,10 @@
 #include <grp.h>
 #include <signal.h>
 #include <string.h>
+#include <stddef.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -91,6 +95,53 @@ static int close_all_but(int keep_a, int keep_b, long open_max) {
     return close_from(high + 1, ~0U, open_max);
 }
 
+/* A seccomp filter: chown, fchown, lchown and fchownat (and their 32-bit forms) fail with
+   EPERM when they would give a file the group `gid`. The run's program is a member of its
+   run's group, and the kernel lets a member chgrp its own files to it: a setgid file of that
+   group, executed by another process of the user, would carry the group, and the device
+   access with it, out of the run. Every other call, and every other group, is untouched.
+   Installed while still root (so no no_new_privs is needed); it survives setuid and exec. */
+static int guard_group(gid_t gid) {
+#define LOAD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
+#define LOAD_ARG(n) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[n]))
+#define ALLOW BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+    struct sock_filter program[] = {
+        /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 2, 0),    /* -> 4 */
+        /* 2 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_I386, 8, 0),      /* -> 11 */
+        /* 3 */ ALLOW,
+        /* x86_64, and x32 (the same numbers with bit 30 set) */
+        /* 4 */ LOAD_NR,
+        /* 5 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, ~0x40000000U),
+        /* 6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 92, 10, 0),   /* chown -> 17 */
+        /* 7 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 93, 9, 0),    /* fchown -> 17 */
+        /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 94, 8, 0),    /* lchown -> 17 */
+        /* 9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 260, 10, 0),  /* fchownat -> 20 */
+        /* 10 */ ALLOW,
+        /* i386: the 32-bit-id calls (the 16-bit ones cannot name a group this high) */
+        /* 11 */ LOAD_NR,
+        /* 12 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 212, 4, 0),  /* chown32 -> 17 */
+        /* 13 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 207, 3, 0),  /* fchown32 -> 17 */
+        /* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 198, 2, 0),  /* lchown32 -> 17 */
+        /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 298, 4, 0),  /* fchownat -> 20 */
+        /* 16 */ ALLOW,
+        /* the group is the third argument (its low 32 bits, little-endian) */
+        /* 17 */ LOAD_ARG(2),
+        /* 18 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)gid, 3, 0),   /* -> 22 */
+        /* 19 */ ALLOW,
+        /* fchownat: the fourth */
+        /* 20 */ LOAD_ARG(3),
+        /* 21 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)gid, 0, 1),   /* -> 22, 23 */
+        /* 22 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        /* 23 */ ALLOW,
+    };
+#undef LOAD_NR
+#undef LOAD_ARG
+#undef ALLOW
+    struct sock_fprog filter = { (unsigned short)(sizeof program / sizeof program[0]), program };
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter);
+}
+
 /* `gate_fd` >= 0: held; after everything but exec, report ready (step 0) and wait for a byte
    on the gate (end of file instead: exit 127 unrun). */
 __attribute__((noreturn))
@@ -155,6 +206,8 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, in
        and that before the process becomes the user's. (It is not dumpable until exec, as a
        process that changed its ids, so the user could not reach its descriptors anyway.) */
     if (close_all_but(report_fd, gate_fd, open_max) != 0) child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
+
+    if (r->guard_group && guard_group(r->guarded_gid) != 0) child_fail(report_fd, DEVACCESS_SPAWN_GROUP_GUARD);
 
     /* Groups first, then gid, then uid: once the uid is not 0 the others are no longer
        allowed. The child is single-threaded, so these change the whole process. */

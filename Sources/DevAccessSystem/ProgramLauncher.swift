@@ -25,6 +25,10 @@ public struct LaunchSpec: Sendable {
     public var umask: UInt32
     /// `--strict`: the program runs confined by this ruleset (and with `no_new_privs`).
     public var landlock: LandlockRuleset?
+    /// A group no file may be given by the program (chown and friends fail with EPERM): the
+    /// run's own, which its program is a member of, so it cannot make a setgid file that
+    /// would carry the group (and the devices) to the user's other processes.
+    public var guardedGroup: UInt32?
 
     public init(executable: String, arguments: [String], environment: [String], workingDirectory: String,
                 standardInput: CInt, standardOutput: CInt, standardError: CInt,
@@ -190,6 +194,8 @@ public struct LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
         case noNewPrivileges = "no_new_privs"
         case landlock
         case closeDescriptors = "closing descriptors"
+        /// The seccomp filter that keeps the program from giving files the guarded group.
+        case groupGuard = "group guard"
         case exec
 
         init(code: CInt) {
@@ -209,6 +215,7 @@ public struct LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
             case CInt(DEVACCESS_SPAWN_LANDLOCK.rawValue): self = .landlock
             case CInt(DEVACCESS_SPAWN_CLOSE_FDS.rawValue): self = .closeDescriptors
             case CInt(DEVACCESS_SPAWN_EXEC.rawValue): self = .exec
+            case CInt(DEVACCESS_SPAWN_GROUP_GUARD.rawValue): self = .groupGuard
             default: self = .report
             }
         }
@@ -339,6 +346,10 @@ public enum ProgramLauncher {
                             request.group_count = groups.count
                             request.umask = spec.umask
                             request.landlock_ruleset_fd = rulesetFD
+                            if let guarded = spec.guardedGroup {
+                                request.guard_group = 1
+                                request.guarded_gid = guarded
+                            }
                             return body(&request)
                         }
                     }

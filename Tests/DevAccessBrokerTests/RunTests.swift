@@ -139,6 +139,38 @@ struct RunTests {
         #expect(try Self.runEntries(setup.camera).isEmpty)
     }
 
+    /// The attack: the run's program (a member of the run's group) makes a file of the user's
+    /// setgid to that group; another process of the user executes it during the run and so
+    /// carries the group, and the camera with it. The program may not give anything that group.
+    @Test func theRunsProgramCannotHandItsGroupToAnotherProcessThroughASetgidFile() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runsgid")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let copy = marks.path + "/opener", verdict = marks.path + "/verdict", done = marks.path + "/done"
+        // Inside the run: copy a shell, give it the run's group (the one supplementary group in
+        // RunGroups) and the setgid bit, and hold the run open until the outside has tried.
+        let inside = """
+            gid=$(id -G | tr ' ' '\\n' | awk '$1 >= 2046820352 && $1 <= 2063597567'); cp /bin/sh "$1"; \
+            chgrp "$gid" "$1" 2>"$2.chgrp"; chmod 2755 "$1"; : > "$2.ready"; \
+            while [ ! -e "$3" ]; do sleep 0.05; done
+            """
+        let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c", inside, "sh", copy,
+                                                                verdict, done])
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: verdict + ".ready") } != nil)
+        // Outside the run, the same user: try the camera through the copy (-p: dash keeps the egid).
+        let outside = try TestProcess.run("/usr/bin/setpriv", [
+            "--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--", copy, "-p", "-c",
+            "( exec 3<>\"$1\" ) 2>/dev/null && echo opened || echo refused", "sh", setup.camera,
+        ])
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        _ = background.finish()
+        let chgrp = (try? String(contentsOfFile: verdict + ".chgrp", encoding: .utf8)) ?? ""
+        #expect(outside.stdout == "refused\n",
+                "another process got the camera through a setgid file: \(outside.stdout) \(outside.stderr); chgrp: \(chgrp)")
+        #expect(chgrp.contains("Operation not permitted"), "chgrp to the run's group was not refused: \(chgrp)")
+    }
+
     @Test func killingTheCLIWithSIGKILLEndsTheRunAndItsAccess() throws {
         let setup = try Self.setup()
         let user = try TestUser("runkill")

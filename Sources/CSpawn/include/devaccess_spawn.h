@@ -28,6 +28,7 @@ enum devaccess_spawn_step {
     DEVACCESS_SPAWN_LANDLOCK = 19,       /* child: landlock_restrict_self */
     DEVACCESS_SPAWN_CLOSE_FDS = 20,      /* child: closing descriptors above 2 */
     DEVACCESS_SPAWN_EXEC = 21,           /* child: execve */
+    DEVACCESS_SPAWN_GROUP_GUARD = 22,    /* child: the seccomp filter guarding the run's group */
 };
 
 /* Everything the child needs, prepared before fork: between fork and exec the child only
@@ -44,6 +45,8 @@ struct devaccess_spawn_request {
     size_t group_count;
     mode_t umask;
     int landlock_ruleset_fd;      /* -1: none; else no_new_privs + landlock_restrict_self */
+    int guard_group;              /* 1: no chown-family call may give a file `guarded_gid` */
+    gid_t guarded_gid;
 };
 
 struct devaccess_spawn_result {
