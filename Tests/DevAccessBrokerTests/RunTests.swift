@@ -332,6 +332,7 @@ struct RunTests {
             "trap '' HUP; echo $$ > \"$2\"; exec 3<>\"$1\" || exit 9; : > \"$3\"; while :; do sleep 0.1; done",
             "sh", setup.camera, pidFile, opened])
         #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: opened) } != nil)
+        // Written before the node is opened (and `opened` made), so it is complete by now.
         let program = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
             .trimmingCharacters(in: .whitespacesAndNewlines)))
         try setup.restart()
@@ -401,11 +402,12 @@ struct RunTests {
         let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
             "setsid /bin/sh -c 'trap \"\" TERM; echo $$ > \"$1\"; exec sleep 60' sh \"$2\" </dev/null >/dev/null 2>&1 & "
                 + "exec 3<>\"$1\" || exit 9; : > \"$3\"; exec sleep 60", "sh", setup.camera, pidFile, opened])
-        #expect(LiveEnforcementTests.waitFor(20) {
-            FileManager.default.fileExists(atPath: opened) && FileManager.default.fileExists(atPath: pidFile)
-        } != nil)
-        let leftover = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
-            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        func leftoverPid() -> Int32? {
+            Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: opened) && leftoverPid() != nil }
+            != nil)
+        let leftover = try #require(leftoverPid())
         let revoked = try Self.admin(setup, ["revoke", "camera", "--user", user.name, "--terminate", "--json"])
         #expect(revoked.status == 0, "\(revoked.stderr)")
         #expect(revoked.stdout.contains("\"terminated\""), "\(revoked.stdout)")
