@@ -87,15 +87,20 @@ enum RunCommand: Command {
         }
         var session = PromptSession(client: client, id: id, signals: signals, console: console)
         var running = false
+        var early: [Int32] = []
         while true {
             switch try RequestCommand.next(client, id: id, signals: signals, timeout: running ? nil : .seconds(300)) {
             case .signal(let number):
-                guard running else {
+                if running {
+                    relay(number, client: client, id: id)
+                } else if Self.keptUntilStarted.contains(number) {
+                    // The program may have started already, its `run-started` not read yet.
+                    early.append(number)
+                } else {
                     // Nothing runs yet: leaving withdraws the request (the broker asks nobody further).
                     if let signals { signals.raiseAgain(number) }
                     return .failure
                 }
-                relay(number, client: client, id: id)
             case .timedOut:
                 throw CommandFailure(message: "devaccessd at \(path) did not start the program within 300 s",
                                      code: .brokerUnreachable)
@@ -103,6 +108,8 @@ enum RunCommand: Command {
                 if case .interrupted(let number) = try session.show(prompt) { signals?.raiseAgain(number) }
             case .reply(.runStarted(let started)):
                 running = true
+                for number in early { relay(number, client: client, id: id) }
+                early.removeAll()
                 for result in started.results where result.outcome == .granted {
                     console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
                 }
@@ -121,6 +128,10 @@ enum RunCommand: Command {
             }
         }
     }
+
+    /// Signals that do not mean "stop asking": kept while the program is not known to run,
+    /// and relayed once it is.
+    static let keptUntilStarted: Set<Int32> = [SIGTSTP, SIGCONT, SIGWINCH, SIGUSR1, SIGUSR2, SIGALRM]
 
     /// The program's exit status, as devaccess's own.
     struct ProgramExit: Error {

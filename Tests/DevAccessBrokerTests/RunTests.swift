@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import DevAccessCore
 import DevAccessLedger
+import DevAccessSystem
 import DevAccessTestSupport
 
 /// `devaccess run`: the real daemon starts the program as a real user with one group id of
@@ -271,6 +272,34 @@ struct RunTests {
         #expect(camera.status == 0, "\(camera.stderr)")
         let started = try setup.ledger().events().map(\.event).filter { $0.type == .runStart }
         #expect(started.contains { $0.details["strict"] == "true" })
+    }
+
+    /// Ctrl-Z and fg as a shell does them (SIGTSTP to devaccess, later SIGCONT), a window size
+    /// change, and SIGTERM: each reaches the program.
+    @Test func stopContinueWindowChangeAndTerminateReachTheProgram() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runsig")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let pidFile = marks.path + "/pid", winch = marks.path + "/winch", ready = marks.path + "/ready"
+        let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
+            "trap 'echo winch >> \"$2\"' WINCH; echo $$ > \"$1\"; : > \"$3\"; while :; do sleep 0.05; done",
+            "sh", pidFile, winch, ready])
+        let cli = background.process.processIdentifier
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: ready) } != nil)
+        let program = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        func state(_ pid: Int32) -> Character? { ProcessTable.entry(pid)?.state }
+        #expect(kill(cli, SIGTSTP) == 0)
+        #expect(LiveEnforcementTests.waitFor(5) { state(program) == "T" && state(cli) == "T" } != nil,
+                "program \(String(describing: state(program))), devaccess \(String(describing: state(cli)))")
+        #expect(kill(cli, SIGCONT) == 0)
+        #expect(LiveEnforcementTests.waitFor(5) { state(program) != "T" && state(cli) != "T" } != nil)
+        #expect(kill(cli, SIGWINCH) == 0)
+        #expect(LiveEnforcementTests.waitFor(5) { FileManager.default.fileExists(atPath: winch) } != nil)
+        #expect(kill(cli, SIGTERM) == 0)
+        let (status, _, stderr) = background.finish()
+        #expect(status == 128 + SIGTERM, "\(stderr)")
     }
 
     // MARK: - The decision
