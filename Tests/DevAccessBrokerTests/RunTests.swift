@@ -302,6 +302,18 @@ struct RunTests {
         #expect(status == 128 + SIGTERM, "\(stderr)")
     }
 
+    @Test func theAuditSummaryCountsRunsAndTheirTime() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runaudit")
+        let result = try Self.run(user, setup, ["--camera", "--", "/bin/sleep", "1.2"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let summary = try Self.admin(setup, ["audit", "--summary", "--format", "json", "--user", user.name])
+        #expect(summary.status == 0, "\(summary.stderr)")
+        let total = try #require(((try json(summary.stdout))["summary"] as? [String: Any])?["total"] as? [String: Any])
+        #expect(total["runs"] as? Int == 1, "\(total)")
+        #expect(total["runSeconds"] as? Int == 1, "\(total)")
+    }
+
     // MARK: - The decision
 
     @Test func withNoDecisionAndNoTrustedChannelNothingRunsAndNothingIsRecorded() throws {
