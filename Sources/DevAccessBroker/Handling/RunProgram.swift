@@ -66,6 +66,12 @@ struct RunProgram {
         guard descriptor >= 0 else { return .failure(.unresolvable(path, Errno.current)) }
         var checker = RootInstalledFile()
         let flaw = checker.flaw(path, expected: FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+        // A file its user could change must be hashed, and hashing takes a request thread:
+        // not past the limit (checked again while reading: the file may grow meanwhile).
+        if flaw != nil && Int64(info.st_size) > ProgramDigest.pinLimit {
+            Glibc.close(descriptor)
+            return .failure(.unhashable(path, "larger than \(ProgramDigest.pinLimit >> 20) MiB"))
+        }
         var sha: String?
         if Int64(info.st_size) <= ProgramDigest.auditLimit || flaw != nil {
             do {
