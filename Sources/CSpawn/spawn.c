@@ -15,6 +15,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -208,6 +209,18 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, in
     if (close_all_but(report_fd, gate_fd, open_max) != 0) child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
 
     if (r->guard_group && guard_group(r->guarded_gid) != 0) child_fail(report_fd, DEVACCESS_SPAWN_GROUP_GUARD);
+
+    /* The caller's limits, not devaccessd's. Raising a hard limit needs CAP_SYS_RESOURCE;
+       without it (a container that drops it) the program gets the lower of the two. */
+    for (size_t i = 0; i < r->limit_count; i++) {
+        struct rlimit limit = { (rlim_t)r->limits[i].soft, (rlim_t)r->limits[i].hard };
+        if (setrlimit(r->limits[i].resource, &limit) == 0) continue;
+        struct rlimit current;
+        if (errno != EPERM || getrlimit(r->limits[i].resource, &current) != 0) child_fail(report_fd, DEVACCESS_SPAWN_LIMITS);
+        if (limit.rlim_max > current.rlim_max) limit.rlim_max = current.rlim_max;
+        if (limit.rlim_cur > limit.rlim_max) limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(r->limits[i].resource, &limit) != 0) child_fail(report_fd, DEVACCESS_SPAWN_LIMITS);
+    }
 
     /* Groups first, then gid, then uid: once the uid is not 0 the others are no longer
        allowed. The child is single-threaded, so these change the whole process. */
@@ -450,3 +463,4 @@ int devaccess_landlock_add_path_rule(int ruleset_fd, int parent_fd, uint64_t all
     struct devaccess_landlock_path_beneath_attr attr = { allowed_access, parent_fd };
     return (int)syscall(SYS_landlock_add_rule, ruleset_fd, DEVACCESS_LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
 }
+

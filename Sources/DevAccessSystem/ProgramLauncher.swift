@@ -29,6 +29,9 @@ public struct LaunchSpec: Sendable {
     /// run's own, which its program is a member of, so it cannot make a setgid file that
     /// would carry the group (and the devices) to the user's other processes.
     public var guardedGroup: UInt32?
+    /// Resource limits the program gets (`ResourceLimits.of(pid:)`: the caller's), set before
+    /// the ids change; empty: devaccessd's own.
+    public var resourceLimits: [ResourceLimit] = []
 
     public init(executable: String, arguments: [String], environment: [String], workingDirectory: String,
                 standardInput: CInt, standardOutput: CInt, standardError: CInt,
@@ -196,6 +199,7 @@ public struct LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
         case closeDescriptors = "closing descriptors"
         /// The seccomp filter that keeps the program from giving files the guarded group.
         case groupGuard = "group guard"
+        case resourceLimits = "resource limits"
         case exec
 
         init(code: CInt) {
@@ -216,6 +220,7 @@ public struct LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
             case CInt(DEVACCESS_SPAWN_CLOSE_FDS.rawValue): self = .closeDescriptors
             case CInt(DEVACCESS_SPAWN_EXEC.rawValue): self = .exec
             case CInt(DEVACCESS_SPAWN_GROUP_GUARD.rawValue): self = .groupGuard
+            case CInt(DEVACCESS_SPAWN_LIMITS.rawValue): self = .resourceLimits
             default: self = .report
             }
         }
@@ -332,6 +337,8 @@ public enum ProgramLauncher {
         let failure = spec.executable.withCString { path in
             spec.workingDirectory.withCString { cwd in
                 spec.supplementaryGroups.withUnsafeBufferPointer { groups in
+                    spec.resourceLimits.map { devaccess_spawn_limit(resource: $0.resource, soft: $0.soft, hard: $0.hard) }
+                        .withUnsafeBufferPointer { limits in
                     argv.withPointer { argvPointer in
                         envp.withPointer { envpPointer in
                             var request = devaccess_spawn_request()
@@ -350,7 +357,10 @@ public enum ProgramLauncher {
                                 request.guard_group = 1
                                 request.guarded_gid = guarded
                             }
+                            request.limits = limits.baseAddress
+                            request.limit_count = limits.count
                             return body(&request)
+                        }
                         }
                     }
                 }
@@ -416,5 +426,62 @@ private struct CStringArray: ~Copyable {
     deinit {
         for index in 0..<count { free(pointers[index]) }
         pointers.deallocate()
+    }
+}
+
+/// One resource limit, as setrlimit(2) takes it.
+public struct ResourceLimit: Sendable, Hashable {
+    public var resource: Int32
+    public var soft: UInt64
+    public var hard: UInt64
+
+    public init(resource: Int32, soft: UInt64, hard: UInt64) {
+        self.resource = resource
+        self.soft = soft
+        self.hard = hard
+    }
+
+    /// /proc/PID/limits' names, in RLIMIT_* order (RLIMIT_CPU = 0 ... RLIMIT_RTTIME = 15).
+    static let names = ["Max cpu time", "Max file size", "Max data size", "Max stack size", "Max core file size",
+                        "Max resident set", "Max processes", "Max open files", "Max locked memory",
+                        "Max address space", "Max file locks", "Max pending signals", "Max msgqueue size",
+                        "Max nice priority", "Max realtime priority", "Max realtime timeout"]
+
+    /// The limits process `pid` runs under now, from /proc/PID/limits (readable without
+    /// CAP_SYS_RESOURCE, which prlimit(2) on another user's process needs): what a program
+    /// it would have started itself gets (pam_limits' settings, `ulimit`).
+    public static func of(pid: Int32) -> Result<[ResourceLimit], Errno> {
+        let fd = open("/proc/\(pid)/limits", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(Errno.current) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failure(Errno.current)
+            }
+            if count == 0 { break }
+            bytes += buffer.prefix(count)
+        }
+        return parse(String(decoding: bytes, as: UTF8.self)).map { .success($0) } ?? .failure(Errno(rawValue: EINVAL))
+    }
+
+    /// Each line: the name (padded to 26 columns), soft, hard, units. nil when a limit is missing.
+    static func parse(_ text: String) -> [ResourceLimit]? {
+        var found: [Int32: ResourceLimit] = [:]
+        for line in text.split(separator: "\n") {
+            guard let index = names.firstIndex(where: { line.hasPrefix($0 + " ") }) else { continue }
+            let words = line.dropFirst(names[index].count).split(separator: " ")
+            guard words.count >= 2, let soft = value(words[0]), let hard = value(words[1]) else { return nil }
+            found[Int32(index)] = ResourceLimit(resource: Int32(index), soft: soft, hard: hard)
+        }
+        guard found.count == names.count else { return nil }
+        return (0..<Int32(names.count)).compactMap { found[$0] }
+    }
+
+    private static func value(_ word: Substring) -> UInt64? {
+        word == "unlimited" ? UInt64.max : UInt64(word)
     }
 }

@@ -29,6 +29,14 @@ enum devaccess_spawn_step {
     DEVACCESS_SPAWN_CLOSE_FDS = 20,      /* child: closing descriptors above 2 */
     DEVACCESS_SPAWN_EXEC = 21,           /* child: execve */
     DEVACCESS_SPAWN_GROUP_GUARD = 22,    /* child: the seccomp filter guarding the run's group */
+    DEVACCESS_SPAWN_LIMITS = 23,         /* child: setrlimit of the caller's limits */
+};
+
+/* A resource limit to set in the child (the caller's, from /proc/PID/limits). */
+struct devaccess_spawn_limit {
+    int resource;
+    uint64_t soft;
+    uint64_t hard;
 };
 
 /* Everything the child needs, prepared before fork: between fork and exec the child only
@@ -47,7 +55,10 @@ struct devaccess_spawn_request {
     int landlock_ruleset_fd;      /* -1: none; else no_new_privs + landlock_restrict_self */
     int guard_group;              /* 1: no chown-family call may give a file `guarded_gid` */
     gid_t guarded_gid;
+    const struct devaccess_spawn_limit *limits;   /* set while still root, exactly these */
+    size_t limit_count;
 };
+
 
 struct devaccess_spawn_result {
     pid_t pid;     /* > 0 on success */

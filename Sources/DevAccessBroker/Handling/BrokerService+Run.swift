@@ -228,11 +228,21 @@ extension BrokerService {
                     reason: "--strict cannot be enforced here (\(error)); nothing was run; run without --strict"))
             }
         }
+        // The caller's limits (pam_limits, ulimit), read from the peer now, not devaccessd's.
+        let limits: [ResourceLimit]
+        switch ResourceLimit.of(pid: peer.pid) {
+        case .success(let read): limits = read
+        case .failure(let error):
+            await endRun(run, status: "not started: the caller's resource limits could not be read", enforcement: enforcement)
+            return .error(ProtocolError(.badMessage, context: "run",
+                reason: "the caller's resource limits could not be read (\(error)); nothing was run"))
+        }
         let started: HeldProgram
         do throws(HeldProgram.Failure) {
             started = try HeldProgram.start(program: program, arguments: order.arguments, environment: environment.kept,
                                             directory: order.directory, umask: order.umask, streams: streams,
-                                            uid: peer.uid, gid: peer.gid, groups: groups, strict: ruleset)
+                                            uid: peer.uid, gid: peer.gid, groups: groups, limits: limits,
+                                            strict: ruleset)
         } catch {
             await endRun(run, status: "not started: \(error.description)", enforcement: enforcement)
             return .error(ProtocolError(.badMessage, context: "run", reason: error.description + "; nothing was run"))

@@ -35,13 +35,14 @@ final class HeldProgram: Sendable {
 
     static func start(program: RunProgram, arguments: [String], environment: [String], directory: String,
                       umask: UInt32, streams: [CInt], uid: UInt32, gid: UInt32, groups: [UInt32],
-                      strict: LandlockRuleset?) throws(Failure) -> HeldProgram {
+                      limits: [ResourceLimit], strict: LandlockRuleset?) throws(Failure) -> HeldProgram {
         guard let bootID = ProcessTable.bootID() else { throw Failure(description: "the boot id cannot be read") }
         var spec = LaunchSpec(executable: program.path, arguments: arguments, environment: environment,
                               workingDirectory: directory, standardInput: streams[0], standardOutput: streams[1],
                               standardError: streams[2], uid: uid, gid: gid, supplementaryGroups: groups,
                               umask: umask, landlock: strict)
         spec.guardedGroup = groups.last { RunGroups.contains($0) }
+        spec.resourceLimits = limits
         let held: HeldLaunch
         do {
             held = try ProgramLauncher.hold(spec)
