@@ -10,7 +10,7 @@ struct SchemaTests {
         let dir = TemporaryLedgerDirectory()
         let ledger = try openLedger(dir)
         #expect(try ledger.storedSchemaVersion() == Ledger.schemaVersion)
-        #expect(Ledger.schemaVersion == 5)
+        #expect(Ledger.schemaVersion == 6)
         #expect(try ledger.read { db throws(LedgerError) in try db.text("PRAGMA journal_mode") } == "wal")
         #expect(try ledger.read { db throws(LedgerError) in try db.integer("PRAGMA synchronous") } == 2)
         #expect(try ledger.read { db throws(LedgerError) in try db.integer("PRAGMA application_id") }
@@ -56,7 +56,7 @@ struct SchemaTests {
         }
 
         let ledger = try openLedger(dir)
-        #expect(try ledger.storedSchemaVersion() == 5)
+        #expect(try ledger.storedSchemaVersion() == 6)
         let grants = try ledger.grants(includeInactive: true)
         #expect(grants.count == 2)
         #expect(grants.contains { $0.subject == alice && $0.permission == .camera && $0.decision == .allow
