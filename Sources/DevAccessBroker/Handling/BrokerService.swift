@@ -175,7 +175,8 @@ public final class BrokerService: RequestHandler {
             return await resolve(action, approve: true, id: envelope.id, peer: peer)
         case .reject(let action):
             return await resolve(action, approve: false, id: envelope.id, peer: peer)
-        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport,
+             .setSwitch, .switches:
             return await administer(envelope.request, id: envelope.id, peer: peer)
         case .run(let order):
             return await run(order, envelope: envelope, peer: peer, exchange: exchange)
