@@ -78,13 +78,13 @@ struct SchemaTests {
         try rawSQL(dir.ledgerPath, "CREATE TABLE future (x); PRAGMA application_id = \(Schema.applicationID); PRAGMA user_version = 7")
         let before = try FileSnapshot(dir.ledgerPath)
         let entriesBefore = directoryEntries(dir.path)
-        #expect(throws: LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: 5)) {
+        #expect(throws: LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: 6)) {
             try openLedger(dir)
         }
         #expect(try FileSnapshot(dir.ledgerPath) == before)
         #expect(directoryEntries(dir.path) == entriesBefore)
-        let message = LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: 5).description
-        #expect(message.hasPrefix("ledger schema version 7 is newer than this devaccess (knows 5); upgrade devaccess"))
+        let message = LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: 6).description
+        #expect(message.hasPrefix("ledger schema version 7 is newer than this devaccess (knows 6); upgrade devaccess"))
     }
 
     @Test func corruptFileIsNamedAndUntouched() throws {
@@ -153,7 +153,7 @@ struct SchemaTests {
             let db = try SQLiteDatabase.open(path: dir.ledgerPath, readOnly: false)
             try Migrator.migrate(db, to: 1)
         }
-        #expect(throws: LedgerError.schemaOutdated(path: dir.ledgerPath, found: 1, known: 5)) {
+        #expect(throws: LedgerError.schemaOutdated(path: dir.ledgerPath, found: 1, known: 6)) {
             try openLedger(dir, mode: .readOnly)
         }
     }
