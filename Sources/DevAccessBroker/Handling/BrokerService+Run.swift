@@ -74,6 +74,12 @@ extension BrokerService {
         var plans: [GrantPlan] = []
         for (permission, status) in zip(order.permissions, before) {
             let decision = policies(permission)
+            if let off = read.switchedOff(permission) {
+                results[permission] = RequestResult(permission: permission, outcome: .restricted,
+                    message: "\(permission.rawValue) is " + off.sentence(formatTime: ISOTime.format)
+                        + "; a run cannot change that; nothing was asked or run")
+                continue
+            }
             if decision.action == .deny {
                 results[permission] = RequestResult(permission: permission, outcome: .restricted,
                     message: decision.explanation(permission, user: user) + "; a run cannot change that")
