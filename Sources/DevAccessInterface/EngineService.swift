@@ -49,6 +49,11 @@ public struct EngineService: DevAccessInterface {
         try requireAdmin(verb, "\(verb) \(order.permission.rawValue) to \(subject)")
         let expires = order.expiresMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
         let program = order.program.map { Program(path: Self.canonical($0)) }
+        if let program, order.allow, let flaw = Self.changeableByOthers(program.path) {
+            throw .refused(operation: verb, reason: "a program grant names a file only root can change, and "
+                + "\(program.path) is \(flaw): whoever can change it could run any code with the grant; "
+                + "grant the user (without --program) or install the program as root; nothing was recorded")
+        }
         let request = Enforcer.DecisionRequest(
             subject: subject, permission: order.permission, deviceID: order.device,
             decision: order.allow ? .allow : .deny, scope: expires == nil ? .always : .until, expires: expires,
@@ -106,6 +111,15 @@ public struct EngineService: DevAccessInterface {
                 continuation.resume(returning: ended)
             }
         }
+    }
+
+    /// Why `path` is not a file only root can change (RootInstalledFile), or nil when it is.
+    /// A path that does not exist yet is refused too: what will be put there is unknown.
+    static func changeableByOthers(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return "not there (\(Errno.current))" }
+        var checker = RootInstalledFile()
+        return checker.flaw(path, expected: FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
     }
 
     /// The program path as the kernel will report it for a run (symlinks resolved), or as

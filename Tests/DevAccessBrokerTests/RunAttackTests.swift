@@ -189,10 +189,10 @@ struct RunAttackTests {
             said = (try? String(contentsOfFile: marks, encoding: .utf8)) ?? ""
         }
         _ = FileManager.default.createFile(atPath: stop, contents: nil)
-        withKnownIssue("open issue: devaccessd execs the program by path after hashing it (see the hostile report)") {
-            #expect(!said.contains("evil-opened"),
-                    "a file renamed over the path after the hash ran with the grant pinned to the hashed one (\(attempts) runs)")
-        }
+        // A program its user can change is decided for each run: no standing program grant
+        // (pinned or not) applies to it, so there is nothing for a swap to borrow.
+        #expect(!said.contains("evil-opened"),
+                "a file renamed over the path after the hash ran with the grant pinned to the hashed one (\(attempts) runs)")
     }
 
     // MARK: - What root's resolution tells the user
@@ -215,10 +215,8 @@ struct RunAttackTests {
         let answers = try user.python(script, [setup.daemon.socketPath, secret.path]).stdout
             .split(separator: "\n").map { $0.replacingOccurrences(of: "present", with: "NAME")
                 .replacingOccurrences(of: "absent", with: "NAME") }
-        withKnownIssue("open issue: devaccessd resolves the program as root (see the hostile report)") {
-            #expect(answers.count == 2 && answers[0] == answers[1],
-                    "the answers tell an existing file from a missing one: \(answers.joined(separator: " / "))")
-        }
+        #expect(answers.count == 2 && answers[0] == answers[1],
+                "the answers tell an existing file from a missing one: \(answers.joined(separator: " / "))")
     }
 
     // MARK: - Limits

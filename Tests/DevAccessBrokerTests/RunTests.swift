@@ -424,6 +424,14 @@ struct RunTests {
         let other = try Self.run(user, setup, ["--camera", "--", "/usr/bin/python3", "-c",
                                                "import sys; open(sys.argv[1], 'r+b')", setup.camera])
         #expect(other.status == 77, "\(other.stderr)")
+        // A program grant for a file its user could change would stand for any code: refused.
+        let scripts = try TemporaryDirectory()
+        let own = scripts.path + "/camera-app"
+        try Data("#!/bin/sh\n".utf8).write(to: URL(fileURLWithPath: own))
+        #expect(chown(own, user.uid, user.gid) == 0 && chmod(own, 0o755) == 0)
+        let refused = try Self.admin(setup, ["grant", "camera", "--user", user.name, "--program", own])
+        #expect(refused.status == 77, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("owned by uid \(user.uid)"), "\(refused.stderr)")
         // The admin's revoke of that program's grant ends it; runs of the program are refused again.
         let revoked = try Self.admin(setup, ["revoke", "camera", "--user", user.name, "--program", "/bin/sh"])
         #expect(revoked.status == 0, "\(revoked.stderr)")

@@ -44,7 +44,11 @@ extension BrokerService {
         let user = identity(of: peer)
         let subject = Principal(uid: user.uid, name: user.name)
         let program: RunProgram
-        switch RunProgram.open(order.program, uid: peer.uid) {
+        // Reachability is judged with the groups the caller's process has (the kernel's), which
+        // are the ones the program gets.
+        let caller = UserIdentity(uid: peer.uid, name: user.name, primaryGID: peer.gid,
+                                  groups: ([peer.gid] + peer.groups).map { GroupRef(gid: $0, name: nil) })
+        switch RunProgram.open(order.program, user: caller) {
         case .success(let opened): program = opened
         case .failure(let problem):
             return refuse("run", id: envelope.id, peer: peer, subject: subject, reason: problem.description,
@@ -63,7 +67,12 @@ extension BrokerService {
                 reason: "the ledger cannot be read, so nothing was asked or run: \(problem)"))
         }
         let before = statuses(for: user, reports: reports, read: read)
-        let standing = RunDecisions(active: read.grants.filter { $0.subject.uid == user.uid })
+        // A program grant names a path: it stands for code only where only root can change the
+        // file. A program its user can change (or swap at its path between devaccessd's checks
+        // and the exec) is decided for each run; only the user's own decisions apply to it.
+        let standing = RunDecisions(active: read.grants.filter { grant in
+            grant.subject.uid == user.uid && (program.trusted || grant.program == nil)
+        })
         let policyProgram = program.trusted ? program.path : nil
         let policies: @Sendable (Permission) -> PolicyDecision = {
             policy.requestDecision(for: $0, user: user, program: policyProgram)
@@ -256,6 +265,12 @@ extension BrokerService {
         let process = started.holder
         let identity = program.grantProgram
         let reason = order.reason ?? ""
+        // A program its user can change gets this run only, whatever term was chosen.
+        let runAllows = program.trusted ? allows : allows.map { plan in
+            var once = plan
+            once.term = .once(limit: nil)
+            return once
+        }
         var details = ["removed_environment": environment.removed.joined(separator: " ")]
         for (permission, result) in results { details["\(permission.rawValue)_outcome"] = result.outcome.rawValue }
         let startDetails = details
@@ -265,7 +280,7 @@ extension BrokerService {
                 let grants: [Grant]
                 do throws(LedgerError) {
                     try enforcer.ledger.runStarted(run.id, process: process, details: startDetails, at: enforcer.clock())
-                    grants = try allows.map { (plan) throws(LedgerError) in
+                    grants = try runAllows.map { (plan) throws(LedgerError) in
                         try Self.recordRunGrant(plan, subject: subject, program: identity, reason: reason,
                                                 process: process, ledger: enforcer.ledger, now: enforcer.clock())
                     }
@@ -276,7 +291,7 @@ extension BrokerService {
             }
             for grant in granted {
                 results[grant.permission] = Self.result(for: grant, outcome: .granted,
-                                                        term: allows.first { $0.permission == grant.permission }?.term.wire)
+                                                        term: runAllows.first { $0.permission == grant.permission }?.term.wire)
             }
         } catch {
             started.abandon()

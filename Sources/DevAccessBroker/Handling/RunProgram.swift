@@ -1,4 +1,5 @@
 import Glibc
+import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
 
@@ -17,11 +18,14 @@ struct RunProgram {
     /// What the run is of: path and hash, for matching grants that pin a hash.
     var identity: Program { Program(path: path, sha256: sha256) }
 
-    /// What a grant for this program names: the path alone for root's file (so an upgrade
-    /// keeps the grant), path and hash for a file its user could replace.
-    var grantProgram: Program { Program(path: path, sha256: trusted ? nil : sha256) }
+    /// What a grant for this program names: its path (program grants that outlast a run are
+    /// recorded only for root's files; an upgrade keeps them). The hash is in the run's record.
+    var grantProgram: Program { Program(path: path) }
 
     enum Problem: Error, CustomStringConvertible {
+        /// Missing, or somewhere the user cannot reach: one answer for both, so a run tells the
+        /// user nothing about files they could not look at themselves.
+        case unreachable(String)
         case unresolvable(String, Errno)
         case notRegular(String)
         case notExecutable(String)
@@ -29,6 +33,9 @@ struct RunProgram {
 
         var description: String {
             switch self {
+            case .unreachable(let path):
+                return "\(path) is not a program you can run (missing, or in a directory you cannot enter); "
+                    + "nothing was run"
             case .unresolvable(let path, let error): return "\(path): \(error); nothing was run"
             case .notRegular(let path): return "\(path) is not a regular file; nothing was run"
             case .notExecutable(let path): return "\(path) is not executable (no x bit); nothing was run"
@@ -39,6 +46,17 @@ struct RunProgram {
         }
     }
 
+    static func reachable(_ path: String, by user: UserIdentity) -> Bool {
+        guard user.uid != 0 else { return true }
+        var directory = path
+        while let slash = directory.lastIndex(of: "/"), directory != "/" {
+            directory = slash == directory.startIndex ? "/" : String(directory[..<slash])
+            guard let facts = try? NodeInspector.inspect(directory), facts.kind == .directory,
+                  AccessEvaluator.permits(.execute, on: facts, for: user) else { return false }
+        }
+        return true
+    }
+
     /// `path` with symlinks resolved, or as given when it cannot be.
     static func canonical(_ path: String) -> String {
         guard let resolved = Glibc.realpath(path, nil) else { return path }
@@ -46,12 +64,14 @@ struct RunProgram {
         return String(cString: resolved)
     }
 
-    static func open(_ requested: String, uid: UInt32) -> Result<RunProgram, Problem> {
-        guard let resolved = Glibc.realpath(requested, nil) else {
-            return .failure(.unresolvable(requested, Errno.current))
-        }
+    static func open(_ requested: String, user: UserIdentity) -> Result<RunProgram, Problem> {
+        guard let resolved = Glibc.realpath(requested, nil) else { return .failure(.unreachable(requested)) }
         let path = String(cString: resolved)
         free(resolved)
+        // devaccessd resolves as root; before it says anything about the file, the user must be
+        // able to reach it: search permission on every directory above it (mode and ACLs, as
+        // the kernel checks them for the user's groups). The exec as the user checks again.
+        guard reachable(path, by: user) else { return .failure(.unreachable(requested)) }
         // O_PATH first: the path is the user's word, and opening a device node as root has
         // effects (a pty the user made became devaccessd's controlling terminal, a watchdog
         // starts). Only a regular file is opened for reading, through that same inode.
