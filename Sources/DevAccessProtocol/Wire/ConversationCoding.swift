@@ -27,6 +27,17 @@ enum ConversationCoding {
         return word == 0 ? .once : .always
     }
 
+    /// `scope` (and `duration` for `for`); nothing for nil.
+    static func encode(scope: RequestScope?) -> [JSONMember] {
+        switch scope {
+        case nil: return []
+        case .once: return [JSONMember("scope", .string("once"))]
+        case .always: return [JSONMember("scope", .string("always"))]
+        case .duration(let seconds):
+            return [JSONMember("scope", .string("for")), JSONMember("duration", .integer(seconds))]
+        }
+    }
+
     // MARK: prompt-answer
 
     static func encode(_ answer: PromptAnswer) -> [JSONMember] {

@@ -32,14 +32,7 @@ public enum MessageCodec {
         case .request(let request):
             members.append(JSONMember("permissions", .array(request.permissions.map { .string($0.rawValue) })))
             if let reason = request.reason { members.append(JSONMember("reason", .string(reason))) }
-            switch request.scope {
-            case nil: break
-            case .once: members.append(JSONMember("scope", .string("once")))
-            case .always: members.append(JSONMember("scope", .string("always")))
-            case .duration(let seconds):
-                members.append(JSONMember("scope", .string("for")))
-                members.append(JSONMember("duration", .integer(seconds)))
-            }
+            members += ConversationCoding.encode(scope: request.scope)
             if request.wait { members.append(JSONMember("wait", .bool(true))) }
         case .promptAnswer(let answer):
             members += ConversationCoding.encode(answer)
@@ -49,14 +42,7 @@ public enum MessageCodec {
             members.append(JSONMember("pending", .integer(action.pending)))
             if let reason = action.reason { members.append(JSONMember("reason", .string(reason))) }
             if envelope.version >= 4, case .approve = envelope.request {
-                switch action.scope {
-                case nil: break
-                case .once: members.append(JSONMember("scope", .string("once")))
-                case .always: members.append(JSONMember("scope", .string("always")))
-                case .duration(let seconds):
-                    members.append(JSONMember("scope", .string("for")))
-                    members.append(JSONMember("duration", .integer(seconds)))
-                }
+                members += ConversationCoding.encode(scope: action.scope)
             }
             if envelope.version >= 4, case .reject = envelope.request, action.deny {
                 members.append(JSONMember("deny", .bool(true)))

@@ -98,14 +98,7 @@ enum RunCoding {
             JSONMember("permissions", .array(order.permissions.map { .string($0.rawValue) })),
         ]
         if let reason = order.reason { members.append(JSONMember("reason", .string(reason))) }
-        switch order.scope {
-        case nil: break
-        case .once: members.append(JSONMember("scope", .string("once")))
-        case .always: members.append(JSONMember("scope", .string("always")))
-        case .duration(let seconds):
-            members.append(JSONMember("scope", .string("for")))
-            members.append(JSONMember("duration", .integer(seconds)))
-        }
+        members += ConversationCoding.encode(scope: order.scope)
         if order.strict { members.append(JSONMember("strict", .bool(true))) }
         return members
     }
