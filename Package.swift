@@ -21,13 +21,15 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Header-only: kernel and libc helpers Swift cannot import directly (macros).
         .systemLibrary(name: "CLinux"),
-        // fork/exec for `devaccess run`: the code between fork and exec is C, async-signal-safe.
+        // fork + exec as another user for `devaccess run`, and Landlock: C because the code
+        // between fork and exec may only make async-signal-safe calls.
         .target(name: "CSpawn"),
 
         // The model: permissions, statuses, reasons, access evaluation. Pure, no I/O.
         .target(name: "DevAccessCore"),
         // Thin typed layer over libc, libacl and PAM: errno, stat, users, groups, ACLs, passwords.
-        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux", "CPam"]),
+        // Also: starting `devaccess run`'s program (CSpawn), its environment, Landlock rulesets.
+        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux", "CPam", "CSpawn"]),
         // Authority adapters: camera (udev + V4L2), microphone (ALSA), location (gpsd).
         .target(name: "DevAccessHardware",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "CUdev", "CV4L2", "CAlsa", "CLinux"]),
@@ -72,6 +74,7 @@ let package = Package(
         .testTarget(name: "DevAccessBrokerTests",
                     dependencies: ["DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
                                    "DevAccessSystem", "DevAccessTestSupport"]),
+        .testTarget(name: "DevAccessSystemTests", dependencies: ["DevAccessSystem", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEnforcementTests",
                     dependencies: ["DevAccessEnforcement", "DevAccessCore", "DevAccessSystem", "DevAccessLedger",
                                    "DevAccessTestSupport"]),

@@ -1,3 +1,4 @@
+import DevAccessCore
 import DevAccessInterface
 import DevAccessLedger
 import Foundation
@@ -163,12 +164,13 @@ enum AuditHTMLReport {
 
     private static func summaryTables(_ summary: AuditSummary) -> String {
         let header = ["events", "requests", "consent", "password", "admin", "policy", "denied", "revoked", "expired",
-                      "refused", "drift found", "drift repaired", "hotplug", "runs", "event numbers"]
+                      "refused", "drift found", "drift repaired", "hotplug", "runs", "run time", "event numbers"]
         func row(_ name: String, _ counts: AuditCounts) -> String {
             let range = counts.firstEvent.map { first in "#\(first)…#\(counts.lastEvent ?? first)" } ?? "-"
             let cells = [counts.events, counts.requests, counts.grantsConsent, counts.grantsPassword, counts.grantsAdmin,
                          counts.grantsPolicy, counts.denials, counts.revocations, counts.expiries, counts.refusals,
-                         counts.driftFound, counts.driftRepaired, counts.hotplug, counts.runs].map(String.init) + [range]
+                         counts.driftFound, counts.driftRepaired, counts.hotplug, counts.runs].map(String.init)
+                         + [DurationText.format(seconds: counts.runSeconds), range]
             return "<tr><td>\(escape(name))</td>" + cells.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n"
         }
         func table(_ first: String, _ rows: [String]) -> String {

@@ -192,12 +192,13 @@ enum EventCSV {
 enum SummaryRendering {
     static let countColumns = ["events", "requests", "grants_consent", "grants_password", "grants_admin", "grants_policy",
                                "denials", "revocations", "expiries", "resets", "refusals", "queued", "drift_found",
-                               "drift_repaired", "hotplug", "runs", "first_event", "last_event"]
+                               "drift_repaired", "hotplug", "runs", "run_seconds", "first_event", "last_event"]
 
     static func values(_ counts: AuditCounts) -> [String] {
         [counts.events, counts.requests, counts.grantsConsent, counts.grantsPassword, counts.grantsAdmin,
          counts.grantsPolicy, counts.denials, counts.revocations, counts.expiries, counts.resets, counts.refusals,
-         counts.queued, counts.driftFound, counts.driftRepaired, counts.hotplug, counts.runs].map(String.init)
+         counts.queued, counts.driftFound, counts.driftRepaired, counts.hotplug, counts.runs, counts.runSeconds]
+            .map(String.init)
             + [counts.firstEvent.map(String.init) ?? "", counts.lastEvent.map(String.init) ?? ""]
     }
 
@@ -228,7 +229,8 @@ enum SummaryRendering {
                     "\(counts.grants) (\(counts.grantsConsent)/\(counts.grantsPassword)/\(counts.grantsAdmin)/"
                         + "\(counts.grantsPolicy))",
                     String(counts.denials), String(counts.revocations), String(counts.expiries), String(counts.refusals),
-                    "\(counts.driftFound)/\(counts.driftRepaired)", String(counts.hotplug), String(counts.runs), range]
+                    "\(counts.driftFound)/\(counts.driftRepaired)", String(counts.hotplug),
+                    counts.runs == 0 ? "0" : "\(counts.runs) (\(DurationText.format(seconds: counts.runSeconds)))", range]
         }
         var sections: [String] = []
         var permissionHeader = header

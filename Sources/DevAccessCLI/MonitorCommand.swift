@@ -1,5 +1,6 @@
 import DevAccessCore
 import DevAccessHardware
+import DevAccessInterface
 import Glibc
 
 enum MonitorCommand: Command {
@@ -7,13 +8,16 @@ enum MonitorCommand: Command {
         name: "monitor",
         abstract: "Print camera and microphone hotplug events and the status changes they cause.",
         usage: "devaccess monitor [--user USER] [--json]",
-        options: [CommonOptions.user, CommonOptions.json],
+        options: [CommonOptions.user, CommonOptions.json, BrokerOptions.socket],
         discussion: """
         Listens to udev (events after udevd applied its rules) for video4linux and sound
         devices. After each event the permission is probed again and the devices that
         appeared, went away or changed are printed, with the status before and after for
         USER. With --json, one object per line (docs/json.md). Runs until interrupted.
         Location is not monitored: gpsd receivers are not udev events of devaccess's.
+        Privacy switches ('devaccess switch') are asked of devaccessd at the start and every
+        2 seconds: a change prints 'switch PERMISSION off|on' (JSON: event "switch"), and a
+        permission switched off shows as restricted.
         """)
 
     static let watched: [(subsystem: String, permission: Permission)] = [
@@ -32,20 +36,38 @@ enum MonitorCommand: Command {
         } catch {
             throw CommandFailure(message: error.description)
         }
+        let broker = BrokerInterface(socketPath: try BrokerOptions.socketPath(arguments, command: spec.name),
+                                     timeout: .seconds(2))
+        var switches = await offSwitches(broker)
+        func evaluate(_ permission: Permission) -> PermissionStatus {
+            let off = switches?.first { $0.permission == permission.rawValue }
+            return StatusEvaluator.evaluate(MachineProbe.probeLocal(permission), for: user,
+                                            inputs: DecisionInputs(policyRestriction: off.flatMap(\.restricted).map {
+                                                Reason(.ledger, $0)
+                                            }))
+        }
+        try printSwitches(switches ?? [], changedFrom: [], json: json, console: console)
         var current: [Permission: PermissionStatus] = [:]
         var trackers: [Permission: HotplugTracker] = [:]
         for (_, permission) in watched {
-            let status = StatusEvaluator.evaluate(MachineProbe.probeLocal(permission), for: user)
+            let status = evaluate(permission)
             current[permission] = status
             trackers[permission] = HotplugTracker(initial: status.devices.map(\.device))
         }
         if !json { console.error("devaccess: monitoring cameras and microphones for \(user.name); Ctrl-C stops") }
         while true {
-            guard let received = try monitorNext(monitor) else { continue }
+            let next = try monitorNext(monitor)
+            // devaccessd not reachable (nil): the last known switches stay.
+            if let now = await offSwitches(broker), now != switches {
+                try printSwitches(now, changedFrom: switches ?? [], json: json, console: console)
+                switches = now
+                for (_, permission) in watched { current[permission] = evaluate(permission) }
+            }
+            guard let received = next else { continue }
             let event = received.device
             guard let permission = watched.first(where: { $0.subsystem == event.subsystem })?.permission,
                   let before = current[permission], var tracker = trackers[permission] else { continue }
-            let after = StatusEvaluator.evaluate(MachineProbe.probeLocal(permission), for: user)
+            let after = evaluate(permission)
             current[permission] = after
             let changes = tracker.apply(action: event.action ?? "change", devnode: event.devnode,
                                         probed: after.devices.map(\.device))
@@ -69,9 +91,31 @@ enum MonitorCommand: Command {
         }
     }
 
+    /// The switches that are off, as devaccessd says; nil when it cannot be asked.
+    private static func offSwitches(_ broker: BrokerInterface) async -> [SwitchesDocument.State]? {
+        guard let document = try? await broker.switches() else { return nil }
+        return document.switches.filter { $0.state == "off" }
+    }
+
+    /// One line (or JSON object) per switch that changed since `changedFrom`.
+    private static func printSwitches(_ off: [SwitchesDocument.State], changedFrom earlier: [SwitchesDocument.State],
+                                      json: Bool, console: Console) throws {
+        var changed = off.filter { !earlier.contains($0) }
+        for gone in earlier where !off.contains(where: { $0.permission == gone.permission }) {
+            changed.append(SwitchesDocument.State(permission: Permission(rawValue: gone.permission), off: nil))
+        }
+        for state in changed {
+            if json {
+                console.out(try JSONOutput.encodeLine(SwitchEventDocument(state)))
+            } else {
+                console.out("switch " + SwitchCommand.line(state))
+            }
+        }
+    }
+
     private static func monitorNext(_ monitor: UdevMonitor) throws -> UdevMonitor.Event? {
         do {
-            return try monitor.next(timeoutMilliseconds: -1)
+            return try monitor.next(timeoutMilliseconds: 2000)
         } catch {
             throw CommandFailure(message: error.description)
         }

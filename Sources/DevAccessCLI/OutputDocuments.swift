@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessInterface
 import DevAccessEnforcement
 
 /// The stable `--json` shapes (docs/json.md). Keys that have no value are left out.
@@ -174,4 +175,26 @@ struct MonitorEventDocument: Encodable {
     var nodes: [NodeDocument]
     var previousStatus: String
     var status: String
+}
+
+/// `monitor --json`: a privacy switch changed (`event` is "switch").
+struct SwitchEventDocument: Encodable {
+    var event = "switch"
+    var permission: String
+    var state: String
+    var hard: Bool?
+    var by: String?
+    var since: String?
+    var until: String?
+    var reason: String?
+
+    init(_ state: SwitchesDocument.State) {
+        permission = state.permission
+        self.state = state.state
+        hard = state.hard
+        by = state.by
+        since = state.since
+        until = state.until
+        reason = state.reason
+    }
 }

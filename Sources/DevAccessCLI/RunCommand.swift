@@ -11,6 +11,8 @@ enum RunCommand: Command {
     static let camera = OptionSpec(long: "camera", short: nil, value: nil, help: "Give the program the camera.")
     static let microphone = OptionSpec(long: "microphone", short: nil, value: nil,
                                        help: "Give the program the microphone.")
+    static let strict = OptionSpec(long: "strict", short: nil, value: nil,
+        help: "Also keep the program from the capture devices it is not given, even where your groups open them.")
     static let once = OptionSpec(long: "once", short: nil, value: nil,
                                  help: "Ask for this run only (the default when a decision is needed).")
 
@@ -18,9 +20,9 @@ enum RunCommand: Command {
         name: "run",
         abstract: "Run a program with the camera or microphone: only that program tree gets them.",
         usage: "devaccess run [--camera] [--microphone] [--reason TEXT] [--once | --for DURATION | --always] "
-            + "[--] PROGRAM [ARGUMENT...]",
+            + "[--strict] [--] PROGRAM [ARGUMENT...]",
         options: [camera, microphone, RequestCommand.reason, once, RequestCommand.forDuration, RequestCommand.always,
-                  BrokerOptions.socket],
+                  strict, BrokerOptions.socket],
         discussion: """
         devaccessd starts PROGRAM itself, as you (your uid, gid and groups) plus one group id
         of the run's own; the device nodes of the permissions it is given get an ACL entry for
@@ -38,6 +40,10 @@ enum RunCommand: Command {
         see devaccess(1)). Standard input, output and error are yours; Ctrl-C, Ctrl-Z, a
         window size change and signals sent to devaccess reach the program. The program runs
         outside your terminal's session: it has no controlling terminal (/dev/tty).
+        --strict: the program also cannot open the capture nodes of what it was not given
+        (--camera alone: no microphone), even where your groups (video, audio) or ACL
+        entries would open them (Landlock; it also sets no_new_privs, so setuid programs
+        run inside do not gain privileges).
         Exit status: the program's (128+N when a signal N ended it); when it did not start:
         77 a permission was refused or not decided, 69 devaccessd unreachable, 64 usage, 1
         another error (the message says which).
@@ -67,7 +73,8 @@ enum RunCommand: Command {
         let program = try resolve(name)
         let order = RunOrder(program: program, arguments: arguments.positionals, environment: environment(),
                              directory: FileManager.default.currentDirectoryPath, umask: currentUmask(),
-                             permissions: permissions, reason: text, scope: scope)
+                             permissions: permissions, reason: text, scope: scope,
+                             strict: arguments.has("strict"))
         let path = try BrokerOptions.socketPath(arguments, command: spec.name)
         let signals = SignalPipe.install(relayed)
         let client: BrokerClient
@@ -80,15 +87,20 @@ enum RunCommand: Command {
         }
         var session = PromptSession(client: client, id: id, signals: signals, console: console)
         var running = false
+        var early: [Int32] = []
         while true {
             switch try RequestCommand.next(client, id: id, signals: signals, timeout: running ? nil : .seconds(300)) {
             case .signal(let number):
-                guard running else {
+                if running {
+                    relay(number, client: client, id: id)
+                } else if Self.keptUntilStarted.contains(number) {
+                    // The program may have started already, its `run-started` not read yet.
+                    early.append(number)
+                } else {
                     // Nothing runs yet: leaving withdraws the request (the broker asks nobody further).
                     if let signals { signals.raiseAgain(number) }
                     return .failure
                 }
-                relay(number, client: client, id: id)
             case .timedOut:
                 throw CommandFailure(message: "devaccessd at \(path) did not start the program within 300 s",
                                      code: .brokerUnreachable)
@@ -96,6 +108,8 @@ enum RunCommand: Command {
                 if case .interrupted(let number) = try session.show(prompt) { signals?.raiseAgain(number) }
             case .reply(.runStarted(let started)):
                 running = true
+                for number in early { relay(number, client: client, id: id) }
+                early.removeAll()
                 for result in started.results where result.outcome == .granted {
                     console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
                 }
@@ -114,6 +128,10 @@ enum RunCommand: Command {
             }
         }
     }
+
+    /// Signals that do not mean "stop asking": kept while the program is not known to run,
+    /// and relayed once it is.
+    static let keptUntilStarted: Set<Int32> = [SIGTSTP, SIGCONT, SIGWINCH, SIGUSR1, SIGUSR2, SIGALRM]
 
     /// The program's exit status, as devaccess's own.
     struct ProgramExit: Error {

@@ -14,6 +14,8 @@ public struct EnforcementReport: Sendable, Hashable {
     /// Nodes the engine would not or could not touch; the exit code of the CLI says so.
     public var problems: [EnforcementProblem] = []
     public var drift: [DriftItem] = []
+    /// Privacy switches whose `--for` ran out and that this run turned back on.
+    public var switchesEnded: [PrivacySwitch] = []
     /// Facts worth telling that are neither changes nor problems.
     public var notes: [String] = []
 
@@ -31,6 +33,10 @@ public struct EnforcementChange: Sendable, Hashable {
         /// A record dropped without an ACL edit: the node went away or was replaced, so the
         /// entry went with the old inode.
         case recordDropped
+        /// A privacy switch (`--hard`) saved a node's access and took it away.
+        case accessTaken
+        /// A node's access saved by a privacy switch was put back.
+        case accessRestored
     }
 
     public var action: Action

@@ -56,7 +56,13 @@ extension Enforcer {
             uids = widened
         }
         let withheld = unrecorded.withheld
-        let decisions = Decisions(active: try ledger.grants(now: clock()).filter { !withheld.contains($0.id) })
+        // A permission switched off for everyone: its grants do not stand while it is off.
+        let switchedOff = try switchesInForce(&report)
+        let off = Set(switchedOff.map(\.permission))
+        let hardOff = switchedOff.filter(\.hard)
+        try restoreSavedAccess(keepingOff: Set(hardOff.map(\.permission)), &report)
+        let standing = try ledger.grants(now: clock()).filter { !withheld.contains($0.id) && !off.contains($0.permission) }
+        let decisions = Decisions(active: standing)
         let records = try ledger.aclEntries().filter { record in
             // Group entries belong to `devaccess run`; user entries outside the scope wait their turn.
             guard case .user(let uid) = record.qualifier else { return false }
@@ -66,8 +72,10 @@ extension Enforcer {
         var pass = ApplyPass(enforcer: self, decisions: decisions, reports: reports, report: report)
         try pass.apply(records: records, uids: uids)
         report = pass.report
-        try applyRunAccess(active: try ledger.grants(now: clock()).filter { !withheld.contains($0.id) },
-                           reports: reports, &report)
+        try applyRunAccess(active: try ledger.grants(now: clock()).filter {
+            !withheld.contains($0.id) && !off.contains($0.permission)
+        }, reports: reports, &report)
+        try lockDown(hardOff, &report)
         // Drift the pass found while editing (an entry that appeared between probe and edit) is
         // not repeated, nor contradicted by a probe that predates it, by the check below.
         let told = Set(report.drift.map { ApplyPass.Key(path: $0.nodePath, uid: $0.uid) })

@@ -4,7 +4,8 @@ import DevAccessLedger
 /// What a long-running caller (the daemon) needs to schedule engine runs: when the next
 /// grant runs out, and whether a run could change anything at all.
 extension Enforcer {
-    /// The earliest expiry among the standing decisions (allow or deny, every permission),
+    /// The earliest expiry among the standing decisions (allow or deny, every permission)
+    /// and the switches turned off `--for` a while,
     /// nil when none has one. Grants already past their time are not here: they are what
     /// the next run ends (`Ledger.expiredUnrevoked`).
     public func nextExpiry() throws(EnforcementError) -> Date? {
@@ -14,7 +15,10 @@ extension Enforcer {
             // longer among the standing grants, so the minimum below would miss it, and its
             // entry would stay until some other run came by.
             if let overdue = try ledger.expiredUnrevoked(now: now).compactMap(\.expires).min() { return overdue }
-            return try ledger.grants(now: now).compactMap(\.expires).min()
+            // A switch's `--for` ends like a grant: its run turns it back on.
+            let grantEnds = try ledger.grants(now: now).compactMap(\.expires)
+            let switchEnds = try ledger.switches().compactMap(\.until)
+            return (grantEnds + switchEnds).min()
         } catch {
             throw .ledger(error)
         }
@@ -29,6 +33,9 @@ extension Enforcer {
             let now = clock()
             if try !ledger.grants(now: now).isEmpty { return true }
             if try !ledger.aclEntries().isEmpty { return true }
+            // A switch keeps hotplugged nodes off, and a saved node waits to be put back.
+            if try !ledger.switches().isEmpty { return true }
+            if try !ledger.savedNodeAccess().isEmpty { return true }
             return try !ledger.expiredUnrevoked(now: now).isEmpty
         } catch {
             throw .ledger(error)

@@ -26,11 +26,19 @@ public struct LedgerSnapshot: Sendable {
     public var path: String
     public var decisions: Decisions
     public var records: [ACLEntryRecord]
+    /// The privacy switches that are off: their permissions are `restricted` for everyone.
+    public var switches: [PrivacySwitch]
 
-    public init(path: String, decisions: Decisions, records: [ACLEntryRecord]) {
+    public init(path: String, decisions: Decisions, records: [ACLEntryRecord], switches: [PrivacySwitch] = []) {
         self.path = path
         self.decisions = decisions
         self.records = records
+        self.switches = switches
+    }
+
+    /// The switch that has `permission` off now, if any (one whose time ran out is not).
+    public func switchedOff(_ permission: Permission, now: Date = Date()) -> PrivacySwitch? {
+        switches.first { $0.permission == permission && ($0.until.map { $0 > now } ?? true) }
     }
 }
 
@@ -45,7 +53,8 @@ public enum LedgerStatus {
             let ledger = try Ledger(path: path, mode: .readOnly, journal: .disabled)
             let grants = try ledger.grants(uid: uid, now: now)
             let records = try ledger.aclEntries()
-            return .loaded(LedgerSnapshot(path: path, decisions: Decisions(active: grants), records: records))
+            return .loaded(LedgerSnapshot(path: path, decisions: Decisions(active: grants), records: records,
+                                          switches: try ledger.switches()))
         } catch {
             return .unreadable(path: path, problem: error.description)
         }
@@ -76,6 +85,10 @@ public enum LedgerStatus {
             inputs.policyRestriction = rules.restriction(for: report.permission, user: user)
         case .unreadable(let problem):
             decisionReasons.append(Reason(.policy, "the policy cannot be read, so no restriction is shown: \(problem)"))
+        }
+        // A privacy switch outranks the policy: it is what an administrator said last, for everyone.
+        if case .loaded(let snapshot) = ledger, let off = snapshot.switchedOff(report.permission) {
+            inputs.policyRestriction = Reason(.ledger, off.sentence(formatTime: ISOTime.format))
         }
         var status = StatusEvaluator.evaluate(report, for: user, inputs: inputs)
         status.reasons.insert(contentsOf: decisionReasons, at: min(1, status.reasons.count))

@@ -49,6 +49,14 @@ public struct BrokerInterface: DevAccessInterface {
         try perform(.auditReport(query))
     }
 
+    public func setSwitch(_ order: SwitchOrder) async throws(InterfaceError) -> SwitchesDocument {
+        try perform(.setSwitch(order))
+    }
+
+    public func switches() async throws(InterfaceError) -> SwitchesDocument {
+        try perform(.switches)
+    }
+
     private func perform<Document: Decodable>(_ request: Request) throws(InterfaceError) -> Document {
         let result: OperationResult
         do {

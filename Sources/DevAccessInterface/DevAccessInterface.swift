@@ -31,6 +31,10 @@ public protocol DevAccessInterface: Sendable {
     func archiveAudit(_ order: AuditArchiveOrder) async throws(InterfaceError) -> AuditArchiveDocument
     /// Read the audit trail: a page of filtered events, their summary, or one event (admin).
     func auditReport(_ query: AuditReportQuery) async throws(InterfaceError) -> AuditReportDocument
+    /// Turn a permission off for everyone, or back on (admin).
+    func setSwitch(_ order: SwitchOrder) async throws(InterfaceError) -> SwitchesDocument
+    /// The privacy switches (anyone).
+    func switches() async throws(InterfaceError) -> SwitchesDocument
 }
 
 /// Why an operation did not happen; each case maps to one documented exit code.

@@ -398,3 +398,58 @@ public struct WithdrawDocument: Codable, Sendable, Hashable {
         resolution = request.resolution?.rawValue ?? "waiting"
     }
 }
+
+/// `switch` and `switches` (the `devaccess switch --json` document): every permission's
+/// switch, and for a change, what the engine did and who still holds the nodes open.
+public struct SwitchesDocument: Codable, Sendable, Hashable {
+    public struct State: Codable, Sendable, Hashable {
+        public var permission: String
+        /// "on" or "off".
+        public var state: String
+        public var hard: Bool?
+        public var by: String?
+        public var byUid: UInt32?
+        public var since: String?
+        public var until: String?
+        public var reason: String?
+        /// What status says while it is off ("switched off by root at ...: exam week").
+        public var restricted: String?
+
+        public init(permission: Permission, off: PrivacySwitch?) {
+            self.permission = permission.rawValue
+            state = off == nil ? "on" : "off"
+            guard let off else { return }
+            hard = off.hard
+            by = off.by.name
+            byUid = off.by.uid
+            since = ISOTime.format(off.since)
+            until = off.until.map(ISOTime.format)
+            reason = off.reason.isEmpty ? nil : off.reason
+            restricted = off.sentence(formatTime: ISOTime.format)
+        }
+    }
+
+    /// Processes that held the permission's nodes open right after it was switched off: an
+    /// ACL change closes nothing already open (`devaccess who`).
+    public struct StillOpen: Codable, Sendable, Hashable {
+        public var processes: Int
+        /// Processes whose descriptors could not be read.
+        public var uninspected: Int
+    }
+
+    public var switches: [State]
+    /// `switch` only: false when it already was as asked.
+    public var changed: Bool?
+    public var enforcement: EnforcementDocument?
+    public var stillOpen: StillOpen?
+
+    public init(switches off: [PrivacySwitch], changed: Bool? = nil, report: EnforcementReport? = nil,
+                stillOpen: StillOpen? = nil, now: Date) {
+        switches = Permission.all.map { permission in
+            State(permission: permission, off: off.first { $0.permission == permission })
+        }
+        self.changed = changed
+        enforcement = report.map { EnforcementDocument($0, now: now) }
+        self.stillOpen = stillOpen
+    }
+}

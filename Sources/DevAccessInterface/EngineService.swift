@@ -304,6 +304,42 @@ public struct EngineService: DevAccessInterface {
         return try outcome.get()
     }
 
+    // MARK: Privacy switches
+
+    public func setSwitch(_ order: SwitchOrder) async throws(InterfaceError) -> SwitchesDocument {
+        let verb = order.off ? "off" : "on"
+        try requireAdmin("switch", "switch \(order.permission.rawValue) \(verb) for everyone")
+        let now = clock()
+        let until = order.untilMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
+        let actor = caller.principal
+        let engineOrder = Enforcer.SwitchOrder(permission: order.permission, off: order.off, hard: order.hard,
+                                               reason: order.reason ?? "", until: until)
+        return try await runner.run("switch") { (engine) throws(EnforcementError) -> (SwitchesDocument, EnforcementReport) in
+            let outcome = try engine.acting(as: actor).setSwitch(engineOrder)
+            var stillOpen: SwitchesDocument.StillOpen?
+            if order.off {
+                // Who still holds the nodes: the switch closes nothing already open.
+                let nodes = engine.devices.report(for: order.permission).devices.flatMap(\.nodes).compactMap { node in
+                    node.facts.map { WatchedNode(path: node.path, major: $0.major, minor: $0.minor) }
+                }
+                let scan = NodeHolders.scan(for: nodes)
+                stillOpen = .init(processes: Set(scan.holders.map(\.pid)).count, uninspected: scan.uninspected)
+            }
+            return (SwitchesDocument(switches: outcome.switches, changed: outcome.changed, report: outcome.report,
+                                     stillOpen: stillOpen, now: now), outcome.report)
+        }
+    }
+
+    public func switches() async throws(InterfaceError) -> SwitchesDocument {
+        let now = clock()
+        return try await runner.run("switches") { (engine) throws(EnforcementError) -> (SwitchesDocument, EnforcementReport) in
+            let off = try EnforcementError.ledgerWork { () throws(LedgerError) in try engine.ledger.switches() }
+            // One whose time ran out but that no run has turned on yet is on.
+            return (SwitchesDocument(switches: off.filter { $0.until.map { $0 > now } ?? true }, now: now),
+                    EnforcementReport())
+        }
+    }
+
     /// Replies are at most `BrokerProtocol.maxReplySize`: a page of unusually large events
     /// is cut short (the client asks for the rest from `next`), never refused. Sizes are
     /// upper bounds counted from the strings (no encoding pass over every page).

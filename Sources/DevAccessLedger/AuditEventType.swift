@@ -22,6 +22,8 @@
 /// | refused | c73c55d2205a4888b21977ba96c45b35 |
 /// | approval_queued | e1a011708e254c07a9e750a851c0ccf8 |
 /// | archived | 0b966baa54e94c0d924bf8055acb9e32 |
+/// | switch_off | 6f1c2d0a9b7e4c38a5d14e2f7b90c3a1 |
+/// | switch_on | 2a8e5b7c1d3f4a60b9e2c7d4f15a8e36 |
 /// | (any other) | b95fe832b30444da90797d1cb0c07840 |
 public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
@@ -50,10 +52,16 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
     /// Old events were moved to an archive file; the details say which and the hashes at
     /// both ends (`ArchiveAnchor`).
     public static let archived = AuditEventType(rawValue: "archived")
+    /// A permission was switched off for everyone (a privacy switch), or one of its nodes'
+    /// access was saved and taken away (`node_path` set).
+    public static let switchOff = AuditEventType(rawValue: "switch_off")
+    /// A privacy switch was turned back on (by an admin or its `--for` running out), or a
+    /// node's saved access was put back (`node_path` set).
+    public static let switchOn = AuditEventType(rawValue: "switch_on")
 
     public static let known: [AuditEventType] = [
         .request, .decision, .grant, .revoke, .reset, .expiry, .aclAdd, .aclRemove, .driftSeen,
-        .driftRepaired, .hotplug, .runStart, .runEnd, .refused, .approvalQueued, .archived,
+        .driftRepaired, .hotplug, .runStart, .runEnd, .refused, .approvalQueued, .archived, .switchOff, .switchOn,
     ]
 
     /// The journal MESSAGE_ID of this kind (32 lowercase hex digits).
@@ -75,6 +83,8 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
         case "refused": return "c73c55d2205a4888b21977ba96c45b35"
         case "approval_queued": return "e1a011708e254c07a9e750a851c0ccf8"
         case "archived": return "0b966baa54e94c0d924bf8055acb9e32"
+        case "switch_off": return "6f1c2d0a9b7e4c38a5d14e2f7b90c3a1"
+        case "switch_on": return "2a8e5b7c1d3f4a60b9e2c7d4f15a8e36"
         default: return "b95fe832b30444da90797d1cb0c07840"
         }
     }
@@ -83,7 +93,7 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
     var journalPriority: Int {
         switch rawValue {
         case "drift_seen", "refused": return 4
-        case "revoke", "reset", "drift_repaired", "archived": return 5
+        case "revoke", "reset", "drift_repaired", "archived", "switch_off", "switch_on": return 5
         default: return 6
         }
     }

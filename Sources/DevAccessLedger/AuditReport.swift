@@ -94,6 +94,8 @@ public struct AuditCounts: Sendable, Hashable, Codable {
     public var driftRepaired: Int64 = 0
     public var hotplug: Int64 = 0
     public var runs: Int64 = 0
+    /// How long the runs that ended took together (`run_end` events' `duration_usec`), seconds.
+    public var runSeconds: Int64 = 0
     /// The first and last event counted (seq numbers), to drill into with `audit --event N`.
     public var firstEvent: Int64?
     public var lastEvent: Int64?
@@ -103,8 +105,10 @@ public struct AuditCounts: Sendable, Hashable, Codable {
     public var grants: Int64 { grantsConsent + grantsPassword + grantsAdmin + grantsPolicy }
 
     /// Adds `count` events of one kind (`decision` is the stored allow/deny, `how` the method).
-    mutating func add(type: String, decision: String?, how: String?, count: Int64, first: Int64, last: Int64) {
+    mutating func add(type: String, decision: String?, how: String?, count: Int64, first: Int64, last: Int64,
+                      runMicroseconds: Int64 = 0) {
         events += count
+        runSeconds += runMicroseconds / 1_000_000
         switch type {
         case AuditEventType.request.rawValue: requests += count
         case AuditEventType.decision.rawValue, AuditEventType.grant.rawValue:
@@ -234,7 +238,8 @@ extension Ledger {
                        COALESCE(subject_name, actor_name) AS name, type,
                        CASE WHEN type IN ('decision', 'grant') THEN json_extract(details, '$.decision') END AS decision,
                        CASE WHEN type IN ('decision', 'grant') THEN json_extract(details, '$.how') END AS how,
-                       count(*), min(seq), max(seq)
+                       count(*), min(seq), max(seq),
+                       sum(CASE WHEN type = 'run_end' THEN CAST(json_extract(details, '$.duration_usec') AS INTEGER) END)
                 FROM audit_events WHERE \(condition)
                 GROUP BY permission, uid, type, decision, how
                 """)
@@ -246,13 +251,17 @@ extension Ledger {
                 let type = statement.text(3) ?? ""
                 let decision = statement.text(4), how = statement.text(5)
                 let count = statement.int64(6) ?? 0, first = statement.int64(7) ?? 0, last = statement.int64(8) ?? 0
-                total.add(type: type, decision: decision, how: how, count: count, first: first, last: last)
+                let ran = statement.int64(9) ?? 0
+                total.add(type: type, decision: decision, how: how, count: count, first: first, last: last,
+                          runMicroseconds: ran)
                 let permission = statement.text(0) ?? "-"
                 permissions[permission, default: AuditCounts()]
-                    .add(type: type, decision: decision, how: how, count: count, first: first, last: last)
+                    .add(type: type, decision: decision, how: how, count: count, first: first, last: last,
+                         runMicroseconds: ran)
                 let uid = statement.int64(1).flatMap(UInt32.init(exactly:))
                 var user = users[uid] ?? (statement.text(2) ?? "-", AuditCounts())
-                user.counts.add(type: type, decision: decision, how: how, count: count, first: first, last: last)
+                user.counts.add(type: type, decision: decision, how: how, count: count, first: first, last: last,
+                                runMicroseconds: ran)
                 users[uid] = user
             }
             let programs = try db.prepare("""

@@ -7,15 +7,20 @@ public enum ProgramDigest {
     /// still needs one, and gets it).
     public static let auditLimit: Int64 = 64 << 20
 
-    /// Lowercase hex SHA-256 of what `descriptor` reads from its start.
-    public static func sha256(descriptor: CInt) throws(LedgerError) -> String {
+    /// The largest program a grant can be pinned to: devaccessd reads all of it on a request
+    /// thread, and a user's sparse executable of terabytes took those threads for hours.
+    public static let pinLimit: Int64 = 256 << 20
+
+    /// Lowercase hex SHA-256 of what `descriptor` reads from its start; `.tooLarge` past
+    /// `limit` bytes (a file that grows while it is read is not read forever).
+    public static func sha256(descriptor: CInt, limit: Int64 = pinLimit) throws(LedgerError) -> String {
         let hasher = try SHA256Hasher()
-        return try hasher.file(descriptor)
+        return try hasher.file(descriptor, limit: limit)
     }
 }
 
 extension SHA256Hasher {
-    func file(_ descriptor: CInt) throws(LedgerError) -> String {
+    func file(_ descriptor: CInt, limit: Int64) throws(LedgerError) -> String {
         guard EVP_DigestInit_ex2(context, algorithm, nil) == 1 else { throw .crypto("EVP_DigestInit_ex2 failed") }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         var offset: off_t = 0
@@ -27,6 +32,9 @@ extension SHA256Hasher {
             }
             if count == 0 { break }
             offset += off_t(count)
+            guard Int64(offset) <= limit else {
+                throw .crypto("the program is larger than \(limit >> 20) MiB, the most devaccessd reads to hash one")
+            }
             let ok = buffer.withUnsafeBytes { EVP_DigestUpdate(context, $0.baseAddress, count) }
             guard ok == 1 else { throw .crypto("EVP_DigestUpdate failed") }
         }

@@ -188,6 +188,35 @@ enum Schema {
             );
             CREATE INDEX runs_live ON runs (subject_uid) WHERE ended_usec IS NULL;
             """),
+        // Privacy switches: a permission switched off for everyone. A row is a switch that is
+        // off (`on` deletes it); `until_usec` turns it back on by itself. `switch_saved_nodes`
+        // holds, per capture node of a `--hard` switch, the access others gave it before it
+        // was taken away (mode, owner, group, ACL text), written before the node is edited and
+        // deleted only after it is put back, so a crash either way converges on the next run.
+        Migration(version: 6, summary: "privacy switches and the node access they saved", sql: """
+            CREATE TABLE switches (
+                permission   TEXT    PRIMARY KEY,
+                hard         INTEGER NOT NULL CHECK (hard IN (0, 1)),
+                by_uid       INTEGER NOT NULL,
+                by_name      TEXT    NOT NULL,
+                since_usec   INTEGER NOT NULL,
+                until_usec   INTEGER,
+                reason       TEXT    NOT NULL DEFAULT ''
+            );
+            CREATE TABLE switch_saved_nodes (
+                node_path    TEXT    PRIMARY KEY,
+                permission   TEXT    NOT NULL,
+                device_id    TEXT    NOT NULL,
+                major        INTEGER NOT NULL,
+                minor        INTEGER NOT NULL,
+                mode         INTEGER NOT NULL,
+                owner_uid    INTEGER NOT NULL,
+                group_gid    INTEGER NOT NULL,
+                -- libacl's numeric text form; NULL: the node had no ACL beyond its mode.
+                acl_text     TEXT,
+                saved_usec   INTEGER NOT NULL
+            );
+            """),
     ]
 
     static var currentVersion: Int32 { migrations.last?.version ?? 0 }

@@ -160,7 +160,7 @@ public enum ACLWriter {
 
     /// Opens the path without following it, proves it is the expected character device,
     /// and hands `body` a path that names exactly that inode.
-    private static func withVerifiedNode<R>(_ path: String, major: UInt32, minor: UInt32,
+    static func withVerifiedNode<R>(_ path: String, major: UInt32, minor: UInt32,
                                             _ body: (String) throws(WriteError) -> R) throws(WriteError) -> R {
         let fd: FileDescriptor
         switch Result(catching: { () throws(Errno) in try FileDescriptor.openPath(path) }) {

@@ -9,6 +9,8 @@ struct BenchArguments {
     var batch = 10_000
     var devices = 10
     var rounds = 5
+    /// Program launches per method (devaccess run's launcher, posix_spawn, Foundation).
+    var launches = 200
     /// Where the scratch directory goes: the file system the ledger will live on matters.
     var directory = "/var/tmp"
 
@@ -28,9 +30,10 @@ struct BenchArguments {
             case ("--batch", let number?) where number > 0: result.batch = number
             case ("--devices", let number?) where number > 0 && number <= 1000: result.devices = number
             case ("--rounds", let number?) where number > 0 && number <= 100: result.rounds = number
+            case ("--launches", let number?) where number > 0 && number <= 100_000: result.launches = number
             default:
                 FileHandle.standardError.write(Data("""
-                    usage: devaccess-bench [--events N (100000)] [--batch N (10000)] [--devices N (10)] [--rounds N (5)] [--dir DIR (/var/tmp)]
+                    usage: devaccess-bench [--events N (100000)] [--batch N (10000)] [--devices N (10)] [--rounds N (5)] [--launches N (200)] [--dir DIR (/var/tmp)]
                     unexpected '\(word)'\n
                     """.utf8))
                 exit(64)

@@ -6,7 +6,8 @@ import Glibc
 
 // devaccess-bench: measures the ledger and the enforcement engine against the standard
 // tools, in the same run, on the same disk. Run by hand, as root, in a release build:
-//   swift build -c release && sudo .build/release/devaccess-bench [--events N] [--batch N] [--devices N] [--rounds N] [--dir DIR]
+//   swift build -c release && sudo .build/release/devaccess-bench [--events N] [--batch N] [--devices N] [--rounds N]
+//   [--launches N] [--dir DIR]
 // Never a timed test: the figures depend on the machine.
 
 let arguments = BenchArguments.parse(Array(CommandLine.arguments.dropFirst()))
@@ -127,3 +128,4 @@ guard getuid() == 0 else {
     exit(0)
 }
 GrantBench.run(devices: arguments.devices, rounds: arguments.rounds, in: work)
+LaunchBench.run(count: arguments.launches)

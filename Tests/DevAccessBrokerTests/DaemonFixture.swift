@@ -18,9 +18,11 @@ final class RunningDaemon: @unchecked Sendable {
     let process: Process
 
     /// Starts the daemon and waits until it answers `hello`. Location is probed at a
-    /// closed loopback port so it is `unavailable` at once.
+    /// closed loopback port so it is `unavailable` at once. `leadsSession`: in a session of
+    /// its own without a controlling terminal, as systemd starts services (setsid, then exec,
+    /// so the pid stays the daemon's).
     init(arguments: [String] = [], environment: [String: String] = [:], socket: String? = nil,
-         waitForReady: Bool = true) throws {
+         waitForReady: Bool = true, leadsSession: Bool = false) throws {
         directory = try TemporaryDirectory()
         socketPath = socket ?? directory.path + "/broker.sock"
         stateDirectory = directory.path + "/state"
@@ -31,6 +33,14 @@ final class RunningDaemon: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["--socket", socketPath, "--state-dir", stateDirectory, "--log-target", "stderr",
                              "--gpsd", "127.0.0.1:9", "--gpsd-timeout", "200"] + arguments
+        if leadsSession {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            // Process makes its child a group leader, which may not setsid: back into the
+            // parent's group first.
+            process.arguments = ["-c", "import os, sys; os.setpgid(0, os.getpgid(os.getppid())); os.setsid(); "
+                + "os.execv(sys.argv[1], sys.argv[1:])", Self.binary]
+                + (process.arguments ?? [])
+        }
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "NOTIFY_SOCKET")
         env.removeValue(forKey: "JOURNAL_STREAM")

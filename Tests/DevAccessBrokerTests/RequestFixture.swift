@@ -24,7 +24,9 @@ final class RequestSetup: @unchecked Sendable {
     let devices: String
 
     /// `daemonArguments`: more devaccessd options (limits).
-    init(policy: String, admins: [TestUser] = [], promptTimeout: Int = 30, daemonArguments: [String] = []) throws {
+    /// `daemonLeadsSession`: devaccessd in a session of its own, as under systemd.
+    init(policy: String, admins: [TestUser] = [], promptTimeout: Int = 30, daemonArguments: [String] = [],
+         daemonLeadsSession: Bool = false) throws {
         nodes = try TemporaryDirectory()
         config = try TemporaryDirectory()
         camera = try nodes.makeNullNode("video0", mode: "0600")
@@ -50,7 +52,7 @@ final class RequestSetup: @unchecked Sendable {
             "DEVACCESS_TEST_PAM_SERVICE": pamService,
         ]
         self.arguments = arguments
-        daemon = try RunningDaemon(arguments: arguments, environment: environment)
+        daemon = try RunningDaemon(arguments: arguments, environment: environment, leadsSession: daemonLeadsSession)
         stateDirectory = daemon.stateDirectory
     }
 

@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import DevAccessCore
 import DevAccessLedger
+import DevAccessSystem
 import DevAccessTestSupport
 
 /// `devaccess run`: the real daemon starts the program as a real user with one group id of
@@ -139,6 +140,38 @@ struct RunTests {
         #expect(try Self.runEntries(setup.camera).isEmpty)
     }
 
+    /// The attack: the run's program (a member of the run's group) makes a file of the user's
+    /// setgid to that group; another process of the user executes it during the run and so
+    /// carries the group, and the camera with it. The program may not give anything that group.
+    @Test func theRunsProgramCannotHandItsGroupToAnotherProcessThroughASetgidFile() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runsgid")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let copy = marks.path + "/opener", verdict = marks.path + "/verdict", done = marks.path + "/done"
+        // Inside the run: copy a shell, give it the run's group (the one supplementary group in
+        // RunGroups) and the setgid bit, and hold the run open until the outside has tried.
+        let inside = """
+            gid=$(id -G | tr ' ' '\\n' | awk '$1 >= 2046820352 && $1 <= 2063597567'); cp /bin/sh "$1"; \
+            chgrp "$gid" "$1" 2>"$2.chgrp"; chmod 2755 "$1"; : > "$2.ready"; \
+            while [ ! -e "$3" ]; do sleep 0.05; done
+            """
+        let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c", inside, "sh", copy,
+                                                                verdict, done])
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: verdict + ".ready") } != nil)
+        // Outside the run, the same user: try the camera through the copy (-p: dash keeps the egid).
+        let outside = try TestProcess.run("/usr/bin/setpriv", [
+            "--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--", copy, "-p", "-c",
+            "( exec 3<>\"$1\" ) 2>/dev/null && echo opened || echo refused", "sh", setup.camera,
+        ])
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        _ = background.finish()
+        let chgrp = (try? String(contentsOfFile: verdict + ".chgrp", encoding: .utf8)) ?? ""
+        #expect(outside.stdout == "refused\n",
+                "another process got the camera through a setgid file: \(outside.stdout) \(outside.stderr); chgrp: \(chgrp)")
+        #expect(chgrp.contains("Operation not permitted"), "chgrp to the run's group was not refused: \(chgrp)")
+    }
+
     @Test func killingTheCLIWithSIGKILLEndsTheRunAndItsAccess() throws {
         let setup = try Self.setup()
         let user = try TestUser("runkill")
@@ -221,6 +254,66 @@ struct RunTests {
         #expect(run.exit == 5, "\(run.output)")
     }
 
+    @Test func strictKeepsTheProgramFromANodeItsUsersGroupOpens() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runstrict")
+        let audio = try TestGroup("runaudio", members: [user])
+        // The microphone node opens for the group, as /dev/snd/* does for group audio.
+        #expect(chown(setup.microphone, 0, audio.gid) == 0 && chmod(setup.microphone, 0o660) == 0)
+        let probe = ["/bin/sh", "-c", "( exec 3<>\"$1\" ) && echo opened || echo refused", "sh", setup.microphone]
+        let loose = try Self.run(user, setup, ["--camera", "--"] + probe)
+        #expect(String(decoding: loose.stdout, as: UTF8.self) == "opened\n", "\(loose.stderr)")
+        let strict = try Self.run(user, setup, ["--camera", "--strict", "--"] + probe)
+        #expect(strict.status == 0, "\(strict.stderr)")
+        #expect(String(decoding: strict.stdout, as: UTF8.self) == "refused\n", "\(strict.stderr)")
+        // What it was given still opens under --strict.
+        let camera = try Self.run(user, setup, ["--camera", "--strict", "--", "/bin/sh", "-c", "exec 3<>\"$1\"", "sh",
+                                                setup.camera])
+        #expect(camera.status == 0, "\(camera.stderr)")
+        let started = try setup.ledger().events().map(\.event).filter { $0.type == .runStart }
+        #expect(started.contains { $0.details["strict"] == "true" })
+    }
+
+    /// Ctrl-Z and fg as a shell does them (SIGTSTP to devaccess, later SIGCONT), a window size
+    /// change, and SIGTERM: each reaches the program.
+    @Test func stopContinueWindowChangeAndTerminateReachTheProgram() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runsig")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let pidFile = marks.path + "/pid", winch = marks.path + "/winch", ready = marks.path + "/ready"
+        let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
+            "trap 'echo winch >> \"$2\"' WINCH; echo $$ > \"$1\"; : > \"$3\"; while :; do sleep 0.05; done",
+            "sh", pidFile, winch, ready])
+        let cli = background.process.processIdentifier
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: ready) } != nil)
+        let program = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        func state(_ pid: Int32) -> Character? { ProcessTable.entry(pid)?.state }
+        #expect(kill(cli, SIGTSTP) == 0)
+        #expect(LiveEnforcementTests.waitFor(5) { state(program) == "T" && state(cli) == "T" } != nil,
+                "program \(String(describing: state(program))), devaccess \(String(describing: state(cli)))")
+        #expect(kill(cli, SIGCONT) == 0)
+        #expect(LiveEnforcementTests.waitFor(5) { state(program) != "T" && state(cli) != "T" } != nil)
+        #expect(kill(cli, SIGWINCH) == 0)
+        #expect(LiveEnforcementTests.waitFor(5) { FileManager.default.fileExists(atPath: winch) } != nil)
+        #expect(kill(cli, SIGTERM) == 0)
+        let (status, _, stderr) = background.finish()
+        #expect(status == 128 + SIGTERM, "\(stderr)")
+    }
+
+    @Test func theAuditSummaryCountsRunsAndTheirTime() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runaudit")
+        let result = try Self.run(user, setup, ["--camera", "--", "/bin/sleep", "1.2"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let summary = try Self.admin(setup, ["audit", "--summary", "--format", "json", "--user", user.name])
+        #expect(summary.status == 0, "\(summary.stderr)")
+        let total = try #require(((try json(summary.stdout))["summary"] as? [String: Any])?["total"] as? [String: Any])
+        #expect(total["runs"] as? Int == 1, "\(total)")
+        #expect(total["runSeconds"] as? Int == 1, "\(total)")
+    }
+
     // MARK: - The decision
 
     @Test func withNoDecisionAndNoTrustedChannelNothingRunsAndNothingIsRecorded() throws {
@@ -280,6 +373,7 @@ struct RunTests {
             "trap '' HUP; echo $$ > \"$2\"; exec 3<>\"$1\" || exit 9; : > \"$3\"; while :; do sleep 0.1; done",
             "sh", setup.camera, pidFile, opened])
         #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: opened) } != nil)
+        // Written before the node is opened (and `opened` made), so it is complete by now.
         let program = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
             .trimmingCharacters(in: .whitespacesAndNewlines)))
         try setup.restart()
@@ -349,11 +443,12 @@ struct RunTests {
         let background = try Self.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c",
             "setsid /bin/sh -c 'trap \"\" TERM; echo $$ > \"$1\"; exec sleep 60' sh \"$2\" </dev/null >/dev/null 2>&1 & "
                 + "exec 3<>\"$1\" || exit 9; : > \"$3\"; exec sleep 60", "sh", setup.camera, pidFile, opened])
-        #expect(LiveEnforcementTests.waitFor(20) {
-            FileManager.default.fileExists(atPath: opened) && FileManager.default.fileExists(atPath: pidFile)
-        } != nil)
-        let leftover = try #require(Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "")
-            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        func leftoverPid() -> Int32? {
+            Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: opened) && leftoverPid() != nil }
+            != nil)
+        let leftover = try #require(leftoverPid())
         let revoked = try Self.admin(setup, ["revoke", "camera", "--user", user.name, "--terminate", "--json"])
         #expect(revoked.status == 0, "\(revoked.stderr)")
         #expect(revoked.stdout.contains("\"terminated\""), "\(revoked.stdout)")

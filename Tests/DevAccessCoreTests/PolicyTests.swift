@@ -134,7 +134,11 @@ struct PolicyTests {
     @Test(arguments: [
         ("[camera]\nDefault=maybe", 2, "'maybe' is not an action for Default=; valid: allow, deny, ask, auth_self, auth_admin"),
         ("[camera]\nColour=red", 2, "unknown key 'Colour' in [camera]; valid: Default, MaxDuration, Keep"),
-        ("[kamera]\nDefault=ask", 1, "unknown section '[kamera]'; valid sections: [camera], [microphone], [location], [Rule]"),
+        ("[kamera]\nDefault=ask", 1, "unknown section '[kamera]'; valid sections: [camera], [microphone], [location], [Rule], [Program]"),
+        ("[Program]\nPermissions=camera", 1, "[Program] has no Path= line"),
+        ("[Program]\nPath=cheese\nPermissions=camera", 2, "Path= needs one absolute path, 'cheese' is not one"),
+        ("[Program]\nPath=/usr/bin/cheese\nPermissions=camra", 3,
+         "unknown permission 'camra' in Permissions=; valid: camera, microphone, location"),
         ("[Rule]\nUser=alice", 1, "[Rule] has no Action= line"),
         ("[Rule]\nPermission=camra\nAction=deny", 2, "unknown permission 'camra' in Permission=; valid: camera, microphone, location, *"),
         ("[Rule]\nProgram=cheese\nAction=allow", 2, "Program= needs absolute paths, 'cheese' is not one"),

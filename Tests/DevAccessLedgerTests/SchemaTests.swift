@@ -10,7 +10,7 @@ struct SchemaTests {
         let dir = TemporaryLedgerDirectory()
         let ledger = try openLedger(dir)
         #expect(try ledger.storedSchemaVersion() == Ledger.schemaVersion)
-        #expect(Ledger.schemaVersion == 5)
+        #expect(Ledger.schemaVersion == 6)
         #expect(try ledger.read { db throws(LedgerError) in try db.text("PRAGMA journal_mode") } == "wal")
         #expect(try ledger.read { db throws(LedgerError) in try db.integer("PRAGMA synchronous") } == 2)
         #expect(try ledger.read { db throws(LedgerError) in try db.integer("PRAGMA application_id") }
@@ -56,7 +56,7 @@ struct SchemaTests {
         }
 
         let ledger = try openLedger(dir)
-        #expect(try ledger.storedSchemaVersion() == 5)
+        #expect(try ledger.storedSchemaVersion() == 6)
         let grants = try ledger.grants(includeInactive: true)
         #expect(grants.count == 2)
         #expect(grants.contains { $0.subject == alice && $0.permission == .camera && $0.decision == .allow
@@ -78,13 +78,13 @@ struct SchemaTests {
         try rawSQL(dir.ledgerPath, "CREATE TABLE future (x); PRAGMA application_id = \(Schema.applicationID); PRAGMA user_version = 7")
         let before = try FileSnapshot(dir.ledgerPath)
         let entriesBefore = directoryEntries(dir.path)
-        #expect(throws: LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: 5)) {
+        #expect(throws: LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: 6)) {
             try openLedger(dir)
         }
         #expect(try FileSnapshot(dir.ledgerPath) == before)
         #expect(directoryEntries(dir.path) == entriesBefore)
-        let message = LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: 5).description
-        #expect(message.hasPrefix("ledger schema version 7 is newer than this devaccess (knows 5); upgrade devaccess"))
+        let message = LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: 6).description
+        #expect(message.hasPrefix("ledger schema version 7 is newer than this devaccess (knows 6); upgrade devaccess"))
     }
 
     @Test func corruptFileIsNamedAndUntouched() throws {
@@ -153,7 +153,7 @@ struct SchemaTests {
             let db = try SQLiteDatabase.open(path: dir.ledgerPath, readOnly: false)
             try Migrator.migrate(db, to: 1)
         }
-        #expect(throws: LedgerError.schemaOutdated(path: dir.ledgerPath, found: 1, known: 5)) {
+        #expect(throws: LedgerError.schemaOutdated(path: dir.ledgerPath, found: 1, known: 6)) {
             try openLedger(dir, mode: .readOnly)
         }
     }

@@ -37,6 +37,8 @@ extension BrokerService {
             case .auditVerify(let query): document = try await service.verifyAudit(query)
             case .auditArchive(let order): document = try await service.archiveAudit(order)
             case .auditReport(let query): document = try await service.auditReport(query)
+            case .setSwitch(let order): document = try await service.setSwitch(order)
+            case .switches: document = try await service.switches()
             default:
                 return .error(ProtocolError(.internal, context: "$.type", reason: "'\(request.type)' is not an operation"))
             }

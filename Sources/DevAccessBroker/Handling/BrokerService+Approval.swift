@@ -269,8 +269,20 @@ extension BrokerService {
         let reason = "\(verb) request \(request.id)" + (note.isEmpty ? "" : ": \(note)")
         var results: [RequestResult] = []
         var report = EnforcementReport()
+        let switches: [PrivacySwitch]
+        do {
+            switches = try ledger.switches()
+        } catch {
+            throw .ledger(error)
+        }
         for permission in request.permissions {
             let decision = policy.requestDecision(for: permission, user: user, program: request.program)
+            if approve, let off = switches.first(where: { $0.permission == permission }) {
+                results.append(RequestResult(permission: permission, outcome: .restricted,
+                    message: "\(permission.rawValue) is " + off.sentence(formatTime: ISOTime.format)
+                        + "; nothing was granted (turn it on with 'devaccess switch \(permission.rawValue) on' first)"))
+                continue
+            }
             if approve && decision.action == .deny {
                 results.append(RequestResult(permission: permission, outcome: .restricted,
                     message: decision.explanation(permission, user: user) + " now; nothing was granted"))

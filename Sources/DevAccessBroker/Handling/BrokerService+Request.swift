@@ -115,6 +115,14 @@ extension BrokerService {
             if let skipped { received[permission]?["program_rule_not_applied"] = skipped }
             // Only a term the request names can extend a standing grant; the default never does.
             let requested = request.scope.map { DecisionTerm.resolve($0, policy: decision) }
+            if let off = read.switchedOff(permission) {
+                // Nobody is asked while a permission is switched off for everyone.
+                received[permission]?["switched_off"] = off.sentence(formatTime: ISOTime.format)
+                results[permission] = RequestResult(permission: permission, outcome: .restricted,
+                    message: "\(permission.rawValue) is " + off.sentence(formatTime: ISOTime.format)
+                        + "; a request cannot change that; nothing was asked or recorded")
+                continue
+            }
             if var answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
                                                   standing: standing.grants(uid: user.uid, permission: permission),
                                                   requested: requested, now: now) {

@@ -74,6 +74,12 @@ extension BrokerService {
         var plans: [GrantPlan] = []
         for (permission, status) in zip(order.permissions, before) {
             let decision = policies(permission)
+            if let off = read.switchedOff(permission) {
+                results[permission] = RequestResult(permission: permission, outcome: .restricted,
+                    message: "\(permission.rawValue) is " + off.sentence(formatTime: ISOTime.format)
+                        + "; a run cannot change that; nothing was asked or run")
+                continue
+            }
             if decision.action == .deny {
                 results[permission] = RequestResult(permission: permission, outcome: .restricted,
                     message: decision.explanation(permission, user: user) + "; a run cannot change that")
@@ -217,13 +223,32 @@ extension BrokerService {
         let environment = LaunchEnvironment.clean(order.environment)
         var groups = peer.groups.filter { !RunGroups.contains($0) }
         groups.append(run.gid)
-        let strictNodes = order.strict ? await strictDenials(granted: order.permissions) : nil
+        var ruleset: LandlockRuleset?
+        if order.strict {
+            let denied = await strictDenials(granted: order.permissions)
+            do {
+                ruleset = try LandlockRuleset.allowingEverythingExcept(denied)
+            } catch {
+                await endRun(run, status: "not started: --strict: \(error)", enforcement: enforcement)
+                return .error(ProtocolError(.internal, context: "run",
+                    reason: "--strict cannot be enforced here (\(error)); nothing was run; run without --strict"))
+            }
+        }
+        // The caller's limits (pam_limits, ulimit), read from the peer now, not devaccessd's.
+        let limits: [ResourceLimit]
+        switch ResourceLimit.of(pid: peer.pid) {
+        case .success(let read): limits = read
+        case .failure(let error):
+            await endRun(run, status: "not started: the caller's resource limits could not be read", enforcement: enforcement)
+            return .error(ProtocolError(.badMessage, context: "run",
+                reason: "the caller's resource limits could not be read (\(error)); nothing was run"))
+        }
         let started: HeldProgram
-        do {
+        do throws(HeldProgram.Failure) {
             started = try HeldProgram.start(program: program, arguments: order.arguments, environment: environment.kept,
                                             directory: order.directory, umask: order.umask, streams: streams,
-                                            uid: peer.uid, gid: peer.gid, groups: groups,
-                                            strict: strictNodes)
+                                            uid: peer.uid, gid: peer.gid, groups: groups, limits: limits,
+                                            strict: ruleset)
         } catch {
             await endRun(run, status: "not started: \(error.description)", enforcement: enforcement)
             return .error(ProtocolError(.badMessage, context: "run", reason: error.description + "; nothing was run"))
@@ -259,8 +284,7 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: "run", reason: "the run could not be started: \(error)"))
         }
         guard started.release() else {
-            let status = started.waitForExit()
-            await endRun(run, status: "not started: the program could not be executed (\(status.words))",
+            await endRun(run, status: "not started: \(started.execFailure ?? "the program could not be executed")",
                          enforcement: enforcement)
             return .error(ProtocolError(.badMessage, context: "run", reason: started.execFailure
                 ?? "\(program.path) could not be executed; nothing was run"))
@@ -316,7 +340,8 @@ extension BrokerService {
         return try ledger.recordGrant(new, at: now)
     }
 
-    /// `--strict`: the capture nodes of the permissions the run was not given.
+    /// `--strict`: the capture nodes of the permissions the run was not given (Landlock denies
+    /// the program those, whatever its user's groups and ACL entries say).
     func strictDenials(granted: [Permission]) async -> [String] {
         var denied = Set<String>()
         let others = Self.runPermissions.filter { !granted.contains($0) }

@@ -91,6 +91,7 @@ public final class BrokerService: RequestHandler {
             do throws(LedgerError) {
                 read.grants = try ledger.grants()
                 read.records = try ledger.aclEntries()
+                read.switches = try ledger.switches()
             } catch {
                 log.error("cannot read the ledger for a status", ["error": error.description])
                 read.problem = error.description
@@ -103,9 +104,16 @@ public final class BrokerService: RequestHandler {
     struct DecisionRead: Sendable {
         var grants: [Grant]
         var records: [ACLEntryRecord]
+        /// Privacy switches that are off.
+        var switches: [PrivacySwitch] = []
         /// Why the ledger could not be read.
         var problem: String?
         var policy: PolicyReading
+
+        /// The switch that has `permission` off for everyone now, if any.
+        func switchedOff(_ permission: Permission, now: Date = Date()) -> PrivacySwitch? {
+            switches.first { $0.permission == permission && ($0.until.map { $0 > now } ?? true) }
+        }
     }
 
     enum Piece: Sendable {
@@ -167,7 +175,8 @@ public final class BrokerService: RequestHandler {
             return await resolve(action, approve: true, id: envelope.id, peer: peer)
         case .reject(let action):
             return await resolve(action, approve: false, id: envelope.id, peer: peer)
-        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport,
+             .setSwitch, .switches:
             return await administer(envelope.request, id: envelope.id, peer: peer)
         case .run(let order):
             return await run(order, envelope: envelope, peer: peer, exchange: exchange)
@@ -250,7 +259,7 @@ public final class BrokerService: RequestHandler {
         guard let ledger else { return .absent(path: "(no ledger)") }
         if let problem = read.problem { return .unreadable(path: ledger.path, problem: problem) }
         return .loaded(LedgerSnapshot(path: ledger.path, decisions: Decisions(active: read.grants.filter { $0.subject.uid == uid }),
-                                      records: read.records))
+                                      records: read.records, switches: read.switches))
     }
 
     /// The peer's user as a fresh login sees it (as `devaccess status` does locally);

@@ -52,20 +52,33 @@ struct RunProgram {
         }
         let path = String(cString: resolved)
         free(resolved)
-        // O_NONBLOCK: a FIFO put at the path must not hang the broker; it is refused below.
-        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard descriptor >= 0 else { return .failure(.unresolvable(path, Errno.current)) }
+        // O_PATH first: the path is the user's word, and opening a device node as root has
+        // effects (a pty the user made became devaccessd's controlling terminal, a watchdog
+        // starts). Only a regular file is opened for reading, through that same inode.
+        let located: FileDescriptor
+        do {
+            located = try FileDescriptor.openPath(path)
+        } catch {
+            return .failure(.unresolvable(path, error))
+        }
         var info = stat()
-        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-            Glibc.close(descriptor)
+        guard fstat(located.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
             return .failure(.notRegular(path))
         }
         guard info.st_mode & 0o111 != 0 else {
-            Glibc.close(descriptor)
             return .failure(.notExecutable(path))
         }
+        // O_NONBLOCK, O_NOCTTY: harmless for a regular file, and so for whatever it may be.
+        let descriptor = Glibc.open(located.procPath, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard descriptor >= 0 else { return .failure(.unresolvable(path, Errno.current)) }
         var checker = RootInstalledFile()
         let flaw = checker.flaw(path, expected: FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+        // A file its user could change must be hashed, and hashing takes a request thread:
+        // not past the limit (checked again while reading: the file may grow meanwhile).
+        if flaw != nil && Int64(info.st_size) > ProgramDigest.pinLimit {
+            Glibc.close(descriptor)
+            return .failure(.unhashable(path, "larger than \(ProgramDigest.pinLimit >> 20) MiB"))
+        }
         var sha: String?
         if Int64(info.st_size) <= ProgramDigest.auditLimit || flaw != nil {
             do {

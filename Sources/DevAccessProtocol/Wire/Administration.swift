@@ -158,6 +158,26 @@ public struct AuditReportQuery: Sendable, Hashable {
     public static let maxLimit: Int64 = 1000
 }
 
+/// `switch`: turn a permission off for everyone, or back on (a privacy switch).
+public struct SwitchOrder: Sendable, Hashable {
+    public var permission: Permission
+    public var off: Bool
+    /// Also take away the access others gave the capture nodes (saved, put back on `on`).
+    public var hard: Bool
+    public var reason: String?
+    /// `off` only: when it turns itself back on, in milliseconds since 1970 UTC.
+    public var untilMilliseconds: Int64?
+
+    public init(permission: Permission, off: Bool, hard: Bool = false, reason: String? = nil,
+                untilMilliseconds: Int64? = nil) {
+        self.permission = permission
+        self.off = off
+        self.hard = hard
+        self.reason = reason
+        self.untilMilliseconds = untilMilliseconds
+    }
+}
+
 /// The answer to every version 3 operation: its result document.
 public struct OperationResult: Sendable, Hashable {
     /// The request type this answers (`decide`, `list`, ...).
@@ -225,7 +245,13 @@ enum AdministrationCoding {
             if let limit = query.limit { members.append(JSONMember("limit", .integer(limit))) }
             if let event = query.event { members.append(JSONMember("event", .integer(event))) }
             members.append(JSONMember("verify", .bool(query.verify)))
-        case .reconcile:
+        case .setSwitch(let order):
+            members.append(JSONMember("permission", .string(order.permission.rawValue)))
+            members.append(JSONMember("state", .string(order.off ? "off" : "on")))
+            if order.hard { members.append(JSONMember("hard", .bool(true))) }
+            add("reason", order.reason)
+            if let until = order.untilMilliseconds { members.append(JSONMember("until", .integer(until))) }
+        case .reconcile, .switches:
             break
         default:
             break
@@ -275,6 +301,22 @@ enum AdministrationCoding {
             return .withdraw(PendingAction(pending: pending, reason: try reader.optionalString("reason", maxLength: maxReason)))
         case "reconcile":
             return .reconcile
+        case "switches":
+            return .switches
+        case "switch":
+            let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
+            let off = try reader.word("state", [("off", true), ("on", false)])
+            let hard = try reader.optional("hard").map { (value) throws(ProtocolError) in
+                try Strict.bool(value, path: reader.childPath("hard"))
+            } ?? false
+            let reason = try reader.optionalString("reason", maxLength: maxReason)
+            let until = try reader.optionalInteger("until", in: 1...maxMilliseconds)
+            if !off && (hard || until != nil) {
+                throw ProtocolError(.badMessage, context: reader.childPath(hard ? "hard" : "until"),
+                                    reason: "'hard' and 'until' go with state 'off' only")
+            }
+            return .setSwitch(SwitchOrder(permission: permission, off: off, hard: hard, reason: reason,
+                                          untilMilliseconds: until))
         case "audit-verify":
             return .auditVerify(AuditVerifyQuery(archive: try optionalPath("archive", &reader)))
         case "audit-archive":

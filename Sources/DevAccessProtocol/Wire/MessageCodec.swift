@@ -61,7 +61,8 @@ public enum MessageCodec {
             if envelope.version >= 4, case .reject = envelope.request, action.deny {
                 members.append(JSONMember("deny", .bool(true)))
             }
-        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport:
+        case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport,
+             .setSwitch, .switches:
             members += AdministrationCoding.encode(envelope.request)
         case .run(let order):
             members += RunCoding.encode(order)
@@ -142,7 +143,7 @@ public enum MessageCodec {
                                         reason: "unknown request type '\(type)' in protocol version \(version); "
                                             + "this broker knows: hello, status, request, prompt-answer, pending, "
                                             + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
-                                            + "audit-verify, audit-archive, audit-report"
+                                            + "audit-verify, audit-archive, audit-report, switch, switches"
                                             + (version >= 5 ? ", run, run-signal" : ""))
                 }
                 try reader.finish()

@@ -79,6 +79,10 @@ public enum Request: Sendable, Hashable {
     case run(RunOrder)
     /// A signal for the program of the `run` with the same id (version 5).
     case runSignal(RunSignal)
+    /// Turn a permission off for everyone, or back on (a privacy switch; admin).
+    case setSwitch(SwitchOrder)
+    /// The privacy switches that are off (anyone).
+    case switches
 
     public var type: String {
         switch self {
@@ -100,6 +104,8 @@ public enum Request: Sendable, Hashable {
         case .auditReport: return "audit-report"
         case .run: return "run"
         case .runSignal: return "run-signal"
+        case .setSwitch: return "switch"
+        case .switches: return "switches"
         }
     }
 }

@@ -84,26 +84,8 @@ public struct RunEndedReply: Sendable, Hashable {
     }
 }
 
-public enum RunExit: Sendable, Hashable {
-    case exited(Int32)
-    case signaled(Int32, coreDumped: Bool)
-
-    /// What a shell would report as `$?`.
-    public var shellStatus: Int32 {
-        switch self {
-        case .exited(let code): return code
-        case .signaled(let signal, _): return 128 + signal
-        }
-    }
-
-    /// "exited 0", "signal 15" (the ledger's words).
-    public var words: String {
-        switch self {
-        case .exited(let code): return "exited \(code)"
-        case .signaled(let signal, let core): return "signal \(signal)" + (core ? " (core dumped)" : "")
-        }
-    }
-}
+/// How a run's program ended: the one model of a process's end (DevAccessCore).
+public typealias RunExit = ProcessExit
 
 enum RunCoding {
     static func encode(_ order: RunOrder) -> [JSONMember] {

@@ -1,0 +1,70 @@
+import DevAccessSystem
+import Foundation
+import Glibc
+
+/// `devaccess run`'s launcher (fork, drop to nobody, exec) against posix_spawn and Foundation's
+/// Process, each starting /bin/true and reaping it; medians of single launches.
+enum LaunchBench {
+    static func run(count: Int) {
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        guard null >= 0 else { fatalError("cannot open /dev/null") }
+        defer { close(null) }
+        let spec = LaunchSpec(executable: "/bin/true", arguments: ["true"], environment: ["PATH=/usr/bin:/bin"],
+                              workingDirectory: "/", standardInput: null, standardOutput: null, standardError: null,
+                              uid: 65534, gid: 65534, supplementaryGroups: [65534])
+        func launching(_ spec: LaunchSpec) -> Double {
+            median(count) {
+                do {
+                    let process = try ProgramLauncher.launch(spec)
+                    guard try process.wait() == .exited(0) else { fatalError("/bin/true failed") }
+                } catch {
+                    fatalError("launch failed: \(error)")
+                }
+            }
+        }
+        let launcher = launching(spec)
+        var asRoot = spec
+        (asRoot.uid, asRoot.gid, asRoot.supplementaryGroups) = (0, 0, [0])
+        let launcherAsRoot = launching(asRoot)
+        let heldThenReleased = median(count) {
+            do {
+                let process = try ProgramLauncher.hold(spec).release()
+                guard try process.wait() == .exited(0) else { fatalError("/bin/true failed") }
+            } catch {
+                fatalError("held launch failed: \(error)")
+            }
+        }
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("true"), nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = [strdup("PATH=/usr/bin:/bin"), nil]
+        defer {
+            free(argv[0])
+            free(envp[0])
+        }
+        let spawn = median(count) {
+            var pid: pid_t = 0
+            guard posix_spawn(&pid, "/bin/true", nil, nil, argv, envp) == 0 else { fatalError("posix_spawn failed") }
+            var status: CInt = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        }
+        let foundation = median(count) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/true")
+            process.environment = ["PATH": "/usr/bin:/bin"]
+            // terminationHandler, not waitUntilExit: that polls its run loop every 50 ms.
+            let ended = DispatchSemaphore(value: 0)
+            process.terminationHandler = { _ in ended.signal() }
+            do { try process.run() } catch { fatalError("Process.run failed: \(error)") }
+            ended.wait()
+        }
+        print("launch /bin/true, median of \(count): ProgramLauncher (fork, ids to nobody, exec, reap) "
+              + "\(Measure.milliseconds(launcher)), as root \(Measure.milliseconds(launcherAsRoot)), held then released \(Measure.milliseconds(heldThenReleased)); "
+              + "posix_spawn (no id change) \(Measure.milliseconds(spawn)); "
+              + "Foundation Process (to its termination handler) \(Measure.milliseconds(foundation))")
+    }
+
+    private static func median(_ count: Int, _ body: () -> Void) -> Double {
+        for _ in 0..<10 { body() }  // warm up: page cache, loader
+        let times = (0..<count).map { _ in Measure.time(body) }.sorted()
+        return times[times.count / 2]
+    }
+}

@@ -1,0 +1,239 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessCore
+import DevAccessLedger
+import DevAccessTestSupport
+
+/// `devaccess run` as an unprivileged user attacks it: what devaccessd (root) does with the
+/// program path before anything runs, and whether what runs is what was decided for.
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes nodes, users and ACLs"))
+struct RunAttackTests {
+    /// The fields of /proc/PID/stat after the command (field 3 on): state, ppid, pgrp, session, tty_nr.
+    static func statFields(_ pid: Int32) -> [String] {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return [] }
+        return text[text.index(after: close)...].split(separator: " ").map(String.init)
+    }
+
+    /// Python: `run(socket, program, ...)` sends a `run` as devaccess would, without the
+    /// CLI's own checks (an attacker's client), and returns the replies until the final one.
+    static let rawClient = """
+        import array, json, os, socket
+        def run(path, program, arguments=None, permissions=("camera",), streams=(0, 1, 2), directory="/",
+                environment=(), before_final=None):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+            message = {"version": 5, "id": 1, "type": "run", "program": program,
+                       "arguments": arguments or [program], "environment": list(environment),
+                       "directory": directory, "umask": 18, "permissions": list(permissions)}
+            line = (json.dumps(message) + "\\n").encode()
+            sock.sendmsg([line[:1]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", streams))])
+            sock.sendall(line[1:])
+            replies, buffer = [], b""
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                buffer += chunk
+                while b"\\n" in buffer:
+                    text, buffer = buffer.split(b"\\n", 1)
+                    reply = json.loads(text)
+                    replies.append(reply)
+                    if reply["type"] == "run-started" and before_final:
+                        before_final(reply)
+                    if reply["type"] not in ("run-started", "prompt"):
+                        sock.close()
+                        return replies
+            sock.close()
+            return replies
+
+        """
+
+    // MARK: - The program path is opened by root
+
+    /// devaccessd opened the named path as root, O_RDONLY without O_NOCTTY, before checking
+    /// that it is a regular file. A pty the user made (and nobody has opened yet) named as
+    /// the program became the controlling terminal of devaccessd's session when devaccessd
+    /// leads one (as under systemd); the user then types ^Z or ^C on the master and devaccessd
+    /// stops. Any device the user names gets opened by root too (a watchdog starts, a tape
+    /// rewinds). Now the path is opened O_PATH: nothing is opened until it is known to be a
+    /// regular file.
+    @Test func namingAPtyAsTheProgramDoesNotGiveDevaccessdAControllingTerminal() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n", daemonLeadsSession: true)
+        let user = try TestUser("runatty")
+        let daemon = setup.daemon.pid
+        #expect(Self.statFields(daemon)[3] == String(daemon), "devaccessd leads no session: \(Self.statFields(daemon))")
+        let script = Self.rawClient + """
+            import ctypes, os, subprocess, sys, time
+            libc = ctypes.CDLL(None)
+            libc.ptsname.restype = ctypes.c_char_p
+            master = os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+            assert libc.grantpt(master) == 0 and libc.unlockpt(master) == 0
+            slave = libc.ptsname(master).decode()
+            # Not the CLI: it checks the path first (access X_OK); devaccessd must not rely on that.
+            replies = run(sys.argv[2], slave)
+            with open("/proc/%s/stat" % sys.argv[1]) as stat:
+                tty = stat.read().rsplit(")", 1)[1].split()[4]
+            print(tty, replies)
+            # ^C on the terminal: SIGINT to its foreground process group.
+            os.write(master, b"\\x03")
+            time.sleep(1)
+            """
+        let attack = try user.python(script, [String(daemon), setup.daemon.socketPath])
+        #expect(attack.stdout.hasPrefix("0 "), "devaccessd got the user's pty as its controlling terminal: \(attack.stdout)")
+        #expect(setup.daemon.process.isRunning, "devaccessd stopped after ^C on the user's pty: \(attack.stdout)")
+    }
+
+    /// devaccessd hashed a program the user could change (to pin a program grant to it) to
+    /// its end, however long, on a request handler thread: a sparse executable of some
+    /// terabytes, named by a few runs at once, took every handler thread for hours, and
+    /// nobody's request (status, request, revoke) was answered. Now a program that must be
+    /// hashed has a size limit, and no more than the size it had when opened is read.
+    @Test func runsOfAHugeSparseProgramDoNotStopDevaccessdAnsweringOthers() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+        let user = try TestUser("runhuge")
+        let other = try TestUser("runother")
+        let scratch = try TemporaryDirectory()
+        let program = scratch.path + "/huge"
+        #expect(chmod(scratch.path, 0o755) == 0)
+        _ = try TestProcess.run("/usr/bin/truncate", ["-s", "8T", program])
+        #expect(chown(program, user.uid, user.gid) == 0 && chmod(program, 0o755) == 0)
+        // Sixteen runs of it at once (more than devaccessd has handler threads), left waiting.
+        let flood = try user.background(Self.rawClient + """
+            import json, sys, threading, time
+            answered = []
+            def one():
+                try:
+                    answered.append(repr(run(sys.argv[1], sys.argv[2])))
+                except Exception as error:
+                    answered.append(repr(error))
+            for _ in range(16):
+                threading.Thread(target=one, daemon=True).start()
+            time.sleep(1)
+            print(json.dumps({"answered within 1 s": answered}), flush=True)
+            time.sleep(120)
+            """, [setup.daemon.socketPath, program])
+        defer { flood.stop() }
+        // Another user says hello (answered on a handler thread): within a generous bound.
+        let hello = try other.python("""
+            import socket, sys, time
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(20)
+            sock.connect(sys.argv[1])
+            started = time.monotonic()
+            sock.sendall(b'{"version":5,"id":1,"type":"hello"}\\n')
+            try:
+                reply = sock.recv(65536)
+            except socket.timeout:
+                reply = b"no reply"
+            print("%.1f %s" % (time.monotonic() - started, reply[:60].decode(errors="replace")))
+            """, [setup.daemon.socketPath])
+        #expect(hello.stdout.contains("\"hello\""),
+                "another user's hello was not answered while \(user.name)'s runs were hashed: \(hello.stdout)")
+    }
+
+    // MARK: - What runs is what was decided for
+
+    /// A program grant for a program its user can change is pinned to the SHA-256 devaccessd
+    /// read. devaccessd hashes the file it opened, then (milliseconds later, or after a
+    /// prompt) execs the program by its path: a process of the user that renames another
+    /// file over the path in between runs that file with the grant. Here: a grant pinned to
+    /// the hash of a harmless script (as an `always` answer to a run's prompt records it), and
+    /// a swapper renaming a camera-opening script and the harmless one over the path in turn.
+    @Test func aProgramSwappedBetweenItsHashAndItsExecDoesNotRunWithTheGrantOfTheHashedOne() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+        let user = try TestUser("runswap")
+        let home = try TemporaryDirectory()
+        #expect(chown(home.path, user.uid, user.gid) == 0 && chmod(home.path, 0o755) == 0)
+        let marks = home.path + "/marks", program = home.path + "/x", stop = home.path + "/stop"
+        let harmless = "#!/bin/sh\necho harmless >> \"$2\"\n"
+        let camera = "#!/bin/sh\nif ( exec 3<>\"$1\" ) 2>/dev/null; then echo evil-opened >> \"$2\"; "
+            + "else echo evil-refused >> \"$2\"; fi\n"
+        for (name, text) in [("harmless", harmless), ("camera", camera)] {
+            let path = home.path + "/" + name
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            #expect(chown(path, user.uid, user.gid) == 0 && chmod(path, 0o755) == 0)
+        }
+        #expect(link(home.path + "/harmless", program) == 0)
+        let descriptor = open(home.path + "/harmless", O_RDONLY)
+        let sha = try ProgramDigest.sha256(descriptor: descriptor)
+        close(descriptor)
+        // Written while devaccessd is stopped (it is the ledger's one writer while it runs).
+        try setup.stop()
+        let ledger = try Ledger(path: setup.stateDirectory + "/" + Ledger.fileName, journal: .disabled)
+        _ = try ledger.recordGrant(NewGrant(
+            subject: Principal(uid: user.uid, name: user.name), program: Program(path: program, sha256: sha),
+            permission: .camera, decision: .allow, scope: .always,
+            decidedBy: Principal(uid: user.uid, name: user.name), method: .consent))
+        try setup.start()
+        // The swapper: the user's own process, renaming the two over the path in turn.
+        let swapper = try user.background("""
+            import json, os, sys
+            home = sys.argv[1]
+            print(json.dumps({"swapping": True}), flush=True)
+            while not os.path.exists(home + "/stop"):
+                for name in ("camera", "harmless"):
+                    os.link(home + "/" + name, home + "/next")
+                    os.rename(home + "/next", home + "/x")
+            """, [home.path])
+        defer {
+            _ = FileManager.default.createFile(atPath: stop, contents: nil)
+            swapper.stop()
+        }
+        var attempts = 0
+        var said = ""
+        while attempts < 60 && !said.contains("evil-opened") {
+            attempts += 1
+            _ = try RunTests.run(user, setup, ["--camera", "--", program, setup.camera, marks])
+            said = (try? String(contentsOfFile: marks, encoding: .utf8)) ?? ""
+        }
+        _ = FileManager.default.createFile(atPath: stop, contents: nil)
+        withKnownIssue("open issue: devaccessd execs the program by path after hashing it (see the hostile report)") {
+            #expect(!said.contains("evil-opened"),
+                    "a file renamed over the path after the hash ran with the grant pinned to the hashed one (\(attempts) runs)")
+        }
+    }
+
+    // MARK: - What root's resolution tells the user
+
+    /// devaccessd resolves and opens the program as root, so its refusals tell the user about
+    /// files they cannot reach: in a directory only root may enter, an existing file is
+    /// answered differently from a missing one.
+    @Test func aRunDoesNotTellTheUserWhetherAFileTheyCannotReachExists() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=deny\n")
+        let user = try TestUser("runoracle")
+        let secret = try TemporaryDirectory()
+        #expect(chmod(secret.path, 0o700) == 0)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: secret.path + "/present"))
+        let script = Self.rawClient + """
+            import sys
+            for name in ("present", "absent"):
+                reply = run(sys.argv[1], sys.argv[2] + "/" + name)[-1]
+                print(reply.get("reason") or reply.get("type"))
+            """
+        let answers = try user.python(script, [setup.daemon.socketPath, secret.path]).stdout
+            .split(separator: "\n").map { $0.replacingOccurrences(of: "present", with: "NAME")
+                .replacingOccurrences(of: "absent", with: "NAME") }
+        withKnownIssue("open issue: devaccessd resolves the program as root (see the hostile report)") {
+            #expect(answers.count == 2 && answers[0] == answers[1],
+                    "the answers tell an existing file from a missing one: \(answers.joined(separator: " / "))")
+        }
+    }
+
+    // MARK: - Limits
+
+    /// The program is forked by devaccessd, so it has devaccessd's resource limits, not the
+    /// caller's: a user held to 64 open files (or processes, pam_limits) runs anything without
+    /// that limit through `devaccess run`.
+    @Test func theProgramIsHeldToTheCallersResourceLimits() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
+        let user = try TestUser("runlimit")
+        let shown = try user.run("/bin/sh", ["-c", "ulimit -S -n 64 && ulimit -H -n 64 && exec \"$1\" run --socket "
+                                             + "\"$2\" --camera -- /bin/sh -c 'ulimit -H -n'", "sh",
+                                             TestProcess.devaccessBinary, setup.daemon.socketPath])
+        #expect(shown.status == 0, "\(shown.stderr)")
+        #expect(shown.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "64",
+                "the caller's hard limit of 64 files became \(shown.stdout) in the run")
+    }
+}
