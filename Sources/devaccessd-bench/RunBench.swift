@@ -117,8 +117,11 @@ extension HotplugBench {
 
         func ms(_ sorted: [UInt64], _ p: Double) -> Double { percentile(sorted, p) / 1000 }
         let anchor = starters[0].samples.sorted()
+        // The machine's load, as the figures move with what else runs (other builds, fsyncs).
+        let load = ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ")
+            .prefix(3).joined(separator: " ")
         print("devaccessd-bench --run: \(samples) starts each, interleaved, as uid \(Self.uid); ledger on "
-              + "\(fileSystem(work)); \(ProcessInfo.processInfo.activeProcessorCount) cores")
+              + "\(fileSystem(work)); \(ProcessInfo.processInfo.activeProcessorCount) cores, load \(load)")
         for starter in starters {
             let sorted = starter.samples.sorted()
             let label = starter.label.padding(toLength: 38, withPad: " ", startingAt: 0)
