@@ -14,6 +14,9 @@
 //
 // --operations (root, the same): grant/revoke through the broker against --offline and
 // setfacl, status for a user (via the broker) against root's (OperationsBench.swift).
+//
+// --run (root, the same): `devaccess run --camera -- /bin/true` against plain exec of
+// /bin/true, a cold CLI, and bwrap / systemd-run where they work (RunBench.swift).
 import DevAccessCore
 import DevAccessProtocol
 import Foundation
@@ -29,6 +32,7 @@ struct Options {
     var samples = 200
     var expiries = 10
     var operations = false
+    var run = false
 
     init(_ arguments: [String]) {
         var index = 0
@@ -45,12 +49,14 @@ struct Options {
             case "--requests": sequential = Int(next()) ?? sequential
             case "--hotplug": hotplug = true
             case "--operations": operations = true
+            case "--run": run = true
             case "--samples": samples = max(1, Int(next()) ?? samples)
             case "--expiries": expiries = max(0, Int(next()) ?? expiries)
             case "-h", "--help":
                 print("usage: devaccessd-bench [--socket PATH] [--clients N,M] [--seconds S] [--requests N]\n"
                       + "       devaccessd-bench --hotplug [--samples N (200)] [--expiries N (10)]   (root)\n"
-                      + "       devaccessd-bench --operations [--samples N (200)]   (root)")
+                      + "       devaccessd-bench --operations [--samples N (200)]   (root)\n"
+                      + "       devaccessd-bench --run [--samples N (200)]   (root)")
                 exit(0)
             default: fail("unknown argument \(arguments[index])")
             }
@@ -232,6 +238,10 @@ if options.hotplug {
 }
 if options.operations {
     HotplugBench().operations(samples: options.samples)
+    exit(0)
+}
+if options.run {
+    HotplugBench().runs(samples: options.samples)
     exit(0)
 }
 let here = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")

@@ -1111,8 +1111,200 @@ def check_gate(c):
              "doctor: deny-by-default rules installed and in force", check)
 
 
+# --- run: devaccess run on real devices ----------------------------------------
+
+RUN_USER = "vmuser"
+RUN_GID_FIRST, RUN_GID_LAST = 0x7A000000, 0x7AFFFFFF
+RUN_MIC = "/dev/snd/pcmC0D0c"
+
+
+def run_entries(acls, node):
+    """The node's ACL entries for run group ids (getfacl -n: numeric)."""
+    out = []
+    for e in acls.get(node, []):
+        parts = e.split(":")
+        if len(parts) == 3 and parts[0] == "group" and parts[1].isdigit() \
+                and RUN_GID_FIRST <= int(parts[1]) <= RUN_GID_LAST:
+            out.append(e)
+    return out
+
+
+def check_run(c):
+    user, uid = RUN_USER, uid_of(c, RUN_USER)
+    inv = Inventory(c, "inv")
+    check_kernel_sanity(c, inv, cameras=1, mic_count=2)
+    check_deny_by_default(c, inv)
+    cam = next(iter(sorted(inv.cameras)), None)
+    if not c.expect(cam is not None, "kernel: vivid made a *-vid-cap node"):
+        return
+    c.expect(RUN_MIC in inv.stat, f"kernel: snd-aloop made {RUN_MIC}", sorted(inv.stat))
+
+    def ran(name, what, want=0):
+        rc = c.rc(name)
+        c.expect(rc == want, f"{what} exits {want}",
+                 f"exit {rc}; stdout {(c.text(name + '.out') or '').strip()[:300]!r}; stderr {c.stderr_tail(name)}")
+
+    def marks(name):
+        return (c.text(f"marks/{name}") or "").strip()
+
+    def entries_at(prefix, node, label, count):
+        """vmuser's run entries on NODE in PREFIX-getfacl: COUNT of them, each group:G:rw-
+        with G a run group id. Returns the gid of the first (or None)."""
+        acls = parse_getfacl(c.text(f"{prefix}-getfacl.out"))
+        if not c.expect(node in acls, f"[{label}] getfacl -n of {node} was recorded", c.stderr_tail(f"{prefix}-getfacl")):
+            return None
+        got = run_entries(acls, node)
+        c.expect(len(got) == count and all(e.endswith(":rw-") for e in got),
+                 f"[{label}] {node} has {'exactly one run group entry (rw-)' if count else 'no run group entry'}",
+                 acls[node])
+        c.equal(user_entries(acls[node], user) + user_entries(acls[node], str(uid)), [],
+                f"[{label}] {node} has no entry for {user} itself (no user-wide grant)")
+        return int(got[0].split(":")[1]) if got else None
+
+    def refused(prefix, label, nodes):
+        """vmuser's other process (probe_opens, outside any run) cannot open NODES."""
+        opens = parse_opens(c.text(f"{prefix}-opens.tsv"))
+        if not c.expect(bool(opens), f"[{label}] real open()s as {user} were recorded",
+                        (c.text(f"{prefix}-opens.err") or "").strip()[:300]):
+            return
+        check_opens_sane(c, prefix, opens, label=label)
+        for node in nodes:
+            c.equal(real_access(opens[node]) if node in opens else None, "none",
+                    f"[{label}] {user}'s own process (not the run's) cannot open {node}")
+
+    ran("daemon-ready", "devaccessd answers on its socket (devaccess pending)")
+    daemon_rc = (c.text("daemon.rc") or "").strip()
+    c.expect(daemon_rc == "0", "devaccessd exits 0 on SIGTERM at the end",
+             f"exit {daemon_rc!r}; log: {(c.text('daemon.log') or '')[-600:]}")
+
+    # r0: deny-by-default and outside video/audio: no way in.
+    label = "r0, nothing run"
+    entries_at("r0", cam, label, 0)
+    refused("r0", label, [cam, RUN_MIC])
+    c.equal(grants_of(c, "r0-list", f"[{label}] list --all --json"), [], f"[{label}] no decisions in the ledger")
+
+    # r1: a run of v4l2-ctl --info.
+    label = "r1, devaccess run --camera -- v4l2-ctl --info"
+    ran("r1-run", f"[{label}]")
+    out = c.text("r1-run.out") or ""
+    c.expect(re.search(r"Driver name\s*:\s*vivid", out) is not None,
+             f"[{label}] prints the driver's name, vivid (VIDIOC_QUERYCAP by the run's program)", out[:300])
+    c.expect("policy" in (c.text("r1-run.err") or ""), f"[{label}] says the policy allowed it",
+             c.stderr_tail("r1-run"))
+    entries_at("r1-after", cam, f"{label}, after", 0)
+    refused("r1-after", f"{label}, after", [cam])
+
+    # r2: a run streams; at that moment the rest of vmuser is refused and `who` names the run.
+    label = "r2, a run streaming from the camera"
+    ran("r2-run", f"[{label}] devaccess run --camera -- bash (v4l2-ctl --stream-mmap in it)")
+    before, after = (c.text("r2-frames-before.out") or "").strip(), (c.text("r2-frames-after.out") or "").strip()
+    c.expect(before.isdigit() and after.isdigit() and int(before) >= 3 and int(after) > int(before),
+             f"[{label}] the run's v4l2-ctl dequeued frames before and during the checks",
+             f"frames before {before!r}, after {after!r}; stream: {marks('r2/stream.out')[-200:]!r}")
+    c.equal(marks("r2/streamer.rc"), "143",
+            f"[{label}] the streamer was still streaming when told to stop (SIGTERM: 143)")
+    gid = entries_at("r2-during", cam, label, 1)
+    refused("r2-during", label, [cam])
+    streamer = marks("r2/streamer.pid")
+    who = c.command_json("r2-who-json", f"[{label}] who camera --json")
+    holders = [h for h in (who or {}).get("holders", []) if isinstance(h, dict)]
+    c.equal([(h.get("pid"), h.get("uid"), h.get("program"), h.get("node"), h.get("access"), h.get("runGroup"))
+             for h in holders],
+            [(int(streamer) if streamer.isdigit() else streamer, uid, "/usr/bin/v4l2-ctl", cam, "readwrite", gid)],
+            f"[{label}] who camera --json lists exactly the run's v4l2-ctl, holding {cam} read-write, "
+            "with the run's group id")
+    run_id = holders[0].get("run") if holders else None
+    c.expect(isinstance(run_id, int), f"[{label}] who camera --json names the run", holders)
+    text = c.text("r2-who.out") or ""
+    row = [line for line in text.splitlines() if line.split()[:1] == [streamer]]
+    c.expect(len(row) == 1 and f"devaccess run {run_id}" in row[0] and "/usr/bin/v4l2-ctl" in row[0]
+             and user in row[0], f"[{label}] who camera (text) shows the streamer with 'devaccess run {run_id}'",
+             text)
+    entries_at("r2-after", cam, f"{label}, after it ended", 0)
+    refused("r2-after", f"{label}, after it ended", [cam])
+    after_who = c.command_json("r2-who-after", f"[{label}, after] who camera --json")
+    c.equal((after_who or {}).get("holders"), [], f"[{label}, after] who camera --json: nobody holds the camera")
+
+    # r3: a run lives through a change event and a replug.
+    label = "r3, a run through udev change and rmmod+modprobe vivid"
+    waited = (c.text("r3-start-wait.out") or "").strip()
+    c.expect(waited.isdigit(), f"[{label}] the run's entry is on {cam} once its program started", waited)
+    gid3 = entries_at("r3-start", cam, f"{label}, started", 1)
+    changed = entries_at("r3-change", cam, f"{label}, after udevadm trigger --action=change", 1)
+    c.equal(changed, gid3, f"[{label}] after the change event {cam} still has the run's own entry")
+    c.equal(marks("r3/change.rc"), "0", f"[{label}] after the change event the run's program opens {cam} "
+            f"(v4l2-ctl --info: {marks('r3/change.out')[-200:]!r})")
+    refused("r3-change", f"{label}, after the change event", [cam])
+    unplugged = c.text("r3-unplugged-nodes.out") or ""
+    c.expect(cam not in unplugged.split(), f"[{label}] rmmod vivid removed {cam} (harness)",
+             f"{unplugged.strip()!r}; rmmod: {(c.text('r3-rmmod.err') or '').strip()[-200:]!r}")
+    cam2 = (c.text("r3-new-node.out") or "").strip()
+    inv3 = Inventory(c, "r3-inv")
+    c.equal(sorted(inv3.cameras), [cam2], f"[{label}] kernel: modprobe vivid made one capture node again")
+    waited = (c.text("r3-replug-wait.out") or "").strip()
+    c.expect(waited.isdigit(), f"[{label}] devaccessd put the run's entry on the fresh {cam2} within 20 s of udev "
+             "settling, with no command run", f"waited: {waited!r}; log: {(c.text('daemon.log') or '')[-600:]}")
+    if waited.isdigit():
+        c.timing["run_replug_entry_ms"] = int(waited)
+    replugged = entries_at("r3-replug", cam2, f"{label}, after the replug", 1)
+    c.equal(replugged, gid3, f"[{label}] the fresh {cam2} has the same run's entry")
+    c.equal(marks("r3/replug.rc"), "0", f"[{label}] after the replug the run's program opens {cam2} "
+            f"(v4l2-ctl --info: {marks('r3/replug.out')[-200:]!r})")
+    refused("r3-replug", f"{label}, after the replug", [cam2])
+    ran("r3-run", f"[{label}] the run")
+    c.expect((c.text("r3-end-wait.out") or "").strip().isdigit(), f"[{label}] the run's entry went when it ended",
+             c.text("r3-end-wait.out"))
+    entries_at("r3-after", cam2, f"{label}, after it ended", 0)
+    refused("r3-after", f"{label}, after it ended", [cam2])
+
+    # r4: the microphone.
+    label = "r4, devaccess run --microphone -- arecord"
+    ran("r4-run", f"[{label}]")
+    entries_at("r4-after", RUN_MIC, f"{label}, after", 0)
+    refused("r4-after", f"{label}, after", [RUN_MIC])
+
+    # r5: ask, no terminal: nothing runs, nothing is recorded.
+    label = "r5, devaccess run --camera -- touch (policy: ask), no terminal"
+    ran("r5-run", f"[{label}]", want=77)
+    c.expect(c.text("r5-ran.out") is None, f"[{label}] the program did not run")
+    c.expect("was not run" in (c.text("r5-run.err") or ""), f"[{label}] says the program was not run",
+             c.stderr_tail("r5-run"))
+    entries_at("r5-after", cam2, f"{label}, after", 0)
+    refused("r5-after", f"{label}, after", [cam2])
+
+    # The ledger: one once grant per run, by policy, for its program, all ended; nothing for touch.
+    grants = grants_of(c, "final-list", "[end] list --all --json")
+    c.equal(sorted((g.get("user"), g.get("permission"), g.get("decision"), g.get("scope"), g.get("how"),
+                    g.get("program"), g.get("active")) for g in grants),
+            sorted([(user, "camera", "allow", "once", "policy", "/usr/bin/v4l2-ctl", False),
+                    (user, "camera", "allow", "once", "policy", "/usr/bin/bash", False),
+                    (user, "camera", "allow", "once", "policy", "/usr/bin/bash", False),
+                    (user, "microphone", "allow", "once", "policy", os.path.realpath("/usr/bin/arecord"), False)]),
+            "[end] list --all --json: one ended once grant (policy) per run, each for its program; "
+            "no user-wide grant, nothing for the refused run")
+    audit = c.command_json("final-audit", "[end] audit --format json")
+    events = [e for e in (audit or {}).get("events", []) if isinstance(e, dict)]
+    starts = [e.get("program") for e in events if e.get("type") == "run_start"]
+    c.equal(sorted(starts), sorted(["/usr/bin/v4l2-ctl", "/usr/bin/bash", "/usr/bin/bash",
+                                    os.path.realpath("/usr/bin/arecord")]),
+            "[end] audit: a run_start for each of the four runs, none for the refused one")
+    c.equal(len([e for e in events if e.get("type") == "run_end"]), 4, "[end] audit: four run_end events")
+    c.equal([e.get("type") for e in events if e.get("type") in ("grant", "run_start", "acl_add")
+             and e.get("program") == "/usr/bin/touch"], [],
+            "[end] audit: no grant, run or ACL entry for the refused run's program")
+    out = (c.text("final-verify.out") or "").strip()
+    c.expect(c.rc("final-verify") == 0 and out.startswith("audit chain intact:"),
+             "[end] audit --verify exits 0: audit chain intact", f"exit {c.rc('final-verify')}, {out!r}")
+
+    for key, name in (("run_v4l2_info_ms", "r1-run"), ("run_arecord_1s_ms", "r4-run"),
+                      ("run_refused_ms", "r5-run"), ("run_first_frames_ms", "r2-first-frames")):
+        t = (c.text(f"{name}.ms") or "").strip()
+        if t.isdigit():
+            c.timing[key] = int(t)
+
+
 SCENARIOS = {"single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
-             "gate": check_gate}
+             "gate": check_gate, "run": check_run}
 
 
 def read_timing(c):
@@ -1131,6 +1323,8 @@ def read_timing(c):
     per_cmd = {}
     if os.path.isdir(c.out):
         for f in os.listdir(c.out):
+            if not os.path.isfile(c.path(f)):
+                continue
             m = re.search(r"-(status|devices|check)(?:-\w+)?\.ms$", f)
             t = c.text(f)
             if m and t and t.strip().isdigit() and c.text(f[:-3] + ".rc") is not None:
@@ -1177,6 +1371,9 @@ def main():
     enforce = [f"{k[8:-3]} {t[k]}" for k in sorted(t) if k.startswith("enforce_")]
     if enforce:
         timing += f"; engine commands ms: {'; '.join(enforce)}"
+    runs = [f"{k[4:]} {t[k]}" for k in sorted(t) if k.startswith("run_")]
+    if runs:
+        timing += f"; devaccess run: {', '.join(runs)}"
     for key, label in (("kernel_uevent_to_event_ms", "kernel uevent->devaccess event ms (devaccess's clock)"),
                        ("seqnum_uevent_to_event_ms", "udevadm-seen uevent->devaccess event ms"),
                        ("uevent_to_udev_done_ms", "uevent->udevd done ms")):
