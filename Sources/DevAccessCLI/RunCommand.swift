@@ -34,7 +34,8 @@ enum RunCommand: Command {
         for you), the policy (Program= rules match root's own files), or consent asked on
         your login terminal: "Allow /usr/bin/cheese, run by alice, to use the camera?".
         --once (the default) lasts for this run; --for and --always record a grant for the
-        program that later runs use without asking.
+        program that later runs use without asking, for a program only root can change (in
+        /usr/bin, say); any other program (one you could change or swap) gets this run only.
         PROGRAM is looked up in PATH. Arguments and the environment are passed on, except
         variables that could load other code into it (LD_PRELOAD, GCONV_PATH, PYTHONPATH...;
         see devaccess(1)). Standard input, output and error are yours; Ctrl-C, Ctrl-Z, a
