@@ -1,19 +1,15 @@
 import Glibc
 import CCrypto
 
-/// SHA-256 of a program file, for program grants that pin it and for the audit trail.
+/// SHA-256 of a program file, for the audit trail of a run.
 public enum ProgramDigest {
-    /// Files larger than this are not hashed for the audit trail (a grant that pins a hash
-    /// still needs one, and gets it).
-    public static let auditLimit: Int64 = 64 << 20
-
-    /// The largest program a grant can be pinned to: devaccessd reads all of it on a request
+    /// Files larger than this are not hashed: devaccessd reads all of a file on a request
     /// thread, and a user's sparse executable of terabytes took those threads for hours.
-    public static let pinLimit: Int64 = 256 << 20
+    public static let auditLimit: Int64 = 64 << 20
 
     /// Lowercase hex SHA-256 of what `descriptor` reads from its start; `.tooLarge` past
     /// `limit` bytes (a file that grows while it is read is not read forever).
-    public static func sha256(descriptor: CInt, limit: Int64 = pinLimit) throws(LedgerError) -> String {
+    public static func sha256(descriptor: CInt, limit: Int64 = auditLimit) throws(LedgerError) -> String {
         let hasher = try SHA256Hasher()
         return try hasher.file(descriptor, limit: limit)
     }

@@ -135,12 +135,12 @@ struct RunAttackTests {
 
     // MARK: - What runs is what was decided for
 
-    /// A program grant for a program its user can change is pinned to the SHA-256 devaccessd
-    /// read. devaccessd hashes the file it opened, then (milliseconds later, or after a
-    /// prompt) execs the program by its path: a process of the user that renames another
-    /// file over the path in between runs that file with the grant. Here: a grant pinned to
-    /// the hash of a harmless script (as an `always` answer to a run's prompt records it), and
-    /// a swapper renaming a camera-opening script and the harmless one over the path in turn.
+    /// devaccessd hashes the file it opened, then (milliseconds later, or after a prompt) execs
+    /// the program by its path: a process of the user that renames another file over the path
+    /// in between would run that file with a grant pinned to the hashed one. Here: such a
+    /// grant (written straight into the ledger, as pinned grants once were recorded), and a
+    /// swapper renaming a camera-opening script and a harmless one over the path in turn.
+    /// Program grants now stand only for files only root can change, so none applies.
     @Test func aProgramSwappedBetweenItsHashAndItsExecDoesNotRunWithTheGrantOfTheHashedOne() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
         let user = try TestUser("runswap")

@@ -29,7 +29,6 @@ struct RunProgram {
         case unresolvable(String, Errno)
         case notRegular(String)
         case notExecutable(String)
-        case unhashable(String, String)
 
         var description: String {
             switch self {
@@ -39,9 +38,6 @@ struct RunProgram {
             case .unresolvable(let path, let error): return "\(path): \(error); nothing was run"
             case .notRegular(let path): return "\(path) is not a regular file; nothing was run"
             case .notExecutable(let path): return "\(path) is not executable (no x bit); nothing was run"
-            case .unhashable(let path, let why):
-                return "\(path) could not be hashed (\(why)), and a program its user can change is granted only by "
-                    + "its hash; nothing was run"
             }
         }
     }
@@ -93,22 +89,12 @@ struct RunProgram {
         guard descriptor >= 0 else { return .failure(.unresolvable(path, Errno.current)) }
         var checker = RootInstalledFile()
         let flaw = checker.flaw(path, expected: FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
-        // A file its user could change must be hashed, and hashing takes a request thread:
-        // not past the limit (checked again while reading: the file may grow meanwhile).
-        if flaw != nil && Int64(info.st_size) > ProgramDigest.pinLimit {
-            Glibc.close(descriptor)
-            return .failure(.unhashable(path, "larger than \(ProgramDigest.pinLimit >> 20) MiB"))
-        }
+        // The hash is for the audit trail only (no grant is pinned to one: program grants are
+        // for root's files). Hashing takes a request thread, so not past the limit, checked
+        // again while reading (the file may grow meanwhile); past it the run is audited unhashed.
         var sha: String?
-        if Int64(info.st_size) <= ProgramDigest.auditLimit || flaw != nil {
-            do {
-                sha = try ProgramDigest.sha256(descriptor: descriptor)
-            } catch {
-                if flaw != nil {
-                    Glibc.close(descriptor)
-                    return .failure(.unhashable(path, error.description))
-                }
-            }
+        if Int64(info.st_size) <= ProgramDigest.auditLimit {
+            sha = try? ProgramDigest.sha256(descriptor: descriptor, limit: ProgramDigest.auditLimit)
         }
         return .success(RunProgram(path: path, descriptor: descriptor, untrustedWhy: flaw, sha256: sha))
     }
