@@ -398,6 +398,22 @@ struct RunTests {
         #expect(undeclared.stderr.contains("[Program]"), "\(undeclared.stderr)")
     }
 
+    /// A run refused at once changes nothing and asks nobody: a user repeating it cannot grow
+    /// the audit trail without bound (the same attempt budget as requests).
+    @Test func aFloodOfRefusedRunsIsAuditedWithinTheAttemptBudget() throws {
+        let setup = try Self.setup("[camera]\nDefault=deny\n")
+        let user = try TestUser("runflood")
+        for _ in 0..<40 {
+            let refused = try Self.run(user, setup, ["--camera", "--", "/bin/true"])
+            #expect(refused.status == 77, "\(refused.stderr)")
+        }
+        let recorded = try setup.ledger().events().map(\.event)
+            .filter { $0.subject?.uid == user.uid || $0.actor?.uid == user.uid }
+        // 40 refusals, 2 events each, would be 80 rows; the budget lets about 20 through a minute.
+        #expect(recorded.count <= 24, "\(recorded.count) events for 40 refused runs")
+        #expect(recorded.count >= 2, "the first refusals are recorded")
+    }
+
     // MARK: - Program grants
 
     /// Root's CLI through the daemon.

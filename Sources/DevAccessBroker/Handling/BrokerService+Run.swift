@@ -140,7 +140,18 @@ extension BrokerService {
             wireID: envelope.id, peer: peer, requester: requester, user: user, exchange: exchange, devices: devices,
             holder: nil, holderName: "this run of \(program.path)")
         defer { flushAudit(context) }
-        audit(context, order.permissions, stage: "received", extra: ["run": "true", "program": program.path])
+        var received = ["run": "true", "program": program.path]
+        let refusedAtOnce = toAsk.isEmpty && toConfirm.isEmpty && plans.isEmpty
+            && results.values.contains { [.alreadyDenied, .restricted, .unavailable].contains($0.outcome) }
+        if refusedAtOnce, !rules.isAdmin(peer) {
+            // Refused without asking anyone or changing anything: an attempt a user can repeat
+            // at will, so written within the user's attempt budget only (as for requests).
+            switch refusals.admit(peer.uid, cost: 2 * order.permissions.count) {
+            case .skip: context.audit.suppress()
+            case .record(let leftOut): if leftOut > 0 { received[Self.notRecordedKey] = String(leftOut) }
+            }
+        }
+        audit(context, order.permissions, stage: "received", extra: received)
         var heldSlots: [UserSlots] = []
         defer { for slots in heldSlots { slots.give(peer.uid) } }
         if !toAsk.isEmpty || !toConfirm.isEmpty {
@@ -179,6 +190,10 @@ extension BrokerService {
                 }
             }
         }
+        // Nobody is asked any more: the prompt slot is free for the user's next request while
+        // this run goes on.
+        for slots in heldSlots { slots.give(peer.uid) }
+        heldSlots.removeAll()
         // Denials a person chose are recorded (not asked again); the run does not start.
         let denials = plans.filter { $0.decision == .deny }
         let allows = plans.filter { $0.decision == .allow }
