@@ -164,4 +164,85 @@ struct PrivacySwitchTests {
         #expect(try Self.root(["switch", "camera", "on"], setup).status == 0)
         #expect(try granted.canOpen(setup.camera, .readWrite))
     }
+
+    // MARK: - devaccess run and location
+
+    /// A run of a switched-off permission is refused before anything is asked, run or recorded.
+    @Test func aRunOfASwitchedOffPermissionIsRefusedAndNothingRunsOrIsRecorded() throws {
+        let setup = try RunTests.setup()
+        let user = try TestUser("swrunoff")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let ran = marks.path + "/ran"
+        let off = try Self.root(["switch", "camera", "off", "--reason", "exam"], setup)
+        #expect(off.status == 0, "\(off.stdout) \(off.stderr)")
+        let result = try RunTests.run(user, setup, ["--camera", "--", "/bin/sh", "-c", ": > \"$1\"", "sh", ran])
+        #expect(result.status == 77, "\(result.stderr)")
+        #expect(result.stderr.contains("switched off by root at") && result.stderr.contains("exam"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: ran))
+        #expect(try setup.grants(user).isEmpty)
+        #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
+        #expect(try RunTests.runEntries(setup.camera).isEmpty)
+        #expect(try !setup.ledger().events().map(\.event).contains {
+            [.runStart, .grant, .aclAdd].contains($0.type) && $0.subject?.uid == user.uid
+        })
+    }
+
+    /// A run that holds the camera when the switch goes off loses its node access at once: its
+    /// group entry goes, so its program's next open fails (what it already has open stays open).
+    @Test func aRunningRunLosesItsNodeAccessTheMomentTheSwitchGoesOff() throws {
+        let setup = try RunTests.setup()
+        let user = try TestUser("swrunning")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let opened = marks.path + "/opened", go = marks.path + "/go"
+        let reopened = marks.path + "/reopened", refused = marks.path + "/refused"
+        // Opens the camera, waits for the word, then opens it again in a subshell (a failed
+        // redirection of `exec` would end sh itself) and says how that went.
+        let script = "exec 3<>\"$1\" || exit 9; : > \"$2\"; while [ ! -e \"$3\" ]; do sleep 0.05; done; "
+            + "if ( exec 4<\"$1\" ) 2>/dev/null; then : > \"$4\"; else : > \"$5\"; fi; exit 0"
+        let background = try RunTests.runInBackground(user, setup, ["--camera", "--", "/bin/sh", "-c", script, "sh",
+                                                                    setup.camera, opened, go, reopened, refused])
+        #expect(LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: opened) } != nil,
+                "the run's program never opened the camera: \(setup.daemon.log)")
+        #expect(try RunTests.runEntries(setup.camera).count == 1)
+        let off = try Self.root(["switch", "camera", "off"], setup)
+        #expect(off.status == 0, "\(off.stdout) \(off.stderr)")
+        // Gone by the time the switch command has returned: no waiting.
+        #expect(try RunTests.runEntries(setup.camera).isEmpty)
+        _ = FileManager.default.createFile(atPath: go, contents: nil)
+        let (status, _, stderr) = background.finish()
+        #expect(status == 0, "\(stderr)")
+        #expect(FileManager.default.fileExists(atPath: refused), "the run's program opened the switched-off camera")
+        #expect(!FileManager.default.fileExists(atPath: reopened))
+        #expect(try RunTests.runEntries(setup.camera).isEmpty)
+    }
+
+    /// Location off: status says restricted, with who switched it off and why.
+    @Test func locationOffMakesLocationRestricted() throws {
+        let setup = try RequestSetup(policy: Self.policy)
+        let user = try TestUser("swloc")
+        // A receiver the daemon sees (the fixture's gpsd address has none, which is
+        // 'unavailable' whatever the switch says), with a node the user may open.
+        let receiver = try setup.nodes.makeNullNode("gps0", mode: "0666")
+        var declared = try json(String(decoding: try Data(contentsOf: URL(fileURLWithPath: setup.devices)), as: UTF8.self))
+        declared["devices"] = (declared["devices"] as? [[String: Any]] ?? []) + [
+            ["permission": "location", "id": "location:test-gps0", "name": "Test GPS",
+             "nodes": [["path": receiver, "major": 1, "minor": 3]]]]
+        try JSONSerialization.data(withJSONObject: declared).write(to: URL(fileURLWithPath: setup.devices))
+        try setup.restart()
+        func status() throws -> (String?, String) {
+            let out = try user.devaccess(["status", "location", "--broker", "--json"] + setup.socket)
+            let statuses = try json(out.stdout)["permissions"] as? [[String: Any]] ?? []
+            return (statuses.first?["status"] as? String, out.stdout)
+        }
+        #expect(try status().0 == "authorized")
+        let off = try Self.root(["switch", "location", "off", "--reason", "travel"], setup)
+        #expect(off.status == 0, "\(off.stdout) \(off.stderr)")
+        let (now, text) = try status()
+        #expect(now == "restricted", "\(text)")
+        #expect(text.contains("switched off by root") && text.contains("travel"), "\(text)")
+        #expect(try Self.root(["switch", "location", "on"], setup).status == 0)
+        #expect(try status().0 == "authorized")
+    }
 }

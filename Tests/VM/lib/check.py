@@ -1303,8 +1303,151 @@ def check_run(c):
             c.timing[key] = int(t)
 
 
+SWITCH_USERS = ("swvideo", "swgrant", "swacl")
+
+
+def check_switch(c):
+    cam = (c.text("cam.out") or "").strip()
+    cam2 = (c.text("cam2.out") or "").strip()
+    mic = RUN_MIC
+    if not c.expect(cam.startswith("/dev/video"), "kernel: vivid made a *-vid-cap node", cam):
+        return
+
+    def ran(name, what, want=0):
+        rc = c.rc(name)
+        c.expect(rc == want, f"{what} exits {want}",
+                 f"exit {rc}; stdout {(c.text(name + '.out') or '').strip()[:300]!r}; stderr {c.stderr_tail(name)}")
+
+    def opens_at(step, node, label, want):
+        """Each user's real opens of NODE at STEP: read-write for every user in WANT, none for the others;
+        and the microphone's group member opens the capture PCM."""
+        opens = {}
+        for line in (c.text(f"{step}-opens.tsv") or "").splitlines():
+            parts = line.split("\t")
+            if len(parts) == 4:
+                opens.setdefault(parts[0], {}).setdefault(parts[1], {})[parts[2]] = parts[3]
+        if not c.expect(bool(opens), f"[{label}] real open()s were recorded",
+                        (c.text(f"{step}-opens.err") or "").strip()[:300]):
+            return
+        for user in SWITCH_USERS:
+            got = opens.get(user, {}).get(node)
+            if not c.expect(got is not None, f"[{label}] {user} tried {node}", sorted(opens)):
+                continue
+            check_opens_sane(c, step, {node: got}, label=f"{label}, {user}")
+            expected = "readwrite" if user in want else "none"
+            c.equal(real_access(got), expected, f"[{label}] {user} "
+                    + ("opens" if expected == "readwrite" else "cannot open") + f" {node} (real open() as {user})")
+        mic_opens = parse_opens(c.text(f"{step}-mic-opens.tsv"))
+        c.equal(real_access(mic_opens.get(mic, {})), "readwrite",
+                f"[{label}] swvideo (group audio) opens the capture PCM {mic}")
+        c.equal(c.text(f"{step}-mic.access"), c.text("s0-mic.access"),
+                f"[{label}] {mic}'s getfacl -n and stat are as at the start (never touched)")
+
+    def locked(step, label):
+        text = c.text(f"{step}-cam.access") or ""
+        lines = [l for l in text.splitlines() if l and not l.startswith("#")]
+        mode_gid_uid = lines[-1].split() if lines else []
+        c.expect(mode_gid_uid[0::2] == ["600", "0"] and lines[:-1] == ["user::rw-", "group::---", "other::---"],
+                 f"[{label}] the node is 0600, owner root, no ACL entries: only root opens it", text)
+
+    def switch_state(name, label):
+        data = c.command_json(name, f"[{label}] switch --json")
+        states = [s for s in (data or {}).get("switches", []) if isinstance(s, dict)]
+        camera = next((s for s in states if s.get("permission") == "camera"), {})
+        c.expect(camera.get("state") == "off" and camera.get("hard") is True and camera.get("reason") == "test",
+                 f"[{label}] switch --json: camera off --hard, reason 'test'", states)
+        mic_state = next((s for s in states if s.get("permission") == "microphone"), {})
+        c.equal(mic_state.get("state"), "on", f"[{label}] switch --json: microphone on")
+
+    ran("daemon-ready", "devaccessd answers on its socket (devaccess pending)")
+    ran("grant", "grant camera --user swgrant")
+    before = c.text("s0-cam.access") or ""
+    c.expect("user:" in before and "group::rw-" in before and before.rstrip().endswith(" 0"),
+             f"[s0] {cam} has udev's group access and named entries (swacl's, swgrant's)", before)
+    opens_at("s0", cam, "s0, before", SWITCH_USERS)
+
+    label = "s1, switch camera off --hard"
+    ran("s1-off", f"[{label}]")
+    opens_at("s1", cam, label, ())
+    locked("s1", label)
+    switch_state("s1-switches", label)
+    status = c.command_json("s1-status", f"[{label}] status camera --broker --json as swgrant")
+    perms = [p for p in (status or {}).get("permissions", []) if isinstance(p, dict)]
+    c.equal([p.get("status") for p in perms], ["restricted"], f"[{label}] status camera: restricted for swgrant")
+    out = (c.text("s1-request.out") or "") + (c.text("s1-request.err") or "")
+    ran("s1-request", f"[{label}] request camera as swgrant (no terminal) answered restricted:", want=5)
+    c.expect("switched off by root at" in out and "test" in out,
+             f"[{label}] the answer says 'switched off by root at TIME: test'", out[:400])
+    ran("s1-run", f"[{label}] run --camera -- touch as swgrant refused:", want=77)
+    c.expect(c.text("s1-ran.out") is None, f"[{label}] the refused run's program did not run")
+    ran("s1-nonadmin", f"[{label}] switch camera on by swvideo (not an admin) refused:", want=77)
+
+    label = "s2, udevadm trigger --action=change"
+    waited = (c.text("s2-wait.out") or "").strip()
+    c.expect(waited.isdigit(), f"[{label}] the node is locked again within 20 s of udev settling", waited)
+    if waited.isdigit():
+        c.timing["switch_change_relock_ms"] = int(waited)
+    c.timing["change_settled_access"] = (c.text("s2-settled.access") or "").strip().replace("\n", " | ")
+    opens_at("s2", cam, label, ())
+    locked("s2", label)
+
+    label = "s3, devaccessd restarted"
+    ran("s3-daemon-stop", f"[{label}] devaccessd stopped by SIGTERM")
+    ran("s3-daemon-ready", f"[{label}] devaccessd answers again")
+    opens_at("s3", cam, label, ())
+    locked("s3", label)
+    switch_state("s3-switches", label)
+
+    label = "s4, switch camera on"
+    ran("s4-on", f"[{label}]")
+    opens_at("s4", cam, label, SWITCH_USERS)
+    c.equal(c.text("s4-cam.access"), before, f"[{label}] {cam}'s getfacl -n and stat -c '%a %g %u' are "
+            "byte-identical to before the switch (same node)")
+
+    label = "s5, off --hard, then rmmod+modprobe vivid"
+    ran("s5-off", f"[{label}] switch camera off --hard")
+    unplugged = c.text("s5-unplugged-nodes.out") or ""
+    c.expect(cam not in unplugged.split(), f"[{label}] rmmod vivid removed {cam} (harness)", unplugged.strip())
+    c.expect(cam2.startswith("/dev/video"), f"[{label}] modprobe vivid made a capture node again", cam2)
+    waited = (c.text("s5-wait.out") or "").strip()
+    c.expect(waited.isdigit(), f"[{label}] devaccessd locked the fresh {cam2} within 20 s of udev settling, "
+             "no command run", f"{waited!r}; log: {(c.text('daemon.log') or '')[-600:]}")
+    if waited.isdigit():
+        c.timing["switch_replug_lock_ms"] = int(waited)
+    opens_at("s5", cam2, label, ())
+    locked("s5", label)
+    ran("s5-request", f"[{label}] request camera as swgrant answered restricted:", want=5)
+
+    label = "s6, switch camera on after the replug"
+    ran("s6-on", f"[{label}]")
+    opens_at("s6", cam2, label, SWITCH_USERS)
+    c.equal(c.text("s6-cam.access"), before, f"[{label}] the fresh {cam2} gets the access saved for its path and "
+            "device number: getfacl -n and stat byte-identical to before the first switch")
+
+    audit = c.command_json("final-audit", "[end] audit --format json")
+    events = [e for e in (audit or {}).get("events", []) if isinstance(e, dict)]
+    c.equal([e.get("type") for e in events if e.get("type") in ("switch_off", "switch_on") and "node" not in e],
+            ["switch_off", "switch_on", "switch_off", "switch_on"], "[end] audit: the switch went off, on, off, on")
+    c.equal([(e.get("type"), e.get("node")) for e in events if e.get("type") in ("switch_off", "switch_on")
+             and "node" in e], [("switch_off", cam), ("switch_on", cam)] * 2,
+            "[end] audit: the node's access saved and put back, each time")
+    refused = [e for e in events if e.get("type") == "refused"]
+    c.expect(any("swvideo" in json.dumps(e) and "switch" in json.dumps(e) for e in refused),
+             "[end] audit: swvideo's refused switch is recorded", refused[-3:])
+    out = (c.text("final-verify.out") or "").strip()
+    c.expect(c.rc("final-verify") == 0 and out.startswith("audit chain intact:"),
+             "[end] audit --verify exits 0: audit chain intact", f"exit {c.rc('final-verify')}, {out!r}")
+    daemon_rc = (c.text("daemon.rc") or "").strip()
+    c.expect(daemon_rc == "0", "devaccessd exits 0 on SIGTERM at the end",
+             f"exit {daemon_rc!r}; log: {(c.text('daemon.log') or '')[-600:]}")
+    for key, name in (("switch_off_ms", "s1-off"), ("switch_on_ms", "s4-on"), ("switch_on_after_replug_ms", "s6-on")):
+        t = (c.text(f"{name}.ms") or "").strip()
+        if t.isdigit():
+            c.timing[key] = int(t)
+
+
 SCENARIOS = {"single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
-             "gate": check_gate, "run": check_run}
+             "gate": check_gate, "run": check_run, "switch": check_switch}
 
 
 def read_timing(c):
@@ -1374,6 +1517,9 @@ def main():
     runs = [f"{k[4:]} {t[k]}" for k in sorted(t) if k.startswith("run_")]
     if runs:
         timing += f"; devaccess run: {', '.join(runs)}"
+    switches = [f"{k[7:]} {t[k]}" for k in sorted(t) if k.startswith("switch_")]
+    if switches:
+        timing += f"; privacy switch: {', '.join(switches)}"
     for key, label in (("kernel_uevent_to_event_ms", "kernel uevent->devaccess event ms (devaccess's clock)"),
                        ("seqnum_uevent_to_event_ms", "udevadm-seen uevent->devaccess event ms"),
                        ("uevent_to_udev_done_ms", "uevent->udevd done ms")):
