@@ -13,6 +13,33 @@ struct PrivacySwitchAttackTests {
         try TestProcess.devaccess(arguments + setup.socket)
     }
 
+    /// udev's `OWNER=` (or a careless rule) can make a user own a capture node. The owner of
+    /// a file may chmod it and set its ACL: with the switch off, the owner must not be able
+    /// to give themselves the camera back.
+    @Test func theNodesOwnerCannotGiveThemselvesTheCameraBackWhileItIsOff() throws {
+        let setup = try RequestSetup(policy: PrivacySwitchTests.policy)
+        let owner = try TestUser("swown")
+        let camera = setup.camera
+        #expect(try TestProcess.shell("chown \(owner.name) '\(camera)' && chmod 0660 '\(camera)'").status == 0)
+        #expect(try owner.canOpen(camera, .readWrite))
+        let before = try PrivacySwitchTests.access(camera)
+
+        let off = try Self.root(["switch", "camera", "off", "--hard"], setup)
+        #expect(off.status == 0, "\(off.stdout) \(off.stderr)")
+        #expect(try !owner.canOpen(camera, .read), "the owner opened it while off")
+
+        // The owner's own tools: chmod, setfacl.
+        _ = try owner.run("/bin/chmod", ["0666", camera])
+        _ = try owner.run("/usr/bin/setfacl", ["-m", "u:\(owner.uid):rw", camera])
+        let afterOwner = try PrivacySwitchTests.access(camera)
+        #expect(try !owner.canOpen(camera, .read), "the owner gave themselves access back: \(afterOwner)")
+
+        let on = try Self.root(["switch", "camera", "on"], setup)
+        #expect(on.status == 0, "\(on.stdout) \(on.stderr)")
+        #expect(try owner.canOpen(camera, .readWrite))
+        #expect(try PrivacySwitchTests.access(camera) == before)
+    }
+
     /// A non-admin repeating `switch camera on` is refused each time (77) but does not write
     /// a row for every attempt: refusals share the per-user audit budget.
     @Test func refusedSwitchAttemptsDoNotFloodTheAuditTrail() throws {
