@@ -17,7 +17,8 @@ enum SwitchCommand: Command {
         again when it is on), no request is asked or granted (status 'restricted': "switched
         off by ADMIN at TIME: REASON") and 'devaccess run' refuses it. With --hard, every other
         user's and group's access to those nodes goes too (group bits such as 'video' and
-        'audio', ACL entries devaccess did not make, like logind's uaccess): it is saved in the
+        'audio', ACL entries devaccess did not make, like logind's uaccess; a node a user owns
+        is given to root, as its owner could chmod it open again): it is saved in the
         ledger first and put back exactly (mode, owner, group, ACL) by 'on'; devaccessd takes
         it away again when udev re-applies its rules (a change event, a replug), and a device
         plugged in while it is off comes up off. --for turns it back on by itself after

@@ -44,14 +44,15 @@ public enum NodeLockdown {
     }
 
     /// What a switched-off node keeps: its owner's bits when the owner is root (root opens it
-    /// anyway), nothing for anyone else, and no ACL.
+    /// anyway), nothing for anyone else, and no ACL. (`strip` also gives a node another user
+    /// owns to root: an owner may chmod and setfacl their own node back open.)
     public static func lockedMode(_ mode: UInt32, owner: UInt32) -> UInt32 {
         owner == 0 ? mode & 0o7700 : mode & 0o7000
     }
 
     /// Whether facts describe a node nobody but root can open (as `strip` leaves it).
     public static func isLocked(_ facts: NodeFacts) -> Bool {
-        facts.acl == nil && facts.mode & 0o7777 == lockedMode(facts.mode, owner: facts.ownerUID)
+        facts.ownerUID == 0 && facts.acl == nil && facts.mode & 0o7777 == lockedMode(facts.mode, owner: 0)
     }
 
     /// Takes every user's and group's access away (see `lockedMode`). Returns whether it
@@ -61,7 +62,14 @@ public enum NodeLockdown {
         try ACLWriter.withVerifiedNode(path, major: major, minor: minor) { procPath throws(ACLWriter.WriteError) in
             let now = try currentAccess(procPath, path: path)
             let locked = lockedMode(now.mode, owner: now.uid)
-            guard now.aclText != nil || now.mode != locked else { return false }
+            guard now.uid != 0 || now.aclText != nil || now.mode != locked else { return false }
+            if now.uid != 0 {
+                // Root's, group kept: `restore` gives it back. Through /proc/self/fd/N, so
+                // exactly the verified inode.
+                guard chown(procPath, 0, UInt32.max /* (gid_t)-1: unchanged */) == 0 else {
+                    throw .failed(path, operation: "changing the owner of", .current)
+                }
+            }
             try setACL(fromMode: locked, procPath, path: path)
             return true
         }

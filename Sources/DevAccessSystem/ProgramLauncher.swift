@@ -105,6 +105,13 @@ public final class LaunchedProcess: Sendable {
         ending.withLock { ending in ending == nil && kill(-pid, signal) == 0 }
     }
 
+    /// Sends `signal` to the program itself, which may have left its group (setpgid into
+    /// a group of its own child's): under the same rule as `signalGroup`.
+    @discardableResult
+    public func signalProgram(_ signal: Int32) -> Bool {
+        ending.withLock { ending in ending == nil && kill(pid, signal) == 0 }
+    }
+
     /// The ending is first seen without reaping (WNOWAIT, outside the lock: it may block),
     /// then reaped under the lock that `signalGroup` takes, so no signal can go to a freed pid.
     private func reap(blocking: Bool) throws(Errno) -> ProcessExit? {

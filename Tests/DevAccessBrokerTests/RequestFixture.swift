@@ -25,8 +25,10 @@ final class RequestSetup: @unchecked Sendable {
 
     /// `daemonArguments`: more devaccessd options (limits).
     /// `daemonLeadsSession`: devaccessd in a session of its own, as under systemd.
+    /// `firstDaemonEnvironment`: more variables for the first daemon only (a crash point:
+    /// the daemons started after it run without them).
     init(policy: String, admins: [TestUser] = [], promptTimeout: Int = 30, daemonArguments: [String] = [],
-         daemonLeadsSession: Bool = false) throws {
+         daemonLeadsSession: Bool = false, firstDaemonEnvironment: [String: String] = [:]) throws {
         nodes = try TemporaryDirectory()
         config = try TemporaryDirectory()
         camera = try nodes.makeNullNode("video0", mode: "0600")
@@ -52,7 +54,8 @@ final class RequestSetup: @unchecked Sendable {
             "DEVACCESS_TEST_PAM_SERVICE": pamService,
         ]
         self.arguments = arguments
-        daemon = try RunningDaemon(arguments: arguments, environment: environment, leadsSession: daemonLeadsSession)
+        daemon = try RunningDaemon(arguments: arguments, environment: environment.merging(firstDaemonEnvironment) { $1 },
+                                   leadsSession: daemonLeadsSession)
         stateDirectory = daemon.stateDirectory
     }
 

@@ -85,7 +85,9 @@ final class HeldProgram: Sendable {
                                         SIGWINCH, SIGTTIN, SIGTTOU]
 
     /// The client is gone (its terminal with it, as far as the program can tell): SIGHUP and
-    /// SIGCONT to the group, as a closing terminal would send; SIGKILL after `grace`.
+    /// SIGCONT to the group, as a closing terminal would send; SIGKILL after `grace`, to the
+    /// group and to the program itself: a program that moved into another group (its own
+    /// child's) would otherwise keep running, and its run's access, with no client.
     func hangUp(grace: Duration = .seconds(10)) {
         guard let process = launched.withLock({ $0 }) else { return }
         let first = state.withLock { state -> Bool in
@@ -98,6 +100,7 @@ final class HeldProgram: Sendable {
         Thread.detachNewThread {
             Thread.sleep(forTimeInterval: Double(grace.components.seconds))
             process.signalGroup(SIGKILL)
+            process.signalProgram(SIGKILL)
         }
     }
 
