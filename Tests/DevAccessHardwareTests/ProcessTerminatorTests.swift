@@ -52,6 +52,11 @@ struct ProcessTerminatorTests {
         first.waitForExit()
         #expect(handle.hasExited)
 
+        // A process is named by its pid and its start time in clock ticks (10 ms): a pid handed
+        // out again within the same tick as the first process's start would look like it. Only
+        // root can steer pids that way (ns_last_pid); wrapping around 4M pids in 10 ms is not a
+        // real case. So the successor starts at least two ticks later.
+        usleep(25_000)
         // Other processes on the machine may take the pid first: try again a few times.
         var successor: BackgroundProcess?
         for _ in 0..<50 where successor == nil {
@@ -61,6 +66,8 @@ struct ProcessTerminatorTests {
         }
         let reused = try #require(successor, "could not get pid \(recorded.pid) handed out again")
         try reused.waitUntilRunning("/usr/bin/sleep")
+        let started = try #require(ProcessTable.entry(reused.pid)).startTicks
+        try #require(started != recorded.startTicks, "the successor started in the first one's clock tick")
 
         #expect(throws: Errno(rawValue: ESRCH)) { try handle.signal(SIGKILL).get() }
         #expect(ProcessHandle(recorded) == nil)
