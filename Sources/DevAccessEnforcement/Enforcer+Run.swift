@@ -72,9 +72,8 @@ extension Enforcer {
         var pass = ApplyPass(enforcer: self, decisions: decisions, reports: reports, report: report)
         try pass.apply(records: records, uids: uids)
         report = pass.report
-        try applyRunAccess(active: try ledger.grants(now: clock()).filter {
-            !withheld.contains($0.id) && !off.contains($0.permission)
-        }, reports: reports, &report)
+        // The apply pass edits ACL entries only: the grants read above still stand.
+        try applyRunAccess(active: standing, reports: reports, &report)
         try lockDown(hardOff, &report)
         // Drift the pass found while editing (an entry that appeared between probe and edit) is
         // not repeated, nor contradicted by a probe that predates it, by the check below.

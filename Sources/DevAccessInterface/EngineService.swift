@@ -48,7 +48,7 @@ public struct EngineService: DevAccessInterface {
         let subject = try Self.currentUser(order.user)
         try requireAdmin(verb, "\(verb) \(order.permission.rawValue) to \(subject)")
         let expires = order.expiresMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
-        let program = order.program.map { Program(path: Self.canonical($0)) }
+        let program = order.program.map { Program(path: CanonicalPath.orGiven($0)) }
         if let program, order.allow, let flaw = Self.changeableByOthers(program.path) {
             throw .refused(operation: verb, reason: "a program grant names a file only root can change, and "
                 + "\(program.path) is \(flaw): whoever can change it could run any code with the grant; "
@@ -74,7 +74,7 @@ public struct EngineService: DevAccessInterface {
         }
         let actor = caller.principal
         let now = clock()
-        let program = order.program.map(Self.canonical)
+        let program = order.program.map(CanonicalPath.orGiven)
         if order.terminate {
             try requireAdmin("revoke", "end \(subject)'s runs (--terminate)", unless: subject.uid == caller.principal.uid)
         }
@@ -122,13 +122,6 @@ public struct EngineService: DevAccessInterface {
         return checker.flaw(path, expected: FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
     }
 
-    /// The program path as the kernel will report it for a run (symlinks resolved), or as
-    /// given when it does not exist (a grant for a program not installed yet).
-    static func canonical(_ path: String) -> String {
-        guard let resolved = realpath(path, nil) else { return path }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
 
     public func reset(_ order: ResetOrder) async throws(InterfaceError) -> ResetDocument {
         let subject = try Self.formerOrCurrentUser(order.user)

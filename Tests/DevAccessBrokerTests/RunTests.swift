@@ -336,7 +336,7 @@ struct RunTests {
         defer { settings.restore() }
         let setup = try Self.setup("[camera]\nDefault=ask\n")
         let user = try TestUser("lrun", shell: "/bin/sh")
-        let shell = RunProgramPath.canonical("/bin/sh")
+        let shell = CanonicalPath.orGiven("/bin/sh")
         let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "run"] + setup.socket
                                             + ["--camera", "--reason", "video call", "--", "/bin/sh", "-c",
                                                "exec 3<>\"$1\" && echo held-it", "sh", setup.camera],
@@ -424,10 +424,7 @@ struct RunTests {
     @Test func anAdminProgramGrantLetsRunsOfThatProgramInAndNothingElseOfTheUser() throws {
         let setup = try Self.setup("[camera]\nDefault=ask\n")
         let user = try TestUser("runprog")
-        let shell = try #require(realpath("/bin/sh", nil).map { pointer in
-            defer { free(pointer) }
-            return String(cString: pointer)
-        })
+        let shell = try #require(CanonicalPath.of("/bin/sh"))
         let granted = try Self.admin(setup, ["grant", "camera", "--user", user.name, "--program", "/bin/sh"])
         #expect(granted.status == 0, "\(granted.stderr)")
         let grant = try #require(try setup.grants(user).first)
@@ -485,13 +482,6 @@ struct RunTests {
 
     // MARK: - Helpers
 
-    enum RunProgramPath {
-        static func canonical(_ path: String) -> String {
-            guard let resolved = realpath(path, nil) else { return path }
-            defer { free(resolved) }
-            return String(cString: resolved)
-        }
-    }
 
     struct Background {
         let process: Process
@@ -506,8 +496,7 @@ struct RunTests {
 
     static func runInBackground(_ user: TestUser, _ setup: RequestSetup, _ arguments: [String]) throws -> Background {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: TestProcess.devaccessBinary)
-        // setpriv would stay the parent otherwise; exec'd, the Process's pid is the CLI's.
+        // setpriv execs the CLI: the Process's pid is the CLI's (tests signal it).
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--",
                              TestProcess.devaccessBinary, "run", "--socket", setup.daemon.socketPath] + arguments

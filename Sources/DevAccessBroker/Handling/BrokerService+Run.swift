@@ -25,11 +25,11 @@ extension BrokerService {
         }
         var order = order
         if order.permissions.isEmpty {
-            let resolved = RunProgram.canonical(order.program)
+            let resolved = CanonicalPath.orGiven(order.program)
             // Sections may name the program by any path to it (/bin/sh for /usr/bin/dash).
             guard case .loaded(let policy) = policies.current(),
                   let declared = policy.programs[resolved]
-                    ?? policy.programs.values.first(where: { RunProgram.canonical($0.path) == resolved }) else {
+                    ?? policy.programs.values.first(where: { CanonicalPath.orGiven($0.path) == resolved }) else {
                 return .error(ProtocolError(.badMessage, context: "$.permissions",
                     reason: "name what the program gets (--camera, --microphone): no [Program] section of the "
                         + "policy declares \(resolved); nothing was run"))

@@ -53,17 +53,9 @@ struct RunProgram {
         return true
     }
 
-    /// `path` with symlinks resolved, or as given when it cannot be.
-    static func canonical(_ path: String) -> String {
-        guard let resolved = Glibc.realpath(path, nil) else { return path }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
 
     static func open(_ requested: String, user: UserIdentity) -> Result<RunProgram, Problem> {
-        guard let resolved = Glibc.realpath(requested, nil) else { return .failure(.unreachable(requested)) }
-        let path = String(cString: resolved)
-        free(resolved)
+        guard let path = CanonicalPath.of(requested) else { return .failure(.unreachable(requested)) }
         // devaccessd resolves as root; before it says anything about the file, the user must be
         // able to reach it: search permission on every directory above it (mode and ACLs, as
         // the kernel checks them for the user's groups). The exec as the user checks again.
