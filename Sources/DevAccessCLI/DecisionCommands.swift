@@ -76,7 +76,7 @@ enum DecisionCommand {
         let interface = try AdminAccess.interface(arguments, command: name)
         let order = DecisionOrder(allow: decision == .allow, permission: permission, user: user,
                                   device: arguments.value("device"),
-                                  expiresMilliseconds: term.expires.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) },
+                                  expiresMilliseconds: term.untilMilliseconds, lastingSeconds: term.lastingSeconds,
                                   reason: arguments.value("reason"),
                                   program: try programPath(arguments, command: name))
         let outcome = try await AdminAccess.call(name) { () throws(InterfaceError) in try await interface.decide(order) }

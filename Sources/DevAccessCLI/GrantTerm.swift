@@ -4,7 +4,12 @@ import Foundation
 
 /// How long an admin decision holds: `--for DURATION`, `--until TIME` or `--always` (the
 /// default). One of them at most.
-enum GrantTerm {
+enum GrantTerm: Equatable {
+    case always
+    /// Seconds from when devaccessd records the decision (its clock, not ours).
+    case lasting(Int64)
+    case until(Date)
+
     static let forOption = OptionSpec(long: "for", short: nil, value: "DURATION",
                                       help: "Hold for this long: 90s, 15m, 8h, 7d, 2w, 1h30m.")
     static let untilOption = OptionSpec(long: "until", short: nil, value: "TIME",
@@ -13,9 +18,7 @@ enum GrantTerm {
                                          help: "Hold until revoked (the default).")
     static let options = [forOption, untilOption, alwaysOption]
 
-    static func parse(_ arguments: ParsedArguments, command: String, now: Date) throws(UsageError)
-        -> (scope: GrantScope, expires: Date?)
-    {
+    static func parse(_ arguments: ParsedArguments, command: String, now: Date) throws(UsageError) -> GrantTerm {
         let given = ["for", "until", "always"].filter { arguments.value($0) != nil || arguments.has($0) }
         if given.count > 1 {
             throw UsageError(message: "'--\(given[0])' and '--\(given[1])' cannot be combined; give one of "
@@ -28,7 +31,7 @@ enum GrantTerm {
             } catch {
                 throw UsageError(message: "\(error.description) for '--for'", command: command)
             }
-            return (.until, now.addingTimeInterval(TimeInterval(seconds)))
+            return .lasting(seconds)
         }
         if let text = arguments.value("until") {
             guard let time = TimeText.parse(text) else {
@@ -39,9 +42,19 @@ enum GrantTerm {
             guard time > now else {
                 throw UsageError(message: "'--until \(text)' is not in the future", command: command)
             }
-            return (.until, time)
+            return .until(time)
         }
-        return (.always, nil)
+        return .always
+    }
+
+    var untilMilliseconds: Int64? {
+        guard case .until(let time) = self else { return nil }
+        return Int64((time.timeIntervalSince1970 * 1000).rounded())
+    }
+
+    var lastingSeconds: Int64? {
+        guard case .lasting(let seconds) = self else { return nil }
+        return seconds
     }
 }
 

@@ -10,7 +10,7 @@ public enum DurationText {
 
     static let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
     /// Ten years: longer is a typo or an attempt to overflow, not a grant.
-    static let maximumSeconds: Int64 = 10 * 366 * 86_400
+    public static let maximumSeconds: Int64 = 10 * 366 * 86_400
 
     public static func seconds(_ text: String) throws(ParseError) -> Int64 {
         var total: Int64 = 0

@@ -63,6 +63,9 @@ public struct Enforcer: Sendable {
         public var decision: Decision
         public var scope: GrantScope
         public var expires: Date?
+        /// `--for`: the grant ends this many seconds after it is recorded (scope `until`, no
+        /// `expires`): the term starts when the row is written, not when the admin typed it.
+        public var lastingSeconds: Int64?
         public var reason: String
         /// `once` of a request (an approval): the process the grant lasts for.
         public var holder: ProcessHolder?
@@ -70,9 +73,10 @@ public struct Enforcer: Sendable {
         public var program: Program?
 
         public init(subject: Principal, permission: Permission, deviceID: String? = nil, decision: Decision,
-                    scope: GrantScope, expires: Date? = nil, reason: String = "", holder: ProcessHolder? = nil,
-                    program: Program? = nil) {
+                    scope: GrantScope, expires: Date? = nil, lastingSeconds: Int64? = nil, reason: String = "",
+                    holder: ProcessHolder? = nil, program: Program? = nil) {
             self.program = program
+            self.lastingSeconds = lastingSeconds
             self.holder = holder
             self.subject = subject
             self.permission = permission
@@ -123,9 +127,11 @@ public struct Enforcer: Sendable {
 
     /// The ledger's part of `decide`: the new row, and the standing allows it ends.
     func recordDecision(_ request: DecisionRequest) throws(LedgerError) -> (grant: Grant, ended: [Grant]) {
+        let now = clock()
+        let expires = request.lastingSeconds.map { now.addingTimeInterval(TimeInterval($0)) } ?? request.expires
         let new = NewGrant(subject: request.subject, program: request.program, permission: request.permission,
                            deviceID: request.deviceID,
-                           decision: request.decision, scope: request.scope, expires: request.expires,
+                           decision: request.decision, scope: request.scope, expires: expires,
                            decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder)
         var ended: [Grant] = []
         let grant: Grant
@@ -138,10 +144,10 @@ public struct Enforcer: Sendable {
                                           deviceID: request.deviceID, by: actor,
                                           reason: "replaced by a new grant", at: clock(), only: Set(standing.map(\.id)))
             }
-            grant = try ledger.recordGrant(new, at: clock())
+            grant = try ledger.recordGrant(new, at: now)
         } else {
             // The denial is written first: from then on it wins over the allows it covers.
-            grant = try ledger.recordGrant(new, at: clock())
+            grant = try ledger.recordGrant(new, at: now)
             if !standing.isEmpty {
                 ended = try ledger.revoke(permission: request.permission, uid: request.subject.uid,
                                           deviceID: request.deviceID, by: actor,
@@ -252,6 +258,13 @@ public struct Enforcer: Sendable {
     /// The ledger checks the same when it records; checked here first because a grant
     /// may end older grants before its own row is written.
     static func validateTerm(_ request: DecisionRequest, now: Date) throws(EnforcementError) {
+        if let seconds = request.lastingSeconds {
+            guard request.scope == .until, request.expires == nil, seconds > 0 else {
+                throw .ledger(.invalidArgument("a term of \(seconds) s needs scope 'until', a positive length "
+                    + "and no expiry time"))
+            }
+            return
+        }
         switch (request.scope, request.expires) {
         case (.until, nil):
             throw .ledger(.invalidArgument("scope 'until' needs an expiry time"))

@@ -56,8 +56,9 @@ public struct EngineService: DevAccessInterface {
         }
         let request = Enforcer.DecisionRequest(
             subject: subject, permission: order.permission, deviceID: order.device,
-            decision: order.allow ? .allow : .deny, scope: expires == nil ? .always : .until, expires: expires,
-            reason: order.reason ?? "", program: program)
+            decision: order.allow ? .allow : .deny,
+            scope: expires == nil && order.lastingSeconds == nil ? .always : .until, expires: expires,
+            lastingSeconds: order.lastingSeconds, reason: order.reason ?? "", program: program)
         let actor = caller.principal
         let now = clock()
         return try await runner.run(verb) { (engine) throws(EnforcementError) -> (DecisionDocument, EnforcementReport) in

@@ -90,6 +90,33 @@ struct EnforcementTests {
         #expect(try fx.engine().nextExpiry() == nil)
     }
 
+    /// `grant --for 5s`: the term starts when the engine records the grant, by the engine's
+    /// clock. (It was counted from when the CLI parsed it: a slow daemon or a long wait for
+    /// the engine shortened the grant by that much.)
+    @Test func aGrantForADurationStartsWhenItIsRecorded() throws {
+        let fx = try EngineFixture("lasting")
+        _ = try fx.camera("video0")
+        let typed = fx.clock.now
+        fx.clock.advance(2)  // the order's time on its way and in the engine's queue
+        let grant = try fx.engine().decide(Enforcer.DecisionRequest(
+            subject: fx.principal(fx.alice), permission: .camera, decision: .allow, scope: .until,
+            lastingSeconds: 5)).grant
+        // The ledger keeps milliseconds.
+        #expect(abs(grant.created.timeIntervalSince(typed) - 2) < 0.001)
+        #expect(grant.expires.map { abs($0.timeIntervalSince(grant.created) - 5) < 0.001 } == true)
+        // Not both, and not with `always`.
+        #expect(throws: EnforcementError.self) {
+            try fx.engine().decide(Enforcer.DecisionRequest(
+                subject: fx.principal(fx.alice), permission: .camera, decision: .allow, scope: .always,
+                lastingSeconds: 5))
+        }
+        #expect(throws: EnforcementError.self) {
+            try fx.engine().decide(Enforcer.DecisionRequest(
+                subject: fx.principal(fx.alice), permission: .camera, decision: .allow, scope: .until,
+                expires: fx.clock.now.addingTimeInterval(60), lastingSeconds: 5))
+        }
+    }
+
     @Test func expiredGrantIsRemovedWhenTheEngineRuns() throws {
         let fx = try EngineFixture("expiry")
         let node = try fx.camera("video0")

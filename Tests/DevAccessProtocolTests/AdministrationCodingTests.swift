@@ -8,6 +8,7 @@ struct AdministrationCodingTests {
         .decide(DecisionOrder(allow: true, permission: .camera, user: "alice", device: "camera:x",
                               expiresMilliseconds: 1_764_525_600_123, reason: "exam week")),
         .decide(DecisionOrder(allow: false, permission: .location, user: "1001")),
+        .decide(DecisionOrder(allow: true, permission: .microphone, user: "bob", lastingSeconds: 5)),
         .revoke(RevokeOrder(permission: .microphone, user: "bob", device: "microphone:card0", reason: "left")),
         .revoke(RevokeOrder(permission: .camera, user: "4242")),
         .reset(ResetOrder(user: "carol")),
@@ -57,6 +58,13 @@ struct AdministrationCodingTests {
             .reason == "missing field 'user'")
         #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"camera","user":"a","expires":0}"#)?
             .context == "$.expires")
+        // `for` (seconds from when devaccessd records it): positive, at most ten years, never with `expires`.
+        #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"camera","user":"a","for":0}"#)?
+            .context == "$.for")
+        #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"camera","user":"a","for":316224001}"#)?
+            .context == "$.for")
+        #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"camera","user":"a","for":5,"expires":1764525600000}"#)?
+            .reason.contains("not both") == true)
         #expect(rejection(#"{"version":3,"id":1,"type":"decide","decision":"allow","permission":"cam","user":"a"}"#)?
             .code == .unknownPermission)
         #expect(rejection(#"{"version":3,"id":1,"type":"withdraw","pending":0}"#)?.context == "$.pending")

@@ -17,14 +17,20 @@ public struct DecisionOrder: Sendable, Hashable {
     public var device: String?
     /// nil: until revoked; else when the decision ends, in milliseconds since 1970 UTC.
     public var expiresMilliseconds: Int64?
+    /// `--for`: the decision ends this many seconds after devaccessd records it. Counted by
+    /// the recorder's clock, not the sender's, so the time a request spends on its way (or
+    /// waiting for the engine) is not taken off the term. Excludes `expiresMilliseconds`.
+    public var lastingSeconds: Int64?
     public var reason: String?
     /// A program grant (version 5): only runs of this program (`devaccess run`) by the user
     /// use it. An absolute path; nil: the user's every program.
     public var program: String?
 
     public init(allow: Bool, permission: Permission, user: String, device: String? = nil,
-                expiresMilliseconds: Int64? = nil, reason: String? = nil, program: String? = nil) {
+                expiresMilliseconds: Int64? = nil, lastingSeconds: Int64? = nil, reason: String? = nil,
+                program: String? = nil) {
         self.program = program
+        self.lastingSeconds = lastingSeconds
         self.allow = allow
         self.permission = permission
         self.user = user
@@ -197,6 +203,8 @@ enum AdministrationCoding {
     static let maxPath = 4096
     /// Year 9999: far beyond any grant, and exact in a double.
     static let maxMilliseconds: Int64 = 253_402_300_799_000
+    /// `DurationText`'s ten years.
+    static let maxLastingSeconds: Int64 = DurationText.maximumSeconds
 
     static func encode(_ request: Request) -> [JSONMember] {
         var members: [JSONMember] = []
@@ -208,6 +216,7 @@ enum AdministrationCoding {
             add("user", order.user)
             add("device", order.device)
             if let expires = order.expiresMilliseconds { members.append(JSONMember("expires", .integer(expires))) }
+            if let seconds = order.lastingSeconds { members.append(JSONMember("for", .integer(seconds))) }
             add("reason", order.reason)
             add("program", order.program)
         case .revoke(let order):
@@ -268,10 +277,15 @@ enum AdministrationCoding {
             let user = try name("user", &reader)
             let device = try optionalName("device", &reader)
             let expires = try reader.optionalInteger("expires", in: 1...maxMilliseconds)
+            let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
+            if expires != nil, lasting != nil {
+                throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'expires' or 'for', not both")
+            }
             let reason = try reader.optionalString("reason", maxLength: maxReason)
             let program = try optionalPath("program", &reader)
             return .decide(DecisionOrder(allow: allow, permission: permission, user: user, device: device,
-                                         expiresMilliseconds: expires, reason: reason, program: program))
+                                         expiresMilliseconds: expires, lastingSeconds: lasting, reason: reason,
+                                         program: program))
         case "revoke":
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
             return .revoke(RevokeOrder(permission: permission, user: try name("user", &reader),
