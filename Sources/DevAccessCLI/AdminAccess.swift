@@ -120,6 +120,7 @@ enum AdminAccess {
             return CommandFailure(message: "\(text); start it ('systemctl start devaccessd'), or as root with the "
                 + "daemon stopped repeat the command with --offline", code: .brokerUnreachable)
         case .brokerBusy: return CommandFailure(message: error.description, code: .brokerUnreachable)
+        case .unavailable: return CommandFailure(message: error.description, code: .unavailable)
         case .failed: return CommandFailure(message: error.description, code: .failure)
         }
     }

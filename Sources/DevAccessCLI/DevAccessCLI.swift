@@ -26,6 +26,7 @@ public enum DevAccessCLI {
         CommandEntry(spec: ListCommand.spec, run: ListCommand.run),
         CommandEntry(spec: ReconcileCommand.spec, run: ReconcileCommand.run),
         CommandEntry(spec: SwitchCommand.spec, run: SwitchCommand.run),
+        CommandEntry(spec: LocationCommand.spec, run: LocationCommand.run),
         CommandEntry(spec: AuditCommand.spec, run: AuditCommand.run),
         CommandEntry(spec: PolicyCommand.spec, run: PolicyCommand.run),
         CommandEntry(spec: DoctorCommand.spec, run: DoctorCommand.run),

@@ -57,6 +57,10 @@ public struct BrokerInterface: DevAccessInterface {
         try perform(.switches)
     }
 
+    public func location(_ query: LocationQuery) async throws(InterfaceError) -> LocationDocument {
+        try perform(.location(query))
+    }
+
     private func perform<Document: Decodable>(_ request: Request) throws(InterfaceError) -> Document {
         let result: OperationResult
         do {
@@ -88,6 +92,7 @@ extension InterfaceError {
             case .busy: self = .brokerBusy("devaccessd is busy: \(frame.reason)")
             case .ledgerBusy: self = .busy(frame.reason)
             case .ledgerUnusable: self = .ledgerUnusable(frame.reason)
+            case .unavailable: self = .unavailable(frame.reason)
             case .unknownType, .unsupportedVersion:
                 self = .failed("\(frame.reason); devaccessd is older than this devaccess, restart it after the upgrade")
             default: self = .failed(frame.reason)
@@ -105,6 +110,7 @@ extension InterfaceError {
         case .notFound(let text): return ProtocolError(.noSuchRequest, context: "$.pending", reason: text)
         case .busy(let text): return ProtocolError(.ledgerBusy, context: "ledger", reason: text)
         case .ledgerUnusable(let text): return ProtocolError(.ledgerUnusable, context: "ledger", reason: text)
+        case .unavailable(let text): return ProtocolError(.unavailable, context: "location", reason: text)
         case .unreachable(let text), .brokerBusy(let text), .failed(let text):
             return ProtocolError(.internal, context: "broker", reason: text)
         }

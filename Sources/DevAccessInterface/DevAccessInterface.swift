@@ -35,6 +35,9 @@ public protocol DevAccessInterface: Sendable {
     func setSwitch(_ order: SwitchOrder) async throws(InterfaceError) -> SwitchesDocument
     /// The privacy switches (anyone).
     func switches() async throws(InterfaceError) -> SwitchesDocument
+    /// The machine's position at the caller's granted accuracy (devaccessd only: it is
+    /// gpsd's one client).
+    func location(_ query: LocationQuery) async throws(InterfaceError) -> LocationDocument
 }
 
 /// Why an operation did not happen; each case maps to one documented exit code.
@@ -53,6 +56,8 @@ public enum InterfaceError: Error, Sendable, Hashable, CustomStringConvertible {
     case unreachable(String)
     /// devaccessd runs but turned the connection away (too many); try again (exit 69).
     case brokerBusy(String)
+    /// What was asked for is not there now (gpsd down, no fix) (exit 6).
+    case unavailable(String)
     /// Anything else (exit 1).
     case failed(String)
 
@@ -60,7 +65,7 @@ public enum InterfaceError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .refused(_, let reason): return reason
         case .badArgument(let text), .notFound(let text), .busy(let text), .ledgerUnusable(let text),
-             .unreachable(let text), .brokerBusy(let text), .failed(let text):
+             .unreachable(let text), .brokerBusy(let text), .unavailable(let text), .failed(let text):
             return text
         }
     }

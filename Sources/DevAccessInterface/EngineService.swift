@@ -348,6 +348,13 @@ public struct EngineService: DevAccessInterface {
         }
     }
 
+    // MARK: Location
+
+    public func location(_ query: LocationQuery) async throws(InterfaceError) -> LocationDocument {
+        throw .unavailable("location is served by devaccessd alone (it is gpsd's one client); --offline cannot "
+            + "serve it: start devaccessd ('systemctl start devaccessd')")
+    }
+
     /// Replies are at most `BrokerProtocol.maxReplySize`: a page of unusually large events
     /// is cut short (the client asks for the rest from `next`), never refused. Sizes are
     /// upper bounds counted from the strings (no encoding pass over every page).

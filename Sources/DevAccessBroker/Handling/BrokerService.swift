@@ -30,6 +30,8 @@ public final class BrokerService: RequestHandler {
     let settings: RequestSettings
     /// Where decisions are recorded and enforced, one at a time (nil without a ledger).
     let enforcement: (any DecisionEnforcement)?
+    /// nil: this broker serves no location (`--no-location`, or tests without gpsd).
+    let locations: LocationServing?
     /// Requesters waiting (`--wait`) for an administrator to resolve their request.
     let approvals = ApprovalWaiters()
     /// Who the broker is in the ledger when policy decides (`how=policy`).
@@ -59,8 +61,9 @@ public final class BrokerService: RequestHandler {
     public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, configDirectory: String, log: BrokerLog,
                 settings: RequestSettings = .fromEnvironment(ProcessInfo.processInfo.environment),
                 enforcement: (any DecisionEnforcement)? = nil, policy: Policy? = nil,
-                policies keeper: PolicyKeeper? = nil) {
+                policies keeper: PolicyKeeper? = nil, location: (any LocationSource)? = nil) {
         self.probe = probe
+        locations = location.map(LocationServing.init)
         self.rules = rules
         self.ledger = ledger
         self.log = log
@@ -183,6 +186,8 @@ public final class BrokerService: RequestHandler {
         case .runSignal:
             // The event loop hands signals to their run; one on its own is refused there.
             return .error(ProtocolError(.badMessage, context: "$.type", reason: "no program of this connection is running"))
+        case .location(let query):
+            return await location(query, id: envelope.id, peer: peer)
         }
     }
 

@@ -54,6 +54,8 @@ public enum MessageCodec {
             members += RunCoding.encode(order)
         case .runSignal(let signal):
             members.append(JSONMember("signal", .integer(Int64(signal.signal))))
+        case .location(let query):
+            members += LocationCoding.encode(query)
         }
         return JSONWriter.bytes(.object(members))
     }
@@ -123,6 +125,9 @@ public enum MessageCodec {
             case ("run-signal", 5...):
                 request = .runSignal(RunSignal(signal: Int32(try reader.integer("signal", in: 1...64))))
                 try reader.finish()
+            case ("location", 6...):
+                request = .location(try LocationCoding.decode(&reader))
+                try reader.finish()
             case (_, 3...):
                 guard let administration = try AdministrationCoding.decode(type, &reader) else {
                     throw ProtocolError(.unknownType, context: "$.type",
@@ -130,7 +135,8 @@ public enum MessageCodec {
                                             + "this broker knows: hello, status, request, prompt-answer, pending, "
                                             + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
                                             + "audit-verify, audit-archive, audit-report, switch, switches"
-                                            + (version >= 5 ? ", run, run-signal" : ""))
+                                            + (version >= 5 ? ", run, run-signal" : "")
+                                            + (version >= 6 ? ", location" : ""))
                 }
                 try reader.finish()
                 request = administration

@@ -14,11 +14,12 @@ import DevAccessCore
 /// `audit-verify`, Administration.swift), answered by `result`. Version 4 lets `approve`
 /// choose the term (`scope`, `duration`) and makes `reject` decline the request only unless
 /// it says `deny` (a version 2 or 3 `reject` still records a denial). Version 5 adds
-/// `run` (Run.swift): the broker starts a program with access for it.
+/// `run` (Run.swift): the broker starts a program with access for it. Version 6 adds
+/// `location` (Location.swift): the broker serves the position at the caller's grant.
 public enum BrokerProtocol {
     /// The version this build writes.
-    public static let version: Int64 = 5
-    public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5]
+    public static let version: Int64 = 6
+    public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5, 6]
     /// 64 KiB: the most a request line may hold before its newline.
     public static let maxRequestSize = 64 * 1024
     /// Replies carry full statuses with devices, nodes and reasons; 1 MiB is far above
@@ -83,6 +84,8 @@ public enum Request: Sendable, Hashable {
     case setSwitch(SwitchOrder)
     /// The privacy switches that are off (anyone).
     case switches
+    /// The machine's position at the caller's granted accuracy (version 6).
+    case location(LocationQuery)
 
     public var type: String {
         switch self {
@@ -106,6 +109,7 @@ public enum Request: Sendable, Hashable {
         case .runSignal: return "run-signal"
         case .setSwitch: return "switch"
         case .switches: return "switches"
+        case .location: return "location"
         }
     }
 }

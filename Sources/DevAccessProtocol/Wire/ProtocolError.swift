@@ -62,6 +62,9 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let ledgerBusy = ErrorCode(rawValue: "ledger-busy")
     /// The broker's ledger cannot be used (corrupt, disk full, newer schema) (version 3).
     public static let ledgerUnusable = ErrorCode(rawValue: "ledger-unusable")
+    /// What the request asks for is not there now: gpsd not running, no receiver, no fix
+    /// (version 6). Asking again later may work.
+    public static let unavailable = ErrorCode(rawValue: "unavailable")
     /// The request is valid but this broker does not serve it yet.
     public static let notImplemented = ErrorCode(rawValue: "not-implemented")
     /// The broker failed on its side (ledger, probe); the reason says what.

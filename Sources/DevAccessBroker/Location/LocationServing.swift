@@ -1,0 +1,53 @@
+import Synchronization
+import DevAccessCore
+
+/// Where devaccessd's positions come from: the gpsd watcher (`GpsdWatcher`).
+public protocol LocationSource: Sendable {
+    /// Starts watching; idempotent. The first location request calls it, so gpsd keeps no
+    /// receiver powered for a machine nobody asks about.
+    func start()
+    /// The newest fix with a position (3D before 2D), or nil.
+    func currentFix() -> LocationFix?
+    /// Why there is no fix, said for the person who asked ("gpsd at 127.0.0.1:2947 refused
+    /// the connection", "no receiver", "/dev/ttyACM0 has no fix yet").
+    func problem() -> String
+}
+
+/// Serves fixes at an accuracy. One `LocationBlur` per receiver for everyone: two callers
+/// at one level see the same cell, and nobody learns more by asking twice or in turns.
+final class LocationServing: Sendable {
+    let source: any LocationSource
+    private let blurs = Mutex<[String: LocationBlur]>([:])
+    /// While gpsd has no fix, how often to look again: far below a receiver's 1 Hz.
+    static let pollInterval: Duration = .milliseconds(100)
+
+    init(source: any LocationSource) {
+        self.source = source
+    }
+
+    enum Outcome: Sendable {
+        case served(LocationFix)
+        case unavailable(String)
+    }
+
+    /// The newest fix at `level`, waiting up to `wait` for a first one. Waiting holds no
+    /// thread: a caller that waits costs a connection, which the server limits per user.
+    func fix(at level: LocationAccuracy, wait: Duration) async -> Outcome {
+        source.start()
+        let deadline = ContinuousClock.now.advanced(by: wait)
+        while true {
+            if let fix = source.currentFix() { return .served(serve(fix, at: level)) }
+            if ContinuousClock.now >= deadline || Task.isCancelled { return .unavailable(source.problem()) }
+            try? await Task.sleep(for: Self.pollInterval)
+        }
+    }
+
+    func serve(_ fix: LocationFix, at level: LocationAccuracy) -> LocationFix {
+        blurs.withLock { blurs in
+            var blur = blurs[fix.device ?? "", default: LocationBlur()]
+            let served = blur.serve(fix, at: level)
+            blurs[fix.device ?? ""] = blur
+            return served
+        }
+    }
+}

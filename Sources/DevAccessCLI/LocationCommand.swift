@@ -1,0 +1,101 @@
+import Foundation
+import DevAccessCore
+import DevAccessInterface
+import DevAccessProtocol
+
+/// `devaccess location`: where this computer is, as devaccessd serves it at your grant.
+enum LocationCommand: Command {
+    static let spec = CommandSpec(
+        name: "location",
+        abstract: "Print this computer's position, at the accuracy your location grant allows.",
+        usage: "devaccess location [--accuracy LEVEL] [--wait DURATION] [--json]",
+        options: [accuracy, wait, CommonOptions.json, BrokerOptions.socket],
+        discussion: """
+        devaccessd is the gpsd client: it asks gpsd and serves the position to you at the
+        accuracy of your location grant ('devaccess request location --accuracy LEVEL').
+        Levels, finest first: exact, street (about 100 m), neighborhood (about 1 km), city
+        (about 10 km), country (about 300 km). Below exact the coordinates are the centre of
+        a grid cell of that size (the same for every read, so averaging reads gains
+        nothing), speed, track and climb are left out, and the altitude is rounded
+        (neighborhood and street) or left out (city, country). --accuracy asks for a
+        coarser level than the grant; a finer one is refused.
+        When gpsd has no fix yet, devaccessd waits for one up to --wait (default 5s, at
+        most 30s).
+        Exit codes: 0 printed, 6 no position (gpsd not running, no receiver, no fix within
+        --wait; the message says which), 64 usage error, 69 devaccessd unreachable, 77 no
+        location grant, or a level finer than the grant (audited).
+        """)
+
+    static let accuracy = OptionSpec(long: "accuracy", short: nil, value: "LEVEL",
+        help: "exact, street, neighborhood, city or country (default: your grant's).")
+    static let wait = OptionSpec(long: "wait", short: nil, value: "DURATION",
+        help: "How long to wait for a first fix: 0s to 30s (default 5s).")
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        guard arguments.positionals.isEmpty else {
+            throw UsageError(message: "location takes no arguments, got '\(arguments.positionals.joined(separator: " "))'",
+                             command: spec.name)
+        }
+        var query = LocationQuery()
+        if let text = arguments.value("accuracy") {
+            do {
+                query.accuracy = try LocationAccuracy.parse(text)
+            } catch {
+                throw UsageError(message: "\(error.description) for '--accuracy'", command: spec.name)
+            }
+        }
+        if let text = arguments.value("wait") {
+            let seconds: Int64
+            do {
+                seconds = text == "0" ? 0 : try DurationText.seconds(text)
+            } catch {
+                throw UsageError(message: "\(error.description) for '--wait'", command: spec.name)
+            }
+            guard seconds * 1000 <= LocationQuery.maxWait else {
+                throw UsageError(message: "'--wait \(text)' is longer than 30s", command: spec.name)
+            }
+            query.waitMilliseconds = seconds * 1000
+        }
+        let interface = BrokerInterface(socketPath: try BrokerOptions.socketPath(arguments, command: spec.name))
+        let document = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await interface.location(query)
+        }
+        if arguments.has("json") {
+            console.out(try JSONOutput.encode(document))
+        } else {
+            console.out(text(document))
+        }
+        return .success
+    }
+
+    /// `48.12°N 11.52°E ±10000 m (city: about 10 km; grant: exact)` and a line about the fix.
+    static func text(_ document: LocationDocument) -> String {
+        let level = LocationAccuracy(rawValue: document.accuracy) ?? .exact
+        let digits = decimals(level)
+        func angle(_ value: Double, _ positive: String, _ negative: String) -> String {
+            String(format: "%.\(digits)f°", abs(value)) + (value < 0 ? negative : positive)
+        }
+        var first = angle(document.latitude, "N", "S") + " " + angle(document.longitude, "E", "W")
+        if let eph = document.eph { first += String(format: " ±%.0f m", eph) }
+        first += " (\(document.accuracy): \(document.approximately)"
+            + (document.granted == document.accuracy ? ")" : "; grant: \(document.granted))")
+        var second = "\(document.fix.uppercased()) fix"
+        if let device = document.device { second += " from \(TerminalText.field(device))" }
+        if let time = document.time { second += " at \(TerminalText.field(time))" }
+        if let altitude = document.altitude { second += String(format: ", altitude %.0f m", altitude) }
+        if let speed = document.speed { second += String(format: ", speed %.1f m/s", speed) }
+        if let track = document.track { second += String(format: ", track %.0f°", track) }
+        return first + "\n" + second
+    }
+
+    /// Enough decimals to show the cell's centre, not more (they would only look precise).
+    static func decimals(_ level: LocationAccuracy) -> Int {
+        switch level {
+        case .exact: return 6
+        case .street: return 4
+        case .neighborhood: return 3
+        case .city: return 2
+        case .country: return 1
+        }
+    }
+}
