@@ -9,6 +9,12 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/inet_diag.h>
 
 /* O_PATH is hidden behind _GNU_SOURCE, which a shim must not define (it clashes with
    SwiftGlibc); glibc always defines the value itself as __O_PATH. */
@@ -103,7 +109,71 @@ static inline int devaccess_process_pidfd(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/* accept4(2) is declared only under _GNU_SOURCE: a new connection close-on-exec from its
+   first instant, so a program a run starts at that moment cannot inherit it. */
+static inline int devaccess_accept4(int fd, struct sockaddr *address, socklen_t *length, int flags) {
+    return (int)syscall(SYS_accept4, fd, address, length, flags);
+}
+
 static inline int devaccess_pidfd_send(int pidfd, int signal) {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
+}
+
+/* The uid that owns the TCP socket whose local end is src:sport and remote end is
+   dst:dport (ports in host order, addresses in network order: 4 bytes for AF_INET, 16 for
+   AF_INET6), asked of the kernel with one exact sock_diag lookup (inet_diag(7)). This is
+   how a loopback server learns who connected: TCP has no SO_PEERCRED. Returns the uid, or
+   -errno (-ENOENT: no such socket, it closed). The uid is the socket's creator's, as
+   SO_PEERCRED gives the connecting process's credentials for a Unix socket. */
+static inline long long devaccess_tcp_socket_uid(int family, const unsigned char *src, unsigned short sport,
+                                                 const unsigned char *dst, unsigned short dport) {
+    if (family != AF_INET && family != AF_INET6) return -EAFNOSUPPORT;
+    size_t length = family == AF_INET ? 4 : 16;
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -errno;
+    struct timeval timeout = { .tv_sec = 1, .tv_usec = 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    struct { struct nlmsghdr header; struct inet_diag_req_v2 request; } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;
+    message.request.sdiag_family = (unsigned char)family;
+    message.request.sdiag_protocol = IPPROTO_TCP;
+    message.request.idiag_states = ~0U;
+    message.request.id.idiag_sport = htons(sport);
+    message.request.id.idiag_dport = htons(dport);
+    memcpy(message.request.id.idiag_src, src, length);
+    memcpy(message.request.id.idiag_dst, dst, length);
+    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    struct sockaddr_nl kernel;
+    memset(&kernel, 0, sizeof kernel);
+    kernel.nl_family = AF_NETLINK;
+    if (sendto(fd, &message, sizeof message, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    long long buffer[1024];  /* 8 KiB, aligned for nlmsghdr */
+    ssize_t received;
+    do { received = recv(fd, buffer, sizeof buffer, 0); } while (received < 0 && errno == EINTR);
+    int error = errno;
+    close(fd);
+    if (received < 0) return -error;
+    struct nlmsghdr *header = (struct nlmsghdr *)buffer;
+    int left = (int)received;
+    for (; NLMSG_OK(header, left); header = NLMSG_NEXT(header, left)) {
+        if (header->nlmsg_type == NLMSG_ERROR) {
+            struct nlmsgerr *failure = (struct nlmsgerr *)NLMSG_DATA(header);
+            return failure->error < 0 ? failure->error : -EPROTO;
+        }
+        if (header->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+            header->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+            struct inet_diag_msg *socket_info = (struct inet_diag_msg *)NLMSG_DATA(header);
+            return (long long)socket_info->idiag_uid;
+        }
+    }
+    return -EPROTO;
 }
 #endif
