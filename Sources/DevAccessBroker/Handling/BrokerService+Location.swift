@@ -16,22 +16,10 @@ extension BrokerService {
             return .error(ProtocolError(.unavailable, context: "location",
                                         reason: "this devaccessd serves no location (it was started with --no-location)"))
         }
-        guard let enforcement else {
-            return .error(ProtocolError(.internal, context: "location", reason: "this broker runs without a ledger"))
-        }
-        let granted: LocationAccuracy?
-        do throws(InterfaceError) {
-            granted = try await QueuedEngine(enforcement: enforcement).run("location") {
-                (engine) throws(EnforcementError) -> (LocationAccuracy?, EnforcementReport) in
-                (try engine.locationAccuracy(for: subject), EnforcementReport())
-            }
-        } catch {
-            return .error(error.protocolError)
-        }
-        guard let granted else {
-            return refuse("location", id: id, peer: peer, subject: subject,
-                          reason: "\(subject.name) may not know this computer's location: no location grant "
-                              + "(ask with 'devaccess request location'; 'devaccess status location' says why)")
+        let granted: LocationAccuracy
+        switch await grantedLocation(subject, id: id, peer: peer) {
+        case .success(let level): granted = level
+        case .failure(let failure): return failure.reply
         }
         if let asked = query.accuracy, asked > granted {
             return refuse("location", id: id, peer: peer, subject: subject,
@@ -55,4 +43,80 @@ extension BrokerService {
             }
         }
     }
+
+    /// The subject's level, or the reply that ends the request: a refusal (audited) when
+    /// it has none, an error when the engine cannot say.
+    func grantedLocation(_ subject: Principal, id: Int64, peer: Peer) async -> Result<LocationAccuracy, ReplyFailure> {
+        guard let enforcement else {
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "location",
+                                                              reason: "this broker runs without a ledger"))))
+        }
+        let granted: LocationAccuracy?
+        do throws(InterfaceError) {
+            granted = try await QueuedEngine(enforcement: enforcement).run("location") {
+                (engine) throws(EnforcementError) -> (LocationAccuracy?, EnforcementReport) in
+                (try engine.locationAccuracy(for: subject), EnforcementReport())
+            }
+        } catch {
+            return .failure(ReplyFailure(.error(error.protocolError)))
+        }
+        guard let granted else {
+            return .failure(ReplyFailure(refuse("location", id: id, peer: peer, subject: subject,
+                                                reason: Self.noLocationGrant(subject))))
+        }
+        return .success(granted)
+    }
+
+    static func noLocationGrant(_ subject: Principal) -> String {
+        "\(subject.name) may not know this computer's location: no location grant (ask with 'devaccess request "
+            + "location'; 'devaccess status location' says why)"
+    }
+
+    /// The gpsd-compatible endpoint's lookup for a client the kernel says is `uid`.
+    func locationCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.GrantCheck {
+        let subject = Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid))
+        // TCP gives no pid: the audit names the connection instead.
+        var peer = Peer(pid: 0, uid: uid, gid: 0, groups: [])
+        peer.programProblem = "a TCP client of the gpsd endpoint from \(address)"
+        switch await grantedLocation(subject, id: 0, peer: peer) {
+        case .success(let level):
+            return .allowed(level)
+        case .failure(let failure):
+            if case .error(let error) = failure.reply, error.code != .permissionDenied {
+                return .refused("cannot tell whether \(subject.name) may know the location: \(error.reason)")
+            }
+            return .refused(Self.noLocationGrant(subject))
+        }
+    }
+
+    /// The gpsd endpoint on loopback `port` (IPv4 and IPv6; an address that cannot be bound,
+    /// such as ::1 with IPv6 off, is left out and logged). nil when this broker serves no
+    /// location or no address could be bound.
+    public func gpsdEndpoint(port: UInt16) -> GpsdCompatibleServer? {
+        guard let locations else { return nil }
+        var listeners: [TCPListener] = []
+        for family in [AF_INET, AF_INET6] {
+            do {
+                listeners.append(try TCPListener(.loopback(family: family, port: port)))
+            } catch {
+                log.warning("gpsd endpoint: cannot listen", ["address": TCPAddress.loopback(family: family, port: port)
+                    .description, "error": error.description])
+            }
+        }
+        guard !listeners.isEmpty else { return nil }
+        do {
+            return try GpsdCompatibleServer(listeners: listeners, serving: locations, log: log) { [self] uid, address in
+                await locationCheck(uid: uid, peer: address)
+            }
+        } catch {
+            log.error("gpsd endpoint: cannot start", ["error": error.description])
+            return nil
+        }
+    }
+}
+
+/// A reply that ends a request early, as an error value.
+struct ReplyFailure: Error {
+    var reply: Reply
+    init(_ reply: Reply) { self.reply = reply }
 }

@@ -1,6 +1,41 @@
 import Synchronization
 import DevAccessCore
 
+/// What the source knows now, for the gpsd-compatible endpoint.
+public struct LocationSnapshot: Sendable, Hashable {
+    /// Grows with every change: a server compares it to see whether to send.
+    public var generation: UInt64
+    /// gpsd's release ("3.22"); nil before the first connection.
+    public var release: String?
+    public var receivers: [Receiver]
+    /// The newest fix of each receiver that has one (mode 1 included: "no fix").
+    public var fixes: [LocationFix]
+    /// Each receiver's newest SKY report as gpsd sent it: satellites say where one is, so
+    /// it goes only to exact grants.
+    public var sky: [String: String]
+
+    public struct Receiver: Sendable, Hashable {
+        public var path: String
+        public var driver: String?
+        public var activated: String?
+
+        public init(path: String, driver: String? = nil, activated: String? = nil) {
+            self.path = path
+            self.driver = driver
+            self.activated = activated
+        }
+    }
+
+    public init(generation: UInt64, release: String? = nil, receivers: [Receiver] = [], fixes: [LocationFix] = [],
+                sky: [String: String] = [:]) {
+        self.generation = generation
+        self.release = release
+        self.receivers = receivers
+        self.fixes = fixes
+        self.sky = sky
+    }
+}
+
 /// Where devaccessd's positions come from: the gpsd watcher (`GpsdWatcher`).
 public protocol LocationSource: Sendable {
     /// Starts watching; idempotent. The first location request calls it, so gpsd keeps no
@@ -11,6 +46,7 @@ public protocol LocationSource: Sendable {
     /// Why there is no fix, said for the person who asked ("gpsd at 127.0.0.1:2947 refused
     /// the connection", "no receiver", "/dev/ttyACM0 has no fix yet").
     func problem() -> String
+    func snapshot() -> LocationSnapshot
 }
 
 /// Serves fixes at an accuracy. One `LocationBlur` per receiver for everyone: two callers

@@ -1,0 +1,293 @@
+import Foundation
+import Glibc
+import Synchronization
+import DevAccessCore
+import DevAccessSystem
+
+/// gpsd's JSON protocol on loopback TCP, served by devaccessd at each client's grant, so
+/// that gpsd's clients (gpspipe, cgps, libgps programs: libgps cannot use a Unix socket)
+/// work unchanged when pointed at it while gpsd itself is closed to everyone but
+/// devaccessd (config/nftables/devaccess-gpsd.nft).
+///
+/// A client is whoever the kernel says owns the connecting socket (`TCPSocketOwner`), never
+/// what it sends. Its level is looked up when it connects and again every
+/// `recheckInterval` while it stays: a revoked, expired or denied grant, or a switch
+/// turned off, ends the connection with gpsd's ERROR report.
+///
+/// One thread, one poll loop: clients mostly sit watching, a fix a second goes out to all
+/// of them, and nobody holds a thread. A client that stops reading is dropped when
+/// `maxPendingOutput` is waiting for it.
+public final class GpsdCompatibleServer: Sendable {
+    /// What the grant lookup says for a uid.
+    public enum GrantCheck: Sendable, Hashable {
+        case allowed(LocationAccuracy)
+        /// Said to the client; the lookup has audited it.
+        case refused(String)
+    }
+
+    public struct Limits: Sendable, Hashable {
+        public var maxClients = 256
+        public var maxClientsPerUser = 16
+        public var maxPendingOutput = 256 * 1024
+        public var recheckInterval: Duration = .seconds(2)
+        public init() {}
+    }
+
+    private let listeners: [TCPListener]
+    private let serving: LocationServing
+    private let check: @Sendable (UInt32, TCPAddress) async -> GrantCheck
+    private let log: BrokerLog
+    private let limits: Limits
+    private let wake: Int32
+    private let stopping = Atomic<Bool>(false)
+    /// Grant answers from lookup tasks, for the loop to apply.
+    private let answers = Mutex<[(uid: UInt32, check: GrantCheck)]>([])
+    private let thread = Mutex<Thread?>(nil)
+    private let finished = DispatchSemaphore(value: 0)
+
+    public var addresses: [TCPAddress] { listeners.map(\.address) }
+
+    init(listeners: [TCPListener], serving: LocationServing, log: BrokerLog, limits: Limits = Limits(),
+         check: @escaping @Sendable (UInt32, TCPAddress) async -> GrantCheck) throws(Errno) {
+        self.listeners = listeners
+        self.serving = serving
+        self.check = check
+        self.log = log
+        self.limits = limits
+        wake = try Socket.makeEventFD()
+    }
+
+    deinit { Socket.close(wake) }
+
+    public func start() {
+        thread.withLock { thread in
+            guard thread == nil else { return }
+            let loop = Thread { [self] in
+                self.run()
+                self.finished.signal()
+            }
+            loop.name = "devaccessd gpsd endpoint"
+            thread = loop
+            loop.start()
+        }
+    }
+
+    /// Closes every client and returns once the loop has ended.
+    public func stop() {
+        guard thread.withLock({ $0 != nil }), !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        signalLoop()
+        finished.wait()
+    }
+
+    private func signalLoop() {
+        var one: UInt64 = 1
+        _ = withUnsafeBytes(of: &one) { Glibc.write(wake, $0.baseAddress, 8) }
+    }
+
+    // MARK: The loop
+
+    private struct Client {
+        var descriptor: Int32
+        var peer: TCPAddress
+        var uid: UInt32
+        /// nil until the grant lookup answered.
+        var session: GpsdSession?
+        /// What the client sent before its grant was known (gpspipe sends ?WATCH at once).
+        var early: [UInt8] = []
+        var output: [UInt8] = []
+        /// Close once `output` is sent.
+        var closing = false
+    }
+
+    private func run() {
+        var clients: [Int32: Client] = [:]
+        /// The newest answer per uid: a new connection within `recheckInterval` of it uses
+        /// it, so connecting in a loop cannot make a lookup (or an audited refusal) each time.
+        var known: [UInt32: (check: GrantCheck, at: ContinuousClock.Instant)] = [:]
+        var checking: Set<UInt32> = []
+        defer {
+            for client in clients.values { Socket.close(client.descriptor) }
+        }
+        while !stopping.load(ordering: .acquiring) {
+            var descriptors = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            descriptors += listeners.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
+            let order = Array(clients.keys)
+            descriptors += order.map { fd in
+                pollfd(fd: fd, events: Int16(POLLIN) | (clients[fd]?.output.isEmpty == false ? Int16(POLLOUT) : 0),
+                       revents: 0)
+            }
+            // A tenth of a second: fixes come once a second, and a new one should go out at once.
+            _ = poll(&descriptors, nfds_t(descriptors.count), 100)
+            if descriptors[0].revents != 0 {
+                var count: UInt64 = 0
+                _ = withUnsafeMutableBytes(of: &count) { Glibc.read(wake, $0.baseAddress, 8) }
+            }
+            let snapshot = serving.source.snapshot()
+            for (index, listener) in listeners.enumerated() where descriptors[1 + index].revents != 0 {
+                for fd in acceptAll(listener, into: &clients) {
+                    guard var client = clients[fd] else { continue }
+                    if let answer = known[client.uid], ContinuousClock.now - answer.at < limits.recheckInterval {
+                        apply(answer.check, to: &client, snapshot: snapshot)
+                        clients[fd] = client
+                    } else if !checking.contains(client.uid) {
+                        lookUp(client.uid, peer: client.peer, checking: &checking)
+                    }
+                }
+            }
+            for (index, fd) in order.enumerated() {
+                let events = descriptors[1 + listeners.count + index].revents
+                guard var client = clients[fd] else { continue }
+                if events & Int16(POLLIN | POLLHUP | POLLERR) != 0, !client.closing {
+                    guard read(&client, snapshot: snapshot) else {
+                        drop(client, from: &clients)
+                        continue
+                    }
+                }
+                clients[fd] = client
+            }
+            // Grant answers: start, re-level or end the uid's clients.
+            for reply in answers.withLock({ answers in defer { answers.removeAll() }; return answers }) {
+                checking.remove(reply.uid)
+                known[reply.uid] = (reply.check, .now)
+                for (fd, var client) in clients where client.uid == reply.uid && !client.closing {
+                    apply(reply.check, to: &client, snapshot: snapshot)
+                    clients[fd] = client
+                }
+            }
+            // Every uid still connected is looked up again now and then.
+            let now = ContinuousClock.now
+            let connected = Set(clients.values.map(\.uid))
+            for uid in connected where !checking.contains(uid) {
+                if let answer = known[uid], now - answer.at < limits.recheckInterval { continue }
+                lookUp(uid, peer: clients.values.first { $0.uid == uid }?.peer, checking: &checking)
+            }
+            known = known.filter { now - $0.value.at < limits.recheckInterval || connected.contains($0.key) }
+            // New fixes to watchers, then everything waiting goes out.
+            for fd in Array(clients.keys) {
+                guard var client = clients[fd] else { continue }
+                if var session = client.session, !client.closing {
+                    let level = session.level
+                    client.output += session.update(snapshot) { serving.serve($0, at: level) }
+                    client.session = session
+                }
+                guard flush(&client) else {
+                    drop(client, from: &clients)
+                    continue
+                }
+                if client.closing && client.output.isEmpty {
+                    drop(client, from: &clients)
+                    continue
+                }
+                clients[fd] = client
+            }
+        }
+    }
+
+    private func apply(_ check: GrantCheck, to client: inout Client, snapshot: LocationSnapshot) {
+        switch check {
+        case .allowed(let level):
+            if client.session == nil {
+                client.session = GpsdSession(level: level)
+                client.output += GpsdSession.banner(snapshot)
+                let early = client.early
+                client.early = []
+                answer(&client, early, snapshot: snapshot)
+            } else {
+                client.session?.level = level
+            }
+        case .refused(let reason):
+            client.output += GpsdSession.error("devaccessd: " + reason)
+            client.closing = true
+        }
+    }
+
+    /// Takes every waiting connection; returns the new clients' descriptors.
+    private func acceptAll(_ listener: TCPListener, into clients: inout [Int32: Client]) -> [Int32] {
+        var new: [Int32] = []
+        while true {
+            let accepted: AcceptedTCP
+            do {
+                guard let next = try listener.accept() else { return new }
+                accepted = next
+            } catch {
+                log.warning("gpsd endpoint: accept failed", ["address": listener.address.description,
+                                                             "error": error.description])
+                return new
+            }
+            let uid: UInt32
+            do {
+                uid = try TCPSocketOwner.uid(of: accepted.peer, connectedTo: accepted.local)
+            } catch {
+                // Gone already, or not a socket of this machine's: nobody to serve.
+                log.info("gpsd endpoint: cannot tell who connected", ["peer": accepted.peer.description,
+                                                                      "error": error.description])
+                Socket.close(accepted.descriptor)
+                continue
+            }
+            let theirs = clients.values.filter { $0.uid == uid }.count
+            guard clients.count < limits.maxClients, theirs < limits.maxClientsPerUser else {
+                var refusal = GpsdSession.error(clients.count >= limits.maxClients
+                    ? "devaccessd: too many location clients; try again later"
+                    : "devaccessd: uid \(uid) has \(theirs) location clients open already")
+                _ = refusal.withUnsafeMutableBytes { Socket.send(accepted.descriptor, UnsafeRawBufferPointer($0)) }
+                Socket.close(accepted.descriptor)
+                continue
+            }
+            clients[accepted.descriptor] = Client(descriptor: accepted.descriptor, peer: accepted.peer, uid: uid)
+            new.append(accepted.descriptor)
+        }
+    }
+
+    private func lookUp(_ uid: UInt32, peer: TCPAddress?, checking: inout Set<UInt32>) {
+        guard let peer else { return }
+        checking.insert(uid)
+        let check = self.check
+        Task { [self] in
+            let answer = await check(uid, peer)
+            answers.withLock { $0.append((uid, answer)) }
+            signalLoop()
+        }
+    }
+
+    /// Reads what the client sent and answers it; false: the client is gone or broke the protocol.
+    private func read(_ client: inout Client, snapshot: LocationSnapshot) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBytes { Glibc.recv(client.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        if count == 0 { return false }
+        if count < 0 { return errno == EAGAIN || errno == EINTR }
+        guard client.session != nil else {
+            client.early += buffer.prefix(count)
+            return client.early.count <= GpsdSession.maxCommand
+        }
+        answer(&client, buffer.prefix(count), snapshot: snapshot)
+        return true
+    }
+
+    private func answer(_ client: inout Client, _ bytes: some Collection<UInt8>, snapshot: LocationSnapshot) {
+        guard var session = client.session, !bytes.isEmpty else { return }
+        let level = session.level
+        do {
+            client.output += try session.receive(bytes, snapshot: snapshot) { serving.serve($0, at: level) }
+        } catch {
+            client.output += GpsdSession.error("devaccessd: a command longer than \(GpsdSession.maxCommand) bytes")
+            client.closing = true
+        }
+        client.session = session
+    }
+
+    /// Sends what waits; false when the client is gone or has let too much pile up.
+    private func flush(_ client: inout Client) -> Bool {
+        guard !client.output.isEmpty else { return true }
+        let sent = client.output.withUnsafeBytes { Socket.send(client.descriptor, $0) }
+        switch sent {
+        case .success(let count): client.output.removeFirst(count)
+        case .failure: return false
+        }
+        return client.output.count <= limits.maxPendingOutput
+    }
+
+    private func drop(_ client: Client, from clients: inout [Int32: Client]) {
+        Socket.close(client.descriptor)
+        clients[client.descriptor] = nil
+    }
+}
