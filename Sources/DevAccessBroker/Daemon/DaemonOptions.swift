@@ -19,6 +19,10 @@ public struct DaemonOptions: Sendable {
     public var maxChangesPerMinute = RequestSettings().maxChangesPerMinute
     /// Period of live enforcement's safety reconcile; nil: off (devaccessd(8), LIVE ENFORCEMENT).
     public var reconcileInterval: Duration? = .seconds(60)
+    /// false: no gpsd client, no `location`, no gpsd endpoint (`--no-location`).
+    public var servesLocation = true
+    /// The gpsd-compatible endpoint's loopback port; nil: none (`--location-port 0`).
+    public var locationPort: UInt16? = 2948
     public var logLevel = BrokerLog.Level.info
     /// nil: journal when stderr is connected to journald, else stderr.
     public var logTarget: BrokerLog.Target?
@@ -49,6 +53,11 @@ public struct DaemonOptions: Sendable {
           --admin-group NAME     Members may act for other users (default: devaccess-admin).
           --gpsd HOST:PORT       Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947).
           --gpsd-timeout MS      Give up on gpsd after MS milliseconds (default: 500).
+          --no-location          Serve no location: no gpsd connection, 'location' answers
+                                 'unavailable', no gpsd endpoint.
+          --location-port PORT   gpsd's JSON protocol on 127.0.0.1:PORT and [::1]:PORT for
+                                 gpsd clients, each served at its user's location grant;
+                                 0: none (default: 2948).
           --max-connections N    Clients served at once; more are told 'busy' (default: 1024).
           --max-connections-per-user N
                                  Connections one user may hold (root and admins: no limit;
@@ -147,6 +156,12 @@ public struct DaemonOptions: Sendable {
                 } catch {
                     throw UsageError(message: "\(error)")
                 }
+            case "--no-location":
+                guard inline == nil else { throw UsageError(message: "'--no-location' takes no value") }
+                options.servesLocation = false
+            case "--location-port":
+                let port = try number(name, try value(name, inline: inline), 0...65_535)
+                options.locationPort = port == 0 ? nil : UInt16(port)
             case "--gpsd-timeout":
                 options.probe.gpsdTimeout = .milliseconds(try number(name, try value(name, inline: inline), 1...60_000))
             case "--max-connections":
