@@ -18,7 +18,7 @@ final class RunningDaemon: @unchecked Sendable {
     let process: Process
 
     /// Starts the daemon and waits until it answers `hello`. Location is probed at a
-    /// closed loopback port so it is `unavailable` at once. `leadsSession`: in a session of
+    /// closed loopback port so it is `unavailable` at once, and no gpsd endpoint listens. `leadsSession`: in a session of
     /// its own without a controlling terminal, as systemd starts services (setsid, then exec,
     /// so the pid stays the daemon's).
     init(arguments: [String] = [], environment: [String: String] = [:], socket: String? = nil,
@@ -32,7 +32,10 @@ final class RunningDaemon: @unchecked Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["--socket", socketPath, "--state-dir", stateDirectory, "--log-target", "stderr",
-                             "--gpsd", "127.0.0.1:9", "--gpsd-timeout", "200"] + arguments
+                             "--gpsd", "127.0.0.1:9", "--gpsd-timeout", "200",
+                             // Daemons of parallel tests cannot all have port 2948: a test of the
+                             // endpoint gives a port of its own.
+                             "--location-port", "0"] + arguments
         if leadsSession {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
             // Process makes its child a group leader, which may not setsid: back into the

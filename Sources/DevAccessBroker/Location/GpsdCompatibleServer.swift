@@ -186,6 +186,7 @@ public final class GpsdCompatibleServer: Sendable {
     private func apply(_ check: GrantCheck, to client: inout Client, snapshot: LocationSnapshot) {
         switch check {
         case .allowed(let level):
+            serving.source.start()
             if client.session == nil {
                 client.session = GpsdSession(level: level)
                 client.output += GpsdSession.banner(snapshot)
