@@ -162,25 +162,6 @@ enum GpsdReport {
         let epy: Double?
         let epv: Double?
 
-        init(device: String? = nil, mode: Int, time: String? = nil, lat: Double? = nil, lon: Double? = nil,
-             altMSL: Double? = nil, alt: Double? = nil, speed: Double? = nil, track: Double? = nil,
-             climb: Double? = nil, eph: Double? = nil, epx: Double? = nil, epy: Double? = nil, epv: Double? = nil) {
-            self.device = device
-            self.mode = mode
-            self.time = time
-            self.lat = lat
-            self.lon = lon
-            self.altMSL = altMSL
-            self.alt = alt
-            self.speed = speed
-            self.track = track
-            self.climb = climb
-            self.eph = eph
-            self.epx = epx
-            self.epy = epy
-            self.epv = epv
-        }
-
         /// What gpsd_json(5) cannot mean: a mode outside 0-3, coordinates off the globe.
         var violation: String? {
             if GpsdFixMode(rawValue: mode) == nil { return "mode \(mode), which gpsd_json(5) does not define" }

@@ -21,6 +21,9 @@ import DevAccessCore
 ///
 /// Readers never block the watcher: `snapshot()` copies the state under a lock, and
 /// `waitForChange` / `waitForFix` sleep on a semaphore the watcher signals.
+///
+/// The thread holds the watcher until `stop()`: a started watcher that is dropped
+/// without being stopped keeps watching.
 public final class GpsdWatcher: Sendable {
     public static let defaultBackoff: (first: Duration, max: Duration) = (.milliseconds(250), .seconds(10))
     public static let defaultHandshakeTimeout: Duration = .seconds(2)
