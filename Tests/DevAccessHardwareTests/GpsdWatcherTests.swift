@@ -243,6 +243,21 @@ struct GpsdWatcherTests {
         #expect(watcher.waitForFix(timeout: .milliseconds(200)) == nil)
     }
 
+    /// A peer that announces receiver after receiver does not grow the state without bound.
+    @Test func receiverCountIsCapped() throws {
+        let script = Self.banner + Self.noDevices + Self.watch
+            + (0..<1000).map { Self.device("/dev/fake\($0)") }.joined()
+            + "{\"class\":\"TPV\",\"device\":\"/dev/fake999\",\"mode\":3,\"lat\":1.0,\"lon\":2.0}\n"
+            + "{\"class\":\"DEVICE\",\"path\":\"/dev/fake0\",\"activated\":0}\n"
+            + Self.device("/dev/last")
+        let (watcher, server, events) = try start(script)
+        defer { watcher.stop(); server.stop() }
+        let state = try #require(waitUntil(watcher) { $0.receivers.contains { $0.path == "/dev/last" } },
+                                 "\(watcher.snapshot().receivers.count) receivers")
+        #expect(state.receivers.count == 32 && state.fixes.isEmpty)
+        #expect(events.all.count == 1 + 32 + 2)
+    }
+
     /// waitForChange hands each new state to a waiting reader as it happens.
     @Test func waitForChangeWakesOnEachReport() throws {
         let script = Self.banner + Self.devicesACM7 + Self.watch
@@ -282,6 +297,9 @@ struct GpsdWatcherTests {
         ("gpsd refuses WATCH", .script(scriptBanner + "{\"class\":\"ERROR\",\"message\":\"Unrecognized request\"}\n"),
          "refused the query: Unrecognized request"),
         ("endless line", .endlessLine, "longer than 64 KiB"),
+        ("deeply nested JSON", .script(scriptBanner + scriptDevices + "{\"class\":\"SKY\",\"x\":"
+                                           + String(repeating: "[", count: 30_000) + String(repeating: "]", count: 30_000)
+                                           + "}\n"), "garbage"),
         ("closes mid-stream", .send(Array((scriptBanner + scriptDevices).utf8), thenClose: true), "closed the connection"),
     ] as [(String, GpsdFakeServer.Behavior, String)])
     func misbehavingPeer(kind: String, behavior: GpsdFakeServer.Behavior, expected: String) throws {

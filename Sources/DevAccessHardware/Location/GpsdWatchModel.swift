@@ -4,6 +4,10 @@ import DevAccessCore
 /// rules (which receiver a TPV belongs to, when a fix is dropped, which change is an
 /// event) live here and are tested with scripted reports.
 struct GpsdWatchModel: Sendable {
+    /// gpsd handles 4 devices unless built otherwise; receivers beyond this many are
+    /// ignored, so a peer inventing paths cannot grow the state without bound.
+    static let maxReceivers = 32
+
     private(set) var state: GpsdWatchState
     private var fixByPath: [String: LocationFix] = [:]
 
@@ -66,7 +70,8 @@ struct GpsdWatchModel: Sendable {
         var events: [GpsdWatchEvent] = []
         var listed: [GpsdReceiver] = []
         for device in devices {
-            guard let path = device.path, !path.isEmpty, !listed.contains(where: { $0.path == path }) else { continue }
+            guard let path = device.path, !path.isEmpty, !listed.contains(where: { $0.path == path }),
+                  listed.count < Self.maxReceivers else { continue }
             var receiver = state.receivers.first { $0.path == path } ?? GpsdReceiver(path: path)
             if !state.receivers.contains(where: { $0.path == path }) { events.append(.receiverAdded(path: path)) }
             receiver.driver = device.driver ?? receiver.driver
@@ -93,6 +98,7 @@ struct GpsdWatchModel: Sendable {
             return [.receiverRemoved(path: path)]
         }
         guard let index else {
+            guard state.receivers.count < Self.maxReceivers else { return [] }
             state.receivers.append(GpsdReceiver(path: path, driver: device.driver, activated: device.activated?.text))
             return [.receiverAdded(path: path)]
         }
