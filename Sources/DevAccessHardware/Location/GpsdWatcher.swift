@@ -80,7 +80,8 @@ public final class GpsdWatcher: Sendable {
     }
 
     /// Called on the watcher's thread, in order, for each event; it must return quickly
-    /// and must not call `stop()`. Replaces any handler set before; nil removes it.
+    /// and must not call `start()` or `stop()` (they wait for this thread). Replaces any
+    /// handler set before; nil removes it.
     public func setChangeHandler(_ handler: (@Sendable (GpsdWatchEvent) -> Void)?) {
         shared.withLock { $0.handler = handler }
     }
