@@ -180,7 +180,8 @@ struct GpsdWatcherTests {
             + Self.device("/dev/ttyUSB1")
         let (watcher, server, events) = try start(script)
         defer { watcher.stop(); server.stop() }
-        let state = try #require(waitUntil(watcher) { $0.receivers.count == 2 }, "\(watcher.snapshot())")
+        let state = try #require(waitUntil(watcher) { $0.receivers.count == 2 && events.all.count == 4 },
+                                 "\(watcher.snapshot()), \(events.all)")
 
         let expected = LocationFix(device: "/dev/ttyACM7", mode: 3, time: "2024-06-15T12:00:01.000Z",
                                    latitude: 48.1173, longitude: 11.516666667, altitude: 545.4, speed: 1.5,
@@ -215,8 +216,9 @@ struct GpsdWatcherTests {
             + Self.device("/dev/ttyUSB3")
         let (watcher, server, events) = try start(script)
         defer { watcher.stop(); server.stop() }
-        let state = try #require(waitUntil(watcher) { $0.receivers.contains { $0.path == "/dev/ttyUSB3" } },
-                                 "\(watcher.snapshot())")
+        let state = try #require(waitUntil(watcher) { state in
+            state.receivers.contains { $0.path == "/dev/ttyUSB3" } && events.all.count == 6
+        }, "\(watcher.snapshot()), \(events.all)")
         #expect(state.receivers.map(\.path) == ["/dev/ttyUSB2", "/dev/ttyUSB3"])
         #expect(state.fixes.isEmpty && state.sky.isEmpty && state.fixReceived.isEmpty && state.bestFix == nil)
         #expect(events.all == [.connected(release: "3.22"), .receiverAdded(path: "/dev/ttyACM7"),
@@ -237,7 +239,8 @@ struct GpsdWatcherTests {
             + Self.device("/dev/ttyUSB1")
         let (watcher, server, events) = try start(script)
         defer { watcher.stop(); server.stop() }
-        let state = try #require(waitUntil(watcher) { $0.receivers.count == 2 }, "\(watcher.snapshot())")
+        let state = try #require(waitUntil(watcher) { $0.receivers.count == 2 && events.all.count == 5 },
+                                 "\(watcher.snapshot()), \(events.all)")
         #expect(state.fixes.map(\.mode) == [1] && state.fixes.first?.latitude == nil && state.bestFix == nil)
         #expect(events.all.contains(.fixModeChanged(device: "/dev/ttyACM7", from: .threeD, to: .noFix)))
         #expect(watcher.waitForFix(timeout: .milliseconds(200)) == nil)
@@ -252,8 +255,9 @@ struct GpsdWatcherTests {
             + Self.device("/dev/last")
         let (watcher, server, events) = try start(script)
         defer { watcher.stop(); server.stop() }
-        let state = try #require(waitUntil(watcher) { $0.receivers.contains { $0.path == "/dev/last" } },
-                                 "\(watcher.snapshot().receivers.count) receivers")
+        let state = try #require(waitUntil(watcher) { state in
+            state.receivers.contains { $0.path == "/dev/last" } && events.all.count == 35
+        }, "\(watcher.snapshot().receivers.count) receivers, \(events.all.count) events")
         #expect(state.receivers.count == 32 && state.fixes.isEmpty)
         #expect(events.all.count == 1 + 32 + 2)
     }
@@ -330,8 +334,10 @@ struct GpsdWatcherTests {
         try watcher.start()
         defer { watcher.stop() }
         _ = try #require(waitUntil(watcher) { _ in server.accepted >= 3 && events.all.count >= 8 })
-        let problem = "gpsd at 127.0.0.1:\(server.port) closed the connection (gpsd stopped, restarted or dropped this client)"
-        #expect(watcher.snapshot().problem == problem || watcher.snapshot().connected)
+        let problem = "gpsd at 127.0.0.1:\(server.port) closed the connection "
+            + "(gpsd stopped, restarted or dropped this client)"
+        let state = watcher.snapshot()
+        #expect(state.problem == problem || state.connected, "\(state)")
         // Each connection: connected, receiver added, then disconnected and the receiver removed.
         #expect(Array(events.all.prefix(4)) == [.connected(release: "3.22"), .receiverAdded(path: "/dev/ttyACM7"),
                                                .disconnected(problem: problem), .receiverRemoved(path: "/dev/ttyACM7")])
@@ -424,6 +430,8 @@ extension GpsdFakeServer.Behavior {
 }
 
 /// Waits on the watcher's generation until `condition` holds; nil after `patience`.
+/// The handler gets a change's events just after the change is visible, so a condition
+/// on recorded events is looked at again every 100 ms.
 func waitUntil(_ watcher: GpsdWatcher, timeout: Duration = GpsdWatcherTests.patience,
                _ condition: (GpsdWatchState) -> Bool) -> GpsdWatchState? {
     let deadline = ContinuousClock.now.advanced(by: timeout)
