@@ -42,15 +42,7 @@ public struct GpsdClient: Sendable {
                                                  maxLineLength: maxLineLength)
 
         // 1. The banner must come first: it is how we know this is gpsd at all.
-        let version: GpsdReport.Version
-        switch try next(&connection, deadline, .banner) {
-        case .version(let banner): version = banner
-        case .devices: version = try notGpsd("DEVICES")
-        case .tpv: version = try notGpsd("TPV")
-        case .poll: version = try notGpsd("POLL")
-        case .error(let message): throw .gpsdError(endpoint, message)
-        case .other(let name): version = try notGpsd(name)
-        }
+        let version = try next(&connection, deadline, .banner).banner(from: endpoint)
         var status = GpsdStatus(endpoint: endpoint, release: version.release, revision: version.rev,
                                 protocolMajor: version.protoMajor, protocolMinor: version.protoMinor,
                                 receivers: [])
@@ -73,7 +65,7 @@ public struct GpsdClient: Sendable {
             case .tpv(let tpv): early.append(tpv)
             case .poll(let tpvs): early.append(contentsOf: tpvs)
             case .error(let message): throw .gpsdError(endpoint, message)
-            case .version, .other: continue
+            case .version, .device, .sky, .other: continue
             }
         }
         for tpv in early { Self.record(tpv, into: &status) }
@@ -92,7 +84,7 @@ public struct GpsdClient: Sendable {
             case .tpv(let tpv): Self.record(tpv, into: &status)
             case .poll(let tpvs): for tpv in tpvs { Self.record(tpv, into: &status) }
             // An old gpsd without ?POLL answers ERROR; streamed TPVs may still come.
-            case .error, .version, .devices, .other: continue
+            case .error, .version, .devices, .device, .sky, .other: continue
             }
         }
         return status
@@ -105,10 +97,6 @@ public struct GpsdClient: Sendable {
         case .deadline: throw .noAnswer(endpoint, timeout, stage)
         case .closed: throw .closedEarly(endpoint, stage)
         }
-    }
-
-    private func notGpsd<T>(_ className: String) throws(GpsdError) -> T {
-        throw .garbage(endpoint, "its first report was \(className), not gpsd's VERSION banner")
     }
 
     /// Applies a TPV to its receiver. A TPV without `device` belongs to the only receiver.

@@ -12,6 +12,10 @@ struct GpsdSocketAddress: Sendable {
 /// A non-blocking TCP connection to gpsd where every wait (resolve, connect, read,
 /// write) is bounded by one deadline, and incoming data is cut into lines of at most
 /// `maxLineLength` bytes.
+///
+/// `wake`, when given, is a descriptor that another thread makes readable to end every
+/// wait at once (the watcher's stop): a wait it ends reports the deadline as passed,
+/// and the caller, which knows it asked to stop, tells the two apart.
 struct GpsdConnection: ~Copyable {
     enum ReadOutcome {
         case line([UInt8])
@@ -22,20 +26,22 @@ struct GpsdConnection: ~Copyable {
     let endpoint: GpsdEndpoint
     let maxLineLength: Int
     private let descriptor: FileDescriptor
+    private let wake: CInt?
     private var buffer: [UInt8] = []
 
-    private init(endpoint: GpsdEndpoint, descriptor: consuming FileDescriptor, maxLineLength: Int) {
+    private init(endpoint: GpsdEndpoint, descriptor: consuming FileDescriptor, maxLineLength: Int, wake: CInt?) {
         self.endpoint = endpoint
         self.descriptor = descriptor
         self.maxLineLength = maxLineLength
+        self.wake = wake
     }
 
     // MARK: Connecting
 
     /// Resolves the endpoint and connects, trying each address in turn, all within `deadline`.
     static func open(_ endpoint: GpsdEndpoint, deadline: ContinuousClock.Instant, budget: Duration,
-                     maxLineLength: Int) throws(GpsdError) -> GpsdConnection {
-        let addresses = try resolve(endpoint, deadline: deadline, budget: budget)
+                     maxLineLength: Int, wake: CInt? = nil) throws(GpsdError) -> GpsdConnection {
+        let addresses = try resolve(endpoint, deadline: deadline, budget: budget, wake: wake)
         var lastError = GpsdError.unresolvable(endpoint, "no address")
         for address in addresses {
             let fd = socket(address.family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
@@ -45,9 +51,10 @@ struct GpsdConnection: ~Copyable {
                 continue
             }
             let descriptor = FileDescriptor(owning: fd)
-            switch connect(fd, to: address, deadline: deadline) {
+            switch connect(fd, to: address, deadline: deadline, wake: wake) {
             case .connected:
-                return GpsdConnection(endpoint: endpoint, descriptor: descriptor, maxLineLength: maxLineLength)
+                return GpsdConnection(endpoint: endpoint, descriptor: descriptor, maxLineLength: maxLineLength,
+                                      wake: wake)
             case .timedOut:
                 // The budget is spent; later addresses would get no time either.
                 throw .connectTimedOut(endpoint, budget)
@@ -62,7 +69,7 @@ struct GpsdConnection: ~Copyable {
     private enum ConnectOutcome { case connected, timedOut, failed(Errno) }
 
     private static func connect(_ fd: CInt, to address: GpsdSocketAddress,
-                                deadline: ContinuousClock.Instant) -> ConnectOutcome {
+                                deadline: ContinuousClock.Instant, wake: CInt?) -> ConnectOutcome {
         let rc = address.bytes.withUnsafeBytes { raw -> CInt in
             guard let base = raw.baseAddress else { return -1 }
             return Glibc.connect(fd, base.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
@@ -71,7 +78,7 @@ struct GpsdConnection: ~Copyable {
         let error = Errno.current
         // EINTR on a non-blocking connect also leaves it running in the background.
         guard error == .inProgress || error == .interrupted else { return .failed(error) }
-        switch wait(fd, for: Int16(POLLOUT), until: deadline) {
+        switch wait(fd, for: Int16(POLLOUT), until: deadline, wake: wake) {
         case .ready:
             var soError: CInt = 0
             var length = socklen_t(MemoryLayout<CInt>.size)
@@ -86,9 +93,10 @@ struct GpsdConnection: ~Copyable {
 
     /// Numeric addresses are parsed at once (`AI_NUMERICHOST` never touches DNS); names
     /// are resolved on a worker thread, because getaddrinfo has no timeout of its own.
-    /// When the deadline passes first, the worker is left to finish on its own.
+    /// When the deadline passes first (or `wake` is signalled), the worker is left to
+    /// finish on its own.
     static func resolve(_ endpoint: GpsdEndpoint, deadline: ContinuousClock.Instant,
-                        budget: Duration) throws(GpsdError) -> [GpsdSocketAddress] {
+                        budget: Duration, wake: CInt? = nil) throws(GpsdError) -> [GpsdSocketAddress] {
         switch lookup(endpoint, numericOnly: true) {
         case .success(let addresses): return addresses
         case .failure(let code) where code.rawValue != EAI_NONAME:
@@ -106,11 +114,15 @@ struct GpsdConnection: ~Copyable {
             slot.result.withLock { $0 = outcome }
             slot.done.signal()
         }
-        let remaining = ContinuousClock.now.duration(to: deadline)
-        let nanoseconds = max(0, Int(GpsdTime.milliseconds(remaining))) * 1_000_000
-        guard slot.done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success,
-              let outcome = slot.result.withLock({ $0 })
-        else { throw .resolutionTimedOut(endpoint, budget) }
+        // In slices when a wake descriptor is given, to notice it between them.
+        var resolved = false
+        while !resolved {
+            let remaining = GpsdTime.milliseconds(ContinuousClock.now.duration(to: deadline))
+            if remaining <= 0 || isSignalled(wake) { break }
+            let slice = wake == nil ? remaining : min(remaining, 50)
+            resolved = slot.done.wait(timeout: .now() + .milliseconds(Int(slice))) == .success
+        }
+        guard resolved, let outcome = slot.result.withLock({ $0 }) else { throw .resolutionTimedOut(endpoint, budget) }
         switch outcome {
         case .success(let addresses): return addresses
         case .failure(let code): throw .unresolvable(endpoint, String(cString: gai_strerror(code.rawValue)))
@@ -147,18 +159,31 @@ struct GpsdConnection: ~Copyable {
 
     private enum WaitOutcome { case ready, timedOut, failed(Errno) }
 
-    /// poll() for `events` until the deadline, retrying EINTR with the time left.
-    private static func wait(_ fd: CInt, for events: Int16, until deadline: ContinuousClock.Instant) -> WaitOutcome {
+    /// poll() for `events` until the deadline, retrying EINTR with the time left. A
+    /// readable `wake` ends the wait as if the deadline had passed.
+    private static func wait(_ fd: CInt, for events: Int16, until deadline: ContinuousClock.Instant,
+                             wake: CInt?) -> WaitOutcome {
         while true {
             let remaining = GpsdTime.milliseconds(ContinuousClock.now.duration(to: deadline))
             if remaining <= 0 { return .timedOut }
-            var request = pollfd(fd: fd, events: events, revents: 0)
-            let rc = poll(&request, 1, CInt(clamping: remaining))
-            if rc > 0 { return .ready }   // also POLLERR/POLLHUP: the next call reports them
+            var requests = [pollfd(fd: fd, events: events, revents: 0),
+                            pollfd(fd: wake ?? -1, events: Int16(POLLIN), revents: 0)]
+            let rc = poll(&requests, wake == nil ? 1 : 2, CInt(clamping: remaining))
+            if rc > 0 {
+                if wake != nil && requests[1].revents != 0 { return .timedOut }
+                return .ready   // also POLLERR/POLLHUP: the next call reports them
+            }
             if rc == 0 { return .timedOut }
             let error = Errno.current
             if error != .interrupted { return .failed(error) }
         }
+    }
+
+    /// True once `wake` is readable (never for nil).
+    static func isSignalled(_ wake: CInt?) -> Bool {
+        guard let wake else { return false }
+        var request = pollfd(fd: wake, events: Int16(POLLIN), revents: 0)
+        return poll(&request, 1, 0) > 0
     }
 
     // MARK: Writing
@@ -183,7 +208,7 @@ struct GpsdConnection: ~Copyable {
             case .interrupted:
                 continue
             case .wouldBlock:
-                switch Self.wait(descriptor.rawValue, for: Int16(POLLOUT), until: deadline) {
+                switch Self.wait(descriptor.rawValue, for: Int16(POLLOUT), until: deadline, wake: wake) {
                 case .ready: continue
                 case .timedOut: return .deadline
                 case .failed(let errno): throw .socket(endpoint, operation: "poll", errno)
@@ -222,7 +247,7 @@ struct GpsdConnection: ~Copyable {
             }
             guard buffer.count <= maxLineLength else { throw .lineTooLong(endpoint, limit: maxLineLength) }
 
-            switch Self.wait(descriptor.rawValue, for: Int16(POLLIN), until: deadline) {
+            switch Self.wait(descriptor.rawValue, for: Int16(POLLIN), until: deadline, wake: wake) {
             case .ready: break
             case .timedOut: return .deadline
             case .failed(let errno): throw .socket(endpoint, operation: "poll", errno)

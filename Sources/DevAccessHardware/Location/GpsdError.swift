@@ -32,6 +32,8 @@ public enum GpsdError: Error, Sendable, Hashable, CustomStringConvertible {
     case noAnswer(GpsdEndpoint, Duration, Stage)
     /// The peer closed (or reset) the connection before the expected report.
     case closedEarly(GpsdEndpoint, Stage)
+    /// gpsd closed (or reset) a connection that was streaming reports.
+    case closed(GpsdEndpoint)
     /// The peer sent bytes that are not gpsd's JSON protocol.
     case garbage(GpsdEndpoint, String)
     /// The peer sent a line longer than the limit without a newline.
@@ -45,7 +47,7 @@ public enum GpsdError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .unresolvable(let endpoint, _), .resolutionTimedOut(let endpoint, _), .refused(let endpoint),
              .unreachable(let endpoint, _), .connectTimedOut(let endpoint, _), .noAnswer(let endpoint, _, _),
-             .closedEarly(let endpoint, _), .garbage(let endpoint, _), .lineTooLong(let endpoint, _),
+             .closedEarly(let endpoint, _), .closed(let endpoint), .garbage(let endpoint, _), .lineTooLong(let endpoint, _),
              .gpsdError(let endpoint, _), .socket(let endpoint, _, _):
             return endpoint
         }
@@ -75,6 +77,8 @@ public enum GpsdError: Error, Sendable, Hashable, CustomStringConvertible {
         case .closedEarly(let endpoint, let stage):
             return "the service at \(endpoint) closed the connection before sending \(stage.waitingFor); "
                 + "it is not gpsd or it is shutting down"
+        case .closed(let endpoint):
+            return "gpsd at \(endpoint) closed the connection (gpsd stopped, restarted or dropped this client)"
         case .garbage(let endpoint, let detail):
             return "the service at \(endpoint) sent garbage, not gpsd's JSON protocol (\(detail)); "
                 + "check that \(GpsdEndpoint.environmentVariable) names gpsd's port"

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import DevAccessCore
 
 // MARK: What a query found (public)
 
@@ -92,12 +93,16 @@ public enum GpsdFixMode: Int, Sendable, Hashable, Comparable, CustomStringConver
 
 // MARK: Wire reports (internal)
 
-/// One line from gpsd, decoded only as far as the query needs. Reports of other
-/// classes (WATCH, DEVICE, SKY, GST, ...) are recognised as gpsd's and skipped.
+/// One line from gpsd, decoded only as far as the query and the watcher need. Reports
+/// of other classes (WATCH, GST, ATT, ...) are recognised as gpsd's and skipped.
 enum GpsdReport {
     case version(Version)
     case devices([Device])
+    /// One receiver opened, identified or closed (`activated` 0).
+    case device(Device)
     case tpv(TPV)
+    /// Satellites in view; only the receiver is decoded, the line itself is kept by the watcher.
+    case sky(device: String?)
     case poll([TPV])
     case error(String)
     case other(String)
@@ -125,6 +130,7 @@ enum GpsdReport {
     /// gpsd 3.x sends `activated` as ISO 8601 text, older releases as seconds since
     /// the epoch, and both use 0 for "closed".
     struct Activated: Decodable {
+        /// nil: the receiver is closed.
         let text: String?
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
@@ -137,12 +143,48 @@ enum GpsdReport {
         }
     }
 
+    /// The fields of gpsd_json(5)'s TPV that a `LocationFix` carries. `altMSL` (gpsd
+    /// 3.20 and later) is preferred to the older `alt`; `epx`/`epy` stand in for `eph`
+    /// when a gpsd does not send it.
     struct TPV: Decodable {
         let device: String?
         let mode: Int
+        let time: String?
         let lat: Double?
         let lon: Double?
+        let altMSL: Double?
+        let alt: Double?
+        let speed: Double?
+        let track: Double?
+        let climb: Double?
+        let eph: Double?
+        let epx: Double?
+        let epy: Double?
+        let epv: Double?
+
+        /// What gpsd_json(5) cannot mean: a mode outside 0-3, coordinates off the globe.
+        var violation: String? {
+            if GpsdFixMode(rawValue: mode) == nil { return "mode \(mode), which gpsd_json(5) does not define" }
+            if let lat, !(lat >= -90 && lat <= 90) { return "latitude \(lat), which is off the globe" }
+            if let lon, !(lon >= -180 && lon <= 180) { return "longitude \(lon), which is off the globe" }
+            return nil
+        }
+
+        /// The fix as devaccess passes it on, exact. Without a 2D or 3D fix only the
+        /// mode and time are kept: gpsd may repeat an old position next to mode 1.
+        func fix(device: String?) -> LocationFix {
+            guard let mode = GpsdFixMode(rawValue: mode), mode.hasFix else {
+                return LocationFix(device: device, mode: self.mode, time: time)
+            }
+            let horizontal = eph ?? epx.flatMap { x in epy.map { y in (x * x + y * y).squareRoot() } }
+            return LocationFix(device: device, mode: mode.rawValue, time: time, latitude: lat, longitude: lon,
+                               altitude: mode == .threeD ? altMSL ?? alt : nil, speed: speed, track: track,
+                               climb: mode == .threeD ? climb : nil, horizontalError: horizontal,
+                               verticalError: mode == .threeD ? epv : nil, accuracy: .exact)
+        }
     }
+
+    struct Sky: Decodable { let device: String? }
 
     struct Poll: Decodable { let tpv: [TPV]? }
     struct Failure: Decodable { let message: String }
@@ -171,21 +213,38 @@ enum GpsdReport {
         switch tag.class {
         case "VERSION": return .version(try decode(Version.self))
         case "DEVICES": return .devices(try decode(Devices.self).devices)
+        case "DEVICE": return .device(try decode(Device.self))
         case "TPV":
             let tpv = try decode(TPV.self)
-            guard GpsdFixMode(rawValue: tpv.mode) != nil else {
-                throw .garbage(endpoint, "a TPV report with mode \(tpv.mode), which gpsd_json(5) does not define")
-            }
+            if let violation = tpv.violation { throw .garbage(endpoint, "a TPV report with \(violation)") }
             return .tpv(tpv)
+        case "SKY": return .sky(device: try decode(Sky.self).device)
         case "POLL":
             let tpvs = try decode(Poll.self).tpv ?? []
-            if let bad = tpvs.first(where: { GpsdFixMode(rawValue: $0.mode) == nil }) {
-                throw .garbage(endpoint, "a POLL report with mode \(bad.mode), which gpsd_json(5) does not define")
+            if let violation = tpvs.lazy.compactMap(\.violation).first {
+                throw .garbage(endpoint, "a POLL report with \(violation)")
             }
             return .poll(tpvs)
         case "ERROR": return .error(try decode(Failure.self).message)
         default: return .other(tag.class)
         }
+    }
+
+    /// The VERSION banner gpsd greets every connection with; any other first report
+    /// means the peer is not gpsd.
+    func banner(from endpoint: GpsdEndpoint) throws(GpsdError) -> Version {
+        let name: String
+        switch self {
+        case .version(let banner): return banner
+        case .error(let message): throw .gpsdError(endpoint, message)
+        case .devices: name = "DEVICES"
+        case .device: name = "DEVICE"
+        case .tpv: name = "TPV"
+        case .sky: name = "SKY"
+        case .poll: name = "POLL"
+        case .other(let other): name = other
+        }
+        throw .garbage(endpoint, "its first report was \(name), not gpsd's VERSION banner")
     }
 
     private static func isJSON(_ data: Data) -> Bool {
