@@ -2,6 +2,7 @@ import Glibc
 import CSystemd
 import Foundation
 import DevAccessCore
+import DevAccessHardware
 import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
@@ -112,10 +113,13 @@ public enum Daemon {
         settings.maxOpenPromptsPerUser = options.maxPromptsPerUser
         settings.maxWaitingPerUser = options.maxWaitingPerUser
         settings.maxChangesPerMinute = options.maxChangesPerMinute
+        // devaccessd is gpsd's client for every location reader; it connects on the first request.
+        let location = options.servesLocation
+            ? GpsdLocationSource(watcher: GpsdWatcher(endpoint: options.probe.gpsd), log: log) : nil
         let service = BrokerService(probe: FreshProbe(probe: devices.probe),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
                                     configDirectory: options.configDirectory, log: log, settings: settings,
-                                    enforcement: live, policy: policy, policies: policies)
+                                    enforcement: live, policy: policy, policies: policies, location: location)
         let server: BrokerServer
         do {
             server = try BrokerServer(socketPath: options.socketPath, handler: service, log: log, limits: options.limits)
@@ -131,10 +135,18 @@ public enum Daemon {
         // enforce at once) and before READY=1: the start-up reconcile has run when systemd
         // hears we are ready. Clients connecting meanwhile wait in the listen backlog.
         live?.start()
+        let gpsdEndpoint = options.locationPort.flatMap { service.gpsdEndpoint(port: $0) }
+        if let gpsdEndpoint {
+            gpsdEndpoint.start()
+            log.info("gpsd endpoint listening", ["addresses": gpsdEndpoint.addresses.map(\.description)
+                .joined(separator: " ")])
+        }
         notify("READY=1\nSTATUS=listening on \(options.socketPath)\nMAINPID=\(getpid())")
         server.run(signalDescriptor: signalDescriptor) {
             notify("STOPPING=1\nSTATUS=shutting down")
         }
+        gpsdEndpoint?.stop()
+        location?.stop()
         live?.stop()
         log.info("stopped")
         return 0
