@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import DevAccessCore
 import DevAccessHardware
+import DevAccessTestSupport
 
 /// The broker's standing gpsd client against a real gpsd (gpsfake on loopback, killed and
 /// restarted under it) and against scripted and misbehaving loopback servers.

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import DevAccessCore
 import DevAccessHardware
+import DevAccessTestSupport
 
 /// The location adapter against a real gpsd (fed by gpsfake from the NMEA logs in
 /// Fixtures/gps) and against loopback listeners that misbehave on purpose.

@@ -1,0 +1,173 @@
+import Foundation
+import Glibc
+
+// gpsd for tests: fed by gpsfake from an NMEA log on a free loopback port (the location
+// suites of the hardware adapter and of devaccessd share it).
+
+/// A loopback port nobody listens on now: bind port 0, read the number, close.
+public func freeLoopbackPort() throws -> UInt16 {
+    let fd = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw SetupError("socket: \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var address = loopback(port: 0)
+    guard withSockaddr(&address, { bind(fd, $0, $1) }) == 0 else {
+        throw SetupError("bind: \(String(cString: strerror(errno)))")
+    }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    guard withUnsafeMutablePointer(to: &address, {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }) == 0 else { throw SetupError("getsockname: \(String(cString: strerror(errno)))") }
+    return UInt16(bigEndian: address.sin_port)
+}
+
+public func loopback(port: UInt16) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    return address
+}
+
+public func withSockaddr(_ address: inout sockaddr_in, _ body: (UnsafePointer<sockaddr>, socklen_t) -> CInt) -> CInt {
+    withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+}
+
+/// True once something listens on 127.0.0.1:`port`, read from /proc/net/tcp (what
+/// `ss -Hltn` shows) so that no test connection is made: gpsfake starts its feed on
+/// the first connection, and a probe connection would use up the log.
+public func isListening(port: UInt16) -> Bool {
+    let hexPort = String(format: ":%04X", port)
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            // fields: sl local_address rem_address st ...; st 0A is LISTEN.
+            if fields.count > 3, fields[1].hasSuffix(hexPort), fields[3] == "0A" { return true }
+        }
+    }
+    return false
+}
+
+/// gpsd, fed through a pty by gpsfake from an NMEA log, on a free loopback port.
+/// gpsfake and its gpsd run in their own process group, which `stop()` ends.
+public final class GpsFakeProcess: Sendable {
+    public static let isInstalled = executable("gpsfake") != nil && executable("gpsd") != nil
+
+    public let port: UInt16
+    public let processGroup: pid_t
+    public let logPath: String
+
+    /// `gpsfake -1 -c 0.05 -P PORT -W 30 LOG`: one pass, 50 ms per sentence, exits 30 s
+    /// after the log ends (we stop it long before).
+    public convenience init(log: String) throws {
+        try self.init(log: log, port: try freeLoopbackPort())
+    }
+
+    /// The same on a chosen port: a gpsd restarted where the last one listened.
+    public convenience init(log: String, port: UInt16) throws {
+        try self.init(port: port, arguments: ["gpsfake", "-1", "-c", "0.05", "-P", String(port), "-W", "30", log])
+    }
+
+    /// A bare gpsd with no device: `gpsd -N -S PORT`.
+    public convenience init(gpsdWithoutDevices: Void) throws {
+        let port = try freeLoopbackPort()
+        guard let gpsd = GpsFakeProcess.executable("gpsd") else { throw SetupError("gpsd not found") }
+        try self.init(port: port, arguments: [gpsd, "-N", "-S", String(port),
+                                              "-F", Self.bareControlSocket(port)])
+    }
+
+    private init(port: UInt16, arguments: [String]) throws {
+        self.port = port
+        logPath = NSTemporaryDirectory() + "devaccess-gpsfake-\(port).log"
+        processGroup = try Self.spawnInOwnGroup(arguments, log: logPath)
+        let deadline = ContinuousClock.now + .seconds(15)
+        while !isListening(port: port) {
+            var status: CInt = 0
+            if waitpid(processGroup, &status, WNOHANG) == processGroup || ContinuousClock.now > deadline {
+                let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+                kill(-processGroup, SIGKILL)
+                throw SetupError("\(arguments[0]) did not listen on port \(port); its output:\n\(log)")
+            }
+            usleep(20_000)
+        }
+    }
+
+    public func stop() {
+        kill(-processGroup, SIGTERM)
+        var status: CInt = 0
+        let deadline = ContinuousClock.now + .seconds(5)
+        while waitpid(processGroup, &status, WNOHANG) == 0 {
+            if ContinuousClock.now > deadline {
+                kill(-processGroup, SIGKILL)
+                _ = waitpid(processGroup, &status, 0)
+                break
+            }
+            usleep(10_000)
+        }
+        // gpsd is gpsfake's child, not ours; make sure it goes with the group.
+        kill(-processGroup, SIGKILL)
+        unlink(logPath)
+        // gpsd drops root before it exits, so it cannot remove its control socket from /tmp.
+        for socket in controlSockets { unlink(socket) }
+    }
+
+    /// gpsfake names gpsd's control socket after its own pid; the bare gpsd gets ours.
+    private var controlSockets: [String] {
+        ["/tmp/gpsfake-\(processGroup).sock", NSTemporaryDirectory() + "gpsfake-\(processGroup).sock",
+         Self.bareControlSocket(port)]
+    }
+
+    public static func bareControlSocket(_ port: UInt16) -> String {
+        NSTemporaryDirectory() + "devaccess-gpsd-\(port).sock"
+    }
+
+    public static func executable(_ name: String) -> String? {
+        if name.hasPrefix("/") { return access(name, X_OK) == 0 ? name : nil }
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/sbin:/usr/bin:/sbin:/bin"
+        return path.split(separator: ":").map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
+    }
+
+    /// posix_spawn with POSIX_SPAWN_SETPGROUP, output to `log`, default signal handling.
+    private static func spawnInOwnGroup(_ arguments: [String], log: String) throws -> pid_t {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes,
+                                 Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        // The test runner's threads may block or ignore signals; gpsfake must get SIGTERM.
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGPIPE, SIGHUP] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        posix_spawnattr_setsigmask(&attributes, &unblocked)
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        var environment = ProcessInfo.processInfo.environment
+        // gpsfake looks for gpsd on PATH; Debian puts it in /usr/sbin.
+        environment["PATH"] = (environment["PATH"].map { $0 + ":" } ?? "") + "/usr/sbin:/usr/bin:/sbin:/bin"
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = argv.withUnsafeBufferPointer { args -> CInt in
+            envp.withUnsafeBufferPointer { env -> CInt in
+                guard let args = args.baseAddress, let env = env.baseAddress else { return EINVAL }
+                return posix_spawnp(&pid, arguments[0], &actions, &attributes, args, env)
+            }
+        }
+        guard rc == 0 else { throw SetupError("cannot start \(arguments[0]): \(String(cString: strerror(rc)))") }
+        return pid
+    }
+}
+
