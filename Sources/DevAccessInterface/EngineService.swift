@@ -421,6 +421,7 @@ extension InterfaceError {
         case .ledger: self = .ledgerUnusable(error.description)
         case .unknownDevice: self = .badArgument(error.description)
         case .policyForbids: self = .refused(operation: "grant", reason: error.description)
+        case .policyUnreadable: self = .failed(error.description)
         case .endedUnrecorded(_, .busy): self = .busy(error.description)
         case .endedUnrecorded: self = .ledgerUnusable(error.description)
         }
