@@ -34,6 +34,7 @@ public enum MessageCodec {
             if let reason = request.reason { members.append(JSONMember("reason", .string(reason))) }
             members += ConversationCoding.encode(scope: request.scope)
             if request.wait { members.append(JSONMember("wait", .bool(true))) }
+            if let accuracy = request.accuracy { members.append(JSONMember("accuracy", .string(accuracy.rawValue))) }
         case .promptAnswer(let answer):
             members += ConversationCoding.encode(answer)
         case .pending:
@@ -91,9 +92,15 @@ public enum MessageCodec {
                 let wait = version >= 2 ? try reader.optional("wait").map { (value) throws(ProtocolError) in
                     try Strict.bool(value, path: "$.wait")
                 } ?? false : false
+                let accuracy = version >= 2 ? try ConversationCoding.accuracy(&reader) : nil
                 try reader.finish()
-                request = .request(AccessRequest(permissions: try Strict.permissions(permissions, path: "$.permissions"),
-                                                 reason: reason, scope: scope, wait: wait))
+                let list = try Strict.permissions(permissions, path: "$.permissions")
+                if accuracy != nil && !list.contains(.location) {
+                    throw ProtocolError(.badMessage, context: "$.accuracy",
+                                        reason: "'accuracy' goes only with permission location, which is not asked for")
+                }
+                request = .request(AccessRequest(permissions: list, reason: reason, scope: scope, wait: wait,
+                                                 accuracy: accuracy))
             case ("prompt-answer", 2...):
                 request = .promptAnswer(try ConversationCoding.decodeAnswer(&reader))
                 try reader.finish()

@@ -133,8 +133,13 @@ public struct AccessRequest: Sendable, Hashable {
     /// When an administrator must approve: keep the request open until they decide,
     /// instead of answering at once with the request queued (version 2).
     public var wait: Bool
+    /// How precisely to know where the machine is, with `location` only; nil: exact. The
+    /// policy's `MaxAccuracy=` may answer with a coarser level, never a finer one.
+    public var accuracy: LocationAccuracy?
 
-    public init(permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, wait: Bool = false) {
+    public init(permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, wait: Bool = false,
+                accuracy: LocationAccuracy? = nil) {
+        self.accuracy = accuracy
         self.permissions = permissions
         self.reason = reason
         self.scope = scope
