@@ -236,3 +236,54 @@ struct LocationAccuracyTests {
         #expect(try engine.locationAccuracy(for: fx.alice) == .city)
     }
 }
+
+/// Status says the level: below exact, location is `limited` and the first reason names it.
+@Suite("Location status at a level")
+struct LocationStatusTests {
+    let alice = UserIdentity(uid: 4_000_101, name: "loc-alice", primaryGID: 4_000_101, groups: [])
+    let report = AdapterReport(permission: .location, devices: [
+        Device(permission: .location, id: "location:gpsd:/dev/ttyACM0", name: "u-blox", nodes: [],
+               route: .service(ServiceAccess(name: "gpsd", endpoint: "127.0.0.1:2947", openToAllLocalUsers: true))),
+    ])
+
+    func snapshot(_ accuracy: LocationAccuracy?) -> LedgerReading {
+        let grant = Grant(id: 7, subject: Principal(uid: alice.uid, name: alice.name), permission: .location,
+                          decision: .allow, scope: .always, created: Date(), decidedBy: Principal(uid: 0, name: "root"),
+                          method: .admin, accuracy: accuracy)
+        return .loaded(LedgerSnapshot(path: "/x", decisions: Decisions(active: [grant]), records: []))
+    }
+
+    func policy(_ text: String) throws -> PolicyReading {
+        .loaded(try PolicyParser.parse([(path: "/etc/devaccess/devaccess.conf", text: text)]))
+    }
+
+    @Test func belowExactIsLimitedAndSaysTheLevel() throws {
+        let status = LedgerStatus.evaluate(report, for: alice, ledger: snapshot(.city), policy: try policy(""))
+        #expect(status.status == .limited && status.accuracy == .city)
+        #expect(status.reasons.first?.message
+                    == "loc-alice is told this computer's location granted at city accuracy, about 10 km (grant 7)")
+        // The honest note stays: gpsd itself is not gated yet.
+        #expect(status.reasons.contains { $0.message.contains("serves every local user; access to it is not gated") })
+    }
+
+    @Test func exactIsAuthorized() throws {
+        for level in [LocationAccuracy?.none, .exact] {
+            let status = LedgerStatus.evaluate(report, for: alice, ledger: snapshot(level), policy: try policy(""))
+            #expect(status.status == .authorized && status.accuracy == .exact)
+        }
+    }
+
+    @Test func theCapAndAPolicyAllowShow() throws {
+        let capped = LedgerStatus.evaluate(report, for: alice, ledger: snapshot(.exact),
+                                           policy: try policy("[location]\nMaxAccuracy=neighborhood\n"))
+        #expect(capped.status == .limited && capped.accuracy == .neighborhood)
+        #expect(capped.reasons.first?.message.contains("exact capped by the policy's MaxAccuracy=neighborhood") == true)
+        let allowed = LedgerStatus.evaluate(report, for: alice, ledger: .absent(path: "/x"),
+                                            policy: try policy("[location]\nDefault=allow\nMaxAccuracy=street\n"))
+        #expect(allowed.status == .limited && allowed.accuracy == .street)
+        #expect(allowed.reasons.first?.message.contains("allowed by policy at street accuracy") == true)
+        let restricted = LedgerStatus.evaluate(report, for: alice, ledger: snapshot(.city),
+                                               policy: try policy("[location]\nDefault=deny\n"))
+        #expect(restricted.status == .restricted && restricted.accuracy == nil)
+    }
+}
