@@ -66,6 +66,13 @@ struct AccuracyCodingTests {
                     .context == "$.accuracy")
         #expect(rejection(#"{"version":5,"id":1,"type":"request","permissions":["location"],"accuracy":"city","accuracy":"exact"}"#)
                     != nil)
+        // Before version 5 there is no level: the member is unknown, and replies leave it out.
+        #expect(rejection(#"{"version":4,"id":1,"type":"decide","decision":"allow","permission":"location","user":"a","accuracy":"city"}"#)?
+                    .context == "$.accuracy")
+        let status = PermissionStatus(permission: .location, status: .limited, devices: [], reasons: [], accuracy: .city)
+        let old = String(decoding: MessageCodec.encode(ReplyEnvelope(id: 1, reply: .status(StatusReply(
+            user: "a", uid: 1, permissions: [status])), version: 4)), as: UTF8.self)
+        #expect(!old.contains("accuracy") && old.contains("\"limited\""), "\(old)")
         // A reply claiming a level for the camera is refused by the client as well.
         let reply = #"{"version":5,"id":1,"type":"decision","user":"a","uid":1,"results":[{"permission":"camera","outcome":"granted","accuracy":"city","message":"m"}],"permissions":[]}"#
         #expect(throws: ProtocolError.self) { try MessageCodec.decodeReply(Array(reply.utf8)) }

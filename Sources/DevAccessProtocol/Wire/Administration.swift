@@ -274,7 +274,8 @@ enum AdministrationCoding {
     }
 
     /// Reads the body of a version 3 request of `type`; nil when `type` is not one of them.
-    static func decode(_ type: String, _ reader: inout ObjectReader) throws(ProtocolError) -> Request? {
+    static func decode(_ type: String, _ reader: inout ObjectReader,
+                       version: Int64 = BrokerProtocol.version) throws(ProtocolError) -> Request? {
         switch type {
         case "decide":
             let allow = try reader.word("decision", [("allow", true), ("deny", false)])
@@ -288,7 +289,7 @@ enum AdministrationCoding {
             }
             let reason = try reader.optionalString("reason", maxLength: maxReason)
             let program = try optionalPath("program", &reader)
-            let accuracy = try ConversationCoding.accuracy(&reader)
+            let accuracy = version >= BrokerProtocol.accuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
             if accuracy != nil && (!allow || permission != .location) {
                 throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
                                     reason: "'accuracy' goes only with decision 'allow' of permission location")

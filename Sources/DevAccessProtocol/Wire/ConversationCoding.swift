@@ -46,6 +46,45 @@ enum ConversationCoding {
         }
     }
 
+    /// `reply` as a version before `accuracy` had it: every level left out.
+    static func withoutAccuracy(_ reply: Reply) -> Reply {
+        func plain(_ results: [RequestResult]) -> [RequestResult] {
+            results.map { result in
+                var result = result
+                result.accuracy = nil
+                return result
+            }
+        }
+        func plain(_ statuses: [PermissionStatus]) -> [PermissionStatus] {
+            statuses.map { status in
+                var status = status
+                status.accuracy = nil
+                return status
+            }
+        }
+        switch reply {
+        case .status(var status):
+            status.permissions = plain(status.permissions)
+            return .status(status)
+        case .decision(var decision):
+            decision.results = plain(decision.results)
+            decision.permissions = plain(decision.permissions)
+            return .decision(decision)
+        case .resolved(var resolved):
+            resolved.results = plain(resolved.results)
+            return .resolved(resolved)
+        case .pending(var list):
+            list.requests = list.requests.map { item in
+                var item = item
+                item.accuracy = nil
+                return item
+            }
+            return .pending(list)
+        default:
+            return reply
+        }
+    }
+
     // MARK: prompt-answer
 
     static func encode(_ answer: PromptAnswer) -> [JSONMember] {

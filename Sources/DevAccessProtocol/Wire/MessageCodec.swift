@@ -92,7 +92,7 @@ public enum MessageCodec {
                 let wait = version >= 2 ? try reader.optional("wait").map { (value) throws(ProtocolError) in
                     try Strict.bool(value, path: "$.wait")
                 } ?? false : false
-                let accuracy = version >= 2 ? try ConversationCoding.accuracy(&reader) : nil
+                let accuracy = version >= BrokerProtocol.accuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
                 try reader.finish()
                 let list = try Strict.permissions(permissions, path: "$.permissions")
                 if accuracy != nil && !list.contains(.location) {
@@ -131,7 +131,7 @@ public enum MessageCodec {
                 request = .runSignal(RunSignal(signal: Int32(try reader.integer("signal", in: 1...64))))
                 try reader.finish()
             case (_, 3...):
-                guard let administration = try AdministrationCoding.decode(type, &reader) else {
+                guard let administration = try AdministrationCoding.decode(type, &reader, version: version) else {
                     throw ProtocolError(.unknownType, context: "$.type",
                                         reason: "unknown request type '\(type)' in protocol version \(version); "
                                             + "this broker knows: hello, status, request, prompt-answer, pending, "
@@ -158,7 +158,9 @@ public enum MessageCodec {
 
     public static func encode(_ envelope: ReplyEnvelope) -> [UInt8] {
         var members = header(version: envelope.version, id: envelope.id, type: envelope.reply.type)
-        switch envelope.reply {
+        let reply = envelope.version >= BrokerProtocol.accuracyVersion ? envelope.reply
+            : ConversationCoding.withoutAccuracy(envelope.reply)
+        switch reply {
         case .hello(let hello):
             members.append(JSONMember("server", .string(hello.server)))
             members.append(JSONMember("versions", .array(hello.versions.map { .integer($0) })))
