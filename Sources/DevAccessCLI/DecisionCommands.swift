@@ -12,6 +12,23 @@ enum DecisionCommand {
     static let adminUser = OptionSpec(long: "user", short: "u", value: "USER", help: "The user (name or uid). Required.")
     static let program = OptionSpec(long: "program", short: nil, value: "PATH",
         help: "Only for this program, run with 'devaccess run' (a program grant); default: the user's every program.")
+    static let accuracy = OptionSpec(long: "accuracy", short: nil, value: "LEVEL",
+        help: "Location only: how precisely the user is told where this computer is: exact, street (~100 m), "
+            + "neighborhood (~1 km), city (~10 km), country (~300 km); default exact.")
+
+    /// `--accuracy LEVEL`: a level, and only on a grant of location.
+    static func accuracyLevel(_ arguments: ParsedArguments, permission: Permission,
+                              command: String) throws(UsageError) -> LocationAccuracy? {
+        guard let text = arguments.value("accuracy") else { return nil }
+        guard permission == .location else {
+            throw UsageError(message: "'--accuracy' goes with location only, not \(permission.rawValue)", command: command)
+        }
+        do {
+            return try LocationAccuracy.parse(text)
+        } catch {
+            throw UsageError(message: "--accuracy: \(error.description)", command: command)
+        }
+    }
 
     /// `--program PATH`: absolute, or made so from the working directory.
     static func programPath(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String? {
@@ -28,8 +45,9 @@ enum DecisionCommand {
                 ? "Let a user use a permission's devices (admin): record it and add ACL entries."
                 : "Forbid a user a permission (admin): record a sticky denial and remove devaccess's entries.",
             usage: "devaccess \(name) PERMISSION --user USER [--device ID] [--program PATH] "
-                + "[--for DURATION | --until TIME | --always]",
-            options: [adminUser, device, program] + GrantTerm.options + [reason, CommonOptions.json] + AdminAccess.options,
+                + (decision == .allow ? "[--accuracy LEVEL] " : "") + "[--for DURATION | --until TIME | --always]",
+            options: [adminUser, device, program] + (decision == .allow ? [accuracy] : []) + GrantTerm.options
+                + [reason, CommonOptions.json] + AdminAccess.options,
             discussion: """
             \(CommonOptions.permissionsHelp)
             \(decision == .allow ? """
@@ -46,8 +64,9 @@ enum DecisionCommand {
             With --program, the decision is a program grant: only 'devaccess run PATH' by the user
             uses it (ACL entries for the run's group while each run lasts, none for the user);
             a user-wide decision applies to runs too.
-            The newest standing decision for a device wins. Location decisions are recorded but put no
-            ACL on nodes: gpsd serves every local client.
+            The newest standing decision for a device wins. Location decisions put no ACL on nodes:
+            devaccessd serves location to the users it is granted to, at the grant's --accuracy
+            (capped by the policy's MaxAccuracy=); gpsd itself still serves every local client.
             \(AdminAccess.help)
             Root and members of devaccess-admin only. --json prints the result (docs/json.md).
             Exit codes: 0 done, 1 recorded but some node was refused or failed (see the messages;
@@ -64,6 +83,7 @@ enum DecisionCommand {
                 : "\(name) takes one PERMISSION, got '\(arguments.positionals.joined(separator: " "))'", command: name)
         }
         let permission = try CommonOptions.permissions(arguments.positionals, command: name)[0]
+        let accuracy = try accuracyLevel(arguments, permission: permission, command: name)
         let now = Date()
         let term = try GrantTerm.parse(arguments, command: name, now: now)
         if let deviceID = arguments.value("device"), deviceID.isEmpty {
@@ -78,7 +98,7 @@ enum DecisionCommand {
                                   device: arguments.value("device"),
                                   expiresMilliseconds: term.untilMilliseconds, lastingSeconds: term.lastingSeconds,
                                   reason: arguments.value("reason"),
-                                  program: try programPath(arguments, command: name))
+                                  program: try programPath(arguments, command: name), accuracy: accuracy)
         let outcome = try await AdminAccess.call(name) { () throws(InterfaceError) in try await interface.decide(order) }
         if arguments.has("json") {
             console.out(try JSONOutput.encode(outcome))

@@ -56,7 +56,7 @@ enum ListCommand: Command {
         let header = ["ID", "USER", "PERMISSION", "DECISION", "DEVICE", "PROGRAM", "TERM", "STATE", "DECIDED BY"]
         let rows = grants.map { grant -> [String] in
             let state = grant.active ? "standing" : grant.ended.map { "ended \($0)" } ?? "expired"
-            return [String(grant.id), "\(grant.user) (\(grant.uid))", grant.permission, grant.decision,
+            return [String(grant.id), "\(grant.user) (\(grant.uid))", grant.permissionText, grant.decision,
                     grant.device ?? "(every)", grant.program ?? "(every)", grant.term, state, "\(grant.decidedBy) (\(grant.how))"].map(TerminalText.field)
         }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }

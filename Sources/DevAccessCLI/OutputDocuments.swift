@@ -59,11 +59,13 @@ struct GateDocument: Encodable {
 struct PermissionDocument: Encodable {
     var permission: String
     var status: String
+    var accuracy: String?
     var devices: [DeviceDocument]
     var reasons: [Reason]
     var drift: [Reason]
 
     init(_ status: PermissionStatus) {
+        accuracy = status.accuracy?.rawValue
         permission = status.permission.rawValue
         self.status = status.status.rawValue
         devices = status.devices.map { DeviceDocument($0.device, usable: $0.usable, nodes: $0.nodes) }

@@ -47,7 +47,9 @@ enum PendingCommand: Command {
             case let other?: term = other.rawValue
             }
             return [String(item.pending), "\(item.user) (\(item.uid))",
-                    item.permissions.map(\.rawValue).joined(separator: ","), term, item.created,
+                    item.permissions.map { $0 == .location && item.accuracy != nil
+                        ? "location (\(item.accuracy?.rawValue ?? ""))" : $0.rawValue }.joined(separator: ","),
+                    term, item.created,
                     TerminalText.field(item.program ?? "-"), TerminalText.field(item.reason ?? "")]
         }
         let header = ["ID", "USER", "PERMISSIONS", "TERM", "REQUESTED", "PROGRAM", "REASON"]
@@ -169,9 +171,11 @@ struct PendingItemDocument: Encodable {
     var reason: String?
     var term: String?
     var duration: Int64?
+    var accuracy: String?
     var created: String
 
     init(_ item: PendingItem) {
+        accuracy = item.accuracy?.rawValue
         id = item.pending
         user = item.user
         uid = item.uid

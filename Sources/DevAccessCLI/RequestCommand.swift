@@ -15,12 +15,16 @@ enum RequestCommand: Command {
     static let always = OptionSpec(long: "always", short: nil, value: nil, help: "Ask until revoked.")
     static let wait = OptionSpec(long: "wait", short: nil, value: nil,
                                  help: "When an administrator must approve, wait for the answer (Ctrl-C stops waiting).")
+    static let accuracy = OptionSpec(long: "accuracy", short: nil, value: "LEVEL",
+        help: "With location: how precisely to know where this computer is: exact (default), street (~100 m), "
+            + "neighborhood (~1 km), city (~10 km), country (~300 km).")
 
     static let spec = CommandSpec(
         name: "request",
         abstract: "Ask devaccessd for permissions for yourself; consent is asked at your terminal.",
-        usage: "devaccess request PERMISSION... [--reason TEXT] [--once | --for DURATION | --always] [--wait] [--json]",
-        options: [reason, once, forDuration, always, wait, CommonOptions.json, BrokerOptions.socket],
+        usage: "devaccess request PERMISSION... [--accuracy LEVEL] [--reason TEXT] [--once | --for DURATION | --always] "
+            + "[--wait] [--json]",
+        options: [reason, once, forDuration, always, wait, accuracy, CommonOptions.json, BrokerOptions.socket],
         discussion: """
         \(CommonOptions.permissionsHelp) Several are answered together.
         What is decided already is answered at once, without a prompt: a denial stays
@@ -37,6 +41,10 @@ enum RequestCommand: Command {
         for a longer term than a standing grant's (--for 1h while --for 10m holds, or
         --always) is decided again, and the new grant replaces the old one. The new status is printed (stdout) with one
         line per permission saying what happened (stderr).
+        Location is granted at a level (--accuracy, default exact): the prompt says it, the grant
+        keeps it, and an approval grants the level asked. A finer level than a standing grant's
+        is asked again; a coarser or equal one is answered by the grant. The policy's
+        MaxAccuracy= answers a finer request at its cap (the message says so).
         Exit codes: the status of the first permission that is not authorized afterwards
         (0 all authorized, 2 limited, 3 denied, 4 notDetermined: dismissed, timed out or
         waiting for approval, 5 restricted, 6 unavailable); 1 when a prompt was needed but
@@ -50,6 +58,17 @@ enum RequestCommand: Command {
                 + Permission.all.map(\.rawValue).joined(separator: ", ") + ")", command: spec.name)
         }
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
+        var accuracy: LocationAccuracy?
+        if let text = arguments.value("accuracy") {
+            guard permissions.contains(.location) else {
+                throw UsageError(message: "'--accuracy' goes with location, which is not asked for", command: spec.name)
+            }
+            do {
+                accuracy = try LocationAccuracy.parse(text)
+            } catch {
+                throw UsageError(message: "--accuracy: \(error.description)", command: spec.name)
+            }
+        }
         let scope = try requestedScope(arguments)
         let text = arguments.value("reason")
         if let text, text.utf8.count > 1024 {
@@ -62,7 +81,7 @@ enum RequestCommand: Command {
         do {
             client = try BrokerClient(socketPath: path, timeout: .seconds(30))
             id = try client.start(.request(AccessRequest(permissions: permissions, reason: text, scope: scope,
-                                                         wait: arguments.has("wait"))))
+                                                         wait: arguments.has("wait"), accuracy: accuracy)))
         } catch {
             throw failure(error)
         }
@@ -324,9 +343,11 @@ struct RequestResultDocument: Encodable {
     var expires: String?
     var pending: Int64?
     var why: String?
+    var accuracy: String?
     var message: String
 
     init(_ result: RequestResult) {
+        accuracy = result.accuracy?.rawValue
         permission = result.permission.rawValue
         outcome = result.outcome.rawValue
         how = result.how?.rawValue

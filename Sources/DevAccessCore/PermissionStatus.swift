@@ -6,14 +6,19 @@ public struct PermissionStatus: Sendable, Hashable {
     public var reasons: [Reason]
     /// Disagreements between the ledger and kernel state.
     public var drift: [Reason]
+    /// Location: how precisely devaccess tells the user where the machine is (their finest
+    /// standing grant or the policy's allow, capped by `MaxAccuracy=`); nil for the other
+    /// permissions and when the user may not be told at all.
+    public var accuracy: LocationAccuracy?
 
     public init(permission: Permission, status: AuthorizationStatus, devices: [DeviceStatus],
-                reasons: [Reason], drift: [Reason] = []) {
+                reasons: [Reason], drift: [Reason] = [], accuracy: LocationAccuracy? = nil) {
         self.permission = permission
         self.status = status
         self.devices = devices
         self.reasons = reasons
         self.drift = drift
+        self.accuracy = accuracy
     }
 }
 

@@ -13,11 +13,16 @@ public enum EnforcementError: Error, Sendable, Hashable, CustomStringConvertible
     /// A revoke, denial or reset whose entries were removed but which the ledger could not
     /// record (`UnrecordedEndings`): the access ended, the record is still to be written.
     case endedUnrecorded(UnrecordedEndings.Ending, LedgerError)
+    /// The policy in force does not parse, so what it allows or caps is unknown (fail closed).
+    case policyUnreadable(String)
 
     public var description: String {
         switch self {
         case .ledger(let error):
             return error.description
+        case .policyUnreadable(let problem):
+            return "the policy cannot be read, so nothing it governs is given: \(problem); fix the file "
+                + "('devaccess policy check' shows where)"
         case .policyForbids(let why):
             return "\(why); a grant would be ended by policy at once: change the policy first "
                 + "('devaccess policy check' shows it)"

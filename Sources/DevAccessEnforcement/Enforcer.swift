@@ -71,10 +71,14 @@ public struct Enforcer: Sendable {
         public var holder: ProcessHolder?
         /// A program grant: only runs of this program use it (`devaccess run`).
         public var program: Program?
+        /// An allow of location: how precisely the user is told where the machine is (nil:
+        /// exact). Refused with any other permission and with a denial.
+        public var accuracy: LocationAccuracy?
 
         public init(subject: Principal, permission: Permission, deviceID: String? = nil, decision: Decision,
                     scope: GrantScope, expires: Date? = nil, lastingSeconds: Int64? = nil, reason: String = "",
-                    holder: ProcessHolder? = nil, program: Program? = nil) {
+                    holder: ProcessHolder? = nil, program: Program? = nil, accuracy: LocationAccuracy? = nil) {
+            self.accuracy = accuracy
             self.program = program
             self.lastingSeconds = lastingSeconds
             self.holder = holder
@@ -132,7 +136,8 @@ public struct Enforcer: Sendable {
         let new = NewGrant(subject: request.subject, program: request.program, permission: request.permission,
                            deviceID: request.deviceID,
                            decision: request.decision, scope: request.scope, expires: expires,
-                           decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder)
+                           decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder,
+                           accuracy: request.accuracy)
         var ended: [Grant] = []
         let grant: Grant
         let standing = try coveredAllows(request)
@@ -258,6 +263,10 @@ public struct Enforcer: Sendable {
     /// The ledger checks the same when it records; checked here first because a grant
     /// may end older grants before its own row is written.
     static func validateTerm(_ request: DecisionRequest, now: Date) throws(EnforcementError) {
+        if let accuracy = request.accuracy, request.permission != .location || request.decision != .allow {
+            throw .ledger(.invalidArgument("an accuracy (\(accuracy.rawValue)) goes with a grant of location only, "
+                + "not with \(request.decision == .deny ? "a denial" : request.permission.rawValue)"))
+        }
         if let seconds = request.lastingSeconds {
             guard request.scope == .until, request.expires == nil, seconds > 0 else {
                 throw .ledger(.invalidArgument("a term of \(seconds) s needs scope 'until', a positive length "

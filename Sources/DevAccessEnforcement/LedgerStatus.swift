@@ -92,6 +92,7 @@ public enum LedgerStatus {
         }
         var status = StatusEvaluator.evaluate(report, for: user, inputs: inputs)
         status.reasons.insert(contentsOf: decisionReasons, at: min(1, status.reasons.count))
+        if report.permission == .location { applyAccuracy(&status, for: user, ledger: ledger, policy: policy) }
         let drift: [DriftItem]
         switch ledger {
         case .absent(let path):
@@ -110,6 +111,29 @@ public enum LedgerStatus {
 }
 
 extension LedgerStatus {
+    /// Location is told at a level: below exact, access the nodes and gpsd give in full is
+    /// still only `limited`, and the first reason says the level. Only where the decisions
+    /// and the policy are known; the level is what `Enforcer.locationAccuracy` serves.
+    static func applyAccuracy(_ status: inout PermissionStatus, for user: UserIdentity, ledger: LedgerReading,
+                              policy: PolicyReading) {
+        guard status.status == .authorized || status.status == .limited, case .loaded(let rules) = policy else { return }
+        let decisions: Decisions
+        switch ledger {
+        case .absent: decisions = .empty
+        case .loaded(let snapshot): decisions = snapshot.decisions
+        case .unreadable, .unknown: return
+        }
+        let outcome = LocationLevel.evaluate(user: user, decisions: decisions, policy: rules, switchedOff: nil)
+        guard let level = outcome.accuracy, let summary = LocationLevel.summary(outcome, user: user) else { return }
+        status.accuracy = level
+        if level < .exact {
+            status.status = .limited
+            status.reasons.insert(Reason(.summary, summary), at: 0)
+        } else {
+            status.reasons.insert(Reason(.summary, summary), at: min(1, status.reasons.count))
+        }
+    }
+
     /// Without the ledger's decisions, the one drift the nodes and the policy alone show:
     /// the policy forbids the permission, yet the user can open a node.
     static func policyDrift(_ report: AdapterReport, for user: UserIdentity, restriction: Reason?) -> [DriftItem] {

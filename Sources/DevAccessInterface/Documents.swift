@@ -31,8 +31,11 @@ public struct GrantDocument: Codable, Sendable, Hashable {
     public var reason: String?
     /// A `once` grant of a request: the pid of the process it lasts for.
     public var whilePid: Int32?
+    /// An allow of location: its level (`exact` for one recorded before levels existed).
+    public var accuracy: String?
 
     public init(_ grant: Grant, now: Date) {
+        accuracy = grant.locationLevel?.rawValue
         whilePid = grant.holder?.pid
         id = grant.id
         user = grant.subject.name
@@ -159,9 +162,14 @@ extension GrantListDocument {
 extension GrantDocument {
     /// "grant 12: allow camera for alice (1001) on every device, until 2026-12-01T18:00:00Z".
     public var line: String {
-        "grant \(id): \(decision) \(permission) for \(user) (\(uid))"
+        "grant \(id): \(decision) \(permissionText) for \(user) (\(uid))"
             + (program.map { " running \($0) (devaccess run)" } ?? "") + " on "
             + (device.map { "device \($0)" } ?? "every device") + ", " + term
+    }
+
+    /// "location (city)" for a grant of location at a level; else the permission.
+    public var permissionText: String {
+        permission + (accuracy.map { " (\($0))" } ?? "")
     }
 
     public var term: String {

@@ -58,7 +58,8 @@ public struct EngineService: DevAccessInterface {
             subject: subject, permission: order.permission, deviceID: order.device,
             decision: order.allow ? .allow : .deny,
             scope: expires == nil && order.lastingSeconds == nil ? .always : .until, expires: expires,
-            lastingSeconds: order.lastingSeconds, reason: order.reason ?? "", program: program)
+            lastingSeconds: order.lastingSeconds, reason: order.reason ?? "", program: program,
+            accuracy: order.accuracy)
         let actor = caller.principal
         let now = clock()
         return try await runner.run(verb) { (engine) throws(EnforcementError) -> (DecisionDocument, EnforcementReport) in
@@ -428,6 +429,7 @@ extension InterfaceError {
         case .ledger: self = .ledgerUnusable(error.description)
         case .unknownDevice: self = .badArgument(error.description)
         case .policyForbids: self = .refused(operation: "grant", reason: error.description)
+        case .policyUnreadable: self = .failed(error.description)
         case .endedUnrecorded(_, .busy): self = .busy(error.description)
         case .endedUnrecorded: self = .ledgerUnusable(error.description)
         }

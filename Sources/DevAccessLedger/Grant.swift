@@ -82,10 +82,15 @@ public struct NewGrant: Sendable, Hashable {
     public var reason: String
     /// `once` for a request: the process whose lifetime the grant lasts.
     public var holder: ProcessHolder?
+    /// Location only: how precisely the user is told where the machine is; nil for the
+    /// other permissions (the ledger refuses a level on them) and for a denial.
+    public var accuracy: LocationAccuracy?
 
     public init(subject: Principal, program: Program? = nil, permission: Permission, deviceID: String? = nil,
                 decision: Decision, scope: GrantScope, expires: Date? = nil,
-                decidedBy: Principal, method: DecisionMethod, reason: String = "", holder: ProcessHolder? = nil) {
+                decidedBy: Principal, method: DecisionMethod, reason: String = "", holder: ProcessHolder? = nil,
+                accuracy: LocationAccuracy? = nil) {
+        self.accuracy = accuracy
         self.holder = holder
         self.subject = subject
         self.program = program
@@ -118,10 +123,15 @@ public struct Grant: Sendable, Hashable, Identifiable {
     public var reason: String
     /// A `once` grant of a request: the process it lasts for (nil for every other grant).
     public var holder: ProcessHolder?
+    /// Location: the level granted. nil: not a location grant, or a location grant recorded
+    /// before levels existed, which is exact (`locationLevel`).
+    public var accuracy: LocationAccuracy?
 
     public init(id: Int64, subject: Principal, program: Program? = nil, permission: Permission, deviceID: String? = nil,
                 decision: Decision, scope: GrantScope, created: Date, expires: Date? = nil, revoked: Date? = nil,
-                decidedBy: Principal, method: DecisionMethod, reason: String = "", holder: ProcessHolder? = nil) {
+                decidedBy: Principal, method: DecisionMethod, reason: String = "", holder: ProcessHolder? = nil,
+                accuracy: LocationAccuracy? = nil) {
+        self.accuracy = accuracy
         self.holder = holder
         self.id = id
         self.subject = subject
@@ -136,6 +146,12 @@ public struct Grant: Sendable, Hashable, Identifiable {
         self.decidedBy = decidedBy
         self.method = method
         self.reason = reason
+    }
+
+    /// The level a location allow gives (a row without one is exact); nil for anything else.
+    public var locationLevel: LocationAccuracy? {
+        guard permission == .location, decision == .allow else { return nil }
+        return accuracy ?? .exact
     }
 
     /// Neither revoked nor past its expiry at `now`.

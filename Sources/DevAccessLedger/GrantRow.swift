@@ -5,7 +5,7 @@ enum GrantRow {
     static let columns = """
         id, subject_uid, user_name, program_path, program_sha256, permission, device_id, decision, scope, \
         created_usec, expires_usec, revoked_usec, decided_by_uid, decided_by_name, how, reason, \
-        holder_pid, holder_start, holder_boot
+        holder_pid, holder_start, holder_boot, accuracy
         """
 
     /// Decodes the row the statement is on; any value this code would not have written
@@ -33,13 +33,18 @@ enum GrantRow {
             holder = ProcessHolder(pid: pid, startTicks: UInt64(start), bootID: boot)
         default: throw bad("holder_pid, holder_start and holder_boot are not all set")
         }
+        var accuracy: LocationAccuracy?
+        if let text = row.text(19) {
+            guard let level = LocationAccuracy(rawValue: text) else { throw bad("accuracy '\(text)' is not a level") }
+            accuracy = level
+        }
         return Grant(
             id: id, subject: Principal(uid: subjectUID, name: userName), program: program,
             permission: Permission(rawValue: permission), deviceID: row.text(6), decision: decision, scope: scope,
             created: Timestamp.date(created), expires: row.int64(10).map(Timestamp.date),
             revoked: row.int64(11).map(Timestamp.date),
             decidedBy: Principal(uid: deciderUID, name: deciderName), method: method, reason: row.text(15) ?? "",
-            holder: holder)
+            holder: holder, accuracy: accuracy)
     }
 
     /// Runs a SELECT of `columns` and decodes every row.
@@ -67,6 +72,7 @@ enum GrantRow {
             details["holder_pid"] = String(holder.pid)
             details["holder_start"] = String(holder.startTicks)
         }
+        if let accuracy = grant.accuracy { details["accuracy"] = accuracy.rawValue }
         return details
     }
 }

@@ -14,8 +14,8 @@ extension Ledger {
             let insert = try db.prepare("""
                 INSERT INTO grants (subject_uid, user_name, program_path, program_sha256, permission, device_id,
                     decision, scope, created_usec, expires_usec, decided_by_uid, decided_by_name, how, reason,
-                    holder_pid, holder_start, holder_boot)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    holder_pid, holder_start, holder_boot, accuracy)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             try insert.run([
                 .uid(new.subject.uid), .text(new.subject.name), .optional(new.program?.path),
@@ -25,6 +25,7 @@ extension Ledger {
                 .text(StoredText.capped(new.reason)),
                 new.holder.map { .integer(Int64($0.pid)) } ?? .null,
                 new.holder.map { .integer(Int64(clamping: $0.startTicks)) } ?? .null, .optional(new.holder?.bootID),
+                .optional(new.accuracy?.rawValue),
             ])
             let id = db.lastInsertRowID
             guard let grant = try GrantRow.query(db, where: "id = ?", [.integer(id)]).first else {
@@ -250,6 +251,12 @@ extension Ledger {
             throw .invalidArgument("the expiry time is not in the future")
         default:
             break
+        }
+        if new.accuracy != nil && new.permission != .location {
+            throw .invalidArgument("an accuracy goes with location only, not \(new.permission.rawValue)")
+        }
+        if new.accuracy != nil && new.decision == .deny {
+            throw .invalidArgument("a denial of location has no accuracy: it gives no location at all")
         }
         if new.holder != nil && new.scope != .once {
             throw .invalidArgument("only a 'once' grant lasts for a process")

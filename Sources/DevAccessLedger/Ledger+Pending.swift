@@ -14,8 +14,8 @@ extension Ledger {
         return try write { db, audit throws(LedgerError) in
             let insert = try db.prepare("""
                 INSERT INTO pending_requests (subject_uid, user_name, program_path, permissions, scope, duration_sec,
-                    reason, created_usec, holder_pid, holder_start, holder_boot)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    reason, created_usec, holder_pid, holder_start, holder_boot, accuracy)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             try insert.run([
                 .uid(new.subject.uid), .text(new.subject.name), .optional(new.program),
@@ -23,6 +23,7 @@ extension Ledger {
                 .text(StoredText.capped(new.reason)), .integer(created),
                 new.holder.map { .integer(Int64($0.pid)) } ?? .null,
                 new.holder.map { .integer(Int64(clamping: $0.startTicks)) } ?? .null, .optional(new.holder?.bootID),
+                .optional(new.accuracy?.rawValue),
             ])
             let id = db.lastInsertRowID
             guard let request = try PendingRow.query(db, where: "id = ?", [.integer(id)]).first else {
@@ -93,7 +94,7 @@ extension Ledger {
 enum PendingRow {
     static let columns = """
         id, subject_uid, user_name, program_path, permissions, scope, duration_sec, reason, created_usec, \
-        resolved_usec, resolution, resolved_by_uid, resolved_by_name, holder_pid, holder_start, holder_boot
+        resolved_usec, resolution, resolved_by_uid, resolved_by_name, holder_pid, holder_start, holder_boot, accuracy
         """
 
     static func validate(_ new: NewPendingRequest) throws(LedgerError) {
@@ -109,6 +110,9 @@ enum PendingRow {
         }
         if let path = new.program, !path.hasPrefix("/") {
             throw .invalidArgument("program path '\(path)' is not absolute")
+        }
+        if new.accuracy != nil && !new.permissions.contains(.location) {
+            throw .invalidArgument("a pending request's accuracy goes with location, which it does not ask for")
         }
     }
 
@@ -152,11 +156,16 @@ enum PendingRow {
            pid > 0, start >= 0 {
             holder = ProcessHolder(pid: pid, startTicks: UInt64(start), bootID: boot)
         }
+        var accuracy: LocationAccuracy?
+        if let text = row.text(16) {
+            guard let level = LocationAccuracy(rawValue: text) else { throw bad("accuracy '\(text)' is not a level") }
+            accuracy = level
+        }
         return PendingRequest(
             id: id, subject: Principal(uid: uid, name: name), program: row.text(3),
             permissions: list.split(separator: " ").map { Permission(rawValue: String($0)) }, scope: scope,
             reason: row.text(7) ?? "", created: Timestamp.date(created), resolution: resolution,
-            resolved: row.int64(9).map(Timestamp.date), resolvedBy: resolvedBy, holder: holder)
+            resolved: row.int64(9).map(Timestamp.date), resolvedBy: resolvedBy, holder: holder, accuracy: accuracy)
     }
 
     static func query(_ db: borrowing SQLiteDatabase, where clause: String,
@@ -180,6 +189,7 @@ enum PendingRow {
             details["duration_sec"] = String(seconds)
         }
         if !request.reason.isEmpty { details["reason"] = request.reason }
+        if let accuracy = request.accuracy { details["accuracy"] = accuracy.rawValue }
         return details
     }
 }

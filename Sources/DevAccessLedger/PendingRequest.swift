@@ -32,9 +32,13 @@ public struct NewPendingRequest: Sendable, Hashable {
     public var reason: String
     /// The process that asked, for an approval `once` (the grant lasts while it runs).
     public var holder: ProcessHolder?
+    /// The location accuracy asked for (with location among `permissions` only); an
+    /// approval grants this level, under the policy's cap then.
+    public var accuracy: LocationAccuracy?
 
     public init(subject: Principal, program: String? = nil, permissions: [Permission], scope: PendingScope? = nil,
-                reason: String = "", holder: ProcessHolder? = nil) {
+                reason: String = "", holder: ProcessHolder? = nil, accuracy: LocationAccuracy? = nil) {
+        self.accuracy = accuracy
         self.holder = holder
         self.subject = subject
         self.program = program
@@ -59,10 +63,14 @@ public struct PendingRequest: Sendable, Hashable, Identifiable {
     public var resolvedBy: Principal?
     /// The process that asked (for an approval `once`); nil for requests queued before it was kept.
     public var holder: ProcessHolder?
+    /// The location accuracy asked for; nil without location, or queued before levels
+    /// existed (exact, `locationLevel`).
+    public var accuracy: LocationAccuracy?
 
     public init(id: Int64, subject: Principal, program: String?, permissions: [Permission], scope: PendingScope?,
                 reason: String, created: Date, resolution: PendingResolution? = nil, resolved: Date? = nil,
-                resolvedBy: Principal? = nil, holder: ProcessHolder? = nil) {
+                resolvedBy: Principal? = nil, holder: ProcessHolder? = nil, accuracy: LocationAccuracy? = nil) {
+        self.accuracy = accuracy
         self.holder = holder
         self.id = id
         self.subject = subject
@@ -77,4 +85,9 @@ public struct PendingRequest: Sendable, Hashable, Identifiable {
     }
 
     public var isWaiting: Bool { resolution == nil }
+
+    /// The location level an approval grants (exact when none was kept); nil without location.
+    public var locationLevel: LocationAccuracy? {
+        permissions.contains(.location) ? accuracy ?? .exact : nil
+    }
 }

@@ -217,6 +217,17 @@ enum Schema {
                 saved_usec   INTEGER NOT NULL
             );
             """),
+        // Location at an accuracy (country ... exact): a grant of location says how precisely
+        // the broker tells the user where the machine is, and a pending request keeps the
+        // level asked for, so an approval grants that. NULL: not location, or a location row
+        // from before levels existed, which meant exact. Grant rows are not hash-chained:
+        // the level is in the grant's audit event details, which are.
+        Migration(version: 7, summary: "location accuracy of grants and pending requests", sql: """
+            ALTER TABLE grants ADD COLUMN accuracy TEXT
+                CHECK (accuracy IN ('country', 'city', 'neighborhood', 'street', 'exact'));
+            ALTER TABLE pending_requests ADD COLUMN accuracy TEXT
+                CHECK (accuracy IN ('country', 'city', 'neighborhood', 'street', 'exact'));
+            """),
     ]
 
     static var currentVersion: Int32 { migrations.last?.version ?? 0 }

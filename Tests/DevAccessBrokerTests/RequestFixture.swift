@@ -22,24 +22,34 @@ final class RequestSetup: @unchecked Sendable {
     let pamService: String
     /// The declared devices file (DEVACCESS_TEST_DEVICES), for CLI runs on the same nodes.
     let devices: String
+    /// With `location`: a receiver node anyone may read (0644), as gpsd is open to every
+    /// local client: the status comes from the decisions and the level, not the node.
+    let receiver: String?
 
     /// `daemonArguments`: more devaccessd options (limits).
     /// `daemonLeadsSession`: devaccessd in a session of its own, as under systemd.
     /// `firstDaemonEnvironment`: more variables for the first daemon only (a crash point:
     /// the daemons started after it run without them).
     init(policy: String, admins: [TestUser] = [], promptTimeout: Int = 30, daemonArguments: [String] = [],
-         daemonLeadsSession: Bool = false, firstDaemonEnvironment: [String: String] = [:]) throws {
+         daemonLeadsSession: Bool = false, firstDaemonEnvironment: [String: String] = [:], location: Bool = false) throws {
         nodes = try TemporaryDirectory()
         config = try TemporaryDirectory()
         camera = try nodes.makeNullNode("video0", mode: "0600")
         microphone = try nodes.makeNullNode("pcmC0D0c", mode: "0600")
+        receiver = location ? try nodes.makeNullNode("ttyACM0", mode: "0644") : nil
         try Data(policy.utf8).write(to: URL(fileURLWithPath: config.path + "/devaccess.conf"))
-        let devices = try declareDevices([
+        var declared: [[String: Any]] = [
             ["permission": "camera", "id": "camera:test-video-index0", "name": "Test Camera",
              "nodes": [["path": camera, "major": 1, "minor": 3]]],
             ["permission": "microphone", "id": "microphone:test-card0", "name": "Test Microphone",
              "nodes": [["path": microphone, "major": 1, "minor": 3]]],
-        ], in: nodes)
+        ]
+        if let receiver {
+            declared.append(["permission": "location", "id": "location:gpsd:\(receiver)", "name": "Test GPS",
+                             "nodes": [["path": receiver, "role": "receiver", "required": "read", "major": 1,
+                                        "minor": 3]]])
+        }
+        let devices = try declareDevices(declared, in: nodes)
         self.devices = devices
         self.admins = admins.isEmpty ? nil : try TestGroup("adm", members: admins)
         pamService = "devaccess-test-req\(getpid() % 100_000)"

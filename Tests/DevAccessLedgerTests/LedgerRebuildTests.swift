@@ -242,11 +242,11 @@ struct LedgerRebuildContentTests {
     /// made 0600 in place, as before, and stays the same file.
     @Test func refusedPublicLedgerIsOnlyTightened() throws {
         let dir = TemporaryLedgerDirectory()
-        try rawSQL(dir.ledgerPath, "CREATE TABLE future (x); PRAGMA application_id = \(Schema.applicationID); PRAGMA user_version = 7")
+        try rawSQL(dir.ledgerPath, "CREATE TABLE future (x); PRAGMA application_id = \(Schema.applicationID); PRAGMA user_version = 99")
         #expect(chmod(dir.ledgerPath, 0o644) == 0)
         let before = try FileSnapshot(dir.ledgerPath)
         let oldInode = try inode(dir.ledgerPath)
-        #expect(throws: LedgerError.schemaTooNew(path: dir.ledgerPath, found: 7, known: Ledger.schemaVersion)) {
+        #expect(throws: LedgerError.schemaTooNew(path: dir.ledgerPath, found: 99, known: Ledger.schemaVersion)) {
             try openLedger(dir)
         }
         #expect(try FileSnapshot(dir.ledgerPath) == before)

@@ -22,7 +22,7 @@ extension BrokerService {
         var pendingOf: [Permission: Int64] = [:]
         var fresh: Set<Int64> = []
         for permission in group {
-            if let earlier = waiting.first(where: { $0.permissions.contains(permission) }) {
+            if let earlier = waiting.first(where: { Self.covers($0, permission, location: context.location) }) {
                 pendingOf[permission] = earlier.id
             }
         }
@@ -30,9 +30,11 @@ extension BrokerService {
         if !uncovered.isEmpty {
             // Only a trusted program is kept: the approval matches `Program=` rules on it, and
             // `pending` shows it to the admin as what asked (an untrusted one is in the audit).
+            // The level as asked: the cap is the policy's at approval, which applies it then.
             let queued = try ledger.queueRequest(NewPendingRequest(
                 subject: context.subject, program: context.requester.policyProgram, permissions: uncovered,
-                scope: context.request.scope?.pending, reason: context.reason, holder: context.holder))
+                scope: context.request.scope?.pending, reason: context.reason, holder: context.holder,
+                accuracy: uncovered.contains(.location) ? context.location?.asked : nil))
             fresh.insert(queued.id)
             for permission in uncovered { pendingOf[permission] = queued.id }
             log.notice("request queued for an administrator", [
@@ -77,6 +79,14 @@ extension BrokerService {
                                               message: "waiting for an administrator to approve request \(id)\(earlier); "
                                                   + advice))
         }
+    }
+
+    /// Whether a waiting request already asks for `permission`: for location, at the level
+    /// asked or finer (a finer level is a new request).
+    static func covers(_ waiting: PendingRequest, _ permission: Permission, location: LocationAsk?) -> Bool {
+        guard waiting.permissions.contains(permission) else { return false }
+        guard permission == .location, let location, let level = waiting.locationLevel else { return true }
+        return level >= location.asked
     }
 
     /// Waits, holding no thread, until every request in `ids` is resolved or the client
@@ -147,7 +157,7 @@ extension BrokerService {
         return PendingItem(pending: request.id, user: request.subject.name, uid: request.subject.uid,
                            program: request.program, permissions: request.permissions,
                            reason: request.reason.isEmpty ? nil : request.reason, term: term, duration: duration,
-                           created: ISOTime.format(request.created))
+                           accuracy: request.locationLevel, created: ISOTime.format(request.created))
     }
 
     /// What approving or rejecting found and did.
@@ -297,11 +307,16 @@ extension BrokerService {
                         + "name one; approve it with --for or --always; nothing was granted"))
                 continue
             }
+            // Location: the level the requester asked for, under the policy's cap now.
+            let location = approve && permission == .location
+                ? request.locationLevel.map { LocationAsk(asked: $0, policy: decision) } : nil
             let outcome = try enforcer.decide(Enforcer.DecisionRequest(
                 subject: request.subject, permission: permission, decision: approve ? .allow : .deny, scope: scope,
-                expires: expires, reason: reason, holder: holder))
+                expires: expires, reason: reason, holder: holder, accuracy: location?.granted))
             report = outcome.report
-            results.append(result(for: outcome.grant, outcome: approve ? .granted : .denied, term: term.wire))
+            var granted = result(for: outcome.grant, outcome: approve ? .granted : .denied, term: term.wire)
+            granted.message += location?.capNote ?? ""
+            results.append(granted)
         }
         let resolved: PendingRequest
         do {

@@ -15,6 +15,28 @@ struct GrantPlan: Sendable {
     var decidedBy: Principal
 }
 
+/// The location level a request asks for, and what the policy lets it have.
+struct LocationAsk: Sendable, Hashable {
+    /// As asked (`--accuracy`; exact when not given).
+    var asked: LocationAccuracy
+    /// `asked` under the policy's `MaxAccuracy=`: what a grant of this request records.
+    var granted: LocationAccuracy
+    /// The cap, when it made `granted` coarser than `asked`.
+    var cappedBy: PolicyDecision.AccuracyCap?
+
+    init(asked: LocationAccuracy, policy: PolicyDecision) {
+        self.asked = asked
+        granted = policy.capping(asked)
+        cappedBy = granted < asked ? policy.accuracyCap : nil
+    }
+
+    /// " (you asked for exact; the policy's MaxAccuracy=city (file:line) caps it)", or "".
+    var capNote: String {
+        guard let cap = cappedBy else { return "" }
+        return " (\(asked.rawValue) was asked; the policy's \(cap) caps location at \(granted.rawValue))"
+    }
+}
+
 /// How a prompt ended.
 enum PromptEnd: Sendable {
     case answered(PromptAnswer.Answer)
@@ -40,6 +62,8 @@ struct RequestContext: Sendable {
     let holder: ProcessHolder?
     /// "bash (pid 812)": the holder, for people.
     let holderName: String?
+    /// With location among the permissions: the level asked and the level a grant records.
+    var location: LocationAsk? = nil
     /// The request's audit events not written yet: they are written together before the
     /// broker waits (for a person or the engine) and when the request ends, so a request
     /// answered at once costs one ledger transaction, not one per stage.
@@ -92,8 +116,12 @@ extension BrokerService {
         }
         let requester = Requester.identify(peer, cliPaths: settings.cliPaths)
         let asked = RequestHolder.find(peer, requester: requester)
-        let context = RequestContext(request: request, wireID: envelope.id, peer: peer, requester: requester, user: user,
+        var context = RequestContext(request: request, wireID: envelope.id, peer: peer, requester: requester, user: user,
                                      exchange: exchange, devices: devices, holder: asked?.holder, holderName: asked?.name)
+        if request.permissions.contains(.location) {
+            context.location = LocationAsk(asked: request.accuracy ?? .exact, policy: policy.requestDecision(
+                for: .location, user: user, program: requester.policyProgram))
+        }
         let standing = Decisions(active: read.grants.filter { $0.subject.uid == user.uid })
         defer { flushAudit(context) }
 
@@ -123,9 +151,13 @@ extension BrokerService {
                         + "; a request cannot change that; nothing was asked or recorded")
                 continue
             }
+            if permission == .location, let location = context.location {
+                received[permission]?["accuracy"] = location.asked.rawValue
+                if location.cappedBy != nil { received[permission]?["accuracy_granted"] = location.granted.rawValue }
+            }
             if var answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
                                                   standing: standing.grants(uid: user.uid, permission: permission),
-                                                  requested: requested, now: now) {
+                                                  requested: requested, location: context.location, now: now) {
                 if let skipped { answered.message += " (\(skipped))" }
                 results[permission] = answered
             } else {
@@ -150,7 +182,7 @@ extension BrokerService {
                                   + "was asked or queued", code: .busy)
             }
         }
-        let changesNothing = Self.changesNothing(byAction, user: user, ledger: ledger)
+        let changesNothing = Self.changesNothing(byAction, user: user, ledger: ledger, location: context.location)
         if !changesNothing, let refusal = overChangeBudget("request", id: envelope.id, peer: peer,
                                                           subject: context.subject) {
             return refusal
@@ -242,8 +274,10 @@ extension BrokerService {
             flushAudit(context)
             do {
                 for (permission, grant) in try await record(plans, context: context, enforcement: enforcement) {
-                    results[permission] = Self.result(for: grant, outcome: grant.decision == .allow ? .granted : .denied,
-                                                      term: plans.first { $0.permission == permission }?.term.wire)
+                    var result = Self.result(for: grant, outcome: grant.decision == .allow ? .granted : .denied,
+                                             term: plans.first { $0.permission == permission }?.term.wire)
+                    if grant.locationLevel != nil, let location = context.location { result.message += location.capNote }
+                    results[permission] = result
                 }
             } catch {
                 log.error("could not record a request's decisions", ["error": error.description, "uid": String(user.uid)])
@@ -311,7 +345,7 @@ extension BrokerService {
     /// nothing to ask. Nil when someone has to decide.
     static func answeredAtOnce(_ permission: Permission, status: PermissionStatus, policy: PolicyDecision,
                                user: UserIdentity, standing: [Grant], requested: DecisionTerm? = nil,
-                               now: Date = Date()) -> RequestResult? {
+                               location: LocationAsk? = nil, now: Date = Date()) -> RequestResult? {
         if policy.action == .deny {
             return RequestResult(permission: permission, outcome: .restricted,
                                  message: policy.explanation(permission, user: user) + "; a request cannot change that")
@@ -333,6 +367,9 @@ extension BrokerService {
             // allowed, the new grant replaces the old one.
             return nil
         }
+        if permission == .location, let location {
+            return answeredAtOnce(location: location, standing: standing)
+        }
         if status.status == .authorized {
             if let allow {
                 var result = result(for: allow, outcome: .alreadyAllowed, term: nil)
@@ -352,15 +389,31 @@ extension BrokerService {
         return nil
     }
 
+    /// Location is served by devaccessd to the users a grant (or the policy's allow) names,
+    /// at its level; gpsd's own openness is a way around that status reports, not access
+    /// this answers with. So: a standing grant at the level asked (after the cap) or finer
+    /// answers; a finer level than any standing grant's is decided again.
+    static func answeredAtOnce(location: LocationAsk, standing: [Grant]) -> RequestResult? {
+        let allows = standing.filter { $0.decision == .allow && $0.program == nil }
+        guard let best = allows.max(by: { ($0.locationLevel ?? .exact) < ($1.locationLevel ?? .exact) }),
+              let level = best.locationLevel, level >= location.granted else { return nil }
+        var result = result(for: best, outcome: .alreadyAllowed, term: nil)
+        result.message = "already allowed at \(level.rawValue) accuracy, \(level.approximately): "
+            + Decisions.describe(best) + location.capNote
+        return result
+    }
+
     /// Whether what is left to decide changes nothing: nothing at all, or only permissions
     /// for an administrator that are already waiting in a request of the user's (a new
     /// request then only points at the old one).
     static func changesNothing(_ byAction: [PolicyAction: [Permission]], user: UserIdentity,
-                               ledger: Ledger) -> Bool {
+                               ledger: Ledger, location: LocationAsk? = nil) -> Bool {
         if byAction.isEmpty { return true }
         guard byAction.count == 1, let forAdmin = byAction[.authAdmin] else { return false }
         guard let waiting = try? ledger.pendingRequests(uid: user.uid) else { return false }
-        return forAdmin.allSatisfy { permission in waiting.contains { $0.permissions.contains(permission) } }
+        return forAdmin.allSatisfy { permission in
+            waiting.contains { covers($0, permission, location: location) }
+        }
     }
 
     static func undecided(_ permission: Permission, _ why: UndecidedReason) -> RequestResult {
@@ -405,9 +458,10 @@ extension BrokerService {
         if let holder = grant.holder {
             terms = "while process \(holder.pid) runs" + (ends.map { ", until \($0) at most" } ?? "")
         }
+        let level = grant.locationLevel.map { " at \($0.rawValue) accuracy, \($0.approximately)," } ?? ""
         return RequestResult(permission: grant.permission, outcome: outcome, how: decidedBy(grant.method), grant: grant.id,
-                             term: term ?? stored, expires: ends,
-                             message: "\(verb) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
+                             term: term ?? stored, expires: ends, accuracy: grant.locationLevel,
+                             message: "\(verb)\(level) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
     }
 
     // MARK: Prompts
@@ -471,7 +525,7 @@ extension BrokerService {
         outcome["channel"] = "\(terminal.path) (\(terminal.source))"
         let text = RequestText.question(group, term: nil, user: context.user, peer: context.peer,
                                         requester: context.requester, devices: context.devices(for: group),
-                                        reason: context.request.reason)
+                                        reason: context.request.reason, location: context.location)
         let end = await askOnTerminal(terminal, text: text, choices: choices, owner: context.user.uid,
                                       requester: context.peer.pid, exchange: context.exchange)
         switch end {
@@ -552,7 +606,7 @@ extension BrokerService {
             number += 1
             var text = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
                                             requester: context.requester, devices: context.devices(for: group),
-                                            reason: context.request.reason)
+                                            reason: context.request.reason, location: context.location)
             if let instead {
                 text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
                     + "password instead of a yes: type it to allow \(termText ?? "this")"
@@ -681,13 +735,15 @@ extension BrokerService {
         let subject = context.subject
         let reason = context.reason
         let holder = context.holder
+        let level = context.location?.granted
         return try await enforcement.perform("request") { (enforcer) throws(EnforcementError) -> ([(Permission, Grant)], EnforcementReport) in
             let now = enforcer.clock()
             var grants: [(Permission, Grant)] = []
             do throws(LedgerError) {
                 for plan in plans {
                     grants.append((plan.permission, try Self.record(plan, subject: subject, reason: reason,
-                                                                    holder: holder, ledger: enforcer.ledger, now: now)))
+                                                                    holder: holder, accuracy: level,
+                                                                    ledger: enforcer.ledger, now: now)))
                 }
             } catch {
                 throw .ledger(error)
@@ -700,12 +756,14 @@ extension BrokerService {
     /// user's standing allows (so `for 1h` after `always` really ends); a denial is written
     /// first and then ends them. Unlike `decide`, the grant keeps who decided and how
     /// (consent, auth_self, policy).
-    static func record(_ plan: GrantPlan, subject: Principal, reason: String, holder: ProcessHolder?, ledger: Ledger,
-                       now: Date) throws(LedgerError) -> Grant {
+    static func record(_ plan: GrantPlan, subject: Principal, reason: String, holder: ProcessHolder?,
+                       accuracy: LocationAccuracy? = nil, ledger: Ledger, now: Date) throws(LedgerError) -> Grant {
         let (scope, expires, bound) = plan.term.grant(at: now, holder: holder)
+        // Every allow of location records its level, exact included, so the row says what was decided.
+        let level = plan.permission == .location && plan.decision == .allow ? accuracy ?? .exact : nil
         let new = NewGrant(subject: subject, permission: plan.permission, decision: plan.decision, scope: scope,
                            expires: expires, decidedBy: plan.decidedBy, method: plan.method, reason: reason,
-                           holder: bound)
+                           holder: bound, accuracy: level)
         let standing = try ledger.activeGrants(uid: subject.uid, permission: plan.permission, now: now)
             .filter { $0.decision == .allow && $0.program == nil }
         if plan.decision == .allow {
@@ -727,6 +785,7 @@ extension BrokerService {
 
     func requestDetails(_ request: AccessRequest, peer: Peer, holder: ProcessHolder?) -> [String: String] {
         var details: [String: String] = ["wait": request.wait ? "true" : "false"]
+        if let accuracy = request.accuracy { details["accuracy_asked"] = accuracy.rawValue }
         // The process a `once` grant of this request would last for.
         if let holder { details["holder_pid"] = String(holder.pid) }
         // What really asked: the CLI is rarely it.

@@ -119,15 +119,31 @@ enum RequestText {
         return names.dropLast().joined(separator: ", ") + " and " + last
     }
 
+    /// "use the camera and know this computer's location to about 10 km (city)": what is
+    /// asked, location with the level a grant would record.
+    static func purpose(_ permissions: [Permission], location: LocationAsk?) -> String {
+        guard let location, permissions.contains(.location) else { return "use \(list(permissions))" }
+        let level = location.granted
+        let knowing = level == .exact ? "know this computer's exact location (exact)"
+            : "know this computer's location to \(level.approximately) (\(level.rawValue))"
+        let others = permissions.filter { $0 != .location }
+        return others.isEmpty ? knowing : "use \(list(others)) and \(knowing)"
+    }
+
     /// The question, with what asks (the requester: for the CLI, the program that ran
     /// it), which devices and why.
     static func question(_ permissions: [Permission], term: String?, user: UserIdentity, peer: Peer,
-                         requester: Requester, devices: [PromptDevice], reason: String?) -> String {
+                         requester: Requester, devices: [PromptDevice], reason: String?,
+                         location: LocationAsk? = nil) -> String {
         // Everything but our own words comes from the requester or from hardware: one line
         // each, so none of it can draw lines of its own under the question.
         let line = { (text: String) in TerminalPrompt.oneLine(text) }
-        var text = "Allow \(line(requester.described)) to use \(list(permissions))" + (term.map { " \($0)" } ?? "")
-            + "?\n"
+        var text = "Allow \(line(requester.described)) to \(purpose(permissions, location: location))"
+            + (term.map { " \($0)" } ?? "") + "?\n"
+        if let location, permissions.contains(.location), let cap = location.cappedBy {
+            text += "  accuracy: \(location.asked.rawValue) was asked; the policy's \(cap) allows "
+                + "\(location.granted.rawValue) at most\n"
+        }
         text += "  requested by: \(line(user.name)) (uid \(user.uid)), process \(peer.pid)\n"
         if let cli = requester.cli {
             text += requester.isShell

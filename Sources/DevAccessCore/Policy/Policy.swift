@@ -32,13 +32,16 @@ public struct PermissionPolicy: Sendable, Hashable {
     public var maxDurationSeconds: Int64?
     /// How long an answer to ask/auth_self/auth_admin is kept when the request names no scope.
     public var keepSeconds: Int64?
+    /// `[location]` only: the finest accuracy any location grant gives (`MaxAccuracy=`).
+    public var maxAccuracy: LocationAccuracy?
     public var origin: PolicyOrigin?
 
     public init(action: PolicyAction, maxDurationSeconds: Int64? = nil, keepSeconds: Int64? = nil,
-                origin: PolicyOrigin? = nil) {
+                maxAccuracy: LocationAccuracy? = nil, origin: PolicyOrigin? = nil) {
         self.action = action
         self.maxDurationSeconds = maxDurationSeconds
         self.keepSeconds = keepSeconds
+        self.maxAccuracy = maxAccuracy
         self.origin = origin
     }
 
@@ -59,11 +62,14 @@ public struct PolicyRule: Sendable, Hashable {
     public var action: PolicyAction
     public var maxDurationSeconds: Int64?
     public var keepSeconds: Int64?
+    /// `MaxAccuracy=`: caps the location grants of every user the rule matches, whichever
+    /// rule decides the action (see `Policy.decision`).
+    public var maxAccuracy: LocationAccuracy?
     public var origin: PolicyOrigin
 
     public init(permissions: Set<Permission> = [], users: [String] = [], groups: [String] = [],
                 programs: [String] = [], action: PolicyAction, maxDurationSeconds: Int64? = nil,
-                keepSeconds: Int64? = nil, origin: PolicyOrigin) {
+                keepSeconds: Int64? = nil, maxAccuracy: LocationAccuracy? = nil, origin: PolicyOrigin) {
         self.permissions = permissions
         self.users = users
         self.groups = groups
@@ -71,6 +77,7 @@ public struct PolicyRule: Sendable, Hashable {
         self.action = action
         self.maxDurationSeconds = maxDurationSeconds
         self.keepSeconds = keepSeconds
+        self.maxAccuracy = maxAccuracy
         self.origin = origin
     }
 
@@ -109,6 +116,39 @@ public struct PolicyDecision: Sendable, Hashable {
     public var keepSeconds: Int64?
     /// nil when no file said anything (the built-in default).
     public var origin: PolicyOrigin?
+    /// Location only: the coarsest `MaxAccuracy=` of the `[location]` section and of every
+    /// matching rule, and where it is set; nil: no cap (exact).
+    public var accuracyCap: AccuracyCap?
+
+    /// A policy's `MaxAccuracy=` in force for a user.
+    public struct AccuracyCap: Sendable, Hashable, CustomStringConvertible {
+        public var level: LocationAccuracy
+        public var origin: PolicyOrigin?
+
+        public init(level: LocationAccuracy, origin: PolicyOrigin?) {
+            self.level = level
+            self.origin = origin
+        }
+
+        /// "MaxAccuracy=city (/etc/devaccess/devaccess.conf:12)".
+        public var description: String {
+            "MaxAccuracy=\(level.rawValue)" + (origin.map { " (\($0))" } ?? "")
+        }
+    }
+
+    public init(action: PolicyAction, maxDurationSeconds: Int64? = nil, keepSeconds: Int64? = nil,
+                origin: PolicyOrigin? = nil, accuracyCap: AccuracyCap? = nil) {
+        self.action = action
+        self.maxDurationSeconds = maxDurationSeconds
+        self.keepSeconds = keepSeconds
+        self.origin = origin
+        self.accuracyCap = accuracyCap
+    }
+
+    /// `level` as the policy lets it be granted: never finer than the cap.
+    public func capping(_ level: LocationAccuracy) -> LocationAccuracy {
+        accuracyCap.map { min($0.level, level) } ?? level
+    }
 
     /// The sentence for status reasons.
     public func explanation(_ permission: Permission, user: UserIdentity) -> String {
@@ -140,15 +180,33 @@ public struct Policy: Sendable, Hashable {
     }
 
     public func decision(for permission: Permission, user: UserIdentity, program: String? = nil) -> PolicyDecision {
+        let cap = accuracyCap(for: permission, user: user, program: program)
         if let rule = rules.last(where: { $0.matches(permission, user: user, program: program) }) {
             let fallback = defaults[permission]
             return PolicyDecision(action: rule.action,
                                   maxDurationSeconds: rule.maxDurationSeconds ?? fallback?.maxDurationSeconds,
-                                  keepSeconds: rule.keepSeconds ?? fallback?.keepSeconds, origin: rule.origin)
+                                  keepSeconds: rule.keepSeconds ?? fallback?.keepSeconds, origin: rule.origin,
+                                  accuracyCap: cap)
         }
         let base = defaults[permission] ?? .builtIn
         return PolicyDecision(action: base.action, maxDurationSeconds: base.maxDurationSeconds,
-                              keepSeconds: base.keepSeconds, origin: base.origin)
+                              keepSeconds: base.keepSeconds, origin: base.origin, accuracyCap: cap)
+    }
+
+    /// Every `MaxAccuracy=` that applies caps: unlike the action, which the last matching
+    /// rule decides, the coarsest of the `[location]` section's and of every matching rule's
+    /// holds, so a later rule that allows location does not lift a cap an earlier rule set.
+    func accuracyCap(for permission: Permission, user: UserIdentity, program: String?) -> PolicyDecision.AccuracyCap? {
+        guard permission == .location else { return nil }
+        var caps: [PolicyDecision.AccuracyCap] = []
+        if let base = defaults[.location], let level = base.maxAccuracy {
+            caps.append(PolicyDecision.AccuracyCap(level: level, origin: base.origin))
+        }
+        for rule in rules where rule.maxAccuracy != nil && rule.matches(permission, user: user, program: program) {
+            if let level = rule.maxAccuracy { caps.append(PolicyDecision.AccuracyCap(level: level, origin: rule.origin)) }
+        }
+        // The coarsest; of equal ones the first, so the reason names where it was first set.
+        return caps.min { $0.level < $1.level }
     }
 
     /// The decision for a request `program` makes. A `Program=` rule decides for that

@@ -50,7 +50,11 @@ public enum PolicyParser {
                 case "Default": current.action = try action(entry, file: file)
                 case "MaxDuration": current.maxDurationSeconds = try duration(entry, file: file)
                 case "Keep": current.keepSeconds = try duration(entry, file: file)
-                default: throw unknownKey(entry, in: section, valid: ["Default", "MaxDuration", "Keep"], file: file)
+                case "MaxAccuracy" where permission == .location:
+                    current.maxAccuracy = try accuracy(entry, file: file)
+                default:
+                    throw unknownKey(entry, in: section, valid: ["Default", "MaxDuration", "Keep"]
+                                        + (permission == .location ? ["MaxAccuracy"] : []), file: file)
                 }
             }
             policy.defaults[permission] = current
@@ -66,6 +70,7 @@ public enum PolicyParser {
         var users: [String] = [], groups: [String] = [], programs: [String] = []
         var action: PolicyAction?
         var maxDuration: Int64?, keep: Int64?
+        var maxAccuracy: LocationAccuracy?, accuracyLine: Int?
         for entry in section.entries {
             let words = entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             switch entry.key {
@@ -88,17 +93,27 @@ public enum PolicyParser {
             case "Action": action = try self.action(entry, file: file)
             case "MaxDuration": maxDuration = try duration(entry, file: file)
             case "Keep": keep = try duration(entry, file: file)
+            case "MaxAccuracy":
+                maxAccuracy = try accuracy(entry, file: file)
+                accuracyLine = entry.line
             default:
                 throw unknownKey(entry, in: section,
-                                 valid: ["Permission", "User", "Group", "Program", "Action", "MaxDuration", "Keep"],
+                                 valid: ["Permission", "User", "Group", "Program", "Action", "MaxDuration", "Keep",
+                                         "MaxAccuracy"],
                                  file: file)
             }
         }
         guard let action else {
             throw ConfigError(file: file, line: section.line, problem: "[Rule] has no Action= line")
         }
+        if let accuracyLine, maxAccuracy != nil, !permissions.isEmpty, !permissions.contains(.location) {
+            // A cap that could never apply is a mistake worth naming, not a rule to keep quietly.
+            throw ConfigError(file: file, line: accuracyLine, problem: "MaxAccuracy= caps location, but this rule is "
+                + "for " + permissions.sorted().map(\.rawValue).joined(separator: " ") + " only; add location to "
+                + "Permission= or move MaxAccuracy= to a location rule")
+        }
         return PolicyRule(permissions: permissions, users: users, groups: groups, programs: programs,
-                          action: action, maxDurationSeconds: maxDuration, keepSeconds: keep,
+                          action: action, maxDurationSeconds: maxDuration, keepSeconds: keep, maxAccuracy: maxAccuracy,
                           origin: PolicyOrigin(file: file, line: section.line))
     }
 
@@ -140,6 +155,16 @@ public enum PolicyParser {
                 + "\(entry.key)=; valid: " + PolicyAction.allCases.map(\.rawValue).joined(separator: ", "))
         }
         return action
+    }
+
+    /// A location accuracy level; an empty value resets to "no cap", as in systemd.
+    private static func accuracy(_ entry: INIFile.Entry, file: String) throws(ConfigError) -> LocationAccuracy? {
+        if entry.value.isEmpty { return nil }
+        do {
+            return try LocationAccuracy.parse(entry.value)
+        } catch {
+            throw ConfigError(file: file, line: entry.line, problem: "\(entry.key)=: \(error.description)")
+        }
     }
 
     /// An empty value resets to "no limit", as in systemd.

@@ -25,10 +25,14 @@ public struct DecisionOrder: Sendable, Hashable {
     /// A program grant (version 5): only runs of this program (`devaccess run`) by the user
     /// use it. An absolute path; nil: the user's every program.
     public var program: String?
+    /// A grant of location: how precisely the user is told where the machine is (wire
+    /// `accuracy`); nil: exact. Only with `allow` and `location`.
+    public var accuracy: LocationAccuracy?
 
     public init(allow: Bool, permission: Permission, user: String, device: String? = nil,
                 expiresMilliseconds: Int64? = nil, lastingSeconds: Int64? = nil, reason: String? = nil,
-                program: String? = nil) {
+                program: String? = nil, accuracy: LocationAccuracy? = nil) {
+        self.accuracy = accuracy
         self.program = program
         self.lastingSeconds = lastingSeconds
         self.allow = allow
@@ -219,6 +223,7 @@ enum AdministrationCoding {
             if let seconds = order.lastingSeconds { members.append(JSONMember("for", .integer(seconds))) }
             add("reason", order.reason)
             add("program", order.program)
+            add("accuracy", order.accuracy?.rawValue)
         case .revoke(let order):
             members.append(JSONMember("permission", .string(order.permission.rawValue)))
             add("user", order.user)
@@ -269,7 +274,8 @@ enum AdministrationCoding {
     }
 
     /// Reads the body of a version 3 request of `type`; nil when `type` is not one of them.
-    static func decode(_ type: String, _ reader: inout ObjectReader) throws(ProtocolError) -> Request? {
+    static func decode(_ type: String, _ reader: inout ObjectReader,
+                       version: Int64 = BrokerProtocol.version) throws(ProtocolError) -> Request? {
         switch type {
         case "decide":
             let allow = try reader.word("decision", [("allow", true), ("deny", false)])
@@ -283,9 +289,14 @@ enum AdministrationCoding {
             }
             let reason = try reader.optionalString("reason", maxLength: maxReason)
             let program = try optionalPath("program", &reader)
+            let accuracy = version >= BrokerProtocol.accuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
+            if accuracy != nil && (!allow || permission != .location) {
+                throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
+                                    reason: "'accuracy' goes only with decision 'allow' of permission location")
+            }
             return .decide(DecisionOrder(allow: allow, permission: permission, user: user, device: device,
                                          expiresMilliseconds: expires, lastingSeconds: lasting, reason: reason,
-                                         program: program))
+                                         program: program, accuracy: accuracy))
         case "revoke":
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
             return .revoke(RevokeOrder(permission: permission, user: try name("user", &reader),

@@ -223,12 +223,15 @@ public struct RequestResult: Sendable, Hashable {
     public var pending: Int64?
     /// undecided: why.
     public var why: UndecidedReason?
+    /// Location: the level of the deciding grant (granted, already-allowed).
+    public var accuracy: LocationAccuracy?
     /// One sentence for people.
     public var message: String
 
     public init(permission: Permission, outcome: RequestOutcome, how: DecidedBy? = nil, grant: Int64? = nil,
                 term: RequestTerm? = nil, expires: String? = nil, pending: Int64? = nil, why: UndecidedReason? = nil,
-                message: String) {
+                accuracy: LocationAccuracy? = nil, message: String) {
+        self.accuracy = accuracy
         self.permission = permission
         self.outcome = outcome
         self.how = how
@@ -289,11 +292,15 @@ public struct PendingItem: Sendable, Hashable {
     public var term: RequestTerm?
     /// Seconds, with `for`.
     public var duration: Int64?
+    /// The location accuracy asked for (with location only).
+    public var accuracy: LocationAccuracy?
     /// ISO 8601 UTC.
     public var created: String
 
     public init(pending: Int64, user: String, uid: UInt32, program: String?, permissions: [Permission],
-                reason: String?, term: RequestTerm?, duration: Int64?, created: String) {
+                reason: String?, term: RequestTerm?, duration: Int64?, accuracy: LocationAccuracy? = nil,
+                created: String) {
+        self.accuracy = accuracy
         self.pending = pending
         self.user = user
         self.uid = uid

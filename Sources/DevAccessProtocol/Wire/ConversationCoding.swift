@@ -38,6 +38,53 @@ enum ConversationCoding {
         }
     }
 
+    /// An optional `accuracy`: a location level; anything else is refused naming the field.
+    static func accuracy(_ reader: inout ObjectReader) throws(ProtocolError) -> LocationAccuracy? {
+        try reader.optional("accuracy").map { (value) throws(ProtocolError) in
+            try Strict.word(value, path: reader.childPath("accuracy"),
+                            LocationAccuracy.allCases.reversed().map { ($0.rawValue, $0) })
+        }
+    }
+
+    /// `reply` as a version before `accuracy` had it: every level left out.
+    static func withoutAccuracy(_ reply: Reply) -> Reply {
+        func plain(_ results: [RequestResult]) -> [RequestResult] {
+            results.map { result in
+                var result = result
+                result.accuracy = nil
+                return result
+            }
+        }
+        func plain(_ statuses: [PermissionStatus]) -> [PermissionStatus] {
+            statuses.map { status in
+                var status = status
+                status.accuracy = nil
+                return status
+            }
+        }
+        switch reply {
+        case .status(var status):
+            status.permissions = plain(status.permissions)
+            return .status(status)
+        case .decision(var decision):
+            decision.results = plain(decision.results)
+            decision.permissions = plain(decision.permissions)
+            return .decision(decision)
+        case .resolved(var resolved):
+            resolved.results = plain(resolved.results)
+            return .resolved(resolved)
+        case .pending(var list):
+            list.requests = list.requests.map { item in
+                var item = item
+                item.accuracy = nil
+                return item
+            }
+            return .pending(list)
+        default:
+            return reply
+        }
+    }
+
     // MARK: prompt-answer
 
     static func encode(_ answer: PromptAnswer) -> [JSONMember] {
@@ -195,6 +242,7 @@ enum ConversationCoding {
         if let expires = result.expires { members.append(JSONMember("expires", .string(expires))) }
         if let pending = result.pending { members.append(JSONMember("pending", .integer(pending))) }
         if let why = result.why { members.append(JSONMember("why", .string(why.rawValue))) }
+        if let accuracy = result.accuracy { members.append(JSONMember("accuracy", .string(accuracy.rawValue))) }
         members.append(JSONMember("message", .string(result.message)))
         return .object(members)
     }
@@ -223,8 +271,13 @@ enum ConversationCoding {
                 throw ProtocolError(.badMessage, context: reader.childPath("pending"),
                                     reason: "'pending' is present exactly when the outcome is 'pending'")
             }
+            let accuracy = try accuracy(&reader)
+            if accuracy != nil && permission != .location {
+                throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
+                                    reason: "'accuracy' goes only with permission location")
+            }
             return RequestResult(permission: permission, outcome: outcome, how: how, grant: grant, term: term,
-                                 expires: expires, pending: pending, why: why,
+                                 expires: expires, pending: pending, why: why, accuracy: accuracy,
                                  message: try reader.string("message", maxLength: 4096))
         }
     }
@@ -266,6 +319,7 @@ enum ConversationCoding {
             if let reason = item.reason { members.append(JSONMember("reason", .string(reason))) }
             if let term = item.term { members.append(JSONMember("term", .string(term.rawValue))) }
             if let duration = item.duration { members.append(JSONMember("duration", .integer(duration))) }
+            if let accuracy = item.accuracy { members.append(JSONMember("accuracy", .string(accuracy.rawValue))) }
             members.append(JSONMember("created", .string(item.created)))
             return .object(members)
         }))]
@@ -289,8 +343,9 @@ enum ConversationCoding {
                     throw ProtocolError(.badMessage, context: item.childPath("duration"),
                                         reason: "'duration' is present exactly when the term is 'for'")
                 }
+                let accuracy = try accuracy(&item)
                 return PendingItem(pending: pending, user: user, uid: uid, program: program, permissions: permissions,
-                                   reason: reason, term: term, duration: duration,
+                                   reason: reason, term: term, duration: duration, accuracy: accuracy,
                                    created: try item.string("created", maxLength: 64))
             }
         })

@@ -34,6 +34,7 @@ public enum MessageCodec {
             if let reason = request.reason { members.append(JSONMember("reason", .string(reason))) }
             members += ConversationCoding.encode(scope: request.scope)
             if request.wait { members.append(JSONMember("wait", .bool(true))) }
+            if let accuracy = request.accuracy { members.append(JSONMember("accuracy", .string(accuracy.rawValue))) }
         case .promptAnswer(let answer):
             members += ConversationCoding.encode(answer)
         case .pending:
@@ -93,9 +94,15 @@ public enum MessageCodec {
                 let wait = version >= 2 ? try reader.optional("wait").map { (value) throws(ProtocolError) in
                     try Strict.bool(value, path: "$.wait")
                 } ?? false : false
+                let accuracy = version >= BrokerProtocol.accuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
                 try reader.finish()
-                request = .request(AccessRequest(permissions: try Strict.permissions(permissions, path: "$.permissions"),
-                                                 reason: reason, scope: scope, wait: wait))
+                let list = try Strict.permissions(permissions, path: "$.permissions")
+                if accuracy != nil && !list.contains(.location) {
+                    throw ProtocolError(.badMessage, context: "$.accuracy",
+                                        reason: "'accuracy' goes only with permission location, which is not asked for")
+                }
+                request = .request(AccessRequest(permissions: list, reason: reason, scope: scope, wait: wait,
+                                                 accuracy: accuracy))
             case ("prompt-answer", 2...):
                 request = .promptAnswer(try ConversationCoding.decodeAnswer(&reader))
                 try reader.finish()
@@ -129,7 +136,7 @@ public enum MessageCodec {
                 request = .location(try LocationCoding.decode(&reader))
                 try reader.finish()
             case (_, 3...):
-                guard let administration = try AdministrationCoding.decode(type, &reader) else {
+                guard let administration = try AdministrationCoding.decode(type, &reader, version: version) else {
                     throw ProtocolError(.unknownType, context: "$.type",
                                         reason: "unknown request type '\(type)' in protocol version \(version); "
                                             + "this broker knows: hello, status, request, prompt-answer, pending, "
@@ -157,7 +164,9 @@ public enum MessageCodec {
 
     public static func encode(_ envelope: ReplyEnvelope) -> [UInt8] {
         var members = header(version: envelope.version, id: envelope.id, type: envelope.reply.type)
-        switch envelope.reply {
+        let reply = envelope.version >= BrokerProtocol.accuracyVersion ? envelope.reply
+            : ConversationCoding.withoutAccuracy(envelope.reply)
+        switch reply {
         case .hello(let hello):
             members.append(JSONMember("server", .string(hello.server)))
             members.append(JSONMember("versions", .array(hello.versions.map { .integer($0) })))

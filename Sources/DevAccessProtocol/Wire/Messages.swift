@@ -20,6 +20,11 @@ public enum BrokerProtocol {
     /// The version this build writes.
     public static let version: Int64 = 6
     public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5, 6]
+    /// The first version with location levels (`accuracy` on `request`, `decide`, results,
+    /// pending items and statuses), with `location`: an older broker refuses the member
+    /// (strict decoding), so a level is never silently dropped; replies in older versions
+    /// leave it out.
+    public static let accuracyVersion: Int64 = 6
     /// 64 KiB: the most a request line may hold before its newline.
     public static let maxRequestSize = 64 * 1024
     /// Replies carry full statuses with devices, nodes and reasons; 1 MiB is far above
@@ -137,8 +142,13 @@ public struct AccessRequest: Sendable, Hashable {
     /// When an administrator must approve: keep the request open until they decide,
     /// instead of answering at once with the request queued (version 2).
     public var wait: Bool
+    /// How precisely to know where the machine is, with `location` only; nil: exact. The
+    /// policy's `MaxAccuracy=` may answer with a coarser level, never a finer one.
+    public var accuracy: LocationAccuracy?
 
-    public init(permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, wait: Bool = false) {
+    public init(permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, wait: Bool = false,
+                accuracy: LocationAccuracy? = nil) {
+        self.accuracy = accuracy
         self.permissions = permissions
         self.reason = reason
         self.scope = scope

@@ -8,13 +8,17 @@ enum ModelCoding {
     // MARK: PermissionStatus
 
     static func encode(_ status: PermissionStatus) -> JSONValue {
-        .object([
+        var members = [
             JSONMember("permission", .string(status.permission.rawValue)),
             JSONMember("status", .string(status.status.rawValue)),
+        ]
+        if let accuracy = status.accuracy { members.append(JSONMember("accuracy", .string(accuracy.rawValue))) }
+        members += [
             JSONMember("devices", .array(status.devices.map(encode))),
             JSONMember("reasons", .array(status.reasons.map(encode))),
             JSONMember("drift", .array(status.drift.map(encode))),
-        ])
+        ]
+        return .object(members)
     }
 
     static func decodePermissionStatus(_ value: JSONValue, path: String) throws(ProtocolError) -> PermissionStatus {
@@ -26,7 +30,13 @@ enum ModelCoding {
             }
             let reasons = try reader.array("reasons", maxCount: 4096, decodeReason)
             let drift = try reader.array("drift", maxCount: 4096, decodeReason)
-            return PermissionStatus(permission: permission, status: status, devices: devices, reasons: reasons, drift: drift)
+            let accuracy = try ConversationCoding.accuracy(&reader)
+            if accuracy != nil && permission != .location {
+                throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
+                                    reason: "'accuracy' goes only with permission location")
+            }
+            return PermissionStatus(permission: permission, status: status, devices: devices, reasons: reasons,
+                                    drift: drift, accuracy: accuracy)
         }
     }
 
