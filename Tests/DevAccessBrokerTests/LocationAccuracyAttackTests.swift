@@ -41,7 +41,7 @@ struct LocationAccuracyAttackTests {
         print(json.dumps(out))
         """
 
-    static func request(_ accuracy: String, permissions: String = "[\"location\"]", version: Int = 5) -> String {
+    static func request(_ accuracy: String, permissions: String = "[\"location\"]", version: Int = 6) -> String {
         "{\"version\":\(version),\"id\":7,\"type\":\"request\",\"permissions\":\(permissions),\"scope\":\"always\","
             + "\"accuracy\":\(accuracy)}"
     }
@@ -118,9 +118,9 @@ struct LocationAccuracyAttackTests {
             Self.request("0"),
             Self.request("\"exact\"", permissions: "[\"camera\"]"),
             Self.request("\"exact\"", version: 1),
-            "{\"version\":5,\"id\":7,\"type\":\"request\",\"permissions\":[\"location\"],\"accuracy\":\"city\","
+            "{\"version\":6,\"id\":7,\"type\":\"request\",\"permissions\":[\"location\"],\"accuracy\":\"city\","
                 + "\"accuracy\":\"exact\"}",
-            "{\"version\":5,\"id\":7,\"type\":\"decide\",\"decision\":\"allow\",\"permission\":\"location\","
+            "{\"version\":6,\"id\":7,\"type\":\"decide\",\"decision\":\"allow\",\"permission\":\"location\","
                 + "\"user\":\"\(alice.name)\",\"accuracy\":\"exact\"}",
             Self.request("\"city\""),
             Self.request("\"country\""),

@@ -92,7 +92,7 @@ struct AdministrationCodingTests {
         let reply = ReplyEnvelope(id: 4, reply: .result(OperationResult(operation: "list", document: document)))
         let line = MessageCodec.encode(reply)
         #expect(String(decoding: line, as: UTF8.self)
-                == #"{"version":5,"id":4,"type":"result","operation":"list","document":{"grants":[],"ledger":"/x"}}"#)
+                == #"{"version":6,"id":4,"type":"result","operation":"list","document":{"grants":[],"ledger":"/x"}}"#)
         #expect(try MessageCodec.decodeReply(line) == reply)
         func code(_ text: String) -> ErrorCode? {
             do {

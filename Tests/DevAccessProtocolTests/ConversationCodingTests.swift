@@ -130,7 +130,7 @@ struct ConversationCodingTests {
         #expect(code(ask) { $0.replacingOccurrences(of: #""duration":3600,"#, with: "") } == .badMessage,
                 "'for' needs its duration")
         #expect(code(password) { $0.replacingOccurrences(of: #""attempt":1"#, with: #""attempt":4"#) } == .badMessage)
-        #expect(code(ask) { $0.replacingOccurrences(of: #""version":5"#, with: #""version":1"#) } == .unknownType)
+        #expect(code(ask) { $0.replacingOccurrences(of: #""version":6"#, with: #""version":1"#) } == .unknownType)
         let decision = ReplyEnvelope(id: 3, reply: .decision(DecisionReply(user: "a", uid: 1, results: Self.results,
                                                                             permissions: [])))
         #expect(code(decision) { $0.replacingOccurrences(of: #""why":"timeout","#, with: "") } == .badMessage,

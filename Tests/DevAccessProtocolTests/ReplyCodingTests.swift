@@ -79,7 +79,7 @@ struct ReplyCodingTests {
         let line = MessageCodec.encode(ReplyEnvelope(id: 7, reply: .error(ProtocolError(
             .permissionDenied, context: "status", reason: "only admins"))))
         #expect(String(decoding: line, as: UTF8.self)
-                == #"{"version":5,"id":7,"type":"error","code":"permission-denied","context":"status","reason":"only admins"}"#)
+                == #"{"version":6,"id":7,"type":"error","code":"permission-denied","context":"status","reason":"only admins"}"#)
         // A reply takes the version of the request it answers.
         let old = MessageCodec.encode(ReplyEnvelope(id: 7, reply: .error(ProtocolError(
             .permissionDenied, context: "status", reason: "only admins")), version: 1))
@@ -96,7 +96,7 @@ struct ReplyCodingTests {
             }
         }
         #expect(code(#"{"version":1,"id":1,"type":"error","code":"x","context":"c","reason":"r","extra":1}"#) == .badMessage)
-        #expect(code(#"{"version":6,"id":1,"type":"error","code":"x","context":"c","reason":"r"}"#) == .unsupportedVersion)
+        #expect(code(#"{"version":7,"id":1,"type":"error","code":"x","context":"c","reason":"r"}"#) == .unsupportedVersion)
         // Version 2 replies do not exist in version 1.
         #expect(code(#"{"version":1,"id":1,"type":"queued","pending":1,"permissions":["camera"],"new":true,"waiting":false}"#)
                 == .unknownType)
