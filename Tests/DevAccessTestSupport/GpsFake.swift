@@ -70,6 +70,13 @@ public final class GpsFakeProcess: Sendable {
         try self.init(port: port, arguments: ["gpsfake", "-1", "-c", "0.05", "-P", String(port), "-W", "30", log])
     }
 
+    /// gpsfake cycling `log` for as long as it runs (no `-1`): a receiver that keeps
+    /// reporting, for tests that need a fresh fix for longer than one pass.
+    public convenience init(cycling log: String) throws {
+        let port = try freeLoopbackPort()
+        try self.init(port: port, arguments: ["gpsfake", "-c", "0.05", "-P", String(port), log])
+    }
+
     /// A bare gpsd with no device: `gpsd -N -S PORT`.
     public convenience init(gpsdWithoutDevices: Void) throws {
         let port = try freeLoopbackPort()
