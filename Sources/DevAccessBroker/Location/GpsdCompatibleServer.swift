@@ -69,6 +69,21 @@ public final class GpsdCompatibleServer: Sendable {
             loop.name = "devaccessd gpsd endpoint"
             thread = loop
             loop.start()
+            // Wakes the loop as each fix arrives, so it goes out at once rather than at the
+            // next poll timeout.
+            let relay = Thread { [self] in
+                var generation = serving.source.snapshot().generation
+                while !stopping.load(ordering: .acquiring) {
+                    guard let next = serving.source.waitForChange(after: generation, timeout: .milliseconds(500)) else {
+                        continue
+                    }
+                    generation = next
+                    signalLoop()
+                }
+                self.finished.signal()
+            }
+            relay.name = "devaccessd gpsd endpoint relay"
+            relay.start()
         }
     }
 
@@ -76,6 +91,8 @@ public final class GpsdCompatibleServer: Sendable {
     public func stop() {
         guard thread.withLock({ $0 != nil }), !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         signalLoop()
+        // The loop and the relay (which sees `stopping` within its wait's timeout).
+        finished.wait()
         finished.wait()
     }
 
@@ -116,8 +133,8 @@ public final class GpsdCompatibleServer: Sendable {
                 pollfd(fd: fd, events: Int16(POLLIN) | (clients[fd]?.output.isEmpty == false ? Int16(POLLOUT) : 0),
                        revents: 0)
             }
-            // A tenth of a second: fixes come once a second, and a new one should go out at once.
-            _ = poll(&descriptors, nfds_t(descriptors.count), 100)
+            // New fixes wake the loop (the relay); the timeout only paces grant lookups.
+            _ = poll(&descriptors, nfds_t(descriptors.count), 250)
             if descriptors[0].revents != 0 {
                 var count: UInt64 = 0
                 _ = withUnsafeMutableBytes(of: &count) { Glibc.read(wake, $0.baseAddress, 8) }

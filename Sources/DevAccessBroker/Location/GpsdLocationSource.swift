@@ -45,6 +45,10 @@ final class GpsdLocationSource: LocationSource {
                                 fixes: state.fixes, sky: state.sky)
     }
 
+    func waitForChange(after generation: UInt64, timeout: Duration) -> UInt64? {
+        watcher.waitForChange(after: generation, timeout: timeout)?.generation
+    }
+
     func problem() -> String {
         let state = watcher.snapshot()
         let gpsd = "gpsd at \(watcher.endpoint)"

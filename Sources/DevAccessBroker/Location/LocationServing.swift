@@ -47,6 +47,9 @@ public protocol LocationSource: Sendable {
     /// the connection", "no receiver", "/dev/ttyACM0 has no fix yet").
     func problem() -> String
     func snapshot() -> LocationSnapshot
+    /// Blocks until the snapshot's generation is past `generation` and returns the new one;
+    /// nil when `timeout` passes first. How the endpoint hears of a fix at once.
+    func waitForChange(after generation: UInt64, timeout: Duration) -> UInt64?
 }
 
 /// Serves fixes at an accuracy. One `LocationBlur` per receiver for everyone: two callers
