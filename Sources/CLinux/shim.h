@@ -15,6 +15,7 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <linux/inet_diag.h>
+#include <sys/fsuid.h>
 
 /* O_PATH is hidden behind _GNU_SOURCE, which a shim must not define (it clashes with
    SwiftGlibc); glibc always defines the value itself as __O_PATH. */
@@ -107,6 +108,21 @@ static inline int devaccess_statx(int dirfd, const char *path, int flags, unsign
    reaches a later process that was given the same pid. */
 static inline int devaccess_process_pidfd(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* A socket whose file carries uid/gid as its file-system ids, made by this thread alone
+   (setfsuid changes only the calling thread's credentials) and restored at once. The
+   kernel's per-socket checks (nftables' `meta skuid`, sock_diag's owner) then see that
+   user: how root asks "would an unprivileged program be let through?" without forking. */
+static inline int devaccess_socket_as(int family, int type, unsigned int uid, unsigned int gid) {
+    int previous_gid = setfsgid(gid);
+    int previous_uid = setfsuid(uid);
+    int fd = socket(family, type, 0);
+    int error = errno;
+    setfsuid((unsigned int)previous_uid);
+    setfsgid((unsigned int)previous_gid);
+    errno = error;
+    return fd;
 }
 
 /* accept4(2) is declared only under _GNU_SOURCE: a new connection close-on-exec from its

@@ -33,6 +33,12 @@ public enum StatusEvaluator {
                 status = .limited
                 reasons.append(Reason(.summary,
                     "\(user.name) can use \(usable) of \(devices.count) \(noun) devices"))
+            } else if Self.onlyThroughTheBroker(devices) {
+                // gpsd gated to devaccessd: what the ledger and policy allow decides (the
+                // location level, LedgerStatus.applyAccuracy), not what the user can open.
+                status = .notDetermined
+                reasons.append(Reason(.summary, "\(user.name) cannot reach \(noun) directly (the service is gated to "
+                    + "devaccessd) and devaccessd serves it only with a grant"))
             } else if !inputs.ledgerAllows.isEmpty {
                 // The ledger allows it but the nodes do not (a replug before reconcile, a
                 // removed entry): the status says what the kernel does, the drift says why.
@@ -60,17 +66,33 @@ public enum StatusEvaluator {
         case .nodes:
             usable = !nodes.isEmpty && nodes.allSatisfy(\.sufficient)
         case .service(let service):
-            usable = service.openToAllLocalUsers
+            // A node the user can open (a receiver's serial port) is a way around a gate.
+            usable = service.openToAllLocalUsers || nodes.contains(where: \.sufficient)
         }
         return DeviceStatus(device: device, nodes: nodes, usable: usable)
+    }
+
+    /// True when every device is a service gated to devaccessd that the user cannot reach
+    /// around the gate: then only devaccessd gives it, at what the ledger and policy allow.
+    public static func onlyThroughTheBroker(_ devices: [DeviceStatus]) -> Bool {
+        !devices.isEmpty && devices.allSatisfy { device in
+            guard case .service(let service) = device.device.route else { return false }
+            return !service.openToAllLocalUsers && !device.usable
+        }
     }
 
     static func accessReasons(_ device: DeviceStatus, _ user: UserIdentity) -> [Reason] {
         var reasons: [Reason] = []
         if case .service(let service) = device.device.route {
             reasons.append(Reason(.service, service.openToAllLocalUsers
-                ? "\(service.name) at \(service.endpoint) serves every local user; access to it is not gated"
-                : "\(service.name) at \(service.endpoint) is gated; \(user.name) is not let in"))
+                ? "\(service.name) at \(service.endpoint) accepts any local program: access to it is not gated "
+                    + "(config/nftables/devaccess-gpsd.nft gates it to devaccessd)"
+                : "\(service.name) at \(service.endpoint) is gated: only devaccessd reaches it, and it serves "
+                    + "\(user.name) at their grant"))
+            for node in device.nodes where node.sufficient && !service.openToAllLocalUsers {
+                reasons.append(Reason(.access, "\(node.node.path) is a way around the gate: \(user.name) can read "
+                    + "the receiver directly"))
+            }
         }
         for node in device.nodes {
             switch node.node.state {

@@ -91,7 +91,10 @@ public struct Decisions: Sendable {
     static func usable(_ device: Device, by user: UserIdentity) -> Bool {
         switch device.route {
         case .service(let service):
-            return service.openToAllLocalUsers
+            // Open to all, or a node (a receiver's serial port) the user can read around the gate.
+            return service.openToAllLocalUsers || device.nodes.contains { node in
+                node.facts.map { AccessEvaluator.permits(node.required, on: $0, for: user) } ?? false
+            }
         case .nodes:
             return !device.nodes.isEmpty && device.nodes.allSatisfy { node in
                 node.facts.map { AccessEvaluator.permits(node.required, on: $0, for: user) } ?? false

@@ -42,8 +42,19 @@ public struct DeclaredDevice: Sendable, Hashable, Decodable {
     public var id: String
     public var name: String
     public var nodes: [DeclaredNode]
+    /// A device reached through a service (gpsd) rather than its nodes: whether the
+    /// service lets every local program in (false: gated to devaccessd).
+    public var service: DeclaredService?
 
-    public init(permission: Permission, id: String, name: String, nodes: [DeclaredNode]) {
+    public struct DeclaredService: Sendable, Hashable, Decodable {
+        public var name: String
+        public var endpoint: String
+        public var openToAllLocalUsers: Bool
+    }
+
+    public init(permission: Permission, id: String, name: String, nodes: [DeclaredNode],
+                service: DeclaredService? = nil) {
+        self.service = service
         self.permission = permission
         self.id = id
         self.name = name
@@ -62,7 +73,7 @@ public struct DeclaredDeviceSource: DeviceSource {
     }
 
     /// Reads `{"devices": [{"permission", "id", "name", "nodes": [{"path", "major", "minor",
-    /// "role"?, "required"?}]}]}`.
+    /// "role"?, "required"?}], "service"?: {"name", "endpoint", "openToAllLocalUsers"}}]}`.
     public init(contentsOf path: String) throws(DeclarationError) {
         let data: Data
         do {
@@ -89,7 +100,11 @@ public struct DeclaredDeviceSource: DeviceSource {
                    nodes: declared.nodes.map { node in
                        DeviceNode(path: node.path, role: node.role, required: node.required,
                                   state: NodeVerification.state(node.path, major: node.major, minor: node.minor))
-                   })
+                   },
+                   route: declared.service.map {
+                       .service(ServiceAccess(name: $0.name, endpoint: $0.endpoint,
+                                              openToAllLocalUsers: $0.openToAllLocalUsers))
+                   } ?? .nodes)
         })
     }
 }

@@ -116,7 +116,9 @@ extension LedgerStatus {
     /// and the policy are known; the level is what `Enforcer.locationAccuracy` serves.
     static func applyAccuracy(_ status: inout PermissionStatus, for user: UserIdentity, ledger: LedgerReading,
                               policy: PolicyReading) {
-        guard status.status == .authorized || status.status == .limited, case .loaded(let rules) = policy else { return }
+        let gated = StatusEvaluator.onlyThroughTheBroker(status.devices)
+        guard status.status == .authorized || status.status == .limited || (gated && status.status == .notDetermined),
+              case .loaded(let rules) = policy else { return }
         let decisions: Decisions
         switch ledger {
         case .absent: decisions = .empty
@@ -126,11 +128,19 @@ extension LedgerStatus {
         let outcome = LocationLevel.evaluate(user: user, decisions: decisions, policy: rules, switchedOff: nil)
         guard let level = outcome.accuracy, let summary = LocationLevel.summary(outcome, user: user) else { return }
         status.accuracy = level
+        guard gated else {
+            // gpsd (or a receiver's node) gives this user exact positions without devaccessd:
+            // the level is recorded but does not bind yet; status says what the user can do.
+            status.reasons.insert(Reason(.summary, summary + "; but the level does not bind while "
+                + "\(user.name) can reach the receiver without devaccessd (see below)"), at: min(1, status.reasons.count))
+            return
+        }
         if level < .exact {
             status.status = .limited
             status.reasons.insert(Reason(.summary, summary), at: 0)
         } else {
-            status.reasons.insert(Reason(.summary, summary), at: min(1, status.reasons.count))
+            status.status = .authorized
+            status.reasons.insert(Reason(.summary, summary), at: 0)
         }
     }
 

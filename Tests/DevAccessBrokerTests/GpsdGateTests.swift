@@ -56,4 +56,63 @@ struct GpsdGateTests {
         #expect(try Self.attempts(rules: "none", user: user)
                 == ["user 127.0.0.1 open", "root 127.0.0.1 open", "user ::1 open", "root ::1 open"])
     }
+
+    /// $1: the rule file or "none"; $2: the NMEA log; $3: devaccess; $4: the user's uid.
+    /// A real gpsd (gpsfake) on 2947 inside the namespace; `devaccess status location` as
+    /// root and as the user. Prints the two JSON documents, one per line.
+    static let statusScript = #"""
+        set -u
+        ip link set lo up || exit 3
+        if [ "$1" != none ]; then nft -f "$1" || exit 4; fi
+        PATH="$PATH:/usr/sbin" setsid gpsfake -c 0.05 -P 2947 "$2" > /dev/null 2>&1 &
+        feeder=$!
+        for _ in $(seq 150); do grep -q ':0B83 00000000:0000 0A' /proc/net/tcp 2>/dev/null && break; sleep 0.1; done
+        "$3" status location --json --gpsd 127.0.0.1:2947 --gpsd-timeout 3000 | tr -d '\n'; echo
+        setpriv --reuid="$4" --regid=65534 --clear-groups "$3" status location --json --gpsd 127.0.0.1:2947 \
+            --gpsd-timeout 3000 | tr -d '\n'; echo
+        kill -KILL -- -"$feeder" 2>/dev/null
+        """#
+
+    static func statuses(rules: String, user: TestUser) throws -> (root: [String: Any], user: [String: Any]) {
+        let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+        let result = try TestProcess.run("/usr/bin/unshare", ["--net", "--", "/usr/bin/bash", "-c", statusScript,
+                                                              "gate", rules, log, TestProcess.devaccessBinary,
+                                                              String(user.uid)])
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        guard lines.count == 2 else { throw SetupError("expected two status documents: \(result.stdout) \(result.stderr)") }
+        func location(_ line: String) throws -> [String: Any] {
+            let permissions = try json(line)["permissions"] as? [[String: Any]] ?? []
+            guard let status = permissions.first(where: { $0["permission"] as? String == "location" }) else {
+                throw SetupError("no location status in \(line)")
+            }
+            return status
+        }
+        return (try location(lines[0]), try location(lines[1]))
+    }
+
+    static func reasons(_ status: [String: Any]) -> [String] {
+        (status["reasons"] as? [[String: Any]] ?? []).compactMap { $0["message"] as? String }
+    }
+
+    /// Status tells the truth about the gate: root asks with a socket made as `nobody`
+    /// whether an unprivileged program would be let in.
+    @Test(.enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed"))
+    func statusSaysWhetherGpsdIsGated() throws {
+        let user = try TestUser("gatest")
+        let gated = try Self.statuses(rules: Self.ruleFile, user: user)
+        #expect(Self.reasons(gated.root).contains { $0.contains("127.0.0.1:2947 is gated: only devaccessd reaches it") },
+                "\(gated.root)")
+        // root can read the receiver's node (gpsfake's pty) itself: status says so.
+        #expect(Self.reasons(gated.root).contains { $0.contains("is a way around the gate") }, "\(gated.root)")
+        // The user is refused by the gate and says where to ask.
+        #expect(gated.user["status"] as? String == "unavailable", "\(gated.user)")
+        #expect(Self.reasons(gated.user).contains { $0.contains("gated to devaccessd") }, "\(gated.user)")
+
+        let open = try Self.statuses(rules: "none", user: user)
+        #expect(Self.reasons(open.root).contains { $0.contains("accepts any local program: access to it is not gated") },
+                "\(open.root)")
+        #expect(open.root["status"] as? String == "authorized" && open.user["status"] as? String == "authorized",
+                "\(open.root) \(open.user)")
+    }
 }

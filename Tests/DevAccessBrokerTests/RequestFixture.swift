@@ -22,8 +22,9 @@ final class RequestSetup: @unchecked Sendable {
     let pamService: String
     /// The declared devices file (DEVACCESS_TEST_DEVICES), for CLI runs on the same nodes.
     let devices: String
-    /// With `location`: a receiver node anyone may read (0644), as gpsd is open to every
-    /// local client: the status comes from the decisions and the level, not the node.
+    /// With `location`: gpsd gated to devaccessd (config/nftables/devaccess-gpsd.nft) and a
+    /// receiver node only root may read, so nothing goes around the gate: the status comes
+    /// from the decisions and the level.
     let receiver: String?
 
     /// `daemonArguments`: more devaccessd options (limits).
@@ -36,7 +37,7 @@ final class RequestSetup: @unchecked Sendable {
         config = try TemporaryDirectory()
         camera = try nodes.makeNullNode("video0", mode: "0600")
         microphone = try nodes.makeNullNode("pcmC0D0c", mode: "0600")
-        receiver = location ? try nodes.makeNullNode("ttyACM0", mode: "0644") : nil
+        receiver = location ? try nodes.makeNullNode("ttyACM0", mode: "0600") : nil
         try Data(policy.utf8).write(to: URL(fileURLWithPath: config.path + "/devaccess.conf"))
         var declared: [[String: Any]] = [
             ["permission": "camera", "id": "camera:test-video-index0", "name": "Test Camera",
@@ -47,7 +48,8 @@ final class RequestSetup: @unchecked Sendable {
         if let receiver {
             declared.append(["permission": "location", "id": "location:gpsd:\(receiver)", "name": "Test GPS",
                              "nodes": [["path": receiver, "role": "receiver", "required": "read", "major": 1,
-                                        "minor": 3]]])
+                                        "minor": 3]],
+                             "service": ["name": "gpsd", "endpoint": "127.0.0.1:2947", "openToAllLocalUsers": false]])
         }
         let devices = try declareDevices(declared, in: nodes)
         self.devices = devices

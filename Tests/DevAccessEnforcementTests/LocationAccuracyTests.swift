@@ -241,10 +241,16 @@ struct LocationAccuracyTests {
 @Suite("Location status at a level")
 struct LocationStatusTests {
     let alice = UserIdentity(uid: 4_000_101, name: "loc-alice", primaryGID: 4_000_101, groups: [])
-    let report = AdapterReport(permission: .location, devices: [
-        Device(permission: .location, id: "location:gpsd:/dev/ttyACM0", name: "u-blox", nodes: [],
-               route: .service(ServiceAccess(name: "gpsd", endpoint: "127.0.0.1:2947", openToAllLocalUsers: true))),
-    ])
+    /// gpsd gated to devaccessd (config/nftables/devaccess-gpsd.nft): the level decides.
+    let report = Self.report(gated: true)
+
+    static func report(gated: Bool) -> AdapterReport {
+        AdapterReport(permission: .location, devices: [
+            Device(permission: .location, id: "location:gpsd:/dev/ttyACM0", name: "u-blox", nodes: [],
+                   route: .service(ServiceAccess(name: "gpsd", endpoint: "127.0.0.1:2947",
+                                                 openToAllLocalUsers: !gated))),
+        ])
+    }
 
     func snapshot(_ accuracy: LocationAccuracy?) -> LedgerReading {
         let grant = Grant(id: 7, subject: Principal(uid: alice.uid, name: alice.name), permission: .location,
@@ -262,8 +268,23 @@ struct LocationStatusTests {
         #expect(status.status == .limited && status.accuracy == .city)
         #expect(status.reasons.first?.message
                     == "loc-alice is told this computer's location granted at city accuracy, about 10 km (grant 7)")
-        // The honest note stays: gpsd itself is not gated yet.
-        #expect(status.reasons.contains { $0.message.contains("serves every local user; access to it is not gated") })
+        #expect(status.reasons.contains { $0.message.contains("is gated: only devaccessd reaches it") })
+    }
+
+    /// gpsd open to every local program: the user can read exact positions from it, so
+    /// status says so (authorized) and that the grant's level does not bind.
+    @Test func anUngatedGpsdIsAuthorizedWhateverTheLevel() throws {
+        let status = LedgerStatus.evaluate(Self.report(gated: false), for: alice, ledger: snapshot(.city),
+                                           policy: try policy(""))
+        #expect(status.status == .authorized && status.accuracy == .city)
+        #expect(status.reasons.contains { $0.message.contains("the level does not bind") })
+        #expect(status.reasons.contains { $0.message.contains("accepts any local program: access to it is not gated") })
+    }
+
+    @Test func gatedWithoutAGrantIsNotDetermined() throws {
+        let status = LedgerStatus.evaluate(report, for: alice, ledger: .absent(path: "/x"), policy: try policy(""))
+        #expect(status.status == .notDetermined && status.accuracy == nil)
+        #expect(status.reasons.first?.message.contains("gated to devaccessd") == true, "\(status.reasons)")
     }
 
     @Test func exactIsAuthorized() throws {

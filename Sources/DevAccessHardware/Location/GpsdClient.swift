@@ -1,3 +1,4 @@
+import Glibc
 /// Asks gpsd which receivers it has and what fix they report, within a fixed time.
 ///
 /// This speaks gpsd's documented JSON protocol (gpsd_json(5)) over TCP itself instead of
@@ -88,6 +89,28 @@ public struct GpsdClient: Sendable {
             }
         }
         return status
+    }
+
+    /// Whether gpsd's port lets an unprivileged program in: asked as root with a socket
+    /// made as `nobody` (65534), which nftables' `meta skuid` sees as that user's. true: it
+    /// connected; false: refused (config/nftables/devaccess-gpsd.nft, or gpsd's own
+    /// listening addresses); nil: not root (the answer would be about us), or no answer.
+    public func admitsUnprivileged(uid: UInt32 = 65_534, gid: UInt32 = 65_534) -> Bool? {
+        guard geteuid() == 0 else { return nil }
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        do {
+            _ = try GpsdConnection.open(endpoint, deadline: deadline, budget: timeout, maxLineLength: maxLineLength,
+                                        socketOwner: (uid, gid))
+            return true
+        } catch {
+            switch error {
+            case .refused: return false
+            case .unreachable(_, let errno) where errno.rawValue == ECONNRESET || errno.rawValue == EACCES
+                || errno.rawValue == EPERM:
+                return false
+            default: return nil
+            }
+        }
     }
 
     private func next(_ connection: inout GpsdConnection, _ deadline: ContinuousClock.Instant,

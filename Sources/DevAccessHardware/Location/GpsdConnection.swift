@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import Dispatch
 import Synchronization
@@ -39,13 +40,17 @@ struct GpsdConnection: ~Copyable {
     // MARK: Connecting
 
     /// Resolves the endpoint and connects, trying each address in turn, all within `deadline`.
+    /// `socketOwner`: make the socket as that uid and gid (root only): the connection is
+    /// then let through or refused as that user's would be.
     static func open(_ endpoint: GpsdEndpoint, deadline: ContinuousClock.Instant, budget: Duration,
-                     maxLineLength: Int, wake: CInt? = nil) throws(GpsdError) -> GpsdConnection {
+                     maxLineLength: Int, wake: CInt? = nil,
+                     socketOwner: (uid: UInt32, gid: UInt32)? = nil) throws(GpsdError) -> GpsdConnection {
         let addresses = try resolve(endpoint, deadline: deadline, budget: budget, wake: wake)
         var lastError = GpsdError.unresolvable(endpoint, "no address")
         for address in addresses {
-            let fd = socket(address.family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
-                                | CInt(SOCK_CLOEXEC.rawValue), 0)
+            let type = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
+            let fd = socketOwner.map { devaccess_socket_as(address.family, type, $0.uid, $0.gid) }
+                ?? socket(address.family, type, 0)
             guard fd >= 0 else {
                 lastError = .socket(endpoint, operation: "socket", .current)
                 continue

@@ -6,7 +6,9 @@ import DevAccessSystem
 ///
 /// Every receiver gpsd lists becomes one `Device` whose node is the receiver's device
 /// file (examined with `NodeInspector`) and whose route is gpsd itself, which serves
-/// every local client (gating it through nftables is separate work). Coordinates are
+/// every local client unless its port is gated to devaccessd
+/// (config/nftables/devaccess-gpsd.nft): run as root, the probe asks whether an
+/// unprivileged program would be let in, with a socket made as `nobody`. Coordinates are
 /// deliberately not copied into `details`: devices are listed to anyone, while location
 /// is served only at the accuracy a subject was granted.
 public enum LocationAdapter {
@@ -15,16 +17,25 @@ public enum LocationAdapter {
     public static func probe(endpoint: GpsdEndpoint = .default,
                              timeout: Duration = GpsdClient.defaultTimeout) -> AdapterReport {
         let status: GpsdStatus
+        let client = GpsdClient(endpoint: endpoint, timeout: timeout)
         do {
-            status = try GpsdClient(endpoint: endpoint, timeout: timeout).query()
+            status = try client.query()
         } catch {
+            if case .refused = error, geteuid() != 0 {
+                return AdapterReport(permission: .location, devices: [], unavailableReason: error.description
+                    + ": gpsd is not running, or its port is gated to devaccessd; 'devaccess status --broker "
+                    + "location' asks devaccessd, which reaches it")
+            }
             return AdapterReport(permission: .location, devices: [], unavailableReason: error.description)
         }
-        return report(for: status, inspect: inspectNode)
+        // Not root: we were let in, as an unprivileged program.
+        return report(for: status, openToAllLocalUsers: client.admitsUnprivileged() ?? true, inspect: inspectNode)
     }
 
     /// Maps gpsd's answer to devices; `inspect` examines a receiver's node (tests swap it).
-    public static func report(for status: GpsdStatus,
+    /// `openToAllLocalUsers` false: gpsd's port refuses unprivileged programs, so only
+    /// devaccessd (and a receiver's node, where a user can open it) gives location.
+    public static func report(for status: GpsdStatus, openToAllLocalUsers: Bool = true,
                               inspect: (String) -> DeviceNode.State = inspectNode) -> AdapterReport {
         let endpoint = status.endpoint.description
         guard !status.receivers.isEmpty else {
@@ -33,7 +44,8 @@ public enum LocationAdapter {
                                  notes: [Reason(.unavailable, "plug a receiver in, or hand one to gpsd with "
                                                 + "`gpsdctl add /dev/ttyACM0`")])
         }
-        let route = AccessRoute.service(ServiceAccess(name: "gpsd", endpoint: endpoint, openToAllLocalUsers: true))
+        let route = AccessRoute.service(ServiceAccess(name: "gpsd", endpoint: endpoint,
+                                                             openToAllLocalUsers: openToAllLocalUsers))
         var notes: [Reason] = []
         let devices = status.receivers.map { receiver in
             notes.append(Reason(.service, fixSentence(receiver)))
