@@ -12,8 +12,8 @@ enum DoctorCommand: Command {
     static let spec = CommandSpec(
         name: "doctor",
         abstract: "Check the installation: files, groups, directories, the broker and the ledger.",
-        usage: "devaccess doctor [--json] [--socket PATH] [--state-dir DIR] [--root DIR]",
-        options: [CommonOptions.json, BrokerOptions.socket, CommonOptions.stateDir,
+        usage: "devaccess doctor [--json] [--socket PATH] [--state-dir DIR] [--gpsd HOST:PORT] [--root DIR]",
+        options: [CommonOptions.json, BrokerOptions.socket, CommonOptions.stateDir, CommonOptions.gpsd, CommonOptions.gpsdTimeout,
                   OptionSpec(long: "root", short: nil, value: "DIR",
                              help: "Look for installed files under DIR (a DESTDIR staging tree).")],
         discussion: """
@@ -24,7 +24,9 @@ enum DoctorCommand: Command {
         ledger (opens, audit chain verifies; needs read access, so run as root), the
         opt-in deny-by-default udev rules (installed, in force) and who can open capture
         nodes without devaccess (owner, groups, other bits, the seat user through
-        'uaccess', ACL entries devaccess did not make), and whether Yama keeps a user's
+        'uaccess', ACL entries devaccess did not make), whether gpsd is gated to
+        devaccessd (config/nftables/devaccess-gpsd.nft; as root, asked with a socket made
+        as 'nobody') and who reads a GPS receiver's node without it, and whether Yama keeps a user's
         other processes from attaching to (ptrace) a program devaccess run started.
         Exit codes: 0 no check failed, 1 at least one failed, 64 usage error.
         """)
@@ -64,6 +66,10 @@ enum DoctorCommand: Command {
                                                               ledger: LedgerStatus.read(stateDirectory: stateDirectory)),
                                          arguments, command: spec.name)
             : nil
+        let location: AdapterReport? = root.isEmpty
+            ? try await DeviceSources.reports([.location], options: try CommonOptions.probeOptions(arguments,
+                                                                                                 command: spec.name)).first
+            : nil
         var checks = [
             doctor.daemonBinary(),
             doctor.unit(),
@@ -87,6 +93,7 @@ enum DoctorCommand: Command {
             doctor.ptrace(),
         ]
         checks += doctor.gate(gate)
+        if let location { checks.append(doctor.locationGate(location)) }
         let report = Report(checks: checks, ok: checks.filter { $0.status == .ok }.count,
                             warn: checks.filter { $0.status == .warn }.count,
                             fail: checks.filter { $0.status == .fail }.count)
@@ -278,6 +285,34 @@ struct Doctor {
         checks.append(Check(name: "gate", status: open.isEmpty ? .ok : .warn,
                             message: gate.summary + (detail.isEmpty ? "" : ": " + detail.joined(separator: " | "))))
         return checks
+    }
+
+    /// Whether location grants bind: gpsd's port closed to unprivileged programs, and no
+    /// receiver node they can read around it.
+    func locationGate(_ report: AdapterReport) -> Check {
+        if let why = report.unavailableReason {
+            return Check(name: "location", status: .ok, message: "no receiver seen from here: \(why)")
+        }
+        var problems: [String] = []
+        for device in report.devices {
+            if case .service(let service) = device.route, service.openToAllLocalUsers {
+                problems.append("\(service.name) at \(service.endpoint) accepts any local program, so location "
+                    + "grants and levels do not bind; load config/nftables/devaccess-gpsd.nft")
+                break
+            }
+        }
+        for node in GateAnalyzer.receivers(report) where !node.openers.isEmpty {
+            problems.append("\(node.path) is read without devaccessd by " + node.openers.map(\.message)
+                .joined(separator: "; ") + " (a way around the gate: a udev rule can give the node a group of its "
+                + "own and mode 0660)")
+        }
+        guard problems.isEmpty else { return Check(name: "location", status: .warn, message: problems.joined(separator: " | ")) }
+        let endpoint = report.devices.compactMap { device -> String? in
+            if case .service(let service) = device.route { return service.endpoint }
+            return nil
+        }.first ?? "?"
+        return Check(name: "location", status: .ok, message: "gpsd at \(endpoint) is gated to devaccessd and no "
+                         + "receiver node is readable without it")
     }
 
     /// Where policy `ask` can be put to a person on this machine (devaccessd(8), CONSENT).

@@ -152,6 +152,21 @@ public enum GateAnalyzer {
         return GateReport(denyByDefault: rules, nodes: nodes)
     }
 
+    /// Location's receivers (gpsd's serial nodes) and who reads them without devaccessd: a
+    /// way around a gpsd gated to devaccessd (config/nftables/devaccess-gpsd.nft).
+    public static func receivers(_ report: AdapterReport) -> [GateNode] {
+        var seen = Set<String>()
+        return report.devices.flatMap { device in
+            device.nodes.compactMap { node -> GateNode? in
+                guard node.role == "receiver", seen.insert(node.path).inserted, let facts = node.facts else { return nil }
+                let openers = openersByMode(facts, required: node.required, records: nil) { gid in
+                    UserDatabase.members(ofGroup: gid).map { UserDatabase.userName($0) ?? String($0) }
+                }
+                return GateNode(path: node.path, permission: .location, deviceID: device.id, openers: openers)
+            }
+        }
+    }
+
     /// Owner, groups, named entries and `other`, evaluated as the kernel would (masks applied).
     static func openersByMode(_ facts: NodeFacts, required: AccessMode, records: [ACLEntryRecord]?,
                               members: (UInt32) -> [String]) -> [GateOpener] {
