@@ -110,6 +110,8 @@ done
 if [ -f "$root/config/devaccess.conf" ]; then
     put_config 0644 "$root/config/devaccess.conf" "$SYSCONFDIR/devaccess/devaccess.conf"
 fi
+# The gpsd gate: installed, never loaded by this script (it changes the firewall).
+put_config 0644 "$root/config/nftables/devaccess-gpsd.nft" "$SYSCONFDIR/devaccess/nftables/devaccess-gpsd.nft"
 if [ -d "$root/config/pam.d" ]; then
     for file in "$root"/config/pam.d/*; do
         [ -f "$file" ] && put_config 0644 "$file" "$SYSCONFDIR/pam.d/$(basename "$file")"

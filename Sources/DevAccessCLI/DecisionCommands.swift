@@ -66,7 +66,8 @@ enum DecisionCommand {
             a user-wide decision applies to runs too.
             The newest standing decision for a device wins. Location decisions put no ACL on nodes:
             devaccessd serves location to the users it is granted to, at the grant's --accuracy
-            (capped by the policy's MaxAccuracy=); gpsd itself still serves every local client.
+            (capped by the policy's MaxAccuracy=); gpsd's own port binds only when it is gated to
+            devaccessd (config/nftables/devaccess-gpsd.nft; 'devaccess doctor' checks).
             \(AdminAccess.help)
             Root and members of devaccess-admin only. --json prints the result (docs/json.md).
             Exit codes: 0 done, 1 recorded but some node was refused or failed (see the messages;

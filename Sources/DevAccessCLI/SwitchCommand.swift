@@ -23,8 +23,10 @@ enum SwitchCommand: Command {
         it away again when udev re-applies its rules (a change event, a replug), and a device
         plugged in while it is off comes up off. --for turns it back on by itself after
         DURATION. Playback, input and display nodes are never touched: only the capture nodes
-        the camera and microphone adapters report. location: recorded and shown as
-        restricted (gpsd is not gated yet).
+        the camera and microphone adapters report. location: devaccessd serves no position
+        while off ('devaccess location', its gpsd endpoint, whose clients are cut off within
+        2 s); gpsd's own port stays closed only where it is gated to devaccessd
+        (config/nftables/devaccess-gpsd.nft).
         What it cannot do: close descriptors already open. A program that has the camera open
         keeps it until it closes it; switching off says how many processes hold the nodes
         ('devaccess who PERMISSION' lists them; end them with 'devaccess revoke --terminate'

@@ -17,8 +17,8 @@ public struct Enforcer: Sendable {
     public let devices: any DeviceSource
     /// Who is acting (root for the admin CLI); recorded in every audit event.
     public let actor: Principal
-    /// Permissions whose devices get user ACL entries. Location is not among them: gpsd
-    /// serves every local client, so a receiver's node is not what a user opens.
+    /// Permissions whose devices get user ACL entries. Location is not among them: users
+    /// get it from devaccessd (or gpsd), never by opening a receiver's node.
     public var nodePermissions: [Permission]
     public var clock: @Sendable () -> Date
     /// Users as a login would have them (for drift: which groups open a denied node).
@@ -256,7 +256,8 @@ public struct Enforcer: Sendable {
     static func serviceNote(_ permission: Permission) -> String {
         "\(permission.rawValue): the decision is recorded, but no device node gets an ACL entry: "
             + (permission == .location
-               ? "gpsd serves location to every local client, so access is not gated by nodes (gating gpsd is later work)"
+               ? "devaccessd serves location at the grant's accuracy ('devaccess location', its gpsd endpoint); "
+                   + "gpsd's own port binds only when gated to devaccessd (config/nftables/devaccess-gpsd.nft)"
                : "devaccess does not enforce this permission through device nodes")
     }
 

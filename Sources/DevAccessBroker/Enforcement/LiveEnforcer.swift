@@ -72,8 +72,8 @@ public final class LiveEnforcer: Sendable {
         }
     }
 
-    /// The subsystems of node-gated permissions. Location is not among them: gpsd serves
-    /// every local client, so a receiver's node gets no entry (the engine notes that).
+    /// The subsystems of node-gated permissions. Location is not among them: users get it
+    /// from devaccessd, so a receiver's node gets no entry (the engine notes that).
     public static let subsystems = ["video4linux", "sound"]
     static let subsystemPermissions: [String: Permission] = ["video4linux": .camera, "sound": .microphone]
 
