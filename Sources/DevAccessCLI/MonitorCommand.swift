@@ -6,19 +6,26 @@ import Glibc
 enum MonitorCommand: Command {
     static let spec = CommandSpec(
         name: "monitor",
-        abstract: "Print camera and microphone hotplug events and the status changes they cause.",
-        usage: "devaccess monitor [--user USER] [--json]",
-        options: [CommonOptions.user, CommonOptions.json, BrokerOptions.socket],
+        abstract: "Print hotplug events, location receivers and fixes, and the status changes they cause.",
+        usage: "devaccess monitor [--user USER] [--json] [--location HOST:PORT]",
+        options: [CommonOptions.user, CommonOptions.json, BrokerOptions.socket, locationOption],
         discussion: """
         Listens to udev (events after udevd applied its rules) for video4linux and sound
         devices. After each event the permission is probed again and the devices that
         appeared, went away or changed are printed, with the status before and after for
         USER. With --json, one object per line (docs/json.md). Runs until interrupted.
-        Location is not monitored: gpsd receivers are not udev events of devaccess's.
+        Location comes from devaccessd's gpsd endpoint (--location, default 127.0.0.1:2948),
+        at your grant: a receiver added or removed ('add location receiver PATH'), a fix
+        gained, lost or changed between 2D and 3D ('fix location PATH: none -> 3d'), and why
+        nothing comes ('location: ...': no grant, devaccessd not serving it); it reconnects
+        by itself.
         Privacy switches ('devaccess switch') are asked of devaccessd at the start and every
         2 seconds: a change prints 'switch PERMISSION off|on' (JSON: event "switch"), and a
         permission switched off shows as restricted.
         """)
+
+    static let locationOption = OptionSpec(long: "location", short: nil, value: "HOST:PORT",
+        help: "devaccessd's gpsd endpoint to follow location at (default 127.0.0.1:2948).")
 
     static let watched: [(subsystem: String, permission: Permission)] = [
         ("video4linux", .camera), ("sound", .microphone),
@@ -54,7 +61,11 @@ enum MonitorCommand: Command {
             current[permission] = status
             trackers[permission] = HotplugTracker(initial: status.devices.map(\.device))
         }
-        if !json { console.error("devaccess: monitoring cameras and microphones for \(user.name); Ctrl-C stops") }
+        let location = try watchLocation(arguments, json: json, console: console)
+        defer { location.stop() }
+        if !json {
+            console.error("devaccess: monitoring cameras, microphones and location for \(user.name); Ctrl-C stops")
+        }
         while true {
             let next = try monitorNext(monitor)
             // devaccessd not reachable (nil): the last known switches stay.
@@ -89,6 +100,43 @@ enum MonitorCommand: Command {
                 }
             }
         }
+    }
+
+    /// Follows location through devaccessd's gpsd endpoint, printing each event from the
+    /// watcher's thread (one line per write, so lines never interleave).
+    private static func watchLocation(_ arguments: ParsedArguments, json: Bool, console: Console) throws -> GpsdWatcher {
+        let endpoint: GpsdEndpoint
+        do {
+            endpoint = try GpsdEndpoint(parsing: arguments.value("location") ?? "127.0.0.1:2948")
+        } catch {
+            throw UsageError(message: "\(error) for '--location'", command: spec.name)
+        }
+        let watcher = GpsdWatcher(endpoint: endpoint)
+        watcher.setChangeHandler { event in
+            let document: LocationEventDocument
+            switch event {
+            case .connected: return
+            case .disconnected(let problem):
+                document = LocationEventDocument(event: "location-unavailable", problem: problem)
+            case .receiverAdded(let path):
+                document = LocationEventDocument(event: "receiver-add", device: path)
+            case .receiverRemoved(let path):
+                document = LocationEventDocument(event: "receiver-remove", device: path)
+            case .fixModeChanged(let device, let from, let to):
+                document = LocationEventDocument(event: "fix", device: device, from: from.word, to: to.word)
+            }
+            if json {
+                if let line = try? JSONOutput.encodeLine(document) { console.out(line) }
+            } else {
+                console.out(document.line)
+            }
+        }
+        do {
+            try watcher.start()
+        } catch {
+            throw CommandFailure(message: error.description)
+        }
+        return watcher
     }
 
     /// The switches that are off, as devaccessd says; nil when it cannot be asked.

@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessHardware
 import DevAccessInterface
 import DevAccessEnforcement
 
@@ -163,6 +164,36 @@ struct NodeDocument: Encodable {
 }
 
 /// One line of `devaccess monitor --json`.
+/// `monitor --json`'s location events.
+struct LocationEventDocument: Encodable {
+    var event: String
+    var permission = "location"
+    var device: String?
+    var from: String?
+    var to: String?
+    var problem: String?
+    var monotonicUsec = MonotonicClock.microseconds()
+
+    init(event: String, device: String? = nil, from: String? = nil, to: String? = nil, problem: String? = nil) {
+        self.event = event
+        self.device = device
+        self.from = from
+        self.to = to
+        self.problem = problem
+    }
+
+    /// `add location receiver /dev/ttyACM0`, `fix location /dev/ttyACM0: none -> 3d`, `location: ...`.
+    var line: String {
+        let path = TerminalText.field(device ?? "?")
+        switch event {
+        case "receiver-add": return "add location receiver \(path)"
+        case "receiver-remove": return "remove location receiver \(path)"
+        case "fix": return "fix location \(path): \(from ?? "?") -> \(to ?? "?")"
+        default: return "location: " + TerminalText.field(problem ?? "unavailable")
+        }
+    }
+}
+
 struct MonitorEventDocument: Encodable {
     var event: String
     var permission: String

@@ -186,3 +186,26 @@ struct LocationServingTests {
         #expect(daemon.process.isRunning)
     }
 }
+
+extension LocationServingTests {
+    /// `devaccess monitor` follows location through devaccessd's endpoint, at the user's grant.
+    @Test func monitorFollowsReceiversAndFixesAtTheGrant() throws {
+        let setup = try Setup()
+        let granted = try TestUser("monloc")
+        let none = try TestUser("monnone")
+        try setup.grant(granted, ["--accuracy", "city"])
+        let endpoint = "127.0.0.1:\(setup.endpointPort)"
+        // Runs until `timeout` ends it (exit 124): what it printed by then is the test.
+        let watched = try granted.run("/usr/bin/timeout", ["8", TestProcess.devaccessBinary, "monitor", "--location",
+                                                           endpoint] + setup.socket)
+        #expect(watched.stdout.contains("add location receiver /dev/pts/"), "\(watched.stdout) \(watched.stderr)")
+        #expect(watched.stdout.contains("fix location /dev/pts/") && watched.stdout.contains("none -> "),
+                "\(watched.stdout)")
+        let refused = try none.run("/usr/bin/timeout", ["4", TestProcess.devaccessBinary, "monitor", "--json",
+                                                        "--location", endpoint] + setup.socket)
+        let events = refused.stdout.split(separator: "\n").compactMap { try? json(String($0)) }
+        #expect(events.contains { $0["event"] as? String == "location-unavailable"
+                    && ($0["problem"] as? String)?.contains("no location grant") == true }, "\(refused.stdout)")
+        #expect(!events.contains { $0["event"] as? String == "receiver-add" }, "\(refused.stdout)")
+    }
+}

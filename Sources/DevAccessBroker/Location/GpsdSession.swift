@@ -14,6 +14,8 @@ struct GpsdSession {
     var level: LocationAccuracy
     private(set) var watching = false
     private var sentGeneration: UInt64?
+    /// The receivers a watcher was last told of: a change is sent as DEVICES, as gpsd does.
+    private var sentReceivers: [LocationSnapshot.Receiver] = []
     private var input: [UInt8] = []
     /// gpsd's own command buffer is 1 KiB; 4 KiB leaves room and stops a client that never
     /// ends a command.
@@ -59,7 +61,12 @@ struct GpsdSession {
     mutating func update(_ snapshot: LocationSnapshot, serve: (LocationFix) -> LocationFix) -> [UInt8] {
         guard watching, sentGeneration != snapshot.generation else { return [] }
         sentGeneration = snapshot.generation
-        return reports(snapshot, serve: serve)
+        var out: [UInt8] = []
+        if snapshot.receivers != sentReceivers {
+            sentReceivers = snapshot.receivers
+            out += Self.devices(snapshot)
+        }
+        return out + reports(snapshot, serve: serve)
     }
 
     private mutating func answer(_ command: [UInt8], snapshot: LocationSnapshot,
@@ -121,6 +128,7 @@ struct GpsdSession {
         ]))
         if watching {
             sentGeneration = snapshot.generation
+            sentReceivers = snapshot.receivers
             out += reports(snapshot, serve: serve)
         }
         return out
