@@ -64,7 +64,7 @@ struct LocationServingTests {
 
         // gpsd's first fixes after it identified the receiver may be 2D (no altitude yet).
         var precise = try setup.location(exact)
-        for _ in 0..<20 where precise.status == 0 && precise.json["fix"] as? String != "3d" {
+        for _ in 0..<60 where precise.status == 0 && precise.json["fix"] as? String != "3d" {
             usleep(250_000)
             precise = try setup.location(exact)
         }
