@@ -8,8 +8,8 @@ enum LocationCommand: Command {
     static let spec = CommandSpec(
         name: "location",
         abstract: "Print this computer's position, at the accuracy your location grant allows.",
-        usage: "devaccess location [--accuracy LEVEL] [--wait DURATION] [--json]",
-        options: [accuracy, wait, CommonOptions.json, BrokerOptions.socket],
+        usage: "devaccess location [--accuracy LEVEL] [--wait DURATION] [--watch] [--json]",
+        options: [accuracy, wait, watch, CommonOptions.json, BrokerOptions.socket],
         discussion: """
         devaccessd is the gpsd client: it asks gpsd and serves the position to you at the
         accuracy of your location grant ('devaccess request location --accuracy LEVEL').
@@ -20,7 +20,10 @@ enum LocationCommand: Command {
         (neighborhood and street) or left out (city, country). --accuracy asks for a
         coarser level than the grant; a finer one is refused.
         When gpsd has no fix yet, devaccessd waits for one up to --wait (default 5s, at
-        most 30s).
+        most 30s). --watch asks again every second and prints each position that differs
+        from the last (a coarse level changes only when the machine moves to another
+        cell), until interrupted; gpsd's clients can stream from devaccessd's gpsd endpoint
+        instead (gpspipe -w localhost:2948).
         Exit codes: 0 printed, 6 no position (gpsd not running, no receiver, no fix within
         --wait; the message says which), 64 usage error, 69 devaccessd unreachable, 77 no
         location grant, or a level finer than the grant (audited).
@@ -28,6 +31,8 @@ enum LocationCommand: Command {
 
     static let accuracy = OptionSpec(long: "accuracy", short: nil, value: "LEVEL",
         help: "exact, street, neighborhood, city or country (default: your grant's).")
+    static let watch = OptionSpec(long: "watch", short: nil, value: nil,
+        help: "Keep asking, once a second, and print each new position until interrupted.")
     static let wait = OptionSpec(long: "wait", short: nil, value: "DURATION",
         help: "How long to wait for a first fix: 0s to 30s (default 5s).")
 
@@ -57,15 +62,43 @@ enum LocationCommand: Command {
             query.waitMilliseconds = seconds * 1000
         }
         let interface = BrokerInterface(socketPath: try BrokerOptions.socketPath(arguments, command: spec.name))
-        let document = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
-            try await interface.location(query)
+        guard arguments.has("watch") else {
+            let document = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+                try await interface.location(query)
+            }
+            console.out(arguments.has("json") ? try JSONOutput.encode(document) : text(document))
+            return .success
         }
-        if arguments.has("json") {
-            console.out(try JSONOutput.encode(document))
-        } else {
-            console.out(text(document))
+        // Watching: a position that did not change is not printed again; a problem is said
+        // once until it changes; a refusal (no grant any more) ends the watch.
+        var last: LocationDocument?
+        var problem: String?
+        while true {
+            let answer: LocationDocument?
+            do throws(InterfaceError) {
+                answer = try await interface.location(query)
+            } catch {
+                answer = nil
+                switch error {
+                case .unavailable, .unreachable, .brokerBusy:
+                    if error.description != problem {
+                        console.error("devaccess: \(error.description)")
+                        problem = error.description
+                    }
+                default:
+                    throw AdminAccess.failure(error, command: spec.name)
+                }
+            }
+            if let document = answer {
+                problem = nil
+                if document.latitude != last?.latitude || document.longitude != last?.longitude
+                    || document.fix != last?.fix || document.accuracy != last?.accuracy {
+                    console.out(arguments.has("json") ? try JSONOutput.encodeLine(document) : text(document))
+                    last = document
+                }
+            }
+            try await Task.sleep(for: .seconds(1))
         }
-        return .success
     }
 
     /// `48.12°N 11.52°E ±10000 m (city: about 10 km; grant: exact)` and a line about the fix.

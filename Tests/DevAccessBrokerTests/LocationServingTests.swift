@@ -209,3 +209,23 @@ extension LocationServingTests {
         #expect(!events.contains { $0["event"] as? String == "receiver-add" }, "\(refused.stdout)")
     }
 }
+
+extension LocationServingTests {
+    /// `location --watch` prints a position once, not again while it stays in its cell.
+    @Test func watchingPrintsAPositionOnceWhileItStaysInItsCell() throws {
+        let setup = try Setup()
+        let user = try TestUser("locwatch")
+        try setup.grant(user, ["--accuracy", "city"])
+        #expect(try setup.location(user).status == 0)  // gpsd has a fix now
+        let watched = try user.run("/usr/bin/timeout", ["5", TestProcess.devaccessBinary, "location", "--watch", "--json"]
+                                   + setup.socket)
+        let lines = watched.stdout.split(separator: "\n").compactMap { try? json(String($0)) }
+        #expect(lines.count == 1, "\(watched.stdout) \(watched.stderr)")
+        #expect(lines.allSatisfy { $0["accuracy"] as? String == "city" })
+        // Without a grant the watch ends at once: refused (77), not retried.
+        let none = try TestUser("locwnone")
+        let refused = try none.run("/usr/bin/timeout", ["5", TestProcess.devaccessBinary, "location", "--watch"]
+                                   + setup.socket)
+        #expect(refused.status == 77, "\(refused.status) \(refused.stderr)")
+    }
+}
