@@ -75,18 +75,17 @@ enum SwitchCommand: Command {
         if let reason = arguments.value("reason"), reason.utf8.count > 1024 {
             throw UsageError(message: "'--reason' is longer than 1024 bytes", command: spec.name)
         }
-        var until: Int64?
+        var lasting: Int64?
         if let text = arguments.value("for") {
             do {
-                let seconds = try DurationText.seconds(text)
-                until = Int64((Date().timeIntervalSince1970 * 1000).rounded()) + seconds * 1000
+                lasting = try DurationText.seconds(text)
             } catch {
                 throw UsageError(message: "\(error.description) for '--for'", command: spec.name)
             }
         }
         let interface = try AdminAccess.interface(arguments, command: spec.name)
         let order = SwitchOrder(permission: permission, off: off, hard: arguments.has("hard"),
-                                reason: arguments.value("reason"), untilMilliseconds: until)
+                                reason: arguments.value("reason"), lastingSeconds: lasting)
         let document = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
             try await interface.setSwitch(order)
         }

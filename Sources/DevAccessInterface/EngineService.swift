@@ -321,9 +321,11 @@ public struct EngineService: DevAccessInterface {
         let now = clock()
         let until = order.untilMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
         let actor = caller.principal
-        let engineOrder = Enforcer.SwitchOrder(permission: order.permission, off: order.off, hard: order.hard,
-                                               reason: order.reason ?? "", until: until)
         return try await runner.run("switch") { (engine) throws(EnforcementError) -> (SwitchesDocument, EnforcementReport) in
+            // `--for` counts from now, by the engine's clock: not from when the CLI parsed it.
+            let engineOrder = Enforcer.SwitchOrder(
+                permission: order.permission, off: order.off, hard: order.hard, reason: order.reason ?? "",
+                until: order.lastingSeconds.map { engine.clock().addingTimeInterval(TimeInterval($0)) } ?? until)
             let outcome = try engine.acting(as: actor).setSwitch(engineOrder)
             var stillOpen: SwitchesDocument.StillOpen?
             if order.off {

@@ -177,9 +177,13 @@ public struct SwitchOrder: Sendable, Hashable {
     public var reason: String?
     /// `off` only: when it turns itself back on, in milliseconds since 1970 UTC.
     public var untilMilliseconds: Int64?
+    /// `off` only (`--for`): it turns itself back on this many seconds after devaccessd
+    /// records it, by devaccessd's clock. Excludes `untilMilliseconds`.
+    public var lastingSeconds: Int64?
 
     public init(permission: Permission, off: Bool, hard: Bool = false, reason: String? = nil,
-                untilMilliseconds: Int64? = nil) {
+                untilMilliseconds: Int64? = nil, lastingSeconds: Int64? = nil) {
+        self.lastingSeconds = lastingSeconds
         self.permission = permission
         self.off = off
         self.hard = hard
@@ -265,6 +269,7 @@ enum AdministrationCoding {
             if order.hard { members.append(JSONMember("hard", .bool(true))) }
             add("reason", order.reason)
             if let until = order.untilMilliseconds { members.append(JSONMember("until", .integer(until))) }
+            if let seconds = order.lastingSeconds { members.append(JSONMember("for", .integer(seconds))) }
         case .reconcile, .switches:
             break
         default:
@@ -336,12 +341,16 @@ enum AdministrationCoding {
             } ?? false
             let reason = try reader.optionalString("reason", maxLength: maxReason)
             let until = try reader.optionalInteger("until", in: 1...maxMilliseconds)
-            if !off && (hard || until != nil) {
-                throw ProtocolError(.badMessage, context: reader.childPath(hard ? "hard" : "until"),
-                                    reason: "'hard' and 'until' go with state 'off' only")
+            let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
+            if !off && (hard || until != nil || lasting != nil) {
+                throw ProtocolError(.badMessage, context: reader.childPath(hard ? "hard" : until != nil ? "until" : "for"),
+                                    reason: "'hard', 'until' and 'for' go with state 'off' only")
+            }
+            if until != nil, lasting != nil {
+                throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'until' or 'for', not both")
             }
             return .setSwitch(SwitchOrder(permission: permission, off: off, hard: hard, reason: reason,
-                                          untilMilliseconds: until))
+                                          untilMilliseconds: until, lastingSeconds: lasting))
         case "audit-verify":
             return .auditVerify(AuditVerifyQuery(archive: try optionalPath("archive", &reader)))
         case "audit-archive":
