@@ -16,8 +16,7 @@ enum LocationCommand: Command {
         Levels, finest first: exact, street (about 100 m), neighborhood (about 1 km), city
         (about 10 km), country (about 300 km). Below exact the coordinates are the centre of
         a grid cell of that size (the same for every read, so averaging reads gains
-        nothing), speed, track and climb are left out, and the altitude is rounded
-        (neighborhood and street) or left out (city, country). --accuracy asks for a
+        nothing); speed, track, climb and the altitude are left out. --accuracy asks for a
         coarser level than the grant; a finer one is refused.
         When gpsd has no fix yet, devaccessd waits for one up to --wait (default 5s, at
         most 30s). --watch asks again every second and prints each position that differs

@@ -16,7 +16,7 @@ extension BrokerService {
             return .error(ProtocolError(.unavailable, context: "location",
                                         reason: "this devaccessd serves no location (it was started with --no-location)"))
         }
-        let granted: LocationAccuracy
+        var granted: LocationAccuracy
         switch await grantedLocation(subject, id: id, peer: peer) {
         case .success(let level): granted = level
         case .failure(let failure): return failure.reply
@@ -26,8 +26,23 @@ extension BrokerService {
                           reason: "\(subject.name)'s location grant is at \(granted) accuracy (\(granted.approximately)), "
                               + "not \(asked); ask for more with 'devaccess request location --accuracy \(asked)'")
         }
-        let level = query.accuracy ?? granted
-        switch await locations.fix(at: level, wait: .milliseconds(query.waitMilliseconds)) {
+        var level = query.accuracy ?? granted
+        let asked = ContinuousClock.now
+        var outcome = await locations.fix(at: level, wait: .milliseconds(query.waitMilliseconds))
+        if case .served = outcome, ContinuousClock.now - asked > .milliseconds(50) {
+            // The grant may have ended, or become coarser, while gpsd had no fix: ask again.
+            switch await grantedLocation(subject, id: id, peer: peer) {
+            case .failure(let failure):
+                return failure.reply
+            case .success(let now) where now < level:
+                granted = now
+                level = now
+                outcome = await locations.fix(at: level, wait: .zero)
+            case .success:
+                break
+            }
+        }
+        switch outcome {
         case .unavailable(let problem):
             return .error(ProtocolError(.unavailable, context: "location", reason: problem))
         case .served(let fix):

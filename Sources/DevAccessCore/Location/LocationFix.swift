@@ -54,8 +54,9 @@ public struct LocationFix: Sendable, Hashable {
 /// closer. A position that wanders across a cell edge (receiver noise) would flip between
 /// two cells, and the share of reads in each would say where the edge lies; so the cell
 /// served last is kept until the position is a quarter cell beyond it. Speed, track and
-/// climb, which let a program dead-reckon within a cell, are withheld below exact; the
-/// altitude is rounded to a tenth of the cell at street and neighborhood and withheld above.
+/// climb, which let a program dead-reckon within a cell, and the altitude are withheld below
+/// exact: a rounded altitude flips between two values with receiver noise, and the share of
+/// each says the true altitude (and, with a terrain model, a contour line in the cell).
 public struct LocationBlur: Sendable {
     private var served: [LocationAccuracy: LocationGrid.Cell] = [:]
 
@@ -76,14 +77,8 @@ public struct LocationBlur: Sendable {
         out.latitude = centre.latitude
         out.longitude = centre.longitude
         out.horizontalError = cellMeters
-        if level >= .neighborhood, let altitude = fix.altitude {
-            let step = cellMeters / 10
-            out.altitude = (altitude / step).rounded() * step
-            out.verticalError = step
-        } else {
-            // Without an altitude a 3D fix says no more than a 2D one.
-            out.mode = min(fix.mode, 2)
-        }
+        // Without an altitude a 3D fix says no more than a 2D one.
+        out.mode = min(fix.mode, 2)
         return out
     }
 }
