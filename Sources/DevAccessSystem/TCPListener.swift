@@ -83,6 +83,31 @@ public enum TCPSocketOwner {
     }
 }
 
+extension TCPSocketOwner {
+    /// Who owns the other end of a connected TCP socket of ours (gpsd's socket, for
+    /// devaccessd's connection to gpsd): nil when the kernel names nobody (a peer on
+    /// another host, or a connection already gone).
+    public static func peerOwner(ofConnected descriptor: Int32) -> UInt32? {
+        var local = sockaddr_storage(), remote = sockaddr_storage()
+        var localLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        var remoteLength = localLength
+        let named = withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &localLength) }
+        }
+        let peered = withUnsafeMutablePointer(to: &remote) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &remoteLength) }
+        }
+        guard named == 0, peered == 0, let mine = TCPAddress(local), let theirs = TCPAddress(remote) else { return nil }
+        return try? uid(of: theirs, connectedTo: mine)
+    }
+
+    /// True for uids a login user can hold: 1000 and up (login.defs' UID_MIN on Debian),
+    /// their subordinate uids included, except `nobody` (65534), which daemons run as.
+    public static func isUserAccount(_ uid: UInt32) -> Bool {
+        uid >= 1000 && uid != 65_534
+    }
+}
+
 /// A connection `TCPListener.accept` took: the descriptor (non-blocking, close-on-exec)
 /// and both ends.
 public struct AcceptedTCP: Sendable {

@@ -496,3 +496,38 @@ func tcpConnections() -> Set<UInt16> {
     }
     return ports
 }
+
+extension GpsdWatcherTests {
+    /// A login user listening on gpsd's port while gpsd is down would have devaccessd serve
+    /// its made-up position to every granted program: the watcher takes nothing from a
+    /// socket a login user owns (asked of the kernel, sock_diag).
+    @Test func aUsersFakeGpsdIsNotBelieved() throws {
+        let user = try TestUser("fakegps")
+        let port = try freeLoopbackPort()
+        let fake = try BackgroundProcess("/usr/bin/setpriv", [
+            "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c", """
+            import socket, sys
+            s = socket.socket()
+            s.bind(("127.0.0.1", int(sys.argv[1])))
+            s.listen(8)
+            while True:
+                c, _ = s.accept()
+                c.sendall(b'{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}\\n')
+                c.recv(4096)
+                c.sendall(b'{"class":"DEVICES","devices":[{"class":"DEVICE","path":"/dev/ttyACM0",'
+                          b'"activated":"2026-01-01T00:00:00.000Z"}]}\\n'
+                          b'{"class":"TPV","device":"/dev/ttyACM0","mode":3,"lat":1.5,"lon":2.5}\\n')
+            """, String(port),
+        ])
+        defer { withExtendedLifetime(fake) {} }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !isListening(port: port), ContinuousClock.now < deadline { usleep(20_000) }
+        let watcher = GpsdWatcher(endpoint: GpsdEndpoint(host: "127.0.0.1", port: port))
+        try watcher.start()
+        defer { watcher.stop() }
+        let state = try #require(waitUntil(watcher) { $0.problem?.contains("uid \(user.uid)") == true },
+                                 "\(watcher.snapshot())")
+        #expect(state.problem?.contains("not gpsd") == true && state.fixes.isEmpty && !state.connected, "\(state)")
+        #expect(watcher.bestFix() == nil)
+    }
+}

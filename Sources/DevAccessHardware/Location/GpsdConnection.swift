@@ -37,6 +37,9 @@ struct GpsdConnection: ~Copyable {
         self.wake = wake
     }
 
+    /// The uid that owns gpsd's end of this connection, when the kernel can say (loopback).
+    var peerOwner: UInt32? { TCPSocketOwner.peerOwner(ofConnected: descriptor.rawValue) }
+
     // MARK: Connecting
 
     /// Resolves the endpoint and connects, trying each address in turn, all within `deadline`.

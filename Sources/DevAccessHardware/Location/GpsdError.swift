@@ -42,13 +42,16 @@ public enum GpsdError: Error, Sendable, Hashable, CustomStringConvertible {
     case gpsdError(GpsdEndpoint, String)
     /// A socket call failed in a way none of the above describes.
     case socket(GpsdEndpoint, operation: String, Errno)
+    /// What listens at the endpoint is a program of a login user, not gpsd (a user can
+    /// listen on gpsd's port while gpsd is down): its positions are not taken.
+    case untrusted(GpsdEndpoint, uid: UInt32)
 
     public var endpoint: GpsdEndpoint {
         switch self {
         case .unresolvable(let endpoint, _), .resolutionTimedOut(let endpoint, _), .refused(let endpoint),
              .unreachable(let endpoint, _), .connectTimedOut(let endpoint, _), .noAnswer(let endpoint, _, _),
              .closedEarly(let endpoint, _), .closed(let endpoint), .garbage(let endpoint, _), .lineTooLong(let endpoint, _),
-             .gpsdError(let endpoint, _), .socket(let endpoint, _, _):
+             .gpsdError(let endpoint, _), .socket(let endpoint, _, _), .untrusted(let endpoint, _):
             return endpoint
         }
     }
@@ -89,6 +92,10 @@ public enum GpsdError: Error, Sendable, Hashable, CustomStringConvertible {
             return "gpsd at \(endpoint) refused the query: \(message)"
         case .socket(let endpoint, let operation, let errno):
             return "talking to gpsd at \(endpoint) failed: \(operation): \(errno)"
+        case .untrusted(let endpoint, let uid):
+            return "what listens at \(endpoint) is a program of uid \(uid) (a login user's), not gpsd: positions "
+                + "from it are not taken (a user can listen on gpsd's port while gpsd is down); start gpsd, which "
+                + "runs as root or a system account"
         }
     }
 }

@@ -2,6 +2,7 @@ import Glibc
 import Foundation
 import Synchronization
 import DevAccessCore
+import DevAccessSystem
 
 /// The broker's standing connection to gpsd: one `?WATCH` stream, kept open on a thread
 /// of its own and made again with exponential back-off whenever it ends, holding the
@@ -194,6 +195,11 @@ public final class GpsdWatcher: Sendable {
             let handshake = ContinuousClock.now.advanced(by: handshakeTimeout)
             var connection = try GpsdConnection.open(endpoint, deadline: handshake, budget: handshakeTimeout,
                                                      maxLineLength: maxLineLength, wake: run.wakeReader)
+            // Whoever listens on gpsd's port is served to every granted program: not a login
+            // user's program (one can listen there while gpsd is down).
+            if let owner = connection.peerOwner, TCPSocketOwner.isUserAccount(owner) {
+                throw .untrusted(endpoint, uid: owner)
+            }
             let version = try next(&connection, until: handshake, .banner).report.banner(from: endpoint)
             switch try connection.send(GpsdClient.watchCommand, until: handshake) {
             case .sent: break
