@@ -289,7 +289,16 @@ struct Doctor {
 
     /// Whether location grants bind: gpsd's port closed to unprivileged programs, and no
     /// receiver node they can read around it.
-    func locationGate(_ report: AdapterReport) -> Check {
+    func locationGate(_ report: AdapterReport, unprivilegedPortStart: String = "/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        -> Check
+    {
+        // devaccessd's gpsd endpoint is on 947 so that no user can hold it first.
+        if let text = try? String(contentsOfFile: unprivilegedPortStart, encoding: .utf8),
+           let start = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), start <= 947 {
+            return Check(name: "location", status: .warn, message: "net.ipv4.ip_unprivileged_port_start is \(start): "
+                             + "any user may listen on devaccessd's gpsd endpoint port (947) while devaccessd is down "
+                             + "and answer gpsd clients in its place; set it back to 1024")
+        }
         if let why = report.unavailableReason {
             return Check(name: "location", status: .ok, message: "no receiver seen from here: \(why)")
         }

@@ -22,7 +22,7 @@ enum LocationCommand: Command {
         most 30s). --watch asks again every second and prints each position that differs
         from the last (a coarse level changes only when the machine moves to another
         cell), until interrupted; gpsd's clients can stream from devaccessd's gpsd endpoint
-        instead (gpspipe -w localhost:2948).
+        instead (gpspipe -w localhost:947).
         Exit codes: 0 printed, 6 no position (gpsd not running, no receiver, no fix within
         --wait; the message says which), 64 usage error, 69 devaccessd unreachable, 77 no
         location grant, or a level finer than the grant (audited).

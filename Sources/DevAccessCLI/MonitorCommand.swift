@@ -14,7 +14,7 @@ enum MonitorCommand: Command {
         devices. After each event the permission is probed again and the devices that
         appeared, went away or changed are printed, with the status before and after for
         USER. With --json, one object per line (docs/json.md). Runs until interrupted.
-        Location comes from devaccessd's gpsd endpoint (--location, default 127.0.0.1:2948),
+        Location comes from devaccessd's gpsd endpoint (--location, default 127.0.0.1:947),
         at your grant: a receiver added or removed ('add location receiver PATH'), a fix
         gained, lost or changed between 2D and 3D ('fix location PATH: none -> 3d'), and why
         nothing comes ('location: ...': no grant, devaccessd not serving it); it reconnects
@@ -25,7 +25,7 @@ enum MonitorCommand: Command {
         """)
 
     static let locationOption = OptionSpec(long: "location", short: nil, value: "HOST:PORT",
-        help: "devaccessd's gpsd endpoint to follow location at (default 127.0.0.1:2948).")
+        help: "devaccessd's gpsd endpoint to follow location at (default 127.0.0.1:947).")
 
     static let watched: [(subsystem: String, permission: Permission)] = [
         ("video4linux", .camera), ("sound", .microphone),
@@ -107,7 +107,7 @@ enum MonitorCommand: Command {
     private static func watchLocation(_ arguments: ParsedArguments, json: Bool, console: Console) throws -> GpsdWatcher {
         let endpoint: GpsdEndpoint
         do {
-            endpoint = try GpsdEndpoint(parsing: arguments.value("location") ?? "127.0.0.1:2948")
+            endpoint = try GpsdEndpoint(parsing: arguments.value("location") ?? "127.0.0.1:947")
         } catch {
             throw UsageError(message: "\(error) for '--location'", command: spec.name)
         }

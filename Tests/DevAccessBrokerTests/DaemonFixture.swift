@@ -33,7 +33,7 @@ final class RunningDaemon: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["--socket", socketPath, "--state-dir", stateDirectory, "--log-target", "stderr",
                              "--gpsd", "127.0.0.1:9", "--gpsd-timeout", "200",
-                             // Daemons of parallel tests cannot all have port 2948: a test of the
+                             // Daemons of parallel tests cannot all have port 947: a test of the
                              // endpoint gives a port of its own.
                              "--location-port", "0"] + arguments
         if leadsSession {

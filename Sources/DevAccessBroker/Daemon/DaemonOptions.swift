@@ -22,7 +22,7 @@ public struct DaemonOptions: Sendable {
     /// false: no gpsd client, no `location`, no gpsd endpoint (`--no-location`).
     public var servesLocation = true
     /// The gpsd-compatible endpoint's loopback port; nil: none (`--location-port 0`).
-    public var locationPort: UInt16? = 2948
+    public var locationPort: UInt16? = 947
     public var logLevel = BrokerLog.Level.info
     /// nil: journal when stderr is connected to journald, else stderr.
     public var logTarget: BrokerLog.Target?
@@ -57,7 +57,7 @@ public struct DaemonOptions: Sendable {
                                  'unavailable', no gpsd endpoint.
           --location-port PORT   gpsd's JSON protocol on 127.0.0.1:PORT and [::1]:PORT for
                                  gpsd clients, each served at its user's location grant;
-                                 0: none (default: 2948).
+                                 0: none (default: 947).
           --max-connections N    Clients served at once; more are told 'busy' (default: 1024).
           --max-connections-per-user N
                                  Connections one user may hold (root and admins: no limit;
