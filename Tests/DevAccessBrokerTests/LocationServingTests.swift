@@ -62,9 +62,10 @@ struct LocationServingTests {
         try setup.grant(city, ["--accuracy", "city"])
         try setup.grant(exact, [])
 
-        // gpsd's first fixes after it identified the receiver may be 2D (no altitude yet).
+        // gpsd's first fixes after it identified the receiver may be 2D, or 3D without an
+        // altitude yet: wait for a complete one.
         var precise = try setup.location(exact)
-        for _ in 0..<60 where precise.status == 0 && precise.json["fix"] as? String != "3d" {
+        for _ in 0..<60 where precise.status == 0 && precise.json["altitude"] == nil {
             usleep(250_000)
             precise = try setup.location(exact)
         }
