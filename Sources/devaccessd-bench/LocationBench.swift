@@ -18,6 +18,10 @@
 import DevAccessCore
 import Foundation
 import Glibc
+import Synchronization
+
+/// Set by SIGINT/SIGTERM: the poll loop then fails, which removes the users and stops gpsd.
+let locationBenchInterrupted = Atomic<Bool>(false)
 
 extension HotplugBench {
     /// gpsd 3.22 as Debian builds it serves 64 subscribers; devaccessd's watcher is one.
@@ -27,12 +31,16 @@ extension HotplugBench {
     /// gpsfake's pause after each NMEA sentence; five sentences make one fix.
     static let sentenceDelay = 0.05
 
-    func location(watchers: Int, fixes: Int) {
+    /// `direct`: clients of gpsd itself (default: as many as gpsd has room for, at most `watchers`).
+    func location(watchers: Int, direct wanted: Int?, fixes: Int) {
         guard getuid() == 0 else { fail("--location needs root (users for the clients, a root daemon)") }
         guard let gpsfake = findExecutable("gpsfake"), findExecutable("gpsd") != nil else {
             fail("--location needs gpsd and gpsfake (apt-get install gpsd gpsd-clients)")
         }
         defer { finish() }
+        for signal in [SIGINT, SIGTERM] {
+            _ = Glibc.signal(signal) { _ in locationBenchInterrupted.store(true, ordering: .relaxed) }
+        }
         guard mkdir(work, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(work): \(errnoText())") }
         let config = work + "/config"
         guard mkdir(config, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(config): \(errnoText())") }
@@ -62,7 +70,7 @@ extension HotplugBench {
         }
 
         // The users: the endpoint allows 16 connections per user, so 100 clients need 7 or more.
-        let direct = min(watchers, Self.gpsdSubscriberSlots - 1)
+        let direct = min(wanted ?? watchers, Self.gpsdSubscriberSlots - 1)
         let half = (watchers + 1) / 2
         let perLevel = (half + Self.endpointClientsPerUser - 1) / Self.endpointClientsPerUser
         var users: [(name: String, uid: UInt32, city: Bool)] = []
@@ -149,13 +157,21 @@ extension HotplugBench {
               + "\(direct) clients watching gpsd directly, \(watchers) through devaccessd's endpoint "
               + "(\(watchers - half) city, \(half) exact; \(users.count) users), "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores, load \(load)")
-        if direct < watchers {
+        if direct < watchers && wanted == nil {
             print("  gpsd serves \(Self.gpsdSubscriberSlots) subscribers (its build's limit) and devaccessd's "
                   + "watcher is one: \(direct) direct clients, not \(watchers)")
         }
         print("  delay = when a client received fix F minus when the first direct client received F "
               + "(all clients in one poll loop)")
         report.print()
+        for (label, group) in [("direct", clients.filter { !$0.viaDevaccessd }),
+                               ("endpoint exact", clients.filter { $0.viaDevaccessd && !$0.city }),
+                               ("endpoint city", clients.filter { $0.viaDevaccessd && $0.city })] where !group.isEmpty {
+            let figures = group.map { $0.perFix() }
+            print(String(format: "per client and fix, %@: %.2f TPV reports, %.0f bytes", label,
+                         figures.map(\.reports).reduce(0, +) / Double(group.count),
+                         figures.map(\.bytes).reduce(0, +) / Double(group.count)))
+        }
         let cpu = { (before: Int, after: Int) in Double(after - before) / ticks / Double(times.count + 1) * 1000 }
         print(String(format: "CPU per fix over %.1f s: devaccessd %.2f ms, gpsd %.2f ms (/proc stat, %.0f Hz ticks)",
                      elapsed, cpu(cpuBefore.0, cpuAfter.0), cpu(cpuBefore.1, cpuAfter.1), ticks))
@@ -212,6 +228,7 @@ extension HotplugBench {
     /// One poll over every client; what is ready is read and stamped with the instant poll
     /// returned (the bytes were there by then) and the kernel's receive time.
     func pollOnce(_ clients: inout [WatchingClient], timeoutMilliseconds: Int32) {
+        if locationBenchInterrupted.load(ordering: .relaxed) { fail("interrupted") }
         var descriptors = clients.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
         guard poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds) > 0 else { return }
         let woke = now()
@@ -404,6 +421,14 @@ struct WatchingClient {
 
     func firstFix() -> [String: (woke: UInt64, kernel: UInt64)] { arrivals() }
 
+    /// TPV reports received per distinct fix, and bytes per distinct fix: how often the
+    /// same fix was sent again.
+    func perFix() -> (reports: Double, bytes: Double) {
+        let fixes = Double(max(1, arrivals().count))
+        let text = bytes.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }
+        return (Double(text.components(separatedBy: "\"class\":\"TPV\"").count - 1) / fixes, Double(bytes.count) / fixes)
+    }
+
     private static func find(_ needle: [UInt8], in line: Slice<UnsafeBufferPointer<UInt8>>) -> Int? {
         guard line.count >= needle.count else { return nil }
         var index = line.startIndex
@@ -415,28 +440,33 @@ struct WatchingClient {
     }
 }
 
-/// Delays per fix and client, in ns, by path and by clock.
+/// Delays per fix and client, in ns, by path and by clock. Signed: when gpsd pauses between
+/// writing to devaccessd's watcher and to its other clients, an endpoint client can have a
+/// fix before the first direct client.
 struct DeliveryReport {
-    var direct: [UInt64] = []
-    var endpoint: [UInt64] = []
-    var endpointExact: [UInt64] = []
-    var endpointCity: [UInt64] = []
-    var directKernel: [UInt64] = []
-    var endpointKernel: [UInt64] = []
+    var direct: [Int64] = []
+    var endpoint: [Int64] = []
+    var endpointExact: [Int64] = []
+    var endpointCity: [Int64] = []
+    var directKernel: [Int64] = []
+    var endpointKernel: [Int64] = []
     /// Per fix: the first and the last endpoint client's delay (the pipeline, and its fan-out).
-    var firstEndpoint: [UInt64] = []
-    var lastEndpoint: [UInt64] = []
-    var lastDirect: [UInt64] = []
+    var firstEndpoint: [Int64] = []
+    var lastEndpoint: [Int64] = []
+    var lastDirect: [Int64] = []
+    /// Per fix: the last endpoint client's delay minus the last direct client's (a stall of
+    /// gpsd's shows in both and cancels out).
+    var pairedLast: [Int64] = []
 
     mutating func add(_ time: String, _ clients: [WatchingClient]) {
         let arrivals = clients.map { $0.arrivals()[time] }
         let directs = zip(clients, arrivals).filter { !$0.0.viaDevaccessd }.compactMap { $0.1 }
         guard let reference = directs.map(\.woke).min(), let kernelReference = directs.map(\.kernel).min() else { return }
-        var first = UInt64.max, last: UInt64 = 0, lastOfDirect: UInt64 = 0
+        var first = Int64.max, last = Int64.min, lastOfDirect = Int64.min
         for (client, arrival) in zip(clients, arrivals) {
             guard let arrival else { continue }
-            let delay = arrival.woke - reference
-            let kernelDelay = arrival.kernel >= kernelReference ? arrival.kernel - kernelReference : 0
+            let delay = Int64(bitPattern: arrival.woke &- reference)
+            let kernelDelay = Int64(bitPattern: arrival.kernel &- kernelReference)
             if client.viaDevaccessd {
                 endpoint.append(delay)
                 endpointKernel.append(kernelDelay)
@@ -452,29 +482,38 @@ struct DeliveryReport {
         firstEndpoint.append(first)
         lastEndpoint.append(last)
         lastDirect.append(lastOfDirect)
+        pairedLast.append(last - lastOfDirect)
+    }
+
+    /// Milliseconds at percentile `p` of `sorted` (nearest rank).
+    static func at(_ sorted: [Int64], _ p: Double) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        return Double(sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count) * p).rounded(.up)) - 1))]) / 1e6
     }
 
     func print() {
-        func line(_ label: String, _ values: [UInt64]) -> (p50: Double, p99: Double) {
+        func line(_ label: String, _ values: [Int64]) -> (p50: Double, p99: Double) {
             let sorted = values.sorted()
-            let p50 = percentile(sorted, 0.5) / 1000, p99 = percentile(sorted, 0.99) / 1000
+            let p50 = Self.at(sorted, 0.5), p99 = Self.at(sorted, 0.99)
             Swift.print(String(format: "%@ p50 %6.3f ms  p99 %6.3f ms  max %6.3f ms  (%d deliveries)",
                                label.padding(toLength: 52, withPad: " ", startingAt: 0), p50, p99,
-                               percentile(sorted, 1.0) / 1000, sorted.count))
+                               Self.at(sorted, 1.0), sorted.count))
             return (p50, p99)
         }
         Swift.print("monotonic clock at poll wake-up:")
         let gpsd = line("  gpsd direct (gpsd's own fan-out)", direct)
         let broker = line("  through devaccessd's endpoint", endpoint)
-        _ = line("    exact clients", endpointExact)
-        _ = line("    city clients", endpointCity)
+        _ = line("    exact clients (TPV + SKY)", endpointExact)
+        _ = line("    city clients (TPV)", endpointCity)
         _ = line("  per fix: last direct client", lastDirect)
         _ = line("  per fix: first endpoint client (watcher + relay)", firstEndpoint)
         _ = line("  per fix: last endpoint client", lastEndpoint)
         Swift.print(String(format: "  added by devaccessd: p50 %+.3f ms  p99 %+.3f ms  (goal: p99 < 1 ms); "
-                           + "ratio endpoint/direct p50 %.2f  p99 %.2f",
-                           broker.p50 - gpsd.p50, broker.p99 - gpsd.p99,
-                           gpsd.p50 > 0 ? broker.p50 / gpsd.p50 : 0, gpsd.p99 > 0 ? broker.p99 / gpsd.p99 : 0))
+                           + "ratio endpoint/direct at p99 %.2f",
+                           broker.p50 - gpsd.p50, broker.p99 - gpsd.p99, gpsd.p99 > 0 ? broker.p99 / gpsd.p99 : 0))
+        let paired = pairedLast.sorted()
+        Swift.print(String(format: "  per fix, last endpoint client minus last direct client: p50 %+.3f ms  p99 %+.3f ms  "
+                           + "max %+.3f ms", Self.at(paired, 0.5), Self.at(paired, 0.99), Self.at(paired, 1.0)))
         Swift.print("kernel receive time of the bytes (SO_TIMESTAMPNS), the same delays:")
         let gpsdKernel = line("  gpsd direct", directKernel)
         let brokerKernel = line("  through devaccessd's endpoint", endpointKernel)

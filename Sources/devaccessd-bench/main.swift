@@ -41,6 +41,7 @@ struct Options {
     var location = false
     var watchers = 100
     var fixes = 60
+    var direct: Int?
 
     init(_ arguments: [String]) {
         var index = 0
@@ -61,6 +62,7 @@ struct Options {
             case "--location": location = true
             case "--watchers": watchers = max(1, Int(next()) ?? watchers)
             case "--fixes": fixes = max(1, Int(next()) ?? fixes)
+            case "--direct": direct = max(1, Int(next()) ?? 1)
             case "--samples": samples = max(1, Int(next()) ?? samples)
             case "--expiries": expiries = max(0, Int(next()) ?? expiries)
             case "-h", "--help":
@@ -68,7 +70,7 @@ struct Options {
                       + "       devaccessd-bench --hotplug [--samples N (200)] [--expiries N (10)]   (root)\n"
                       + "       devaccessd-bench --operations [--samples N (200)]   (root)\n"
                       + "       devaccessd-bench --run [--samples N (200)]   (root)\n"
-                      + "       devaccessd-bench --location [--watchers N (100)] [--fixes N (60)]   (root; gpsd, gpsfake)")
+                      + "       devaccessd-bench --location [--watchers N (100)] [--direct N (63)] [--fixes N (60)]   (root; gpsd, gpsfake)")
                 exit(0)
             default: fail("unknown argument \(arguments[index])")
             }
@@ -257,7 +259,7 @@ if options.run {
     exit(0)
 }
 if options.location {
-    HotplugBench().location(watchers: options.watchers, fixes: options.fixes)
+    HotplugBench().location(watchers: options.watchers, direct: options.direct, fixes: options.fixes)
     exit(0)
 }
 let here = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")
