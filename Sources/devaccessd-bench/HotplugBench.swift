@@ -17,7 +17,9 @@ final class HotplugBench {
     static let otherUID: UInt32 = 65533
 
     let work = NSTemporaryDirectory() + "devaccessd-bench-hotplug-\(getpid())"
-    private var daemon: Process?
+    var daemon: Process?
+    /// More to undo at the end (processes, users), run last first after the daemon stops.
+    var cleanups: [() -> Void] = []
 
     /// Ends the daemon and removes the scratch directory, then exits: every failure path.
     func fail(_ message: String) -> Never {
@@ -31,6 +33,8 @@ final class HotplugBench {
             daemon.waitUntilExit()
         }
         daemon = nil
+        for cleanup in cleanups.reversed() { cleanup() }
+        cleanups = []
         try? FileManager.default.removeItem(atPath: work)
     }
 
@@ -122,10 +126,10 @@ final class HotplugBench {
             .deletingLastPathComponent()
     }
 
-    func startDaemon(environment: [String: String]) -> Process {
+    func startDaemon(environment: [String: String], extra: [String] = []) -> Process {
         let process = Process()
         process.executableURL = here.appendingPathComponent("devaccessd")
-        process.arguments = ["--socket", work + "/broker.sock", "--log-target", "stderr", "--log-level", "info"]
+        process.arguments = ["--socket", work + "/broker.sock", "--log-target", "stderr", "--log-level", "info"] + extra
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         _ = FileManager.default.createFile(atPath: work + "/daemon.log", contents: nil)
         guard let log = FileHandle(forWritingAtPath: work + "/daemon.log") else { fail("cannot create the daemon log") }

@@ -17,6 +17,11 @@
 //
 // --run (root, the same): `devaccess run --camera -- /bin/true` against plain exec of
 // /bin/true, a cold CLI, and bwrap / systemd-run where they work (RunBench.swift).
+//
+// --location (root, gpsd and gpsfake installed): a fix from gpsd to 100 watching clients
+// through devaccessd's gpsd-compatible endpoint, against the same fix straight from gpsd
+// to its own clients, in one poll loop; the daemon's memory with the clients
+// (LocationBench.swift).
 import DevAccessCore
 import DevAccessProtocol
 import Foundation
@@ -33,6 +38,10 @@ struct Options {
     var expiries = 10
     var operations = false
     var run = false
+    var location = false
+    var watchers = 100
+    var fixes = 60
+    var direct: Int?
 
     init(_ arguments: [String]) {
         var index = 0
@@ -50,13 +59,18 @@ struct Options {
             case "--hotplug": hotplug = true
             case "--operations": operations = true
             case "--run": run = true
+            case "--location": location = true
+            case "--watchers": watchers = max(1, Int(next()) ?? watchers)
+            case "--fixes": fixes = max(1, Int(next()) ?? fixes)
+            case "--direct": direct = max(1, Int(next()) ?? 1)
             case "--samples": samples = max(1, Int(next()) ?? samples)
             case "--expiries": expiries = max(0, Int(next()) ?? expiries)
             case "-h", "--help":
                 print("usage: devaccessd-bench [--socket PATH] [--clients N,M] [--seconds S] [--requests N]\n"
                       + "       devaccessd-bench --hotplug [--samples N (200)] [--expiries N (10)]   (root)\n"
                       + "       devaccessd-bench --operations [--samples N (200)]   (root)\n"
-                      + "       devaccessd-bench --run [--samples N (200)]   (root)")
+                      + "       devaccessd-bench --run [--samples N (200)]   (root)\n"
+                      + "       devaccessd-bench --location [--watchers N (100)] [--direct N (63)] [--fixes N (60)]   (root; gpsd, gpsfake)")
                 exit(0)
             default: fail("unknown argument \(arguments[index])")
             }
@@ -242,6 +256,10 @@ if options.operations {
 }
 if options.run {
     HotplugBench().runs(samples: options.samples)
+    exit(0)
+}
+if options.location {
+    HotplugBench().location(watchers: options.watchers, direct: options.direct, fixes: options.fixes)
     exit(0)
 }
 let here = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")

@@ -179,12 +179,19 @@ public final class GpsdCompatibleServer: Sendable {
                 lookUp(uid, peer: clients.values.first { $0.uid == uid }?.peer, checking: &checking)
             }
             known = known.filter { now - $0.value.at < limits.recheckInterval || connected.contains($0.key) }
-            // New fixes to watchers, then everything waiting goes out.
+            // New fixes to watchers, then everything waiting goes out. The reports are the
+            // same bytes for every client at a level (one blur per receiver for everyone),
+            // so they are made once per level.
+            var encoded: [LocationAccuracy: [UInt8]] = [:]
             for fd in Array(clients.keys) {
                 guard var client = clients[fd] else { continue }
                 if var session = client.session, !client.closing {
-                    let level = session.level
-                    client.output += session.update(snapshot) { serving.serve($0, at: level) }
+                    client.output += session.update(snapshot) { level in
+                        if let bytes = encoded[level] { return bytes }
+                        let bytes = GpsdSession.reports(snapshot, level: level) { serving.serve($0, at: level) }
+                        encoded[level] = bytes
+                        return bytes
+                    }
                     client.session = session
                 }
                 guard flush(&client) else {

@@ -59,6 +59,12 @@ struct GpsdSession {
 
     /// What a watching client is sent when the snapshot changed since it was last sent one.
     mutating func update(_ snapshot: LocationSnapshot, serve: (LocationFix) -> LocationFix) -> [UInt8] {
+        update(snapshot) { level in Self.reports(snapshot, level: level, serve: serve) }
+    }
+
+    /// The same, with the reports made by `encoded` for this session's level: a server with
+    /// many watchers encodes a snapshot once per level rather than once per client.
+    mutating func update(_ snapshot: LocationSnapshot, encoded: (LocationAccuracy) -> [UInt8]) -> [UInt8] {
         guard watching, sentGeneration != snapshot.generation else { return [] }
         sentGeneration = snapshot.generation
         var out: [UInt8] = []
@@ -66,7 +72,7 @@ struct GpsdSession {
             sentReceivers = snapshot.receivers
             out += Self.devices(snapshot)
         }
-        return out + reports(snapshot, serve: serve)
+        return out + encoded(level)
     }
 
     private mutating func answer(_ command: [UInt8], snapshot: LocationSnapshot,
@@ -135,6 +141,12 @@ struct GpsdSession {
     }
 
     private func reports(_ snapshot: LocationSnapshot, serve: (LocationFix) -> LocationFix) -> [UInt8] {
+        Self.reports(snapshot, level: level, serve: serve)
+    }
+
+    /// The TPV of each fix as `serve` gives it, and its receiver's SKY at exact only.
+    static func reports(_ snapshot: LocationSnapshot, level: LocationAccuracy,
+                        serve: (LocationFix) -> LocationFix) -> [UInt8] {
         var out: [UInt8] = []
         for fix in snapshot.fixes {
             out += Self.line(Self.tpv(serve(fix)))
