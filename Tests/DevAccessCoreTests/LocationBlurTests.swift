@@ -139,3 +139,27 @@ struct LocationBlurTests {
         #expect(error.description.contains("exact, street, neighborhood, city, country"))
     }
 }
+
+extension LocationBlurTests {
+    /// The grids are nested: a coarser answer says nothing the finer one does not, so a
+    /// program granted a level learns nothing more by also asking coarser ones. For every
+    /// point, the finer cell lies inside the coarser cell the point is in.
+    @Test func theLevelsGridsAreNested() throws {
+        var random = SplitMix(state: 7)
+        let levels = Self.coarse
+        for _ in 0..<5_000 {
+            let latitude = Double.random(in: -89.9...89.9, using: &random)
+            let longitude = Double.random(in: -180..<180, using: &random)
+            for (index, coarse) in levels.enumerated() {
+                for fine in levels[(index + 1)...] {
+                    let coarseGrid = LocationGrid(cellMeters: try #require(coarse.cellMeters))
+                    let fineGrid = LocationGrid(cellMeters: try #require(fine.cellMeters))
+                    let fineCentre = fineGrid.centre(of: fineGrid.cell(latitude: latitude, longitude: longitude))
+                    #expect(coarseGrid.cell(latitude: fineCentre.latitude, longitude: fineCentre.longitude)
+                                == coarseGrid.cell(latitude: latitude, longitude: longitude),
+                            "\(latitude), \(longitude): the \(fine) cell is not inside the \(coarse) cell")
+                }
+            }
+        }
+    }
+}

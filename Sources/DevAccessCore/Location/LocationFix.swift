@@ -86,6 +86,12 @@ public struct LocationBlur: Sendable {
 /// A grid over the globe with cells about `cellMeters` on a side: rows of equal latitude
 /// height, each divided into a whole number of columns so that cells near the poles are
 /// not slivers and no column straddles the antimeridian.
+///
+/// The levels' grids are nested: every level subdivides the country grid (300 km) into
+/// whole numbers of rows and columns (a country cell is 30 × 30 city cells, a city cell
+/// 10 × 10 neighborhood cells, ...). So the answer at a coarser level says nothing the
+/// finer one does not: with grids drawn apart, a column edge of the city grid would cut a
+/// neighborhood cell, and asking both would place the machine in part of it.
 public struct LocationGrid: Sendable, Hashable {
     public struct Cell: Sendable, Hashable {
         public var row: Int
@@ -94,21 +100,32 @@ public struct LocationGrid: Sendable, Hashable {
 
     /// A degree of latitude, and of longitude at the equator, in metres (WGS84, rounded).
     static let metresPerDegree = 111_320.0
+    /// The coarsest grid, which every other subdivides.
+    static let baseMeters = 300_000.0
 
     public var cellMeters: Double
+    /// Rows and columns of this grid per row and column of the base grid.
+    let subdivision: Int
 
     public init(cellMeters: Double) {
         self.cellMeters = cellMeters
+        subdivision = max(1, Int((Self.baseMeters / cellMeters).rounded()))
     }
 
-    var rowHeight: Double { cellMeters / Self.metresPerDegree }
-    var rowCount: Int { max(1, Int((180 / rowHeight).rounded(.up))) }
+    static let baseRowHeight = baseMeters / metresPerDegree
+    static let baseRowCount = Int((180 / baseRowHeight).rounded(.up))
 
+    var rowHeight: Double { Self.baseRowHeight / Double(subdivision) }
+    var rowCount: Int { Self.baseRowCount * subdivision }
+
+    /// The base grid's columns in the base row holding `row`, times the subdivision.
     func columnCount(row: Int) -> Int {
-        let latitude = rowCentre(row)
+        let baseRow = row / subdivision
+        let latitude = min(90, -90 + (Double(baseRow) + 0.5) * Self.baseRowHeight)
         let metresPerDegree = Self.metresPerDegree * cos(latitude * .pi / 180)
-        let columns = (360 * metresPerDegree / cellMeters).rounded(.down)
-        return columns.isFinite && columns >= 1 ? Int(columns) : 1
+        let columns = (360 * metresPerDegree / Self.baseMeters).rounded(.down)
+        let base = columns.isFinite && columns >= 1 ? Int(columns) : 1
+        return base * subdivision
     }
 
     func columnWidth(row: Int) -> Double { 360 / Double(columnCount(row: row)) }
