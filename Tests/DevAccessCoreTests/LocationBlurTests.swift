@@ -163,3 +163,27 @@ extension LocationBlurTests {
         }
     }
 }
+
+extension LocationBlurTests {
+    /// A receiver standing still between buildings wanders ±45 m and says so (eph 40 m): at
+    /// street level (100 m cells) it must not flip between cells in proportions that place
+    /// the edge.
+    @Test func aNoisyReceiverIsNotFlippedAcrossAStreetCellEdge() throws {
+        let grid = LocationGrid(cellMeters: 100)
+        let home = grid.centre(of: grid.cell(latitude: 48.1173, longitude: 11.5167))
+        let edge = home.latitude + 100.0 / 111_320 / 2 + 5.0 / 111_320  // 5 m past the row edge
+        var random = SplitMix(state: 3)
+        var blur = LocationBlur()
+        var served: Set<String> = []
+        var wander = 0.0
+        for _ in 0..<2_000 {
+            // A slow random walk within ±45 m.
+            wander = max(-45, min(45, wander + Double.random(in: -6...6, using: &random)))
+            let fix = LocationFix(mode: 3, latitude: edge + wander / 111_320, longitude: home.longitude,
+                                  horizontalError: 40)
+            let out = blur.serve(fix, at: .street)
+            served.insert("\(out.latitude ?? 0),\(out.longitude ?? 0)")
+        }
+        #expect(served.count == 1, "served \(served.count) positions")
+    }
+}

@@ -53,7 +53,8 @@ public struct LocationFix: Sendable, Hashable {
 /// on the cell, so a program that reads a million times and averages gets the centre, no
 /// closer. A position that wanders across a cell edge (receiver noise) would flip between
 /// two cells, and the share of reads in each would say where the edge lies; so the cell
-/// served last is kept until the position is a quarter cell beyond it. Speed, track and
+/// served last is kept until the position is a quarter cell beyond it, or twice the
+/// receiver's own error estimate (gpsd's eph) when that is more, up to a whole cell. Speed, track and
 /// climb, which let a program dead-reckon within a cell, and the altitude are withheld below
 /// exact: a rounded altitude flips between two values with receiver noise, and the share of
 /// each says the true altitude (and, with a terrain model, a contour line in the cell).
@@ -71,7 +72,10 @@ public struct LocationBlur: Sendable {
             return out
         }
         let grid = LocationGrid(cellMeters: cellMeters)
-        let cell = grid.cell(latitude: latitude, longitude: longitude, keeping: served[level])
+        // The margin grows with the receiver's own error estimate: a receiver wandering ±40 m
+        // must not flip between 100 m cells in proportions that place the edge.
+        let margin = min(1, max(0.25, 2 * (fix.horizontalError ?? 0) / cellMeters))
+        let cell = grid.cell(latitude: latitude, longitude: longitude, keeping: served[level], margin: margin)
         served[level] = cell
         let centre = grid.centre(of: cell)
         out.latitude = centre.latitude
@@ -140,12 +144,11 @@ public struct LocationGrid: Sendable, Hashable {
         return Cell(row: row, column: column)
     }
 
-    /// The cell of the position, or `previous` while the position is within a quarter cell
-    /// of it.
-    public func cell(latitude: Double, longitude: Double, keeping previous: Cell?) -> Cell {
+    /// The cell of the position, or `previous` while the position is within `margin` cells
+    /// of it (a quarter, or more for a noisy receiver: at most one).
+    public func cell(latitude: Double, longitude: Double, keeping previous: Cell?, margin: Double = 0.25) -> Cell {
         let found = cell(latitude: latitude, longitude: longitude)
         guard let previous, previous != found, previous.row < rowCount else { return found }
-        let margin = 0.25
         let south = -90 + Double(previous.row) * rowHeight
         guard latitude >= south - margin * rowHeight, latitude <= south + (1 + margin) * rowHeight else { return found }
         let width = columnWidth(row: previous.row)
