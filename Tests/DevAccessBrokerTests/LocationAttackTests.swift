@@ -176,7 +176,7 @@ struct LocationAttackTests {
 /// Weaknesses shown for real. Each test asserts the SAFE behaviour and FAILS today.
 @Suite(.serialized,
        .enabled(if: ProcessInfo.processInfo.environment["DEVACCESS_SHOW_FINDINGS"] != nil,
-                "demonstrates location findings 1-7 (hostile-loc report), each fails today; DEVACCESS_SHOW_FINDINGS=1 runs them"),
+                "demonstrates location findings 1-9 (hostile-loc report), each fails today; DEVACCESS_SHOW_FINDINGS=1 runs them"),
        .enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed (apt-get install gpsd gpsd-clients)"))
 struct LocationAttackFindings {
     /// Finding 1: the altitude is rounded (to 10 m at street, 100 m at neighborhood) with no
@@ -373,6 +373,55 @@ struct LocationAttackFindings {
         #expect(done.wait(timeout: .now() + 40) == .success)
         let result = try #require(outcome.withLock { $0 })
         #expect(result.status != 0, "served after the revoke: \(result.stdout)")
+    }
+
+    /// Finding 9: every limit keyed by uid (the endpoint's 16 clients per user, its 2 s
+    /// memory of each uid's answer, the broker's refusal budget of 20 a minute) counts a
+    /// user's subordinate uids (/etc/subuid, which useradd hands every new user, 65,536 of
+    /// them) as other people: through newuidmap (`unshare -r --map-users=...`) a user makes
+    /// sockets owned by any of them, and sock_diag names those uids. Here one user
+    /// connects once from each of 200 of its subordinate uids: 200 refusals go into the
+    /// audit within a second, where one uid gets 20 a minute. Safe: what one person can
+    /// write into the audit stays within one person's budget.
+    @Test func subordinateUidsDoNotMultiplyOneUsersBudget() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/newuidmap") else {
+            Issue.record("newuidmap is not installed: apt-get install uidmap")
+            return
+        }
+        let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+        let setup = try LocationAttack.Setup(log: log)
+        let attacker = try TestUser("lasubuid")
+        let first = 300_000_000 + (attacker.uid % 100_000) * 1_000
+        let range = "\(first)-\(first + 999)"
+        let added = try TestProcess.run("/usr/sbin/usermod", ["--add-subuids", range, "--add-subgids", range, attacker.name])
+        #expect(added.status == 0, "\(added.stderr)")
+        defer { _ = try? TestProcess.run("/usr/sbin/usermod", ["--del-subuids", range, "--del-subgids", range, attacker.name]) }
+        let flood = try attacker.run("/usr/bin/unshare", ["--map-root-user", "--map-users=\(first),1,999",
+                                                          "--map-groups=\(first),1,999", "--", "/usr/bin/python3", "-c", """
+            import json, os, socket, sys
+            refused = 0
+            for k in range(1, 201):
+                os.seteuid(k)
+                s = socket.socket()
+                os.seteuid(0)
+                s.settimeout(5)
+                try:
+                    s.connect(("127.0.0.1", int(sys.argv[1])))
+                    if b"no location grant" in s.recv(4096):
+                        refused += 1
+                except OSError:
+                    pass
+                s.close()
+            print(json.dumps({"refused": refused}))
+            """, String(setup.endpointPort)])
+        #expect(flood.status == 0, "\(flood.stderr)")
+        let ledger = try Ledger(path: setup.daemon.stateDirectory + "/" + Ledger.fileName, mode: .readOnly,
+                                journal: .disabled)
+        let refusals = try ledger.events().map(\.event).filter { $0.type == .refused && $0.details["operation"] == "location" }
+        let uids = Set(refusals.compactMap(\.actor?.uid))
+        #expect(refusals.count <= 20,
+                "\(refusals.count) refusals from \(uids.count) uids (\(uids.min() ?? 0)...\(uids.max() ?? 0)), one person: \(flood.stdout)")
     }
 
     /// Finding 3: devaccessd trusts whatever listens on gpsd's port. gpsd's port (2947) is
