@@ -176,7 +176,7 @@ struct LocationAttackTests {
 /// Weaknesses shown for real. Each test asserts the SAFE behaviour and FAILS today.
 @Suite(.serialized,
        .enabled(if: ProcessInfo.processInfo.environment["DEVACCESS_SHOW_FINDINGS"] != nil,
-                "demonstrates location findings 1-9 (hostile-loc report), each fails today; DEVACCESS_SHOW_FINDINGS=1 runs them"),
+                "demonstrates location findings 1-10 (hostile-loc report), each fails today; DEVACCESS_SHOW_FINDINGS=1 runs them"),
        .enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed (apt-get install gpsd gpsd-clients)"))
 struct LocationAttackFindings {
     /// Finding 1: the altitude is rounded (to 10 m at street, 100 m at neighborhood) with no
@@ -422,6 +422,54 @@ struct LocationAttackFindings {
         let uids = Set(refusals.compactMap(\.actor?.uid))
         #expect(refusals.count <= 20,
                 "\(refusals.count) refusals from \(uids.count) uids (\(uids.min() ?? 0)...\(uids.max() ?? 0)), one person: \(flood.stdout)")
+    }
+
+    /// Finding 10 (the same hole, broker-wide): the Unix socket's 256 connections per user
+    /// are per uid too. From four subordinate uids one user holds 1,000 idle connections,
+    /// past the 960 unprivileged slots, and nobody else is served. Safe: another user is
+    /// still answered.
+    @Test func subordinateUidsDoNotFillTheBrokersConnections() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/newuidmap") else {
+            Issue.record("newuidmap is not installed: apt-get install uidmap")
+            return
+        }
+        let daemon = try RunningDaemon()
+        let attacker = try TestUser("lasubcon")
+        let victim = try TestUser("lasubconv")
+        let first = 300_000_000 + (attacker.uid % 100_000) * 1_000
+        let range = "\(first)-\(first + 999)"
+        let added = try TestProcess.run("/usr/sbin/usermod", ["--add-subuids", range, "--add-subgids", range, attacker.name])
+        #expect(added.status == 0, "\(added.stderr)")
+        defer { _ = try? TestProcess.run("/usr/sbin/usermod", ["--del-subuids", range, "--del-subgids", range, attacker.name]) }
+        // Inside a user namespace where the user is 0 and its subordinate uids are 1...999.
+        let holder = try attacker.background("""
+            import subprocess, sys
+            script = '''
+            import json, os, resource, socket, sys, time
+            resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+            held = []
+            for k in range(1, 5):
+                for _ in range(250):
+                    os.seteuid(k)
+                    try:
+                        s = socket.socket(socket.AF_UNIX)
+                        s.connect(sys.argv[1])
+                        held.append(s)
+                    except OSError:
+                        pass
+                    finally:
+                        os.seteuid(0)
+            print(json.dumps({"held": len(held)}), flush=True)
+            time.sleep(120)
+            '''
+            first = sys.argv[2]
+            subprocess.run(["/usr/bin/unshare", "--map-root-user", f"--map-users={first},1,999",
+                            f"--map-groups={first},1,999", "--", "/usr/bin/python3", "-c", script, sys.argv[1]])
+            """, [daemon.socketPath, String(first)])
+        defer { holder.stop() }
+        #expect((holder.report["held"] as? Int ?? 0) >= 960, "\(holder.report)")
+        let answered = try victim.devaccess(["status", "location", "--broker", "--socket", daemon.socketPath])
+        #expect(!answered.stderr.contains("connections"), "\(answered.status): \(answered.stderr)")
     }
 
     /// Finding 3: devaccessd trusts whatever listens on gpsd's port. gpsd's port (2947) is
