@@ -16,7 +16,7 @@ extension BrokerService {
             return .error(ProtocolError(.unavailable, context: "location",
                                         reason: "this devaccessd serves no location (it was started with --no-location)"))
         }
-        let granted: LocationAccuracy
+        var granted: LocationAccuracy
         switch await grantedLocation(subject, id: id, peer: peer) {
         case .success(let level): granted = level
         case .failure(let failure): return failure.reply
@@ -26,11 +26,26 @@ extension BrokerService {
                           reason: "\(subject.name)'s location grant is at \(granted) accuracy (\(granted.approximately)), "
                               + "not \(asked); ask for more with 'devaccess request location --accuracy \(asked)'")
         }
-        let level = query.accuracy ?? granted
+        var level = query.accuracy ?? granted
+        let began = ContinuousClock.now
         switch await locations.fix(at: level, wait: .milliseconds(query.waitMilliseconds)) {
         case .unavailable(let problem):
             return .error(ProtocolError(.unavailable, context: "location", reason: problem))
-        case .served(let fix):
+        case .served(var fix):
+            // A grant revoked, lowered or switched off while this waited for gpsd's first
+            // fix must hold: the level is looked up again before anything goes out.
+            if ContinuousClock.now - began >= LocationServing.pollInterval {
+                switch await grantedLocation(subject, id: id, peer: peer) {
+                case .success(let now) where now < level:
+                    (granted, level) = (now, now)
+                    guard case .served(let again) = await locations.fix(at: now, wait: .zero) else {
+                        return .error(ProtocolError(.unavailable, context: "location", reason: locations.source.problem()))
+                    }
+                    fix = again
+                case .success(let now): granted = now
+                case .failure(let failure): return failure.reply
+                }
+            }
             guard let document = LocationDocument(fix, granted: granted) else {
                 return .error(ProtocolError(.unavailable, context: "location", reason: "the fix has no position"))
             }
