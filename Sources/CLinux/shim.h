@@ -139,7 +139,7 @@ static inline int devaccess_pidfd_send(int pidfd, int signal) {
    dst:dport (ports in host order, addresses in network order: 4 bytes for AF_INET, 16 for
    AF_INET6), asked of the kernel with one exact sock_diag lookup (inet_diag(7)). This is
    how a loopback server learns who connected: TCP has no SO_PEERCRED. Returns the uid, or
-   -errno (-ENOENT: no such socket, it closed). The uid is the socket's creator's, as
+   -errno (-ENOENT: no such socket, or no process holds it any more). The uid is the socket's creator's, as
    SO_PEERCRED gives the connecting process's credentials for a Unix socket. */
 static inline long long devaccess_tcp_socket_uid(int family, const unsigned char *src, unsigned short sport,
                                                  const unsigned char *dst, unsigned short dport) {
@@ -187,6 +187,9 @@ static inline long long devaccess_tcp_socket_uid(int family, const unsigned char
         if (header->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
             header->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
             struct inet_diag_msg *socket_info = (struct inet_diag_msg *)NLMSG_DATA(header);
+            /* No inode: no process holds the socket any more (closed, now TIME_WAIT or an
+               orphan), and for TIME_WAIT the kernel says uid 0: it is not root's. */
+            if (socket_info->idiag_inode == 0) return -ENOENT;
             return (long long)socket_info->idiag_uid;
         }
     }

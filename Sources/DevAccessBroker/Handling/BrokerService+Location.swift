@@ -27,25 +27,25 @@ extension BrokerService {
                               + "not \(asked); ask for more with 'devaccess request location --accuracy \(asked)'")
         }
         var level = query.accuracy ?? granted
-        let asked = ContinuousClock.now
-        var outcome = await locations.fix(at: level, wait: .milliseconds(query.waitMilliseconds))
-        if case .served = outcome, ContinuousClock.now - asked > .milliseconds(50) {
-            // The grant may have ended, or become coarser, while gpsd had no fix: ask again.
-            switch await grantedLocation(subject, id: id, peer: peer) {
-            case .failure(let failure):
-                return failure.reply
-            case .success(let now) where now < level:
-                granted = now
-                level = now
-                outcome = await locations.fix(at: level, wait: .zero)
-            case .success:
-                break
-            }
-        }
-        switch outcome {
+        let began = ContinuousClock.now
+        switch await locations.fix(at: level, wait: .milliseconds(query.waitMilliseconds)) {
         case .unavailable(let problem):
             return .error(ProtocolError(.unavailable, context: "location", reason: problem))
-        case .served(let fix):
+        case .served(var fix):
+            // A grant revoked, lowered or switched off while this waited for gpsd's first
+            // fix must hold: the level is looked up again before anything goes out.
+            if ContinuousClock.now - began >= LocationServing.pollInterval {
+                switch await grantedLocation(subject, id: id, peer: peer) {
+                case .success(let now) where now < level:
+                    (granted, level) = (now, now)
+                    guard case .served(let again) = await locations.fix(at: now, wait: .zero) else {
+                        return .error(ProtocolError(.unavailable, context: "location", reason: locations.source.problem()))
+                    }
+                    fix = again
+                case .success(let now): granted = now
+                case .failure(let failure): return failure.reply
+                }
+            }
             guard let document = LocationDocument(fix, granted: granted) else {
                 return .error(ProtocolError(.unavailable, context: "location", reason: "the fix has no position"))
             }
