@@ -187,9 +187,10 @@ static inline long long devaccess_tcp_socket_uid(int family, const unsigned char
         if (header->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
             header->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
             struct inet_diag_msg *socket_info = (struct inet_diag_msg *)NLMSG_DATA(header);
-            /* No inode: no process holds the socket any more (closed, now TIME_WAIT or an
-               orphan), and for TIME_WAIT the kernel says uid 0: it is not root's. */
-            if (socket_info->idiag_inode == 0) return -ENOENT;
+            /* No inode and uid 0: no process holds the socket (closed and orphaned, TIME_WAIT,
+               a request socket), and the kernel then says 0, which is not root's. A socket
+               still waiting to be accepted has no inode either but keeps the listener's uid. */
+            if (socket_info->idiag_inode == 0 && socket_info->idiag_uid == 0) return -ENOENT;
             return (long long)socket_info->idiag_uid;
         }
     }

@@ -187,3 +187,26 @@ extension LocationBlurTests {
         #expect(served.count == 1, "served \(served.count) positions")
     }
 }
+
+extension LocationBlurTests {
+    /// A real move to the next cell is served, after the position has stayed there for
+    /// `fixesToMove` fixes; a jump of two cells or more at once.
+    @Test func aMoveToTheNextCellIsServedAfterItHolds() throws {
+        let grid = LocationGrid(cellMeters: 100)
+        let home = grid.centre(of: grid.cell(latitude: 48.1173, longitude: 11.5167))
+        // 120 m north: past the next cell's centre, beyond the half-cell margin.
+        let next = (latitude: home.latitude + 120.0 / 111_320, longitude: home.longitude)
+        var blur = LocationBlur()
+        let first = blur.serve(LocationFix(mode: 3, latitude: home.latitude, longitude: home.longitude), at: .street)
+        var served: [Double] = []
+        for _ in 0..<LocationBlur.fixesToMove {
+            served.append(blur.serve(LocationFix(mode: 3, latitude: next.latitude, longitude: next.longitude),
+                                     at: .street).latitude ?? 0)
+        }
+        #expect(served.dropLast().allSatisfy { $0 == first.latitude }, "\(served)")
+        #expect(try #require(served.last) > (try #require(first.latitude)))
+        let far = blur.serve(LocationFix(mode: 3, latitude: home.latitude + 500.0 / 111_320,
+                                         longitude: home.longitude), at: .street)
+        #expect(try #require(far.latitude) > (try #require(served.last)) + 300.0 / 111_320)
+    }
+}

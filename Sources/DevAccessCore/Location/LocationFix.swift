@@ -53,13 +53,21 @@ public struct LocationFix: Sendable, Hashable {
 /// on the cell, so a program that reads a million times and averages gets the centre, no
 /// closer. A position that wanders across a cell edge (receiver noise) would flip between
 /// two cells, and the share of reads in each would say where the edge lies; so the cell
-/// served last is kept until the position is a quarter cell beyond it, or twice the
-/// receiver's own error estimate (gpsd's eph) when that is more, up to a whole cell. Speed, track and
+/// served last is kept until the position is half a cell beyond it, or twice the
+/// receiver's own error estimate (gpsd's eph) when that is more, up to a whole cell, and
+/// has stayed there for `fixesToMove` fixes. Speed, track and
 /// climb, which let a program dead-reckon within a cell, and the altitude are withheld below
 /// exact: a rounded altitude flips between two values with receiver noise, and the share of
 /// each says the true altitude (and, with a terrain model, a contour line in the cell).
 public struct LocationBlur: Sendable {
     private var served: [LocationAccuracy: LocationGrid.Cell] = [:]
+    /// Fixes in a row that fell outside the served cell (and its margin), per level.
+    private var outside: [LocationAccuracy: Int] = [:]
+    /// A move to a neighbouring cell is served once this many fixes in a row (about 10 s
+    /// at 1 Hz) put the position there: a receiver that wanders across an edge and back
+    /// (multipath, indoors) stays in its cell, whatever its error estimate claims. A jump
+    /// of two cells or more is served at once.
+    public static let fixesToMove = 10
 
     public init() {}
 
@@ -74,8 +82,20 @@ public struct LocationBlur: Sendable {
         let grid = LocationGrid(cellMeters: cellMeters)
         // The margin grows with the receiver's own error estimate: a receiver wandering ±40 m
         // must not flip between 100 m cells in proportions that place the edge.
-        let margin = min(1, max(0.25, 2 * (fix.horizontalError ?? 0) / cellMeters))
-        let cell = grid.cell(latitude: latitude, longitude: longitude, keeping: served[level], margin: margin)
+        let margin = min(1, max(0.5, 2 * (fix.horizontalError ?? 0) / cellMeters))
+        let found = grid.cell(latitude: latitude, longitude: longitude, keeping: served[level], margin: margin)
+        var cell = found
+        if let previous = served[level], found != previous, !grid.isFar(found, from: previous) {
+            let count = outside[level, default: 0] + 1
+            if count < Self.fixesToMove {
+                outside[level] = count
+                cell = previous
+            } else {
+                outside[level] = 0
+            }
+        } else {
+            outside[level] = 0
+        }
         served[level] = cell
         let centre = grid.centre(of: cell)
         out.latitude = centre.latitude
@@ -145,7 +165,7 @@ public struct LocationGrid: Sendable, Hashable {
     }
 
     /// The cell of the position, or `previous` while the position is within `margin` cells
-    /// of it (a quarter, or more for a noisy receiver: at most one).
+    /// of it (half a cell, or more for a noisy receiver: at most one).
     public func cell(latitude: Double, longitude: Double, keeping previous: Cell?, margin: Double = 0.25) -> Cell {
         let found = cell(latitude: latitude, longitude: longitude)
         guard let previous, previous != found, previous.row < rowCount else { return found }
@@ -158,6 +178,15 @@ public struct LocationGrid: Sendable, Hashable {
         if offset < -180 { offset += 360 } else if offset >= 180 { offset -= 360 }
         guard offset >= -margin * width, offset <= (1 + margin) * width else { return found }
         return previous
+    }
+
+    /// Two cells or more apart (rows, or columns measured at the first cell's row width).
+    func isFar(_ cell: Cell, from other: Cell) -> Bool {
+        if abs(cell.row - other.row) >= 2 { return true }
+        let a = centre(of: cell).longitude, b = centre(of: other).longitude
+        var difference = abs(a - b).truncatingRemainder(dividingBy: 360)
+        if difference > 180 { difference = 360 - difference }
+        return difference >= 1.5 * columnWidth(row: other.row)
     }
 
     public func centre(of cell: Cell) -> (latitude: Double, longitude: Double) {
