@@ -166,7 +166,7 @@ extension BrokerService {
         }
         // Per-user limits, before anything is asked, queued or audited as a request.
         var heldSlots: [UserSlots] = []
-        defer { for slots in heldSlots { slots.give(peer.uid) } }
+        defer { for slots in heldSlots { slots.give(peer.accountable) } }
         if byAction[.ask] != nil || byAction[.authSelf] != nil {
             guard take(openPrompts, for: peer, into: &heldSlots) else {
                 return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
@@ -192,7 +192,7 @@ extension BrokerService {
         if changesNothing, !rules.isAdmin(peer) {
             // Answered without a decision, a prompt or a new queued request: an attempt a
             // user can repeat at will, so written within the user's attempt budget only.
-            switch refusals.admit(peer.uid, cost: 2 * request.permissions.count) {
+            switch refusals.admit(peer.accountable, cost: 2 * request.permissions.count) {
             case .skip: context.audit.suppress()
             case .record(let leftOut): if leftOut > 0 { details[Self.notRecordedKey] = String(leftOut) }
             }
@@ -481,7 +481,7 @@ extension BrokerService {
     /// Takes one of the peer's `slots` into `held`; false when the peer holds them all.
     /// Root and administrators are not limited.
     func take(_ slots: UserSlots, for peer: Peer, into held: inout [UserSlots]) -> Bool {
-        if slots.take(peer.uid) {
+        if slots.take(peer.accountable) {
             held.append(slots)
             return true
         }

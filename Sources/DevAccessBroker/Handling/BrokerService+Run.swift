@@ -146,14 +146,14 @@ extension BrokerService {
         if refusedAtOnce, !rules.isAdmin(peer) {
             // Refused without asking anyone or changing anything: an attempt a user can repeat
             // at will, so written within the user's attempt budget only (as for requests).
-            switch refusals.admit(peer.uid, cost: 2 * order.permissions.count) {
+            switch refusals.admit(peer.accountable, cost: 2 * order.permissions.count) {
             case .skip: context.audit.suppress()
             case .record(let leftOut): if leftOut > 0 { received[Self.notRecordedKey] = String(leftOut) }
             }
         }
         audit(context, order.permissions, stage: "received", extra: received)
         var heldSlots: [UserSlots] = []
-        defer { for slots in heldSlots { slots.give(peer.uid) } }
+        defer { for slots in heldSlots { slots.give(peer.accountable) } }
         if !toAsk.isEmpty || !toConfirm.isEmpty {
             guard take(openPrompts, for: peer, into: &heldSlots) else {
                 return refuse("run", id: envelope.id, peer: peer, subject: subject,
@@ -192,7 +192,7 @@ extension BrokerService {
         }
         // Nobody is asked any more: the prompt slot is free for the user's next request while
         // this run goes on.
-        for slots in heldSlots { slots.give(peer.uid) }
+        for slots in heldSlots { slots.give(peer.accountable) }
         heldSlots.removeAll()
         // Denials a person chose are recorded (not asked again); the run does not start.
         let denials = plans.filter { $0.decision == .deny }

@@ -292,7 +292,7 @@ public final class BrokerService: RequestHandler {
     /// limit it reached; either way audited as `refused`, as many as the throttle lets through.
     func refuse(_ operation: String, id: Int64, peer: Peer, subject: Principal?, reason: String,
                 code: ErrorCode = .permissionDenied) -> Reply {
-        let verdict = refusals.admit(peer.uid)
+        let verdict = refusals.admit(peer.accountable)
         if case .record(let leftOut) = verdict {
             let actor = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
             var details = ["operation": operation, "request_id": String(id), "pid": String(peer.pid),
@@ -318,7 +318,7 @@ public final class BrokerService: RequestHandler {
     /// Whether `peer` may make one more change now; nil, or the busy refusal to send. Only
     /// what changes something is charged (`chargeChange`): refusals have a budget of their own.
     func overChangeBudget(_ operation: String, id: Int64, peer: Peer, subject: Principal?) -> Reply? {
-        guard !rules.isAdmin(peer), changes.exhausted(peer.uid) else { return nil }
+        guard !rules.isAdmin(peer), changes.exhausted(peer.accountable) else { return nil }
         return refuse(operation, id: id, peer: peer, subject: subject,
                       reason: "\(describe(peer)) made \(changes.burst) requests that ask or change something in "
                           + "the last minute, the most one user may; try again in a minute; nothing was asked or recorded",
@@ -326,6 +326,6 @@ public final class BrokerService: RequestHandler {
     }
 
     func chargeChange(_ peer: Peer) {
-        if !rules.isAdmin(peer) { _ = changes.admit(peer.uid) }
+        if !rules.isAdmin(peer) { _ = changes.admit(peer.accountable) }
     }
 }

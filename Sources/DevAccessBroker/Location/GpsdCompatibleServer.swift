@@ -107,6 +107,8 @@ public final class GpsdCompatibleServer: Sendable {
         var descriptor: Int32
         var peer: TCPAddress
         var uid: UInt32
+        /// Whom the per-user cap counts it against (a subordinate uid: its owner).
+        var accountable: UInt32
         /// nil until the grant lookup answered.
         var session: GpsdSession?
         /// What the client sent before its grant was known (gpspipe sends ?WATCH at once).
@@ -249,7 +251,8 @@ public final class GpsdCompatibleServer: Sendable {
                 Socket.close(accepted.descriptor)
                 continue
             }
-            let theirs = clients.values.filter { $0.uid == uid }.count
+            let accountable = SubordinateIDs.accountable(uid)
+            let theirs = clients.values.filter { $0.accountable == accountable }.count
             guard clients.count < limits.maxClients, theirs < limits.maxClientsPerUser else {
                 var refusal = GpsdSession.error(clients.count >= limits.maxClients
                     ? "devaccessd: too many location clients; try again later"
@@ -258,7 +261,8 @@ public final class GpsdCompatibleServer: Sendable {
                 Socket.close(accepted.descriptor)
                 continue
             }
-            clients[accepted.descriptor] = Client(descriptor: accepted.descriptor, peer: accepted.peer, uid: uid)
+            clients[accepted.descriptor] = Client(descriptor: accepted.descriptor, peer: accepted.peer, uid: uid,
+                                                  accountable: accountable)
             new.append(accepted.descriptor)
         }
     }

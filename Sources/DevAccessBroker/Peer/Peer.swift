@@ -35,6 +35,9 @@ public struct Peer: Sendable, Hashable {
     /// audit: the CLI is rarely what really asks. Read by the request path (not at accept:
     /// most connections only ask a status), not pinned.
     public var ancestry: [String] = []
+    /// Whom the peer's use of devaccessd's limits and budgets is charged to: its uid, or for
+    /// a subordinate uid of /etc/subuid (a user namespace of a user's own) that user's.
+    public var accountable: UInt32
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32], program: String? = nil,
                 programProblem: String? = nil, pidfdSource: String? = nil) {
@@ -45,6 +48,7 @@ public struct Peer: Sendable, Hashable {
         self.program = program
         self.programProblem = programProblem
         self.pidfdSource = pidfdSource
+        accountable = SubordinateIDs.accountable(uid)
     }
 
     /// Whether the peer's process credentials hold `gid` (primary or supplementary).

@@ -284,29 +284,29 @@ public final class BrokerServer: Sendable {
                 Socket.close(fd)
                 return
             }
-            if (perUser[peer.uid] ?? 0) >= server.limits.maxConnectionsPerUser
+            if (perUser[peer.accountable] ?? 0) >= server.limits.maxConnectionsPerUser
                 && connections.count < server.limits.maxConnections, let idle = idlest(of: peer.uid) {
                 // The user's own idle connection makes room (asked only at the limit: NSS lookup).
                 if !server.handler.isPrivileged(peer) {
-                    if lastEvicted[peer.uid].map({ ContinuousClock.now - $0 > .seconds(10) }) ?? true {
+                    if lastEvicted[peer.accountable].map({ ContinuousClock.now - $0 > .seconds(10) }) ?? true {
                         log.info("closing a user's idlest connection for a new one", [
                             "uid": String(peer.uid), "pid": String(peer.pid),
                             "idle_sec": String((ContinuousClock.now - idle.lastActivity).components.seconds)])
                     }
                     if lastEvicted.count > 4096 { lastEvicted.removeAll() }
-                    lastEvicted[peer.uid] = ContinuousClock.now
+                    lastEvicted[peer.accountable] = ContinuousClock.now
                     close(idle)
                 }
             }
             if let refusal = turnAway(peer) {
                 // Logged once per uid per burst, not per connection: a flood must not flood the log.
-                if lastTurnedAway[peer.uid].map({ ContinuousClock.now - $0 > .seconds(10) }) ?? true {
+                if lastTurnedAway[peer.accountable].map({ ContinuousClock.now - $0 > .seconds(10) }) ?? true {
                     log.warning("turning clients away", ["reason": refusal, "uid": String(peer.uid),
                                                           "pid": String(peer.pid),
                                                           "connections": String(connections.count)])
                 }
                 if lastTurnedAway.count > 4096 { lastTurnedAway.removeAll() }
-                lastTurnedAway[peer.uid] = ContinuousClock.now
+                lastTurnedAway[peer.accountable] = ContinuousClock.now
                 var line = MessageCodec.encode(ReplyEnvelope(id: 0, reply: .error(ProtocolError(
                     .busy, context: "connection", reason: refusal))))
                 line.append(0x0a)
@@ -317,7 +317,7 @@ public final class BrokerServer: Sendable {
             let connection = Connection(id: nextID, descriptor: fd, peer: peer, now: ContinuousClock.now)
             nextID += 1
             connections[connection.id] = connection
-            perUser[peer.uid, default: 0] += 1
+            perUser[peer.accountable, default: 0] += 1
             if log.isEnabled(.debug) {
                 log.debug("client connected", ["connection": String(connection.id), "uid": String(peer.uid),
                                                 "pid": String(peer.pid), "program": peer.program ?? "-"])
@@ -580,7 +580,7 @@ public final class BrokerServer: Sendable {
             if connections.count >= limits.maxConnections {
                 return "the broker serves \(limits.maxConnections) connections already; try again later"
             }
-            let mine = perUser[peer.uid] ?? 0
+            let mine = perUser[peer.accountable] ?? 0
             let refusal: String
             if mine >= limits.maxConnectionsPerUser {
                 refusal = "uid \(peer.uid) has \(mine) connections open already, the most one user may; close some and "
@@ -614,10 +614,10 @@ public final class BrokerServer: Sendable {
 
         mutating func close(_ connection: Connection) {
             guard connections.removeValue(forKey: connection.id) != nil else { return }
-            if let count = perUser[connection.peer.uid], count > 1 {
-                perUser[connection.peer.uid] = count - 1
+            if let count = perUser[connection.peer.accountable], count > 1 {
+                perUser[connection.peer.accountable] = count - 1
             } else {
-                perUser.removeValue(forKey: connection.peer.uid)
+                perUser.removeValue(forKey: connection.peer.accountable)
             }
             detachExchange(connection, stopping ? .shutdown : .closed)
             connection.closeReceivedDescriptors()
