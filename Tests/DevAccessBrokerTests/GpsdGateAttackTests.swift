@@ -12,23 +12,7 @@ struct GpsdGateAttackTests {
         .appendingPathComponent("../../config/nftables/devaccess-gpsd.nft").standardizedFileURL.path
 
     /// $1: the rule file; $2: the user's uid. Prints one line per attempt.
-    static let script = #"""
-        set -u
-        ip link set lo up || exit 3
-        nft -f "$1" || exit 4
-        /usr/bin/python3 -c '
-        import socket, time
-        listeners = []
-        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-            s = socket.socket(family)
-            s.bind((host, 2947))
-            s.listen(16)
-            listeners.append(s)
-        print("listening", flush=True)
-        time.sleep(20)' > /tmp/devaccess-gate-attack.$$ 2>/dev/null &
-        listener=$!
-        for _ in $(seq 100); do grep -q listening /tmp/devaccess-gate-attack.$$ 2>/dev/null && break; sleep 0.1; done
-        rm -f /tmp/devaccess-gate-attack.$$
+    static let script = GpsdGateTests.prelude + "\n" + #"""
         probe='
         import socket, sys
         s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)

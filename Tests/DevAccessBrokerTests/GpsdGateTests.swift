@@ -10,8 +10,10 @@ struct GpsdGateTests {
     static let ruleFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../config/nftables/devaccess-gpsd.nft").standardizedFileURL.path
 
-    /// $1: the rule file or "none"; $2: the user's uid. Prints one line per attempt.
-    static let script = #"""
+    /// The namespace's setup, shared with GpsdGateAttackTests: loopback up, the rule file
+    /// ($1, or "none") loaded, and a listener standing in for gpsd on 2947 (IPv4 and IPv6)
+    /// whose pid is in $listener.
+    static let prelude = #"""
         set -u
         ip link set lo up || exit 3
         if [ "$1" != none ]; then nft -f "$1" || exit 4; fi
@@ -28,6 +30,10 @@ struct GpsdGateTests {
         listener=$!
         for _ in $(seq 100); do grep -q listening /tmp/devaccess-gate-listener.$$ 2>/dev/null && break; sleep 0.1; done
         rm -f /tmp/devaccess-gate-listener.$$
+        """#
+
+    /// $1: the rule file or "none"; $2: the user's uid. Prints one line per attempt.
+    static let script = prelude + "\n" + #"""
         for host in 127.0.0.1 ::1; do
           if setpriv --reuid="$2" --regid=65534 --clear-groups bash -c 'exec 3<>"/dev/tcp/$0/2947"' "$host" 2>/dev/null
           then echo "user $host open"; else echo "user $host refused"; fi
