@@ -210,3 +210,19 @@ extension LocationBlurTests {
         #expect(try #require(far.latitude) > (try #require(served.last)) + 300.0 / 111_320)
     }
 }
+
+extension LocationBlurTests {
+    /// Reading one fix many times (every client, every POLL) does not hurry a move: only a
+    /// new fix counts towards the fixes a move needs.
+    @Test func askingOftenDoesNotHurryAMove() throws {
+        let grid = LocationGrid(cellMeters: 100)
+        let home = grid.centre(of: grid.cell(latitude: 48.1173, longitude: 11.5167))
+        var blur = LocationBlur()
+        let first = blur.serve(LocationFix(mode: 3, time: "t0", latitude: home.latitude, longitude: home.longitude),
+                               at: .street)
+        let away = LocationFix(mode: 3, time: "t1", latitude: home.latitude + 120.0 / 111_320, longitude: home.longitude)
+        for _ in 0..<50 {
+            #expect(blur.serve(away, at: .street).latitude == first.latitude)
+        }
+    }
+}

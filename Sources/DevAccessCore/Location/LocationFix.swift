@@ -61,8 +61,11 @@ public struct LocationFix: Sendable, Hashable {
 /// each says the true altitude (and, with a terrain model, a contour line in the cell).
 public struct LocationBlur: Sendable {
     private var served: [LocationAccuracy: LocationGrid.Cell] = [:]
-    /// Fixes in a row that fell outside the served cell (and its margin), per level.
+    /// Fixes in a row that fell outside the served cell (and its margin), per level, and
+    /// the time of the last one counted: a fix served many times (every reader, every POLL)
+    /// counts once, so asking often cannot hurry a move.
     private var outside: [LocationAccuracy: Int] = [:]
+    private var counted: [LocationAccuracy: String] = [:]
     /// A move to a neighbouring cell is served once this many fixes in a row (about 10 s
     /// at 1 Hz) put the position there: a receiver that wanders across an edge and back
     /// (multipath, indoors) stays in its cell, whatever its error estimate claims. A jump
@@ -86,7 +89,9 @@ public struct LocationBlur: Sendable {
         let found = grid.cell(latitude: latitude, longitude: longitude, keeping: served[level], margin: margin)
         var cell = found
         if let previous = served[level], found != previous, !grid.isFar(found, from: previous) {
-            let count = outside[level, default: 0] + 1
+            let fresh = fix.time == nil || fix.time != counted[level]
+            counted[level] = fix.time
+            let count = outside[level, default: 0] + (fresh ? 1 : 0)
             if count < Self.fixesToMove {
                 outside[level] = count
                 cell = previous
