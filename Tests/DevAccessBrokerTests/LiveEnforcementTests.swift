@@ -208,7 +208,8 @@ struct LiveEnforcementTests {
         try setup.grant([], through: daemon)
         // An ACL edit makes no event the daemon watches: only the periodic run sees it.
         #expect(try TestProcess.shell("setfacl -x u:\(setup.user.uid) '\(setup.node)'").status == 0)
-        #expect(!setup.hasEntry)
+        // Not checked absent here: with a 1 s period the run may repair it before this line
+        // (a loaded CI machine did). The periodic run's own log line below says it did the repair.
         #expect(Self.waitFor(3) { setup.hasEntry } != nil, "\(daemon.log)")
         #expect(try setup.user.canOpen(setup.node, .readWrite))
         // The run logs after its edits: the entry can be gone a moment before the line is written.
