@@ -248,6 +248,8 @@ public final class GpsdCompatibleServer: Sendable {
                 // Gone already, or not a socket of this machine's: nobody to serve.
                 log.info("gpsd endpoint: cannot tell who connected", ["peer": accepted.peer.description,
                                                                       "error": error.description])
+                var refusal = GpsdSession.error("devaccessd: cannot tell who connected (\(error)); connect again")
+                _ = refusal.withUnsafeMutableBytes { Socket.send(accepted.descriptor, UnsafeRawBufferPointer($0)) }
                 Socket.close(accepted.descriptor)
                 continue
             }
