@@ -54,6 +54,8 @@ public final class Ledger: Sendable {
     private let readConnection: Mutex<SQLiteDatabase>?
     /// The newest chain position this object walked intact (`ChainCheckpoint`).
     let verifiedThrough = Mutex<ChainCheckpoint?>(nil)
+    /// Each write transaction of this object, after it committed.
+    public let commits = LedgerCommits()
 
     /// Opens the ledger at `path`. Every refusal (corrupt, foreign, newer schema,
     /// unwritable) happens before anything is written to the file.
@@ -181,17 +183,19 @@ public final class Ledger: Sendable {
         throws(LedgerError) -> R
     {
         guard mode == .readWrite else { throw .readOnly(path: path, nil) }
-        let export = journal == .enabled
+        // Events are kept in memory only for someone: a bulk import keeps none.
+        let keep = journal == .enabled || commits.isObserved
         let (result, recorded) = try connection.withLock {
             (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending (R, [RecordedAuditEvent]) in
             try database.transaction(immediate: true) { db throws(LedgerError) in
-                var writer = try AuditWriter(db, keepRecords: export)
+                var writer = try AuditWriter(db, keepRecords: keep)
                 let result = try body(db, &writer)
                 try writer.finish()
                 return (result, writer.records)
             }
         }
-        if export { JournalExporter.send(recorded) }
+        if journal == .enabled { JournalExporter.send(recorded) }
+        commits.committed(recorded)
         return result
     }
 }
