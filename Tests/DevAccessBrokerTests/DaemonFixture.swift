@@ -125,11 +125,14 @@ final class BackgroundClient {
     /// What it printed when it reported.
     private(set) var report: [String: Any] = [:]
     private let scratch: TemporaryDirectory
+    private let output: String
+    private var reports = 1
     private var stopped = false
 
     init(user: TestUser, script: String, arguments: [String], timeout: Double) throws {
         scratch = try TemporaryDirectory()
         let output = scratch.path + "/report.json"
+        self.output = output
         guard FileManager.default.createFile(atPath: output, contents: nil) else {
             throw SetupError("cannot create \(output)")
         }
@@ -148,6 +151,22 @@ final class BackgroundClient {
         }
         stop()
         throw SetupError("the background client of \(user.name) did not report in \(timeout) s")
+    }
+
+    /// The next JSON line it prints after those seen, or nil when `timeout` seconds pass first.
+    func nextReport(timeout: Double) throws -> [String: Any]? {
+        let deadline = Date().addingTimeInterval(timeout)
+        repeat {
+            if let text = try? String(contentsOfFile: output, encoding: .utf8), text.hasSuffix("\n") {
+                let lines = text.split(separator: "\n")
+                if lines.count > reports {
+                    reports += 1
+                    return try json(String(lines[reports - 1]))
+                }
+            }
+            usleep(20_000)
+        } while Date() < deadline
+        return nil
     }
 
     func stop() {

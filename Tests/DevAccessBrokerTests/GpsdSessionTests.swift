@@ -19,7 +19,10 @@ struct GpsdSessionTests {
                          snapshot: LocationSnapshot = snapshot) throws -> [[String: JSONValue]] {
         var session = GpsdSession(level: level)
         var blur = LocationBlur()
-        let bytes = try session.receive(Array(commands.utf8), snapshot: snapshot) { blur.serve($0, at: level) }
+        var allowance = Int.max
+        let bytes = try session.receive(Array(commands.utf8), snapshot: snapshot, allowance: &allowance) {
+            blur.serve($0, at: level)
+        }
         return try reports(bytes)
     }
 
@@ -81,7 +84,8 @@ struct GpsdSessionTests {
         var session = GpsdSession(level: .street)
         var blur = LocationBlur()
         #expect(session.update(Self.snapshot) { blur.serve($0, at: .street) }.isEmpty)
-        _ = try? session.receive(Array(#"?WATCH={"enable":true};"#.utf8), snapshot: Self.snapshot) {
+        var allowance = 1
+        _ = try? session.receive(Array(#"?WATCH={"enable":true};"#.utf8), snapshot: Self.snapshot, allowance: &allowance) {
             blur.serve($0, at: .street)
         }
         #expect(session.update(Self.snapshot) { blur.serve($0, at: .street) }.isEmpty)
@@ -94,8 +98,9 @@ struct GpsdSessionTests {
     @Test func anEndlessCommandIsCutOff() {
         var session = GpsdSession(level: .exact)
         #expect(throws: GpsdSession.TooLong.self) {
+            var allowance = Int.max
             _ = try session.receive([UInt8](repeating: UInt8(ascii: "?"), count: GpsdSession.maxCommand + 1),
-                                    snapshot: Self.snapshot) { $0 }
+                                    snapshot: Self.snapshot, allowance: &allowance) { $0 }
         }
     }
 
@@ -103,5 +108,53 @@ struct GpsdSessionTests {
         let reports = try Self.exchange("?FROBNICATE;hello\n?VERSION;", level: .city)
         #expect(reports.map { $0["class"] } == [.string("ERROR"), .string("ERROR"), .string("VERSION")])
         #expect(reports[2]["proto_major"] == .integer(3))
+    }
+
+    /// Commands past the allowance wait, in order, and cost the server nothing until it
+    /// grants more; blank ones (";\n" after a command) cost nothing.
+    @Test func commandsPastTheAllowanceWaitInOrder() throws {
+        var session = GpsdSession(level: .city)
+        var allowance = 2
+        let first = try session.receive(Array("?VERSION;\n?DEVICES;\n?POLL;?VERSION;".utf8), snapshot: Self.snapshot,
+                                        allowance: &allowance) { $0 }
+        #expect(try Self.reports(first).map { $0["class"] } == [.string("VERSION"), .string("DEVICES")])
+        #expect(allowance == 0 && session.hasWaitingCommand)
+        #expect(session.answerWaiting(snapshot: Self.snapshot, allowance: &allowance) { $0 }.isEmpty)
+        allowance = 5
+        let rest = session.answerWaiting(snapshot: Self.snapshot, allowance: &allowance) { $0 }
+        #expect(try Self.reports(rest).map { $0["class"] } == [.string("POLL"), .string("VERSION")])
+        #expect(allowance == 3 && !session.hasWaitingCommand)
+    }
+
+    /// Waiting finished commands do not count as one endless command; an unfinished one does.
+    @Test func waitingCommandsAreNotTooLong() throws {
+        var session = GpsdSession(level: .city)
+        var allowance = 0
+        let many = String(repeating: "?POLL;", count: GpsdSession.maxCommand / 6 + 10)
+        _ = try session.receive(Array(many.utf8), snapshot: Self.snapshot, allowance: &allowance) { $0 }
+        #expect(session.hasWaitingCommand)
+        #expect(throws: GpsdSession.TooLong.self) {
+            _ = try session.receive([UInt8](repeating: UInt8(ascii: "x"), count: GpsdSession.maxCommand + 1),
+                                    snapshot: Self.snapshot, allowance: &allowance) { $0 }
+        }
+    }
+
+    /// The allowance: the burst at once, then one command per 1/rate second, never above the burst.
+    @Test func theAllowanceRefillsAtItsRate() {
+        var limits = GpsdCompatibleServer.Limits()
+        limits.commandsPerSecond = 10
+        limits.commandBurst = 4
+        let start = ContinuousClock.now
+        var allowance = CommandAllowance(limits, at: start)
+        #expect(allowance.available == 4)
+        allowance.available = 0
+        allowance.refill(at: start + .milliseconds(50), limits)
+        #expect(allowance.available == 0)
+        #expect(allowance.next(limits) == start + .milliseconds(100))
+        allowance.refill(at: start + .milliseconds(250), limits)
+        #expect(allowance.available == 2)
+        #expect(allowance.next(limits) == start + .milliseconds(300))
+        allowance.refill(at: start + .seconds(10), limits)
+        #expect(allowance.available == 4)
     }
 }

@@ -94,11 +94,11 @@ enum LocationAttack {
         let endpointPort: UInt16
         var socket: [String] { ["--socket", daemon.socketPath] }
 
-        init(log: String) throws {
+        init(log: String, daemonArguments: [String] = []) throws {
             gpsd = try GpsFakeProcess(cycling: log)
             endpointPort = try freeLoopbackPort()
             daemon = try RunningDaemon(arguments: ["--gpsd", "127.0.0.1:\(gpsd.port)", "--gpsd-timeout", "2000",
-                                                   "--location-port", String(endpointPort)])
+                                                   "--location-port", String(endpointPort)] + daemonArguments)
         }
 
         deinit { gpsd.stop() }
@@ -257,20 +257,15 @@ struct LocationAttackTests {
     }
 }
 
-/// Weaknesses shown for real. Each test asserts the SAFE behaviour and FAILS today.
-@Suite(.serialized,
-       .enabled(if: ProcessInfo.processInfo.environment["DEVACCESS_SHOW_FINDINGS"] != nil,
-                "demonstrates location finding 6 (hostile review), intermittent; DEVACCESS_SHOW_FINDINGS=1 runs it"),
-       .enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed (apt-get install gpsd gpsd-clients)"))
-struct LocationAttackFindings {
-    /// Finding 6 (intermittent, low): one granted user slows the endpoint for everyone. It
-    /// holds its 16 connections with WATCH on, never reading, and from four threads
-    /// connects, sends `?POLL;` 600 times (3.6 KB, answered with 600 POLL reports built on
-    /// the one loop thread: the grant is cached, nothing limits a user's rate) and closes,
-    /// as fast as it can. Measured: another user's connect-to-first-TPV goes from 0.5 s at
-    /// worst to 1.5-2.5 s, and now and then one attempt gets nothing in 5 s. Safe: another
-    /// user's 20 consecutive connections each get a TPV within 5 s, and the Unix-socket
-    /// broker still answers.
+/// Findings of the hostile review that are fixed now, and the attacks on the pushes.
+extension LocationAttackTests {
+    /// Finding 6 (fixed): one granted user slowed the endpoint for everyone. It holds its
+    /// 16 connections with WATCH on, never reading, and from four threads connects, sends
+    /// `?POLL;` 600 times (answered with 600 POLL reports built on the one loop thread)
+    /// and closes, as fast as it can. Measured before the fix: another user's
+    /// connect-to-first-TPV went from 0.5 s at worst to 1.5-2.5 s, and now and then one
+    /// attempt got nothing in 5 s. Now one person's commands are answered at 20 a second
+    /// across all their connections (after a burst of 40) and the rest wait unread.
     @Test func aFloodingUserDoesNotStarveOthers() throws {
         let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
@@ -342,6 +337,70 @@ struct LocationAttackFindings {
         #expect(setup.daemon.process.isRunning)
     }
 
+    /// The rate itself: one connection sending 1,000 `?POLL;` at once gets the burst and
+    /// then 20 a second, never all 1,000 (before the fix it got every one at once).
+    @Test func oneUsersCommandsAreAnsweredAtTheirRate() throws {
+        let setup = try LocationAttack.Setup(log: LocationAttackTests.fixture)
+        let user = try TestUser("larate")
+        try setup.grant(user, .city)
+        let result = try user.python("""
+            import json, socket, sys, time
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2)
+            start = time.monotonic()
+            s.sendall(b'?POLL;' * 1000)
+            buffer, polls = b"", 0
+            while time.monotonic() - start < 3:
+                try:
+                    chunk = s.recv(65536)
+                except socket.timeout:
+                    continue
+                if not chunk:
+                    break
+                buffer += chunk
+                polls += buffer.count(b'"class":"POLL"')
+                buffer = buffer[buffer.rfind(b"\\n") + 1:]
+            print(json.dumps({"polls": polls, "elapsed": time.monotonic() - start}))
+            """, [String(setup.endpointPort)])
+        let outcome = try json(result.stdout)
+        let polls = outcome["polls"] as? Int ?? -1
+        let elapsed = outcome["elapsed"] as? Double ?? 0
+        let limits = GpsdCompatibleServer.Limits()
+        // The burst, the rate over the time measured, and one more second of slack.
+        let most = limits.commandBurst + Int((elapsed + 1) * Double(limits.commandsPerSecond))
+        #expect(polls > limits.commandBurst && polls <= most, "\(outcome) (at most \(most)) \(result.stderr)")
+    }
+
+    /// A watching client of a user whose grant is revoked is told and closed as soon as the
+    /// ledger commits the revoke, not at the next periodic look (set to 10 minutes here, so
+    /// only the push can end it).
+    @Test func aRevokeEndsAWatchingConnectionAtOnce() throws {
+        let setup = try LocationAttack.Setup(log: LocationAttackTests.fixture, daemonArguments: ["--location-recheck", "600"])
+        let user = try TestUser("larevnow")
+        try setup.grant(user, .street)
+        let watcher = try user.background("""
+            import json, socket, sys, time
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+            s.sendall(b'?WATCH={"enable":true};')
+            buffer, told = b"", False
+            while b'"class":"TPV"' not in buffer:
+                buffer += s.recv(65536)
+            print(json.dumps({"watching": True}), flush=True)
+            buffer = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buffer += chunk
+            print(json.dumps({"closed": True, "error": b'"class":"ERROR"' in buffer,
+                              "at": time.monotonic()}), flush=True)
+            """, [String(setup.endpointPort)])
+        defer { watcher.stop() }
+        #expect(watcher.report["watching"] as? Bool == true, "\(watcher.report)")
+        let revoked = try TestProcess.devaccess(["revoke", "location", "--user", user.name] + setup.socket)
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        let closed = try #require(try watcher.nextReport(timeout: 10), "still served 10 s after the revoke")
+        #expect(closed["closed"] as? Bool == true && closed["error"] as? Bool == true, "\(closed)")
+    }
 }
 
 /// Findings of the hostile review that are fixed now: the attacks, run in CI.

@@ -135,8 +135,13 @@ public enum Daemon {
         // enforce at once) and before READY=1: the start-up reconcile has run when systemd
         // hears we are ready. Clients connecting meanwhile wait in the listen backlog.
         live?.start()
-        let gpsdEndpoint = options.locationPort.flatMap { service.gpsdEndpoint(port: $0) }
+        var endpointLimits = GpsdCompatibleServer.Limits()
+        endpointLimits.recheckInterval = options.locationRecheck
+        let gpsdEndpoint = options.locationPort.flatMap { service.gpsdEndpoint(port: $0, limits: endpointLimits) }
+        // A revoke, an expiry, a switch or a policy edit ends a connection at once.
+        let endpointCommits = gpsdEndpoint.map { endpoint in ledger.commits.observe { _ in endpoint.recheckGrants() } }
         if let gpsdEndpoint {
+            policies.observeReloads { gpsdEndpoint.recheckGrants() }
             gpsdEndpoint.start()
             log.info("gpsd endpoint listening", ["addresses": gpsdEndpoint.addresses.map(\.description)
                 .joined(separator: " ")])
@@ -145,6 +150,7 @@ public enum Daemon {
         server.run(signalDescriptor: signalDescriptor) {
             notify("STOPPING=1\nSTATUS=shutting down")
         }
+        endpointCommits.map { ledger.commits.cancel($0) }
         gpsdEndpoint?.stop()
         location?.stop()
         live?.stop()

@@ -23,6 +23,9 @@ public struct DaemonOptions: Sendable {
     public var servesLocation = true
     /// The gpsd-compatible endpoint's loopback port; nil: none (`--location-port 0`).
     public var locationPort: UInt16? = 947
+    /// How often the endpoint looks a connected client's grant up again when nothing said
+    /// it changed (`--location-recheck`); a backstop: commits and reloads trigger it at once.
+    public var locationRecheck: Duration = GpsdCompatibleServer.Limits().recheckInterval
     public var logLevel = BrokerLog.Level.info
     /// nil: journal when stderr is connected to journald, else stderr.
     public var logTarget: BrokerLog.Target?
@@ -58,6 +61,9 @@ public struct DaemonOptions: Sendable {
           --location-port PORT   gpsd's JSON protocol on 127.0.0.1:PORT and [::1]:PORT for
                                  gpsd clients, each served at its user's location grant;
                                  0: none (default: 947).
+          --location-recheck SEC Also look every connected endpoint client's grant up again
+                                 every SEC seconds (a revoke, expiry, switch or policy
+                                 reload does at once; default: 2).
           --max-connections N    Clients served at once; more are told 'busy' (default: 1024).
           --max-connections-per-user N
                                  Connections one user may hold (root and admins: no limit;
@@ -162,6 +168,8 @@ public struct DaemonOptions: Sendable {
             case "--location-port":
                 let port = try number(name, try value(name, inline: inline), 0...65_535)
                 options.locationPort = port == 0 ? nil : UInt16(port)
+            case "--location-recheck":
+                options.locationRecheck = .seconds(try number(name, try value(name, inline: inline), 1...3600))
             case "--gpsd-timeout":
                 options.probe.gpsdTimeout = .milliseconds(try number(name, try value(name, inline: inline), 1...60_000))
             case "--max-connections":

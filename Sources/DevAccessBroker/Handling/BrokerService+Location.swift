@@ -27,18 +27,17 @@ extension BrokerService {
                               + "not \(asked); ask for more with 'devaccess request location --accuracy \(asked)'")
         }
         var level = query.accuracy ?? granted
-        let began = ContinuousClock.now
         switch await locations.fix(at: level, wait: .milliseconds(query.waitMilliseconds)) {
         case .unavailable(let problem):
             return .error(ProtocolError(.unavailable, context: "location", reason: problem))
-        case .served(var fix):
+        case .served(var fix, let waited):
             // A grant revoked, lowered or switched off while this waited for gpsd's first
             // fix must hold: the level is looked up again before anything goes out.
-            if ContinuousClock.now - began >= LocationServing.pollInterval {
+            if waited {
                 switch await grantedLocation(subject, id: id, peer: peer) {
                 case .success(let now) where now < level:
                     (granted, level) = (now, now)
-                    guard case .served(let again) = await locations.fix(at: now, wait: .zero) else {
+                    guard case .served(let again, _) = await locations.fix(at: now, wait: .zero) else {
                         return .error(ProtocolError(.unavailable, context: "location", reason: locations.source.problem()))
                     }
                     fix = again
@@ -107,7 +106,9 @@ extension BrokerService {
     /// The gpsd endpoint on loopback `port` (IPv4 and IPv6; an address that cannot be bound,
     /// such as ::1 with IPv6 off, is left out and logged). nil when this broker serves no
     /// location or no address could be bound.
-    public func gpsdEndpoint(port: UInt16) -> GpsdCompatibleServer? {
+    public func gpsdEndpoint(port: UInt16, limits: GpsdCompatibleServer.Limits = GpsdCompatibleServer.Limits())
+        -> GpsdCompatibleServer?
+    {
         guard let locations else { return nil }
         var listeners: [TCPListener] = []
         for family in [AF_INET, AF_INET6] {
@@ -120,7 +121,8 @@ extension BrokerService {
         }
         guard !listeners.isEmpty else { return nil }
         do {
-            return try GpsdCompatibleServer(listeners: listeners, serving: locations, log: log) { [self] uid, address in
+            return try GpsdCompatibleServer(listeners: listeners, serving: locations, log: log, limits: limits) {
+                [self] uid, address in
                 await locationCheck(uid: uid, peer: address)
             }
         } catch {

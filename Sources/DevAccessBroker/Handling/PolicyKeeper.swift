@@ -17,6 +17,7 @@ public final class PolicyKeeper: Sendable {
         var reloadFailed = false
     }
     private let state: Mutex<State>
+    private let reloadObservers = Mutex<[@Sendable () -> Void]>([])
 
     public init(directory: String, log: BrokerLog, initial: Policy? = nil) {
         self.directory = directory
@@ -53,6 +54,12 @@ public final class PolicyKeeper: Sendable {
         return decided
     }
 
+    /// `body` is called after each reload that loaded a policy (it may lower or end grants
+    /// without the ledger changing); it must return quickly.
+    public func observeReloads(_ body: @escaping @Sendable () -> Void) {
+        reloadObservers.withLock { $0.append(body) }
+    }
+
     /// SIGHUP, or a file of the configuration directory changed (`trigger`): read now and
     /// say what happened.
     public func reload(trigger: String = "SIGHUP") {
@@ -69,6 +76,7 @@ public final class PolicyKeeper: Sendable {
             if recovered { log.notice("the policy parses again and is in force", ["config_dir": directory]) }
             log.notice("policy reloaded", ["config_dir": directory, "rules": String(policy.rules.count),
                                            "trigger": trigger])
+            for observer in reloadObservers.withLock({ $0 }) { observer() }
         case .unreadable(let problem):
             let kept = state.withLock { state in
                 state.reloadFailed = true

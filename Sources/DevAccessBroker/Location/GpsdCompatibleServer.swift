@@ -10,13 +10,16 @@ import DevAccessSystem
 /// devaccessd (config/nftables/devaccess-gpsd.nft).
 ///
 /// A client is whoever the kernel says owns the connecting socket (`TCPSocketOwner`), never
-/// what it sends. Its level is looked up when it connects and again every
-/// `recheckInterval` while it stays: a revoked, expired or denied grant, or a switch
-/// turned off, ends the connection with gpsd's ERROR report.
+/// what it sends. Its level is looked up when it connects, again whenever the ledger
+/// commits or the policy is reloaded (`recheckGrants()`), and every `recheckInterval`
+/// while it stays (a grant's time running out writes nothing): a revoked, expired or denied
+/// grant, or a switch turned off, ends the connection with gpsd's ERROR report.
 ///
 /// One thread, one poll loop: clients mostly sit watching, a fix a second goes out to all
-/// of them, and nobody holds a thread. A client that stops reading is dropped when
-/// `maxPendingOutput` is waiting for it.
+/// of them, and nobody holds a thread; the source's change wakes the loop. A client that
+/// stops reading is dropped when `maxPendingOutput` is waiting for it. One person's
+/// commands are answered at up to `commandsPerSecond` across all their connections; the
+/// rest wait, unread, in the kernel's buffers.
 public final class GpsdCompatibleServer: Sendable {
     /// What the grant lookup says for a uid.
     public enum GrantCheck: Sendable, Hashable {
@@ -30,6 +33,10 @@ public final class GpsdCompatibleServer: Sendable {
         public var maxClientsPerUser = 16
         public var maxPendingOutput = 256 * 1024
         public var recheckInterval: Duration = .seconds(2)
+        /// gpsd's clients send a few commands a connection (WATCH, POLL once a second at
+        /// most); a flood of POLLs from many connections must not take the loop from others.
+        public var commandsPerSecond = 20
+        public var commandBurst = 40
         public init() {}
     }
 
@@ -40,6 +47,9 @@ public final class GpsdCompatibleServer: Sendable {
     private let limits: Limits
     private let wake: Int32
     private let stopping = Atomic<Bool>(false)
+    /// Set by `recheckGrants()`: every connected uid is looked up again.
+    private let recheckRequested = Atomic<Bool>(false)
+    private let observation = Mutex<LocationObservation?>(nil)
     /// Grant answers from lookup tasks, for the loop to apply.
     private let answers = Mutex<[(uid: UInt32, check: GrantCheck)]>([])
     private let thread = Mutex<Thread?>(nil)
@@ -69,30 +79,26 @@ public final class GpsdCompatibleServer: Sendable {
             loop.name = "devaccessd gpsd endpoint"
             thread = loop
             loop.start()
-            // Wakes the loop as each fix arrives, so it goes out at once rather than at the
-            // next poll timeout.
-            let relay = Thread { [self] in
-                var generation = serving.source.snapshot().generation
-                while !stopping.load(ordering: .acquiring) {
-                    guard let next = serving.source.waitForChange(after: generation, timeout: .milliseconds(500)) else {
-                        continue
-                    }
-                    generation = next
-                    signalLoop()
-                }
-                self.finished.signal()
-            }
-            relay.name = "devaccessd gpsd endpoint relay"
-            relay.start()
+            // Each fix wakes the loop, so it goes out at once rather than at the next timeout.
+            observation.withLock { $0 = serving.source.observeChanges { [self] in signalLoop() } }
         }
+    }
+
+    /// The grants may have changed (the ledger committed, the policy was reloaded): look
+    /// every connected uid up again now, so a revoke ends its connections at once.
+    public func recheckGrants() {
+        recheckRequested.store(true, ordering: .releasing)
+        signalLoop()
     }
 
     /// Closes every client and returns once the loop has ended.
     public func stop() {
         guard thread.withLock({ $0 != nil }), !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        observation.withLock { observation in
+            observation?.cancel()
+            observation = nil
+        }
         signalLoop()
-        // The loop and the relay (which sees `stopping` within its wait's timeout).
-        finished.wait()
         finished.wait()
     }
 
@@ -109,10 +115,9 @@ public final class GpsdCompatibleServer: Sendable {
         var uid: UInt32
         /// Whom the per-user cap counts it against (a subordinate uid: its owner).
         var accountable: UInt32
-        /// nil until the grant lookup answered.
+        /// nil until the grant lookup answered; what the client sends meanwhile (gpspipe
+        /// sends ?WATCH at once) waits unread in the kernel.
         var session: GpsdSession?
-        /// What the client sent before its grant was known (gpspipe sends ?WATCH at once).
-        var early: [UInt8] = []
         var output: [UInt8] = []
         /// Close once `output` is sent.
         var closing = false
@@ -124,6 +129,9 @@ public final class GpsdCompatibleServer: Sendable {
         /// it, so connecting in a loop cannot make a lookup (or an audited refusal) each time.
         var known: [UInt32: (check: GrantCheck, at: ContinuousClock.Instant)] = [:]
         var checking: Set<UInt32> = []
+        /// Lookups under way when a recheck was asked: their answers may predate the change.
+        var stale: Set<UInt32> = []
+        var allowances: [UInt32: CommandAllowance] = [:]
         defer {
             for client in clients.values { Socket.close(client.descriptor) }
         }
@@ -131,21 +139,38 @@ public final class GpsdCompatibleServer: Sendable {
             var descriptors = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
             descriptors += listeners.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
             let order = Array(clients.keys)
+            // A client is read once its grant is known, and not while its commands wait for
+            // its owner's allowance.
+            var timeout = Duration.milliseconds(250)
             descriptors += order.map { fd in
-                pollfd(fd: fd, events: Int16(POLLIN) | (clients[fd]?.output.isEmpty == false ? Int16(POLLOUT) : 0),
-                       revents: 0)
+                let waiting = clients[fd]?.session?.hasWaitingCommand == true
+                if waiting, let client = clients[fd], let allowance = allowances[client.accountable] {
+                    timeout = min(timeout, max(.zero, ContinuousClock.now.duration(to: allowance.next(limits))))
+                }
+                let readable = clients[fd]?.session != nil && !waiting
+                return pollfd(fd: fd, events: (readable ? Int16(POLLIN) : 0)
+                                  | (clients[fd]?.output.isEmpty == false ? Int16(POLLOUT) : 0),
+                              revents: 0)
             }
-            // New fixes wake the loop (the relay); the timeout only paces grant lookups.
-            _ = poll(&descriptors, nfds_t(descriptors.count), 250)
+            // New fixes and grant changes wake the loop; the timeout paces the periodic
+            // lookups and waiting commands.
+            let (seconds, attoseconds) = timeout.components
+            _ = poll(&descriptors, nfds_t(descriptors.count), Int32(max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)))
             if descriptors[0].revents != 0 {
                 var count: UInt64 = 0
                 _ = withUnsafeMutableBytes(of: &count) { Glibc.read(wake, $0.baseAddress, 8) }
             }
+            if recheckRequested.exchange(false, ordering: .acquiringAndReleasing) {
+                known.removeAll()
+                stale = checking
+            }
             let snapshot = serving.source.snapshot()
+            let now = ContinuousClock.now
+            for key in Array(allowances.keys) { allowances[key]?.refill(at: now, limits) }
             for (index, listener) in listeners.enumerated() where descriptors[1 + index].revents != 0 {
                 for fd in acceptAll(listener, into: &clients) {
                     guard var client = clients[fd] else { continue }
-                    if let answer = known[client.uid], ContinuousClock.now - answer.at < limits.recheckInterval {
+                    if let answer = known[client.uid], now - answer.at < limits.recheckInterval {
                         apply(answer.check, to: &client, snapshot: snapshot)
                         clients[fd] = client
                     } else if !checking.contains(client.uid) {
@@ -156,8 +181,18 @@ public final class GpsdCompatibleServer: Sendable {
             for (index, fd) in order.enumerated() {
                 let events = descriptors[1 + listeners.count + index].revents
                 guard var client = clients[fd] else { continue }
-                if events & Int16(POLLIN | POLLHUP | POLLERR) != 0, !client.closing {
-                    guard read(&client, snapshot: snapshot) else {
+                var allowance = allowances[client.accountable, default: CommandAllowance(limits, at: now)]
+                defer { allowances[client.accountable] = allowance }
+                if client.session?.hasWaitingCommand != false, !client.closing {
+                    // Not read while its grant or its commands wait; hung up meanwhile:
+                    // nobody to answer.
+                    guard events & Int16(POLLHUP | POLLERR) == 0 else {
+                        drop(client, from: &clients)
+                        continue
+                    }
+                    answerWaiting(&client, snapshot: snapshot, allowance: &allowance.available)
+                } else if events & Int16(POLLIN | POLLHUP | POLLERR) != 0, !client.closing {
+                    guard read(&client, snapshot: snapshot, allowance: &allowance.available) else {
                         drop(client, from: &clients)
                         continue
                     }
@@ -167,20 +202,21 @@ public final class GpsdCompatibleServer: Sendable {
             // Grant answers: start, re-level or end the uid's clients.
             for reply in answers.withLock({ answers in defer { answers.removeAll() }; return answers }) {
                 checking.remove(reply.uid)
-                known[reply.uid] = (reply.check, .now)
+                if stale.remove(reply.uid) == nil { known[reply.uid] = (reply.check, .now) }
                 for (fd, var client) in clients where client.uid == reply.uid && !client.closing {
                     apply(reply.check, to: &client, snapshot: snapshot)
                     clients[fd] = client
                 }
             }
             // Every uid still connected is looked up again now and then.
-            let now = ContinuousClock.now
             let connected = Set(clients.values.map(\.uid))
             for uid in connected where !checking.contains(uid) {
                 if let answer = known[uid], now - answer.at < limits.recheckInterval { continue }
                 lookUp(uid, peer: clients.values.first { $0.uid == uid }?.peer, checking: &checking)
             }
             known = known.filter { now - $0.value.at < limits.recheckInterval || connected.contains($0.key) }
+            let owners = Set(clients.values.map(\.accountable))
+            allowances = allowances.filter { owners.contains($0.key) || $0.value.available < limits.commandBurst }
             // New fixes to watchers, then everything waiting goes out. The reports are the
             // same bytes for every client at a level (one blur per receiver for everyone),
             // so they are made once per level.
@@ -216,9 +252,6 @@ public final class GpsdCompatibleServer: Sendable {
             if client.session == nil {
                 client.session = GpsdSession(level: level)
                 client.output += GpsdSession.banner(snapshot)
-                let early = client.early
-                client.early = []
-                answer(&client, early, snapshot: snapshot)
             } else {
                 client.session?.level = level
             }
@@ -281,28 +314,34 @@ public final class GpsdCompatibleServer: Sendable {
     }
 
     /// Reads what the client sent and answers it; false: the client is gone or broke the protocol.
-    private func read(_ client: inout Client, snapshot: LocationSnapshot) -> Bool {
+    private func read(_ client: inout Client, snapshot: LocationSnapshot, allowance: inout Int) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = buffer.withUnsafeMutableBytes { Glibc.recv(client.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
         if count == 0 { return false }
         if count < 0 { return errno == EAGAIN || errno == EINTR }
-        guard client.session != nil else {
-            client.early += buffer.prefix(count)
-            return client.early.count <= GpsdSession.maxCommand
-        }
-        answer(&client, buffer.prefix(count), snapshot: snapshot)
+        answer(&client, buffer.prefix(count), snapshot: snapshot, allowance: &allowance)
         return true
     }
 
-    private func answer(_ client: inout Client, _ bytes: some Collection<UInt8>, snapshot: LocationSnapshot) {
+    private func answer(_ client: inout Client, _ bytes: some Collection<UInt8>, snapshot: LocationSnapshot,
+                        allowance: inout Int) {
         guard var session = client.session, !bytes.isEmpty else { return }
         let level = session.level
         do {
-            client.output += try session.receive(bytes, snapshot: snapshot) { serving.serve($0, at: level) }
+            client.output += try session.receive(bytes, snapshot: snapshot, allowance: &allowance) {
+                serving.serve($0, at: level)
+            }
         } catch {
             client.output += GpsdSession.error("devaccessd: a command longer than \(GpsdSession.maxCommand) bytes")
             client.closing = true
         }
+        client.session = session
+    }
+
+    private func answerWaiting(_ client: inout Client, snapshot: LocationSnapshot, allowance: inout Int) {
+        guard var session = client.session else { return }
+        let level = session.level
+        client.output += session.answerWaiting(snapshot: snapshot, allowance: &allowance) { serving.serve($0, at: level) }
         client.session = session
     }
 
@@ -320,5 +359,38 @@ public final class GpsdCompatibleServer: Sendable {
     private func drop(_ client: Client, from clients: inout [Int32: Client]) {
         Socket.close(client.descriptor)
         clients[client.descriptor] = nil
+    }
+}
+
+/// One person's commands to the endpoint: `commandBurst` at once, then `commandsPerSecond`.
+struct CommandAllowance {
+    var available: Int
+    /// When the next command was last earned (or, when full, last looked at).
+    private var since: ContinuousClock.Instant
+
+    init(_ limits: GpsdCompatibleServer.Limits, at now: ContinuousClock.Instant) {
+        available = limits.commandBurst
+        since = now
+    }
+
+    private static func interval(_ limits: GpsdCompatibleServer.Limits) -> Duration {
+        .seconds(1) / max(1, limits.commandsPerSecond)
+    }
+
+    mutating func refill(at now: ContinuousClock.Instant, _ limits: GpsdCompatibleServer.Limits) {
+        guard available < limits.commandBurst else {
+            since = now
+            return
+        }
+        let interval = Self.interval(limits)
+        let earned = Int((now - since) / interval)
+        guard earned > 0 else { return }
+        available = min(limits.commandBurst, available + earned)
+        since = available == limits.commandBurst ? now : since + interval * earned
+    }
+
+    /// When the next command is earned.
+    func next(_ limits: GpsdCompatibleServer.Limits) -> ContinuousClock.Instant {
+        since + Self.interval(limits)
     }
 }

@@ -45,8 +45,9 @@ final class GpsdLocationSource: LocationSource {
                                 fixes: state.fixes, sky: state.sky)
     }
 
-    func waitForChange(after generation: UInt64, timeout: Duration) -> UInt64? {
-        watcher.waitForChange(after: generation, timeout: timeout)?.generation
+    func observeChanges(_ body: @escaping @Sendable () -> Void) -> LocationObservation {
+        let observation = watcher.observeChanges(body)
+        return LocationObservation { [watcher] in watcher.cancel(observation) }
     }
 
     func problem() -> String {

@@ -42,19 +42,42 @@ struct GpsdSession {
         line(.object([JSONMember("class", .string("ERROR")), JSONMember("message", .string(message))]))
     }
 
-    /// Takes bytes from the client and answers every command they complete.
-    mutating func receive(_ bytes: some Collection<UInt8>, snapshot: LocationSnapshot,
+    /// Takes bytes from the client and answers the commands they complete, up to
+    /// `allowance` of them (each answered one takes one); the rest wait, in order, for
+    /// `answerWaiting`.
+    mutating func receive(_ bytes: some Collection<UInt8>, snapshot: LocationSnapshot, allowance: inout Int,
                           serve: (LocationFix) -> LocationFix) throws(TooLong) -> [UInt8] {
         input.append(contentsOf: bytes)
-        var out: [UInt8] = []
-        // gpsd ends a command at ';' or a newline.
-        while let end = input.firstIndex(where: { $0 == UInt8(ascii: ";") || $0 == UInt8(ascii: "\n") }) {
-            let command = Array(input[..<end])
-            input.removeSubrange(...end)
-            out += answer(command, snapshot: snapshot, serve: serve)
-        }
-        guard input.count <= Self.maxCommand else { throw TooLong() }
+        let out = answerWaiting(snapshot: snapshot, allowance: &allowance, serve: serve)
+        // Only the unfinished command counts against the limit: finished ones wait for the
+        // allowance, and the server reads nothing more from a client while they do.
+        let unfinished = input.count - (input.lastIndex(where: Self.endsCommand).map { $0 + 1 } ?? 0)
+        guard unfinished <= Self.maxCommand else { throw TooLong() }
         return out
+    }
+
+    /// A finished command waits for the allowance.
+    var hasWaitingCommand: Bool { input.contains(where: Self.endsCommand) }
+
+    /// Answers finished commands while `allowance` lasts; blank ones cost nothing.
+    mutating func answerWaiting(snapshot: LocationSnapshot, allowance: inout Int,
+                                serve: (LocationFix) -> LocationFix) -> [UInt8] {
+        var out: [UInt8] = []
+        while let end = input.firstIndex(where: Self.endsCommand) {
+            let blank = input[..<end].allSatisfy { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\r") }
+            if !blank {
+                guard allowance > 0 else { break }
+                allowance -= 1
+                out += answer(Array(input[..<end]), snapshot: snapshot, serve: serve)
+            }
+            input.removeSubrange(...end)
+        }
+        return out
+    }
+
+    /// gpsd ends a command at ';' or a newline.
+    private static func endsCommand(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: ";") || byte == UInt8(ascii: "\n")
     }
 
     /// What a watching client is sent when the snapshot changed since it was last sent one.

@@ -47,9 +47,14 @@ public protocol LocationSource: Sendable {
     /// the connection", "no receiver", "/dev/ttyACM0 has no fix yet").
     func problem() -> String
     func snapshot() -> LocationSnapshot
-    /// Blocks until the snapshot's generation is past `generation` and returns the new one;
-    /// nil when `timeout` passes first. How the endpoint hears of a fix at once.
-    func waitForChange(after generation: UInt64, timeout: Duration) -> UInt64?
+    /// `body` is called after each change of the snapshot, on the source's thread; it must
+    /// return quickly. How the endpoint and waiting requests hear of a fix at once.
+    func observeChanges(_ body: @escaping @Sendable () -> Void) -> LocationObservation
+}
+
+/// Observing a `LocationSource` until `cancel()`.
+public struct LocationObservation: Sendable {
+    public let cancel: @Sendable () -> Void
 }
 
 /// Serves fixes at an accuracy. One `LocationBlur` per receiver for everyone: two callers
@@ -57,27 +62,42 @@ public protocol LocationSource: Sendable {
 final class LocationServing: Sendable {
     let source: any LocationSource
     private let blurs = Mutex<[String: LocationBlur]>([:])
-    /// While gpsd has no fix, how often to look again: far below a receiver's 1 Hz.
-    static let pollInterval: Duration = .milliseconds(100)
-
     init(source: any LocationSource) {
         self.source = source
     }
 
     enum Outcome: Sendable {
-        case served(LocationFix)
+        /// `waited`: there was none at first, so the grant may have changed meanwhile.
+        case served(LocationFix, waited: Bool)
         case unavailable(String)
     }
 
     /// The newest fix at `level`, waiting up to `wait` for a first one. Waiting holds no
-    /// thread: a caller that waits costs a connection, which the server limits per user.
+    /// thread and polls nothing: the source's change wakes it. A caller that waits costs a
+    /// connection, which the server limits per user.
     func fix(at level: LocationAccuracy, wait: Duration) async -> Outcome {
         source.start()
-        let deadline = ContinuousClock.now.advanced(by: wait)
-        while true {
-            if let fix = source.currentFix() { return .served(serve(fix, at: level)) }
-            if ContinuousClock.now >= deadline || Task.isCancelled { return .unavailable(source.problem()) }
-            try? await Task.sleep(for: Self.pollInterval)
+        if let fix = source.currentFix() { return .served(serve(fix, at: level), waited: false) }
+        guard wait > .zero else { return .unavailable(source.problem()) }
+        let (changes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let observation = source.observeChanges { continuation.yield() }
+        let timer = Task {
+            try? await Task.sleep(for: wait)
+            continuation.finish()
+        }
+        defer {
+            observation.cancel()
+            timer.cancel()
+        }
+        return await withTaskCancellationHandler {
+            // Looked at again once observed: a fix that came in between is not missed.
+            if let fix = source.currentFix() { return .served(serve(fix, at: level), waited: true) }
+            for await _ in changes {
+                if let fix = source.currentFix() { return .served(serve(fix, at: level), waited: true) }
+            }
+            return .unavailable(source.problem())
+        } onCancel: {
+            continuation.finish()
         }
     }
 

@@ -44,7 +44,8 @@ public final class GpsdWatcher: Sendable {
         var model: GpsdWatchModel
         var handler: (@Sendable (GpsdWatchEvent) -> Void)?
         var waiters: [UInt64: DispatchSemaphore] = [:]
-        var nextWaiter: UInt64 = 0
+        var nextTicket: UInt64 = 0
+        var observers: [UInt64: @Sendable () -> Void] = [:]
     }
 
     public init(endpoint: GpsdEndpoint, maxLineLength: Int = GpsdClient.defaultMaxLineLength,
@@ -87,14 +88,29 @@ public final class GpsdWatcher: Sendable {
         shared.withLock { $0.handler = handler }
     }
 
+    /// `body` is called on the watcher's thread after each change of the state (each
+    /// generation); like the change handler it must return quickly. Any number may observe:
+    /// this is how a server learns of a fix without a thread waiting for it.
+    public func observeChanges(_ body: @escaping @Sendable () -> Void) -> GpsdWatchObservation {
+        shared.withLock { shared in
+            defer { shared.nextTicket &+= 1 }
+            shared.observers[shared.nextTicket] = body
+            return GpsdWatchObservation(id: shared.nextTicket)
+        }
+    }
+
+    public func cancel(_ observation: GpsdWatchObservation) {
+        shared.withLock { _ = $0.observers.removeValue(forKey: observation.id) }
+    }
+
     private func wait<T>(timeout: Duration, until found: (GpsdWatchState) -> T?) -> T? {
         let deadline = ContinuousClock.now.advanced(by: timeout)
         let wakeUp = DispatchSemaphore(value: 0)
         while true {
             let (value, ticket) = shared.withLock { shared -> (T?, UInt64?) in
                 if let value = found(shared.model.state) { return (value, nil) }
-                let ticket = shared.nextWaiter
-                shared.nextWaiter &+= 1
+                let ticket = shared.nextTicket
+                shared.nextTicket &+= 1
                 shared.waiters[ticket] = wakeUp
                 return (nil, ticket)
             }
@@ -248,14 +264,15 @@ public final class GpsdWatcher: Sendable {
     /// hands the events to the handler outside the lock (only this thread changes the
     /// model, so they arrive in order).
     private func publish(_ change: (inout GpsdWatchModel) -> [GpsdWatchEvent]) {
-        let (events, handler) = shared.withLock { shared -> ([GpsdWatchEvent], (@Sendable (GpsdWatchEvent) -> Void)?) in
+        let (events, handler, observers) = shared.withLock {
+            shared -> ([GpsdWatchEvent], (@Sendable (GpsdWatchEvent) -> Void)?, [@Sendable () -> Void]) in
             let generation = shared.model.state.generation
             let events = change(&shared.model)
-            if shared.model.state.generation != generation {
-                for waiter in shared.waiters.values { waiter.signal() }
-            }
-            return (events, shared.handler)
+            guard shared.model.state.generation != generation else { return (events, shared.handler, []) }
+            for waiter in shared.waiters.values { waiter.signal() }
+            return (events, shared.handler, Array(shared.observers.values))
         }
+        for observer in observers { observer() }
         guard let handler else { return }
         for event in events { handler(event) }
     }
@@ -276,4 +293,9 @@ public final class GpsdWatcher: Sendable {
 public struct GpsdWatcherError: Error, Sendable, Hashable, CustomStringConvertible {
     public var problem: String
     public var description: String { "cannot watch gpsd: \(problem)" }
+}
+
+/// A handle to stop observing a `GpsdWatcher`.
+public struct GpsdWatchObservation: Sendable, Hashable {
+    fileprivate let id: UInt64
 }
