@@ -27,9 +27,9 @@ struct ConsentChannelUnitTests {
         let choices = [PromptChoice(choice: .once, label: "Allow once"),
                        PromptChoice(choice: .forDuration, duration: 3600, label: "Allow for 1h"),
                        PromptChoice(choice: .deny, label: "Deny")]
-        #expect(TerminalPrompt.answer("once 417", code: "417", among: choices)?.choice == .once)
-        #expect(TerminalPrompt.answer("for 417", code: "417", among: choices)?.choice == .forDuration)
-        #expect(TerminalPrompt.answer("deny 417", code: "417", among: choices)?.choice == .deny)
+        #expect(TerminalPrompt.answer("once 417", code: "417", among: choices)?.choice.choice == .once)
+        #expect(TerminalPrompt.answer("for 417", code: "417", among: choices)?.choice.choice == .forDuration)
+        #expect(TerminalPrompt.answer("deny 417", code: "417", among: choices)?.choice.choice == .deny)
         #expect(TerminalPrompt.answer("always 417", code: "417", among: choices) == nil, "not offered")
         #expect(TerminalPrompt.answer("1 417", code: "417", among: choices) == nil, "no numbers")
         #expect(TerminalPrompt.answer("d 417", code: "417", among: choices) == nil, "no letters")
@@ -37,6 +37,22 @@ struct ConsentChannelUnitTests {
         #expect(TerminalPrompt.answer("once 418", code: "417", among: choices) == nil, "another code")
         #expect(TerminalPrompt.answer("once417", code: "417", among: choices) == nil)
         #expect(TerminalPrompt.answer("417", code: "417", among: choices) == nil)
+    }
+
+    /// A location answer may add a coarser level between the word and the code; only the
+    /// levels offered, never with deny, never a level the request could not have.
+    @Test func aLocationAnswerMayNameACoarserLevel() {
+        let choices = [PromptChoice(choice: .once, label: "Allow once"), PromptChoice(choice: .deny, label: "Deny")]
+        let levels: [LocationAccuracy] = [.neighborhood, .city, .country]
+        let city = TerminalPrompt.answer("once city 417", code: "417", among: choices, levels: levels)
+        #expect(city?.choice.choice == .once && city?.level == .city)
+        #expect(TerminalPrompt.answer("once 417", code: "417", among: choices, levels: levels)?.level == nil)
+        #expect(TerminalPrompt.answer("once exact 417", code: "417", among: choices, levels: levels) == nil, "finer than offered")
+        #expect(TerminalPrompt.answer("once street 417", code: "417", among: choices, levels: levels) == nil, "not offered")
+        #expect(TerminalPrompt.answer("deny city 417", code: "417", among: choices, levels: levels) == nil, "deny has no level")
+        #expect(TerminalPrompt.answer("once city 417", code: "417", among: choices) == nil, "not a location prompt")
+        #expect(TerminalPrompt.answer("once city", code: "417", among: choices, levels: levels) == nil, "no code")
+        #expect(TerminalPrompt.answer("once city town 417", code: "417", among: choices, levels: levels) == nil)
     }
 
     @Test func terminalDevicesAreNamedFromTheirNumbers() {

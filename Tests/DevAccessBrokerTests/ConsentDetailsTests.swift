@@ -365,6 +365,30 @@ extension LoginSessions {
             #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 8 * 3600) < 2)
         }
 
+        /// Location asked at street: the person may allow it coarser by typing the level
+        /// ("for city CODE"), as iOS lets one turn "precise" off; the grant records city, and
+        /// a level finer than asked is not an answer.
+        @Test func thePersonMayAllowLocationCoarserThanAsked() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: "[location]\nDefault=ask\n", location: true)
+            let user = try TestUser("lcoarse", shell: "/bin/sh")
+            let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "request", "location",
+                                                                  "--accuracy", "street", "--for", "1h"] + setup.socket,
+                                            answers: [(Self.question, "for exact {code}\n"),
+                                                      (Self.question, "for city {code}\n")], timeout: 90)
+            // 2: limited, which a grant below exact is.
+            #expect(run.exitStatus == 2, "\(run.output)")
+            #expect(run.output.contains("allowed at city accuracy"), "\(run.output)")
+            #expect(run.output.contains("or allow a coarser location: add one of neighborhood (about 1 km), city"),
+                    "\(run.output)")
+            #expect(run.output.contains("that is not an answer"), "exact is finer than asked: \(run.output)")
+            let grant = try #require(try setup.grants(user).first)
+            #expect(grant.decision == .allow && grant.method == .consent && grant.accuracy == .city, "\(grant)")
+            let prompts = try setup.requestEvents(user).filter { $0.details["stage"] == "prompt" }
+            #expect(prompts.contains { $0.details["accuracy_chosen"] == "city" }, "\(prompts)")
+        }
+
         /// A user's own "deny" at the prompt: `devaccess reset camera` (no --user) forgets
         /// it through devaccessd, and the next request asks again.
         @Test func aUserForgetsTheirOwnDenial() throws {

@@ -12,7 +12,8 @@ import DevAccessProtocol
 /// `poll` on one terminal), and can be cancelled when the requester leaves.
 final class TerminalPrompt: Sendable {
     enum End: Sendable, Hashable {
-        case chose(ConsentChoice)
+        /// `level`: a coarser location accuracy the person typed (`once city CODE`).
+        case chose(ConsentChoice, level: LocationAccuracy?)
         /// An empty line, or three answers that were not offered.
         case dismissed
         /// Ctrl-D (end of input), or the terminal hung up.
@@ -46,10 +47,11 @@ final class TerminalPrompt: Sendable {
 
     func cancel() { cancelled.store(true, ordering: .relaxed) }
 
-    /// Writes `text` and the numbered choices, then reads one answer within `timeout`.
-    func ask(_ text: String, choices: [PromptChoice], timeout: Duration) async -> End {
+    /// Writes `text` and the choices (and, for location, the coarser `levels` one may add),
+    /// then reads one answer within `timeout`.
+    func ask(_ text: String, choices: [PromptChoice], levels: [LocationAccuracy] = [], timeout: Duration) async -> End {
         await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: self.run(text, choices: choices, timeout: timeout)) }
+            let thread = Thread { continuation.resume(returning: self.run(text, choices: choices, levels: levels, timeout: timeout)) }
             thread.name = "devaccessd terminal prompt"
             thread.start()
         }
@@ -59,15 +61,15 @@ final class TerminalPrompt: Sendable {
     /// requests never race for one answer.
     private static let busy = Mutex<Set<String>>([])
 
-    private func run(_ text: String, choices: [PromptChoice], timeout: Duration) -> End {
+    private func run(_ text: String, choices: [PromptChoice], levels: [LocationAccuracy], timeout: Duration) -> End {
         guard Self.busy.withLock({ $0.insert(path).inserted }) else {
             return .failed("another devaccessd question is open on \(path)")
         }
         defer { _ = Self.busy.withLock { $0.remove(path) } }
-        return ask(text, choices: choices, timeout: timeout)
+        return ask(text, choices: choices, levels: levels, timeout: timeout)
     }
 
-    private func ask(_ text: String, choices: [PromptChoice], timeout: Duration) -> End {
+    private func ask(_ text: String, choices: [PromptChoice], levels: [LocationAccuracy], timeout: Duration) -> End {
         // O_NOCTTY: the broker must never get a controlling terminal; O_NOFOLLOW: the
         // path was checked, a symlink swapped in since is refused.
         let fd = open(path, O_RDWR | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
@@ -105,6 +107,12 @@ final class TerminalPrompt: Sendable {
             let word = choice.choice.rawValue
             prompt += "  " + word + String(repeating: " ", count: width - word.count + 2)
                 + Self.terminalText(choice.label) + "\r\n"
+        }
+        // A coarser location is one more word, between the choice and the code, so what
+        // is granted is typed out in full (a redrawn screen cannot change what "city" means).
+        if let coarser = levels.first {
+            prompt += "  or allow a coarser location: add one of " + levels.map { "\($0) (\($0.approximately))" }
+                .joined(separator: ", ") + ", e.g. \"once \(coarser) \(code)\"\r\n"
         }
         let seconds = Int(timeout.components.seconds)
         let ask = "devaccessd: type one word (" + words.joined(separator: ", ") + ") and the code \(code), e.g. \""
@@ -158,9 +166,10 @@ final class TerminalPrompt: Sendable {
                 let typed = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
                 line.removeAll()
                 if typed.isEmpty { return .dismissed }
-                if let choice = Self.answer(typed, code: code, among: choices) {
-                    _ = write(fd, "devaccessd: \(Self.terminalText(choice.label))\r\n")
-                    return .chose(choice.choice)
+                if let answer = Self.answer(typed, code: code, among: choices, levels: levels) {
+                    let level = answer.level.map { " at \($0) accuracy (\($0.approximately))" } ?? ""
+                    _ = write(fd, "devaccessd: \(Self.terminalText(answer.choice.label))\(level)\r\n")
+                    return .chose(answer.choice.choice, level: answer.level)
                 }
                 invalid += 1
                 guard invalid < 3 else {
@@ -181,11 +190,24 @@ final class TerminalPrompt: Sendable {
         return state.tty == terminal && state.group == state.foreground && state.group > 0
     }
 
-    /// "WORD CODE": nil unless WORD is an offered choice's word and CODE the one shown.
-    static func answer(_ typed: String, code: String, among choices: [PromptChoice]) -> PromptChoice? {
+    struct Answer: Sendable, Hashable {
+        var choice: PromptChoice
+        var level: LocationAccuracy?
+    }
+
+    /// "WORD CODE", or "WORD LEVEL CODE" allowing at one of the offered coarser `levels`:
+    /// nil unless WORD is an offered choice's word, LEVEL an offered level (never with
+    /// deny) and CODE the one shown.
+    static func answer(_ typed: String, code: String, among choices: [PromptChoice],
+                       levels: [LocationAccuracy] = []) -> Answer? {
         let words = typed.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        guard words.count == 2, words[1] == code else { return nil }
-        return choice(words[0], among: choices)
+        guard words.count == 2 || words.count == 3, words.last == code,
+              let choice = choice(words[0], among: choices) else { return nil }
+        guard words.count == 3 else { return Answer(choice: choice, level: nil) }
+        guard choice.choice != .deny, let level = LocationAccuracy(rawValue: words[1]), levels.contains(level) else {
+            return nil
+        }
+        return Answer(choice: choice, level: level)
     }
 
     /// An offered choice by its word ("once", "for", "always", "deny").

@@ -13,6 +13,8 @@ struct GrantPlan: Sendable {
     var term: DecisionTerm
     var method: DecisionMethod
     var decidedBy: Principal
+    /// A location level the person chose below the request's (nil: as the request gets it).
+    var accuracy: LocationAccuracy?
 }
 
 /// The location level a request asks for, and what the policy lets it have.
@@ -526,17 +528,22 @@ extension BrokerService {
         let text = RequestText.question(group, term: nil, user: context.user, peer: context.peer,
                                         requester: context.requester, devices: context.devices(for: group),
                                         reason: context.request.reason, location: context.location)
-        let end = await askOnTerminal(terminal, text: text, choices: choices, owner: context.user.uid,
-                                      requester: context.peer.pid, exchange: context.exchange)
+        // Location may be allowed coarser than asked (as iOS's "precise" switch): the levels
+        // below what this request would get.
+        let levels = group.contains(.location) ? LocationAccuracy.allCases.filter { $0 < (context.location?.granted ?? .exact) }
+            .reversed() : []
+        let end = await askOnTerminal(terminal, text: text, choices: choices, levels: Array(levels),
+                                      owner: context.user.uid, requester: context.peer.pid, exchange: context.exchange)
         switch end {
         case .failed(let problem):
             outcome["outcome"] = "no-channel"
             outcome["channel_problem"] = problem
             return .noChannel("the login terminal could not be used: \(problem)")
-        case .chose(let choice):
+        case .chose(let choice, let level):
             // TerminalPrompt takes only offered words.
             guard let offered = choices.first(where: { $0.choice == choice }) else { return .undecided(.dismissed) }
             outcome["outcome"] = choice.rawValue
+            if let level { outcome["accuracy_chosen"] = level.rawValue }
             log.info("answered on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
                                                          "source": terminal.source, "answer": choice.rawValue])
             let subject = context.subject
@@ -552,7 +559,7 @@ extension BrokerService {
                 case .deny: term = .always
                 }
                 return GrantPlan(permission: permission, decision: offered.choice == .deny ? .deny : .allow, term: term,
-                                 method: .consent, decidedBy: subject)
+                                 method: .consent, decidedBy: subject, accuracy: permission == .location ? level : nil)
             })
         case .dismissed:
             outcome["outcome"] = "cancel:dismissed"
@@ -573,14 +580,15 @@ extension BrokerService {
     /// Asks on the login terminal; the requester's leaving withdraws the question. An
     /// answer the requester sends on its connection meanwhile is not read: the event loop
     /// keeps it until the request ends, and then refuses it.
-    func askOnTerminal(_ terminal: ConsentChannel.Terminal, text: String, choices: [PromptChoice], owner: UInt32,
-                       requester: Int32, exchange: Exchange?) async -> TerminalPrompt.End {
+    func askOnTerminal(_ terminal: ConsentChannel.Terminal, text: String, choices: [PromptChoice],
+                       levels: [LocationAccuracy] = [], owner: UInt32, requester: Int32,
+                       exchange: Exchange?) async -> TerminalPrompt.End {
         let prompt = TerminalPrompt(terminal: terminal, owner: owner, requester: requester)
         exchange?.listen { event in
             if case .departed = event { prompt.cancel() }
         }
         if exchange?.departure != nil { return .cancelled }
-        return await prompt.ask(text, choices: choices, timeout: settings.promptTimeout)
+        return await prompt.ask(text, choices: choices, levels: levels, timeout: settings.promptTimeout)
     }
 
     static func mismatch(_ answered: Int64, _ open: Int64) -> ProtocolError {
@@ -742,7 +750,7 @@ extension BrokerService {
             do throws(LedgerError) {
                 for plan in plans {
                     grants.append((plan.permission, try Self.record(plan, subject: subject, reason: reason,
-                                                                    holder: holder, accuracy: level,
+                                                                    holder: holder, accuracy: plan.accuracy ?? level,
                                                                     ledger: enforcer.ledger, now: now)))
                 }
             } catch {
