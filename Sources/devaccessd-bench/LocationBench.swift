@@ -506,7 +506,7 @@ struct DeliveryReport {
         _ = line("    exact clients (TPV + SKY)", endpointExact)
         _ = line("    city clients (TPV)", endpointCity)
         _ = line("  per fix: last direct client", lastDirect)
-        _ = line("  per fix: first endpoint client (watcher + relay)", firstEndpoint)
+        _ = line("  per fix: first endpoint client (one hop)", firstEndpoint)
         _ = line("  per fix: last endpoint client", lastEndpoint)
         Swift.print(String(format: "  added by devaccessd: p50 %+.3f ms  p99 %+.3f ms  (goal: p99 < 1 ms); "
                            + "ratio endpoint/direct at p99 %.2f",
