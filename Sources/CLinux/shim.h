@@ -131,6 +131,20 @@ static inline int devaccess_accept4(int fd, struct sockaddr *address, socklen_t 
     return (int)syscall(SYS_accept4, fd, address, length, flags);
 }
 
+/* Where the client of an accepted TCP connection dialled before netfilter redirected it
+   (nft `redirect`/`dnat` in the output hook, as config/nftables/devaccess-gpsd.nft does
+   for gpsd's port): conntrack's original destination, SO_ORIGINAL_DST (IPv4) or
+   IP6T_SO_ORIGINAL_DST (IPv6), both option 80. The kernel keeps it; the client cannot
+   choose it. Fills `storage`; returns 0 or -errno (-ENOENT: the connection is not
+   tracked, so nothing redirected it). */
+static inline int devaccess_original_destination(int fd, int family, struct sockaddr_storage *storage) {
+    socklen_t length = sizeof *storage;
+    int level = family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP;
+    memset(storage, 0, sizeof *storage);
+    if (getsockopt(fd, level, 80, storage, &length) != 0) return -errno;
+    return 0;
+}
+
 static inline int devaccess_pidfd_send(int pidfd, int signal) {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
 }

@@ -114,6 +114,12 @@ public struct AcceptedTCP: Sendable {
     public var descriptor: Int32
     public var peer: TCPAddress
     public var local: TCPAddress
+    /// Where the client dialled, when netfilter redirected it here (conntrack's original
+    /// destination); nil when it dialled `local` itself.
+    public var redirectedFrom: TCPAddress?
+
+    /// The address the client's own socket is connected to: what sock_diag knows it by.
+    public var dialled: TCPAddress { redirectedFrom ?? local }
 }
 
 /// A listening TCP socket on one address (non-blocking, close-on-exec, SO_REUSEADDR so a
@@ -174,6 +180,9 @@ public final class TCPListener: Sendable {
             close(fd)
             return nil
         }
-        return AcceptedTCP(descriptor: fd, peer: peer, local: mine)
+        var original = sockaddr_storage()
+        let redirected = devaccess_original_destination(fd, mine.family, &original) == 0
+            ? TCPAddress(original).flatMap { $0 == mine ? nil : $0 } : nil
+        return AcceptedTCP(descriptor: fd, peer: peer, local: mine, redirectedFrom: redirected)
     }
 }

@@ -140,4 +140,101 @@ struct GpsdGateTests {
         #expect(open.root["status"] as? String == "authorized" && open.user["status"] as? String == "authorized",
                 "\(open.root) \(open.user)")
     }
+
+    /// $1: the rule file; $2: the NMEA log; $3: devaccessd; $4: devaccess; $5: the granted
+    /// user; $6 and $7: the granted and the ungranted user's uids. A real gpsd on 2947 and
+    /// devaccessd (endpoint on 947) inside the namespace; gpspipe as each, pointed at gpsd's
+    /// own port. Prints sections "== NAME" followed by what each got.
+    static let redirectScript = #"""
+        set -u
+        ip link set lo up || exit 3
+        nft -f "$1" || exit 4
+        PATH="$PATH:/usr/sbin" setsid gpsfake -c 0.05 -P 2947 "$2" > /dev/null 2>&1 &
+        feeder=$!
+        for _ in $(seq 150); do grep -q ':0B83 00000000:0000 0A' /proc/net/tcp 2>/dev/null && break; sleep 0.1; done
+        timeout 15 gpspipe -w 127.0.0.1:2947 | grep -m1 -q '"class":"TPV".*"mode":3'
+        dir=$(mktemp -d)
+        setsid "$3" --socket "$dir/sock" --state-dir "$dir/state" --log-target stderr --gpsd 127.0.0.1:2947 \
+            > "$dir/log" 2>&1 < /dev/null &
+        daemon=$!
+        for _ in $(seq 150); do [ -S "$dir/sock" ] && "$4" status location --socket "$dir/sock" --broker > /dev/null 2>&1 && break; sleep 0.1; done
+        "$4" grant location --user "$5" --accuracy city --socket "$dir/sock" > /dev/null || exit 5
+        as() { uid=$1; shift; setpriv --reuid="$uid" --regid=65534 --clear-groups "$@"; }
+        echo "== granted 127.0.0.1"; as "$6" timeout 20 gpspipe -w -n 8 127.0.0.1:2947
+        echo "== granted ::1"; as "$6" timeout 20 /usr/bin/python3 -c '
+        import socket
+        s = socket.create_connection(("::1", 2947), timeout=10)
+        s.sendall(b"?WATCH={\"enable\":true};")
+        buffer = b""
+        while buffer.count(b"\n") < 6:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buffer += chunk
+        print(buffer.decode(), end="")'
+        echo "== ungranted"; as "$7" timeout 20 gpspipe -w -n 2 127.0.0.1:2947
+        echo "== root"; timeout 20 gpspipe -w -n 1 127.0.0.1:2947
+        echo "== status"; "$4" status location --json --gpsd 127.0.0.1:2947 --gpsd-timeout 3000 | tr -d '\n'; echo
+        echo "== end"
+        kill -KILL "$daemon" 2>/dev/null
+        kill -KILL -- -"$feeder" 2>/dev/null
+        rm -rf "$dir"
+        """#
+
+    /// With the rule, gpsd's clients need no change: a plain user's gpspipe pointed at
+    /// gpsd's own port (127.0.0.1:2947, and ::1) is redirected to devaccessd's endpoint,
+    /// which knows the user from the kernel (sock_diag, with the address dialled from
+    /// conntrack) and serves them at their grant (city: the 10 km cell, no altitude); a
+    /// user without a grant is told why; root still reaches gpsd itself; status says gated.
+    @Test(.enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed"))
+    func withTheRuleGpsdsClientsReachDevaccessdUnchanged() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft") else {
+            Issue.record("nft is not installed: apt-get install nftables (scripts/debian-packages.txt)")
+            return
+        }
+        let granted = try TestUser("gateredir")
+        let ungranted = try TestUser("gateredno")
+        let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+        let result = try TestProcess.run("/usr/bin/unshare", ["--net", "--", "/usr/bin/bash", "-c", Self.redirectScript,
+                                                              "gate", Self.ruleFile, log, RunningDaemon.binary,
+                                                              TestProcess.devaccessBinary, granted.name,
+                                                              String(granted.uid), String(ungranted.uid)])
+        var sections: [String: [[String: Any]]] = [:]
+        var statusLine = ""
+        var current = ""
+        // gpsd ends its lines with CR LF, which Swift reads as one Character.
+        for line in result.stdout.split(whereSeparator: \.isNewline).map(String.init) {
+            if line.hasPrefix("== ") {
+                current = String(line.dropFirst(3))
+            } else if current == "status" {
+                statusLine = line
+            } else if let report = try? json(line) {
+                sections[current, default: []].append(report)
+            }
+        }
+        try #require(sections["end"] == nil && result.stdout.contains("== end"), "\(result.stdout) \(result.stderr)")
+        for name in ["granted 127.0.0.1", "granted ::1"] {
+            let reports = sections[name] ?? []
+            #expect(reports.first?["class"] as? String == "VERSION" && reports.first?["rev"] as? String == "devaccessd",
+                    "\(name): \(reports)")
+            let tpv = reports.filter { $0["class"] as? String == "TPV" && $0["lat"] != nil }
+            #expect(!tpv.isEmpty, "\(name): \(reports)")
+            for report in tpv {
+                // City: eph is the cell's 10 km, no altitude, no speed (what exact would carry).
+                #expect(report["eph"] as? Double == 10_000 && report["altMSL"] == nil && report["speed"] == nil,
+                        "\(name): \(report)")
+            }
+        }
+        let refused = sections["ungranted"] ?? []
+        #expect(refused.contains { ($0["message"] as? String)?.contains("no location grant") == true }
+                    && !refused.contains { $0["class"] as? String == "TPV" }, "\(refused)")
+        let root = sections["root"] ?? []
+        #expect(root.first?["class"] as? String == "VERSION" && root.first?["rev"] as? String != "devaccessd",
+                "root reaches gpsd itself: \(root)")
+        let permissions = (try? json(statusLine))?["permissions"] as? [[String: Any]] ?? []
+        let status = permissions.first { $0["permission"] as? String == "location" } ?? [:]
+        #expect(Self.reasons(status).contains { $0.contains("127.0.0.1:2947 is gated: only devaccessd reaches it") },
+                "\(statusLine)")
+    }
 }

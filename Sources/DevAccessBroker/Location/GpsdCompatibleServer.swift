@@ -276,7 +276,9 @@ public final class GpsdCompatibleServer: Sendable {
             }
             let uid: UInt32
             do {
-                uid = try TCPSocketOwner.uid(of: accepted.peer, connectedTo: accepted.local)
+                // A client the gpsd rule redirected from gpsd's port is known by the
+                // address it dialled.
+                uid = try TCPSocketOwner.uid(of: accepted.peer, connectedTo: accepted.dialled)
             } catch {
                 // Gone already, or not a socket of this machine's: nobody to serve.
                 log.info("gpsd endpoint: cannot tell who connected", ["peer": accepted.peer.description,

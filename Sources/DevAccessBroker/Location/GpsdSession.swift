@@ -1,6 +1,7 @@
 import Foundation
 import DevAccessCore
 import DevAccessEnforcement
+import DevAccessHardware
 import DevAccessProtocol
 
 /// One client of the gpsd-compatible endpoint, as gpsd_json(5) defines the exchange: the
@@ -32,7 +33,7 @@ struct GpsdSession {
         line(.object([
             JSONMember("class", .string("VERSION")),
             JSONMember("release", .string(snapshot.release ?? "3.22")),
-            JSONMember("rev", .string("devaccessd")),
+            JSONMember("rev", .string(GpsdClient.brokerRevision)),
             JSONMember("proto_major", .integer(3)),
             JSONMember("proto_minor", .integer(14)),
         ]))

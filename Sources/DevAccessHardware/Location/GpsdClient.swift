@@ -93,15 +93,22 @@ public struct GpsdClient: Sendable {
 
     /// Whether gpsd's port lets an unprivileged program in: asked as root with a socket
     /// made as `nobody` (65534), which nftables' `meta skuid` sees as that user's. true: it
-    /// connected; false: refused (config/nftables/devaccess-gpsd.nft, or gpsd's own
-    /// listening addresses); nil: not root (the answer would be about us), or no answer.
+    /// reached gpsd; false: refused (config/nftables/devaccess-gpsd.nft, or gpsd's own
+    /// listening addresses), or redirected to devaccessd's endpoint (the same rule, where
+    /// the answer is devaccessd's: its VERSION's `rev`, or its refusal); nil: not root (the
+    /// answer would be about us), or no answer.
     public func admitsUnprivileged(uid: UInt32 = 65_534, gid: UInt32 = 65_534) -> Bool? {
         guard geteuid() == 0 else { return nil }
         let deadline = ContinuousClock.now.advanced(by: timeout)
         do {
-            _ = try GpsdConnection.open(endpoint, deadline: deadline, budget: timeout, maxLineLength: maxLineLength,
-                                        socketOwner: (uid, gid))
-            return true
+            var connection = try GpsdConnection.open(endpoint, deadline: deadline, budget: timeout,
+                                                     maxLineLength: maxLineLength, socketOwner: (uid, gid))
+            guard case .line(let line) = try connection.nextLine(until: deadline) else { return true }
+            switch try GpsdReport.decode(line, from: endpoint) {
+            case .version(let version) where version.rev == Self.brokerRevision: return false
+            case .error(let message) where message.hasPrefix(Self.brokerRevision + ":"): return false
+            default: return true
+            }
         } catch {
             switch error {
             case .refused: return false
@@ -112,6 +119,10 @@ public struct GpsdClient: Sendable {
             }
         }
     }
+
+    /// How devaccessd's gpsd-compatible endpoint names itself (VERSION's `rev`, and the
+    /// start of its ERROR messages).
+    public static let brokerRevision = "devaccessd"
 
     private func next(_ connection: inout GpsdConnection, _ deadline: ContinuousClock.Instant,
                       _ stage: GpsdError.Stage) throws(GpsdError) -> GpsdReport {
