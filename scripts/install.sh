@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs devaccess: the devaccess and devaccessd binaries, the systemd unit, the
-# sysusers.d and tmpfiles.d files, the udev rules, the default policy, the PAM service
-# and the man pages. Then, when installing into the live system (no DESTDIR), creates
+# sysusers.d and tmpfiles.d files, the udev rules, the default policy, the PAM service,
+# the man pages and the bash, zsh and fish completions. Then, when installing into the live system (no DESTDIR), creates
 # the groups and directories and reloads udev and systemd -- each only when its tool
 # is present, so it works (and never fails) on machines without systemd as PID 1.
 #
@@ -124,6 +124,16 @@ for page in "$root"/docs/*.1 "$root"/docs/*.5 "$root"/docs/*.8; do
     section=${page##*.}
     put 0644 "$page" "$MANDIR/man$section/$(basename "$page")"
 done
+
+# --- shell completions (made by the binary from its own command table) -------------
+completions=$(mktemp -d)
+trap 'rm -f "$unit"; rm -rf "$completions"' EXIT
+for shell in bash zsh fish; do
+    "$BUILD_DIR/devaccess" completion "$shell" > "$completions/$shell"
+done
+put 0644 "$completions/bash" "$PREFIX/share/bash-completion/completions/devaccess"
+put 0644 "$completions/zsh" "$PREFIX/share/zsh/site-functions/_devaccess"
+put 0644 "$completions/fish" "$PREFIX/share/fish/vendor_completions.d/devaccess.fish"
 
 if [ -n "$DESTDIR" ]; then
     say "staged under $DESTDIR; nothing activated"

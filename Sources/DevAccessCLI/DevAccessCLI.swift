@@ -30,6 +30,7 @@ public enum DevAccessCLI {
         CommandEntry(spec: AuditCommand.spec, run: AuditCommand.run),
         CommandEntry(spec: PolicyCommand.spec, run: PolicyCommand.run),
         CommandEntry(spec: DoctorCommand.spec, run: DoctorCommand.run),
+        CommandEntry(spec: CompletionCommand.spec, run: CompletionCommand.run),
     ]
 
     public static func main(_ arguments: [String]) async -> Int32 {
@@ -104,7 +105,8 @@ public enum DevAccessCLI {
         }
         text += """
 
-        Run 'devaccess COMMAND --help' for the options of a command.
+        Run 'devaccess COMMAND --help' for the options of a command, 'devaccess --version'
+        for the version.
         Exit codes: 0 success/authorized, 1 error, 2 limited, 3 denied, 4 notDetermined,
         5 restricted, 6 unavailable, 64 usage error, 65 audit chain broken, 74 ledger unusable,
         69 broker unreachable, 75 ledger busy, 77 refused. See devaccess(1).

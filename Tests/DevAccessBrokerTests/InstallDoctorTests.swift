@@ -34,7 +34,10 @@ extension DaemonTests {
                      "/usr/local/lib/systemd/system/devaccessd.service", "/usr/local/lib/sysusers.d/devaccess.conf",
                      "/usr/local/lib/tmpfiles.d/devaccess.conf", "/etc/udev/rules.d/70-devaccess.rules",
                      "/etc/devaccess/devaccess.conf", "/usr/local/share/man/man1/devaccess.1",
-                     "/usr/local/share/man/man8/devaccessd.8"] {
+                     "/usr/local/share/man/man8/devaccessd.8",
+                     "/usr/local/share/bash-completion/completions/devaccess",
+                     "/usr/local/share/zsh/site-functions/_devaccess",
+                     "/usr/local/share/fish/vendor_completions.d/devaccess.fish"] {
             #expect(FileManager.default.fileExists(atPath: stage.path + file), "\(file)")
         }
         #expect(FileManager.default.isExecutableFile(atPath: stage.path + "/usr/local/sbin/devaccessd"))
