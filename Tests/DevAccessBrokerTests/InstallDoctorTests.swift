@@ -56,6 +56,33 @@ extension DaemonTests {
         #expect(FileManager.default.fileExists(atPath: policy + ".new"))
     }
 
+    /// uninstall.sh takes back what install.sh put into a staging tree: an edited policy
+    /// and the ledger stay until --purge, after which nothing is left, not even a directory.
+    @Test func uninstallLeavesOnlyWhatAnAdminMadeAndPurgeNothing() throws {
+        let stage = try TemporaryDirectory()
+        try #require(try Self.install(into: stage.path).status == 0)
+        let policy = stage.path + "/etc/devaccess/devaccess.conf"
+        try Data("# edited\n".utf8).write(to: URL(fileURLWithPath: policy))
+        try FileManager.default.createDirectory(atPath: stage.path + "/var/lib/devaccess", withIntermediateDirectories: true)
+        try Data("ledger".utf8).write(to: URL(fileURLWithPath: stage.path + "/var/lib/devaccess/ledger.db"))
+        func left() throws -> [String] {
+            try TestProcess.run("/usr/bin/find", [stage.path, "-mindepth", "1"]).stdout.split(separator: "\n")
+                .map { String($0.dropFirst(stage.path.count)) }.sorted()
+        }
+        let uninstall = { (arguments: [String]) in
+            try TestProcess.run("/bin/bash", [Self.repository + "/scripts/uninstall.sh"] + arguments,
+                                environment: ["DESTDIR": stage.path, "PREFIX": "/usr/local"])
+        }
+        let kept = try uninstall([])
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(try left() == ["/etc", "/etc/devaccess", "/etc/devaccess/devaccess.conf", "/var", "/var/lib",
+                               "/var/lib/devaccess", "/var/lib/devaccess/ledger.db"], "\(kept.stdout)")
+        #expect(kept.stdout.contains("kept /etc/devaccess/devaccess.conf (edited") && kept.stdout.contains("kept /var/lib/devaccess"))
+        let purged = try uninstall(["--purge"])
+        #expect(purged.status == 0, "\(purged.stderr)")
+        #expect(try left().isEmpty, "\(purged.stdout)")
+    }
+
     @Test func installWithoutBinariesSaysWhatToDo() throws {
         let stage = try TemporaryDirectory()
         let empty = try TemporaryDirectory()
