@@ -19,7 +19,7 @@ enum DoctorCommand: Command {
         discussion: """
         Each check prints ok, warn or fail with what was found. Checks: the devaccessd
         binary, its systemd unit, sysusers.d and tmpfiles.d files, the udev rules, the
-        policy file, man pages, the groups devaccess-admin/-camera/-microphone/-location,
+        policy file ($DEVACCESS_CONFIG_DIR, as devaccessd reads it, else /etc/devaccess), man pages, the groups devaccess-admin/-camera/-microphone/-location,
         the state and runtime directories, the broker socket (answers hello), the
         ledger (opens, audit chain verifies; needs read access, so run as root), the
         opt-in deny-by-default udev rules (installed, in force) and who can open capture
@@ -187,12 +187,16 @@ struct Doctor {
     }
 
     func policy() -> Check {
-        let file = "/etc/devaccess/devaccess.conf"
-        guard exists(file) else {
+        // The directory devaccessd and `policy check` read: $DEVACCESS_CONFIG_DIR as they
+        // do, else /etc/devaccess (under --root).
+        let configured = PolicyFiles.defaultDirectory
+        let directory = configured == PolicyFiles.systemDirectory ? path(configured) : configured
+        let file = directory + "/" + PolicyFiles.mainFile
+        guard FileManager.default.fileExists(atPath: file) else {
             return Check(name: "config", status: .warn, message: "no \(file): built-in defaults apply")
         }
         do {
-            _ = try PolicyFiles.load(directory: path("/etc/devaccess"))
+            _ = try PolicyFiles.load(directory: directory)
         } catch {
             return Check(name: "config", status: .fail, message: "\(error); statuses say the policy cannot be read")
         }

@@ -127,6 +127,16 @@ extension DaemonTests {
         #expect(badPolicy.checks["config"]?.0 == "fail")
         #expect(badPolicy.checks["config"]?.1.contains("devaccess.conf:2") == true, "\(badPolicy.checks["config"] ?? ("", ""))")
         #expect(badPolicy.status == 1)
+        // $DEVACCESS_CONFIG_DIR, which devaccessd and `policy check` read, is what doctor checks too.
+        let elsewhere = try TemporaryDirectory()
+        try Data("[camera]\nDefault=allow\n".utf8).write(to: URL(fileURLWithPath: elsewhere.path + "/devaccess.conf"))
+        let configured = try TestProcess.devaccess(["doctor", "--json"] + arguments,
+                                                   environment: ["DEVACCESS_CONFIG_DIR": elsewhere.path])
+        let configCheck = (try json(configured.stdout)["checks"] as? [[String: Any]] ?? [])
+            .first { $0["name"] as? String == "config" }
+        #expect(configCheck?["status"] as? String == "ok"
+                    && (configCheck?["message"] as? String)?.contains(elsewhere.path + "/devaccess.conf") == true,
+                "\(configCheck ?? [:])")
 
         // Broker stopped: the socket check fails and so does doctor.
         #expect(daemon.stop() == 0)
