@@ -2,6 +2,9 @@ import Testing
 import DevAccessCore
 import DevAccessSystem
 import DevAccessTestSupport
+import Foundation
+import Glibc
+@testable import DevAccessHardware
 
 /// The evaluator against the kernel: real users, real nodes, real ACLs, and a child
 /// process that really opens the node as that user. They must always agree.
@@ -116,5 +119,25 @@ struct NodeAccessTests {
         #expect(throws: NodeInspector.InspectionError.vanished("\(directory.path)/gone")) {
             try NodeInspector.inspect("\(directory.path)/gone")
         }
+    }
+}
+
+/// alsa-lib's answer for a control node it could not open is checked against the node
+/// itself (`AlsaCard.nodeProblem`); the real EACCES case (a user out of group audio) runs
+/// in the VM scenario `access`. Here, as root: a node that agrees names nothing, one whose
+/// errno differs is named with its own.
+@Suite struct AlsaNodeProblemTests {
+    @Test func theNodesOwnErrnoIsNamedWhenItDiffers() throws {
+        let directory = try TemporaryDirectory()
+        let missing = directory.path + "/controlC9"
+        #expect(AlsaCard.nodeProblem(missing, reported: ENOENT) == nil, "alsa-lib said ENOENT and the node agrees")
+        // A directory where the node should be: open() says EISDIR, not alsa-lib's ENOENT.
+        try FileManager.default.createDirectory(atPath: missing, withIntermediateDirectories: false)
+        let problem = try #require(AlsaCard.nodeProblem(missing, reported: ENOENT))
+        #expect(problem.path == missing && problem.errno.rawValue == EISDIR)
+        let error = AlsaCard.ProbeError(card: 9, code: -ENOENT, node: problem)
+        #expect(error.description == "alsa-lib could not open the control device of card 9: \(missing): \(problem.errno)")
+        // /dev/null opens: nothing to add to alsa-lib's answer.
+        #expect(AlsaCard.nodeProblem("/dev/null", reported: ENOENT) == nil)
     }
 }

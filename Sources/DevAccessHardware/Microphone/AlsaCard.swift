@@ -1,5 +1,6 @@
 import CAlsa
 import Glibc
+import DevAccessSystem
 
 /// What alsa-lib's control interface says about one card.
 struct AlsaCard: Sendable, Hashable {
@@ -17,18 +18,25 @@ struct AlsaCard: Sendable, Hashable {
     struct ProbeError: Error, CustomStringConvertible {
         var card: Int
         var code: CInt
+        /// Why the control node itself does not open, when alsa-lib's answer hides it.
+        var node: (path: String, errno: Errno)?
+
         var description: String {
-            "alsa-lib could not open the control device of card \(card): \(String(cString: snd_strerror(code)))"
+            let cause = node.map { "\($0.path): \($0.errno)" } ?? String(cString: snd_strerror(code))
+            return "alsa-lib could not open the control device of card \(card): \(cause)"
         }
     }
 
     /// Opens `hw:N` and lists the PCM devices that have a capture stream
     /// (snd_ctl_pcm_next_device + snd_ctl_pcm_info with SND_PCM_STREAM_CAPTURE).
-    static func probe(card number: Int) throws(ProbeError) -> AlsaCard {
+    /// `controlNode` (udev's devnode of controlCN) names the real cause when alsa-lib fails.
+    static func probe(card number: Int, controlNode: String? = nil) throws(ProbeError) -> AlsaCard {
         devaccess_alsa_silence_errors()
         var ctl: OpaquePointer?
         let rc = snd_ctl_open(&ctl, "hw:\(number)", SND_CTL_NONBLOCK)
-        guard rc >= 0, let ctl else { throw ProbeError(card: number, code: rc) }
+        guard rc >= 0, let ctl else {
+            throw ProbeError(card: number, code: rc, node: controlNode.flatMap { nodeProblem($0, reported: -rc) })
+        }
         defer { snd_ctl_close(ctl) }
 
         var cardInfo: OpaquePointer?
@@ -59,6 +67,19 @@ struct AlsaCard: Sendable, Hashable {
         return AlsaCard(number: number, id: string(snd_ctl_card_info_get_id(cardInfo)),
                         name: string(snd_ctl_card_info_get_name(cardInfo)),
                         driver: string(snd_ctl_card_info_get_driver(cardInfo)), capture: capture)
+    }
+
+    /// alsa-lib reports a control node the user may not open (EACCES on root:audio 0660) as
+    /// ENOENT, after its configuration's fallbacks: the node, opened as alsa-lib's hw
+    /// plugin opens it, says the real errno. nil when it agrees or opens.
+    static func nodeProblem(_ path: String, reported: CInt) -> (path: String, errno: Errno)? {
+        let descriptor = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        guard descriptor < 0 else {
+            close(descriptor)
+            return nil
+        }
+        let found = Errno.current
+        return found.rawValue == reported ? nil : (path, found)
     }
 
     private static func string(_ pointer: UnsafePointer<CChar>?) -> String {

@@ -53,7 +53,7 @@ public enum MicrophoneAdapter {
         var driver = cardDevice.parentDriver
         var note: Reason?
         do {
-            let alsa = try AlsaCard.probe(card: number)
+            let alsa = try AlsaCard.probe(card: number, controlNode: control?.devnode)
             pcms = alsa.capture.map { ($0.device, $0.name) }
             cardName = alsa.name.isEmpty ? cardID : alsa.name
             driver = alsa.driver.isEmpty ? driver : alsa.driver

@@ -500,6 +500,13 @@ def check_access(c):
         "C": ({"camera": "limited", "microphone": "limited"}, None),
         "D": ({"camera": "authorized", "microphone": "limited"}, None),
     }
+    own = c.command_json("A-self-status", "status microphone --json as vmuser")
+    if own is not None:
+        texts = [r.get("message", "") for p in own.get("permissions", []) for r in p.get("reasons", [])]
+        controls = [t for t in texts if "could not open the control device" in t]
+        c.expect(bool(controls) and all("Permission denied" in t for t in controls),
+                 "[A] as vmuser, a control node it may not open is named with EACCES, not alsa-lib's ENOENT",
+                 controls or texts)
     for step, (want, reasons) in steps.items():
         opens = parse_opens(c.text(f"{step}-opens.tsv"))
         c.expect(bool(opens), f"[{step}] real open()s were recorded")

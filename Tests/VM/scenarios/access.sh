@@ -24,6 +24,9 @@ step() {
 mark A
 rec A-devices da devices --json
 step A
+# As vmuser itself: alsa-lib's "No such file or directory" must not hide that the
+# control node is root:audio 0660 (EACCES).
+rec A-self-status setpriv --reuid=vmuser --regid=vmuser --init-groups -- "$VM_BIN" status microphone --json
 
 mark B
 usermod -a -G video,audio vmuser
