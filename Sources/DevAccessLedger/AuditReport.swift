@@ -168,7 +168,7 @@ public struct AuditProgramRow: Sendable, Hashable, Codable {
     }
 }
 
-/// What `audit --summary` shows: computed by SQL GROUP BY over the filtered events.
+/// What `audit --summary` shows, counted over the filtered events.
 public struct AuditSummary: Sendable, Hashable, Codable {
     public var total: AuditCounts
     public var permissions: [AuditSummaryRow]
@@ -227,60 +227,16 @@ extension Ledger {
         try read { db throws(LedgerError) in try db.integer("SELECT max(seq) FROM audit_events") ?? 0 }
     }
 
-    /// Per permission, per user and per program counts of the events matching `filter`.
-    /// One GROUP BY pass does the counting; only the few groups it yields are folded here.
+    /// Per permission, per user and per program counts of the events matching `filter`:
+    /// one pass over them (AuditSummaryScan).
     public func auditSummary(_ filter: AuditFilter) throws(LedgerError) -> AuditSummary {
         let (condition, values) = try filter.condition()
         return try read { db throws(LedgerError) in
-            // Only decision and grant events need their details opened (allow or deny, and how).
-            let statement = try db.prepare("""
-                SELECT permission, COALESCE(subject_uid, actor_uid) AS uid,
-                       COALESCE(subject_name, actor_name) AS name, type,
-                       CASE WHEN type IN ('decision', 'grant') THEN json_extract(details, '$.decision') END AS decision,
-                       CASE WHEN type IN ('decision', 'grant') THEN json_extract(details, '$.how') END AS how,
-                       count(*), min(seq), max(seq),
-                       sum(CASE WHEN type = 'run_end' THEN CAST(json_extract(details, '$.duration_usec') AS INTEGER) END)
-                FROM audit_events WHERE \(condition)
-                GROUP BY permission, uid, type, decision, how
-                """)
+            let statement = try db.prepare("SELECT \(AuditSummaryScan.columns) FROM audit_events WHERE \(condition)")
             try statement.bind(values)
-            var total = AuditCounts()
-            var permissions: [String: AuditCounts] = [:]
-            var users: [UInt32?: (name: String, counts: AuditCounts)] = [:]
-            while try statement.step() {
-                let type = statement.text(3) ?? ""
-                let decision = statement.text(4), how = statement.text(5)
-                let count = statement.int64(6) ?? 0, first = statement.int64(7) ?? 0, last = statement.int64(8) ?? 0
-                let ran = statement.int64(9) ?? 0
-                total.add(type: type, decision: decision, how: how, count: count, first: first, last: last,
-                          runMicroseconds: ran)
-                let permission = statement.text(0) ?? "-"
-                permissions[permission, default: AuditCounts()]
-                    .add(type: type, decision: decision, how: how, count: count, first: first, last: last,
-                         runMicroseconds: ran)
-                let uid = statement.int64(1).flatMap(UInt32.init(exactly:))
-                var user = users[uid] ?? (statement.text(2) ?? "-", AuditCounts())
-                user.counts.add(type: type, decision: decision, how: how, count: count, first: first, last: last,
-                                runMicroseconds: ran)
-                users[uid] = user
-            }
-            let programs = try db.prepare("""
-                SELECT program, count(*) AS n, min(seq), max(seq) FROM audit_events
-                WHERE program IS NOT NULL AND \(condition)
-                GROUP BY program ORDER BY n DESC, program LIMIT \(AuditSummary.topPrograms)
-                """)
-            try programs.bind(values)
-            var top: [AuditProgramRow] = []
-            while try programs.step() {
-                top.append(AuditProgramRow(program: programs.text(0) ?? "", events: programs.int64(1) ?? 0,
-                                           firstEvent: programs.int64(2) ?? 0, lastEvent: programs.int64(3) ?? 0))
-            }
-            return AuditSummary(
-                total: total,
-                permissions: permissions.sorted { $0.key < $1.key }.map { AuditSummaryRow(key: $0.key, counts: $0.value) },
-                users: users.sorted { ($0.value.name, $0.key ?? 0) < ($1.value.name, $1.key ?? 0) }
-                    .map { AuditSummaryRow(key: $0.value.name, uid: $0.key, counts: $0.value.counts) },
-                programs: top)
+            var scan = AuditSummaryScan()
+            while try statement.step() { scan.add(statement) }
+            return scan.summary()
         }
     }
 
