@@ -179,6 +179,7 @@ enum AuditReportCommand {
         let summary = try await fetch(interface, query)
         query.mode = .events
         query.verify = false
+        query.timeline = true
         // The timeline draws only these; the tables above counted everything.
         let drawn = AuditTimeline.types
         query.types = start.types.isEmpty ? drawn : start.types.filter { drawn.contains($0) }

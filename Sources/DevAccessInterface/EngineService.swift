@@ -291,9 +291,15 @@ public struct EngineService: DevAccessInterface {
                 switch query.mode {
                 case .events:
                     document.head = try ledger.newestEventSeq()
-                    let found = try ledger.auditEvents(filter, after: query.after, limit: limit + 1)
-                    document.events = found.prefix(limit).map(AuditEventDocument.init)
-                    if found.count > limit { document.next = found[limit - 1].seq }
+                    if query.timeline {
+                        let found = try ledger.auditTimelineEvents(filter, after: query.after, limit: limit + 1)
+                        document.events = found.prefix(limit).map(AuditEventDocument.init(timeline:))
+                        if found.count > limit { document.next = found[limit - 1].seq }
+                    } else {
+                        let found = try ledger.auditEvents(filter, after: query.after, limit: limit + 1)
+                        document.events = found.prefix(limit).map(AuditEventDocument.init)
+                        if found.count > limit { document.next = found[limit - 1].seq }
+                    }
                     Self.fitReply(&document)
                 case .summary:
                     document.summary = try ledger.auditSummary(filter)

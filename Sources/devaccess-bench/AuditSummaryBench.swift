@@ -52,8 +52,17 @@ enum AuditSummaryBench {
                 ok = Shell.run(devaccess, ["audit", "--summary", "--offline", "--state-dir", work,
                                            "--socket", work + "/no-daemon.sock", "--output", "/dev/null"])
             }
-            print("devaccess audit --summary --offline (process, chain walk, counting): "
+            print("devaccess audit --summary --offline (process, chain walk from the ledger's checkpoint, counting): "
                   + (ok ? Measure.seconds(command) : "failed"))
+            // The same with no checkpoint kept (a ledger no walk has verified yet): the whole chain.
+            var cold = false
+            let coldCommand = Measure.time {
+                cold = Shell.run(SQLiteTool.program, [work + "/ledger.db", "DELETE FROM chain_checkpoint"])
+                    && Shell.run(devaccess, ["audit", "--summary", "--offline", "--state-dir", work,
+                                             "--socket", work + "/no-daemon.sock", "--output", "/dev/null"])
+            }
+            print("devaccess audit --summary --offline with no checkpoint kept (walks the whole chain): "
+                  + (cold ? Measure.seconds(coldCommand) : "failed"))
             for format in ["html", "csv"] {
                 var written = false
                 let report = Measure.time {

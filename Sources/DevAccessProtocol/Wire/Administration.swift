@@ -146,10 +146,14 @@ public struct AuditReportQuery: Sendable, Hashable {
     public var event: Int64?
     /// Walk the hash chain and report its state in the document (a report's first page).
     public var verify: Bool
+    /// `events`: only what the HTML timeline draws (of the details only the keys it reads,
+    /// `AuditTimelineEvent.detailKeys`; no hashes, no node): a fraction of the reading and of the reply.
+    public var timeline: Bool
 
     public init(mode: Mode, sinceMilliseconds: Int64? = nil, untilMilliseconds: Int64? = nil, user: String? = nil,
                 program: String? = nil, permission: Permission? = nil, device: String? = nil, types: [String] = [],
-                after: Int64 = 0, limit: Int64? = nil, event: Int64? = nil, verify: Bool = true) {
+                after: Int64 = 0, limit: Int64? = nil, event: Int64? = nil, verify: Bool = true,
+                timeline: Bool = false) {
         self.mode = mode
         self.sinceMilliseconds = sinceMilliseconds
         self.untilMilliseconds = untilMilliseconds
@@ -162,6 +166,7 @@ public struct AuditReportQuery: Sendable, Hashable {
         self.limit = limit
         self.event = event
         self.verify = verify
+        self.timeline = timeline
     }
 
     /// The most events one page holds.
@@ -263,6 +268,7 @@ enum AdministrationCoding {
             if let limit = query.limit { members.append(JSONMember("limit", .integer(limit))) }
             if let event = query.event { members.append(JSONMember("event", .integer(event))) }
             members.append(JSONMember("verify", .bool(query.verify)))
+            if query.timeline { members.append(JSONMember("timeline", .bool(true))) }
         case .setSwitch(let order):
             members.append(JSONMember("permission", .string(order.permission.rawValue)))
             members.append(JSONMember("state", .string(order.off ? "off" : "on")))
@@ -382,12 +388,15 @@ enum AdministrationCoding {
         let verify = try reader.optional("verify").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("verify"))
         } ?? true
+        let timeline = try reader.optional("timeline").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: reader.childPath("timeline"))
+        } ?? false
         if mode == .event && event == nil {
             throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
         }
         return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
                                 program: program, permission: permission, device: device, types: types,
-                                after: after, limit: limit, event: event, verify: verify)
+                                after: after, limit: limit, event: event, verify: verify, timeline: timeline)
     }
 
     private static func name(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String {
