@@ -21,7 +21,8 @@ public struct AuditTimelineEvent: Sendable, Hashable {
         case AuditEventType.decision.rawValue, AuditEventType.grant.rawValue: ["decision", "how", "grant_id", "expires_usec"]
         case AuditEventType.revoke.rawValue, AuditEventType.expiry.rawValue: ["grant_id"]
         case AuditEventType.reset.rawValue: ["grant_ids"]
-        case AuditEventType.runStart.rawValue, AuditEventType.runEnd.rawValue: ["run_id", "permissions"]
+        case AuditEventType.runStart.rawValue: ["run_id", "permissions"]
+        case AuditEventType.runEnd.rawValue: ["run_id", "permissions", "duration_usec"]
         default: []
         }
     }

@@ -227,10 +227,23 @@ struct AuditReportCommandTests {
 }
 
 extension AuditReportCommandTests {
-    /// The page's bars and marks are the ledger's grants and denials, refusals, revocations
-    /// and runs, at their times; nothing in it can load anything.
+    /// The page's bars and marks are the ledger's grants and runs, and denials, refusals,
+    /// revocations, at their times; nothing in it can load anything.
     @Test func theHTMLTimelineDrawsTheLedger() throws {
-        let (fx, _) = try Self.fixture("rephtml")
+        let (fx, alice) = try Self.fixture("rephtml")
+        // Two runs as `devaccess run` records them (the ledger's run API: run_start when the
+        // program starts, run_end with its duration): one of camera and microphone from
+        // minute 19 to 22, one of camera from 24 still running at the report's end.
+        let ledger = try Ledger(stateDirectory: fx.state.path)
+        let holder = ProcessHolder(pid: 4242, startTicks: 1, bootID: "boot")
+        func at(_ minutes: Int) -> Date { Self.base.addingTimeInterval(Double(minutes) * 60) }
+        let both = try ledger.beginRun(NewRun(subject: alice, program: Program(path: "/usr/bin/cheese"),
+                                              permissions: [.camera, .microphone]), at: at(19))
+        try ledger.runStarted(both.id, process: holder, at: at(19))
+        try ledger.endRuns([(runID: both.id, status: "exited 0")], by: alice, at: at(22))
+        let running = try ledger.beginRun(NewRun(subject: alice, program: Program(path: "/usr/bin/cheese"),
+                                                 permissions: [.camera]), at: at(24))
+        try ledger.runStarted(running.id, process: holder, at: at(24))
         let page = fx.state.path + "/report.html"
         let run = try fx.run(["audit", "--format", "html", "--output", page, "--until", Self.iso(30)])
         #expect(run.status == 0, "\(run.stderr)")
@@ -247,9 +260,11 @@ extension AuditReportCommandTests {
                         self.bars[a['data-grant']] = (self.svgs[-1], int(a['data-start']), a['data-end'])
                     if 'mark' in (a.get('class') or '').split():
                         self.marks.append((self.svgs[-1], a['class'].split()[1], int(a['data-seq'])))
+                    if 'run' in (a.get('class') or '').split() and tag == 'rect':
+                        self.runs.append([self.svgs[-1], a['data-run'], a['data-lane'], int(a['data-start']), a['data-end']])
             text = open(sys.argv[1]).read()
-            p = P(); p.feed(text)
-            print(json.dumps({'bars': p.bars, 'marks': sorted(p.marks), 'svgs': p.svgs}))
+            p = P(); p.runs = []; p.feed(text)
+            print(json.dumps({'bars': p.bars, 'marks': sorted(p.marks), 'svgs': p.svgs, 'runs': sorted(p.runs)}))
             lowered = text.lower()
             for needle in ['http:', 'https:', '//', 'src=', 'href=', 'url(', '@import', '<script', '<link', '<img', '<iframe']:
                 assert needle not in lowered, needle
@@ -271,6 +286,14 @@ extension AuditReportCommandTests {
         let marks = (found["marks"] as? [[Any]] ?? []).map { "\($0[0]) \($0[1]) \($0[2])" }
         #expect(marks == ["- refused 12", "camera denied 7", "camera revoked 5", "camera run 17", "microphone denied 18"],
                 "\(marks)")
+        // The runs are bars in each permission they used, in alice's lane for the program,
+        // from run_start to run_end (the one still running: to the report's end, no data-end).
+        let runs = (found["runs"] as? [[Any]] ?? []).map { "\($0[0]) \($0[1]) \($0[2]) \($0[3]) \($0[4])" }
+        let lane = "\(alice.name) (\(alice.uid)) · /usr/bin/cheese"
+        #expect(runs == [
+            "camera \(both.id) \(lane) \(usec(19)) \(usec(22))", "camera \(running.id) \(lane) \(usec(24)) ",
+            "microphone \(both.id) \(lane) \(usec(19)) \(usec(22))",
+        ], "\(runs)")
 
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
             Issue.record("chromium is not installed (scripts/install-deps.sh installs it): the page was not rendered")
@@ -295,6 +318,7 @@ extension AuditReportCommandTests {
             "120", "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--user-data-dir=\(fx.state.path)/chromium", "--dump-dom", "file://\(page)"])
         #expect(dom.stdout.components(separatedBy: "class=\"grant\"").count - 1 == 4, "the rendered DOM has the bars")
+        #expect(dom.stdout.components(separatedBy: "class=\"run\"").count - 1 == 3, "the rendered DOM has the run bars")
     }
 }
 
