@@ -51,8 +51,13 @@ public struct AuditFilter: Sendable, Hashable {
             values += [.text(program), .text("%/" + Self.likeEscaped(program))]
         }
         if let permission {
-            parts.append("permission = ?")
-            values.append(.text(permission))
+            // Runs of `devaccess run` name no permission of their own: their details list them.
+            parts.append("""
+                (permission = ? OR (permission IS NULL AND type IN ('run_start', 'run_end') \
+                AND CASE WHEN json_valid(details) THEN instr(' ' || json_extract(details, '$.permissions') || ' ', ?) \
+                ELSE 0 END > 0))
+                """)
+            values += [.text(permission), .text(" " + permission + " ")]
         }
         if let device {
             parts.append("(device_id = ? OR device_name = ?)")

@@ -12,6 +12,9 @@ struct AuditSummaryScan {
         var type: Int32
         var decision: Int32
         var how: Int32
+        /// A run recorded with no permission of its own (`devaccess run`): the permissions
+        /// its details list, counted under each of them.
+        var runPermissions: Int32 = 0
     }
 
     private struct Group {
@@ -51,13 +54,15 @@ struct AuditSummaryScan {
     private var programs = ColumnInterner()
     /// `decision` and `how` values share one table.
     private var words = ColumnInterner()
+    private var permissionLists = ColumnInterner()
     private var groups: [GroupKey: Group] = [:]
     private var programCounts: [Int32: ProgramCount] = [:]
 
     /// The columns `add` reads, in order.
     static let columns = """
         seq, type, permission, COALESCE(subject_uid, actor_uid), COALESCE(subject_name, actor_name), program,
-        CASE WHEN type IN ('decision', 'grant', 'run_end') THEN details END
+        CASE WHEN type IN ('decision', 'grant', 'run_end') OR (type = 'run_start' AND permission IS NULL)
+             THEN details END
         """
 
     mutating func add(_ row: borrowing SQLiteStatement) {
@@ -67,8 +72,16 @@ struct AuditSummaryScan {
                            decision: 0, how: 0)
         var ran: Int64 = 0
         if !row.isNull(6) {
-            if types.value(type) == AuditEventType.runEnd.rawValue {
-                ran = row.withBytes(6) { DetailsScan.value("duration_usec", in: $0) }.flatMap { Int64($0) } ?? 0
+            let typeName = types.value(type)
+            if typeName == AuditEventType.runEnd.rawValue || typeName == AuditEventType.runStart.rawValue {
+                if typeName == AuditEventType.runEnd.rawValue {
+                    ran = row.withBytes(6) { DetailsScan.value("duration_usec", in: $0) }.flatMap { Int64($0) } ?? 0
+                }
+                if key.permission == 0 {
+                    key.runPermissions = row.withBytes(6) {
+                        DetailsScan.valueID("permissions", in: $0, words: &permissionLists)
+                    }
+                }
             } else {
                 row.withBytes(6) { details in
                     key.decision = DetailsScan.valueID("decision", in: details, words: &words)
@@ -97,7 +110,10 @@ struct AuditSummaryScan {
                            last: group.last, runMicroseconds: group.runMicroseconds)
             }
             add(&total)
-            add(&byPermission[permissions.value(key.permission) ?? "-", default: AuditCounts()])
+            let listed = (permissionLists.value(key.runPermissions) ?? "").split(separator: " ").map(String.init)
+            for permission in listed.isEmpty ? [permissions.value(key.permission) ?? "-"] : listed {
+                add(&byPermission[permission, default: AuditCounts()])
+            }
             let uid = key.uid.flatMap(UInt32.init(exactly:))
             var user = byUser[uid] ?? (names.value(group.name) ?? "-", group.last, AuditCounts())
             if group.last > user.newest { (user.name, user.newest) = (names.value(group.name) ?? "-", group.last) }

@@ -125,6 +125,28 @@ import DevAccessCore
         #expect(total.runSeconds == 4, "\(total)")
     }
 
+    /// A run of `devaccess run` names no permission of its own (its details list them): it is
+    /// counted, and found by `--permission`, under each permission it used.
+    @Test func runsCountUnderEachPermissionTheyUsed() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        let alice = Principal(uid: 1000, name: "alice")
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        let run = try ledger.beginRun(NewRun(subject: alice, program: Program(path: "/usr/bin/cheese"),
+                                             permissions: [.camera, .microphone]), at: start)
+        try ledger.runStarted(run.id, process: ProcessHolder(pid: 7, startTicks: 1, bootID: "b"), at: start)
+        try ledger.endRuns([(runID: run.id, status: "exited 0")], by: alice, at: start.addingTimeInterval(90))
+        try ledger.append(sampleEvent(3))
+        let summary = try ledger.auditSummary(AuditFilter())
+        let rows = Dictionary(uniqueKeysWithValues: summary.permissions.map { ($0.key, $0.counts) })
+        #expect(rows["camera"]?.runs == 1 && rows["microphone"]?.runs == 1 && rows["-"] == nil, "\(rows)")
+        #expect(rows["microphone"]?.runSeconds == 90 && rows["microphone"]?.events == 2, "\(rows)")
+        #expect(summary.total.runs == 1 && summary.total.runSeconds == 90 && summary.total.events == 3)
+        #expect(try ledger.auditEvents(AuditFilter(permission: "microphone")).map(\.event.type) == [.runStart, .runEnd])
+        #expect(try ledger.auditEvents(AuditFilter(permission: "location")).isEmpty)
+        #expect(try ledger.auditSummary(AuditFilter(permission: "microphone")).total.runs == 1)
+    }
+
     @Test func filtersAreBoundNotSpliced() throws {
         let dir = TemporaryLedgerDirectory()
         let ledger = try openLedger(dir)
