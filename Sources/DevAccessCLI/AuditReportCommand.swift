@@ -28,8 +28,9 @@ enum AuditReportCommand {
                    help: "Keep reading: print new events as they are written (JSON Lines with --format json)."),
     ]
 
-    /// How often `--follow` asks for new events.
-    static let followInterval: Duration = .milliseconds(500)
+    /// How long one `--follow` request is held by devaccessd while nothing new is written
+    /// (it answers as soon as an event is; then the next request is sent).
+    static let followWait: Int64 = 25
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let command = AuditCommand.spec.name
@@ -158,9 +159,10 @@ enum AuditReportCommand {
             if let next = page.next {
                 query.after = next
             } else if follow {
-                // Everything up to the head was matched already: the next poll starts after it.
+                // Everything up to the head was matched already: the next request starts after
+                // it, and devaccessd holds it until something is written.
                 query.after = max(query.after, page.events?.last?.seq ?? 0, page.head ?? 0)
-                try await Task.sleep(for: followInterval)
+                query.waitSeconds = followWait
             } else {
                 break
             }

@@ -278,10 +278,29 @@ public struct EngineService: DevAccessInterface {
             uid: try query.user.map { (text) throws(InterfaceError) in try Self.formerOrCurrentUser(text).uid },
             program: query.program, permission: query.permission?.rawValue, device: query.device, types: query.types)
         let limit = Int(min(query.limit ?? AuditReportQuery.maxLimit, AuditReportQuery.maxLimit))
+        var (document, ledger) = try await auditReportPage(query, filter: filter, limit: limit)
+        // --follow: nothing new yet. Held until this process (devaccessd, the one writer)
+        // appends an event or the wait is over, then read again: pushed, not polled.
+        if let wait = query.waitSeconds, query.mode == .events, document.events?.isEmpty ?? true, document.next == nil {
+            await ledger.appends.wait(after: max(query.after, document.head ?? 0), limit: .seconds(wait))
+            var again = query
+            again.verify = false
+            let chain = document.chain
+            (document, _) = try await auditReportPage(again, filter: filter, limit: limit)
+            document.chain = chain
+        }
+        return document
+    }
+
+    /// One `audit-report` reply, read on the engine's queue; and the ledger, to wait on.
+    private func auditReportPage(_ query: AuditReportQuery, filter: AuditFilter, limit: Int) async throws(InterfaceError)
+        -> (AuditReportDocument, Ledger)
+    {
         let outcome = try await runner.run("audit-report") {
-            (engine) throws(EnforcementError) -> (Result<AuditReportDocument, InterfaceError>, EnforcementReport) in
+            (engine) throws(EnforcementError) -> (Result<(AuditReportDocument, Ledger), InterfaceError>, EnforcementReport) in
             let ledger = engine.ledger
-            let result = try EnforcementError.ledgerWork { () throws(LedgerError) -> Result<AuditReportDocument, InterfaceError> in
+            let result = try EnforcementError.ledgerWork {
+                () throws(LedgerError) -> Result<(AuditReportDocument, Ledger), InterfaceError> in
                 var document = AuditReportDocument(ledger: ledger.path, mode: query.mode.rawValue)
                 if query.verify {
                     let (verification, from) = try ledger.verifyFromCheckpoint()
@@ -312,7 +331,7 @@ public struct EngineService: DevAccessInterface {
                     document.event = AuditEventDocument(record)
                     document.position = position
                 }
-                return .success(document)
+                return .success((document, ledger))
             }
             return (result, EnforcementReport())
         }

@@ -54,6 +54,8 @@ public final class Ledger: Sendable {
     private let readConnection: Mutex<SQLiteDatabase>?
     /// The newest chain position this object walked intact (`ChainCheckpoint`).
     let verifiedThrough = Mutex<ChainCheckpoint?>(nil)
+    /// Signalled after every write that appended audit events (`audit --follow`).
+    public let appends = AuditAppendSignal()
 
     /// Opens the ledger at `path`. Every refusal (corrupt, foreign, newer schema,
     /// unwritable) happens before anything is written to the file.
@@ -182,16 +184,17 @@ public final class Ledger: Sendable {
     {
         guard mode == .readWrite else { throw .readOnly(path: path, nil) }
         let export = journal == .enabled
-        let (result, recorded) = try connection.withLock {
-            (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending (R, [RecordedAuditEvent]) in
+        let (result, recorded, appended) = try connection.withLock {
+            (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending (R, [RecordedAuditEvent], Int64?) in
             try database.transaction(immediate: true) { db throws(LedgerError) in
                 var writer = try AuditWriter(db, keepRecords: export)
                 let result = try body(db, &writer)
                 try writer.finish()
-                return (result, writer.records)
+                return (result, writer.records, writer.firstSeq.map { _ in writer.lastSeq })
             }
         }
         if export { JournalExporter.send(recorded) }
+        if let appended { appends.appended(through: appended) }
         return result
     }
 }

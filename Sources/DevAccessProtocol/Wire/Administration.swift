@@ -149,11 +149,14 @@ public struct AuditReportQuery: Sendable, Hashable {
     /// `events`: only what the HTML timeline draws (of the details only the keys it reads,
     /// `AuditTimelineEvent.detailKeys`; no hashes, no node): a fraction of the reading and of the reply.
     public var timeline: Bool
+    /// `events` (`--follow`): when nothing after `after` matches, hold the reply up to this
+    /// many seconds until an event is written, then read again (1...`maxWait`).
+    public var waitSeconds: Int64?
 
     public init(mode: Mode, sinceMilliseconds: Int64? = nil, untilMilliseconds: Int64? = nil, user: String? = nil,
                 program: String? = nil, permission: Permission? = nil, device: String? = nil, types: [String] = [],
                 after: Int64 = 0, limit: Int64? = nil, event: Int64? = nil, verify: Bool = true,
-                timeline: Bool = false) {
+                timeline: Bool = false, waitSeconds: Int64? = nil) {
         self.mode = mode
         self.sinceMilliseconds = sinceMilliseconds
         self.untilMilliseconds = untilMilliseconds
@@ -167,10 +170,13 @@ public struct AuditReportQuery: Sendable, Hashable {
         self.event = event
         self.verify = verify
         self.timeline = timeline
+        self.waitSeconds = waitSeconds
     }
 
     /// The most events one page holds.
     public static let maxLimit: Int64 = 1000
+    /// The longest a follow request is held (well inside the client's 60 s reply timeout).
+    public static let maxWait: Int64 = 30
 }
 
 /// `switch`: turn a permission off for everyone, or back on (a privacy switch).
@@ -269,6 +275,7 @@ enum AdministrationCoding {
             if let event = query.event { members.append(JSONMember("event", .integer(event))) }
             members.append(JSONMember("verify", .bool(query.verify)))
             if query.timeline { members.append(JSONMember("timeline", .bool(true))) }
+            if let wait = query.waitSeconds { members.append(JSONMember("wait", .integer(wait))) }
         case .setSwitch(let order):
             members.append(JSONMember("permission", .string(order.permission.rawValue)))
             members.append(JSONMember("state", .string(order.off ? "off" : "on")))
@@ -391,12 +398,14 @@ enum AdministrationCoding {
         let timeline = try reader.optional("timeline").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("timeline"))
         } ?? false
+        let wait = try reader.optionalInteger("wait", in: 1...AuditReportQuery.maxWait)
         if mode == .event && event == nil {
             throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
         }
         return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
                                 program: program, permission: permission, device: device, types: types,
-                                after: after, limit: limit, event: event, verify: verify, timeline: timeline)
+                                after: after, limit: limit, event: event, verify: verify, timeline: timeline,
+                                waitSeconds: wait)
     }
 
     private static func name(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String {
