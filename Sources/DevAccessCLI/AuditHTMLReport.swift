@@ -150,7 +150,8 @@ final class AuditTimeline {
 /// Content-Security-Policy forbids loading anything) with the chain's state, the summary
 /// tables and an SVG timeline per permission. Reads in a browser and prints.
 enum AuditHTMLReport {
-    static func page(ledger: String, chain: AuditVerifyDocument?, summary: AuditSummary, timeline: AuditTimeline,
+    static func page(ledger: String, chain: AuditVerifyDocument?, archives: [ArchiveVerifyDocument] = [],
+                     summary: AuditSummary, timeline: AuditTimeline,
                      filters: String, from: Int64?, to: Int64) -> String {
         var html = """
             <!DOCTYPE html>
@@ -180,6 +181,10 @@ enum AuditHTMLReport {
             } else {
                 html += "<p class=\"broken\">\(escape(ChainNotice.broken(chain)))</p>\n"
             }
+        }
+        for archive in archives {
+            html += archive.intact ? "<p class=\"intact\">\(escape(archive.message)) (\(escape(archive.path)))</p>\n"
+                : "<p class=\"broken\">\(escape(ChainNotice.broken(archive)))</p>\n"
         }
         html += "<section><h2>Summary</h2>\n" + summaryTables(summary) + "</section>\n"
         html += timelines(timeline, from: from ?? timeline.first ?? to, to: to)

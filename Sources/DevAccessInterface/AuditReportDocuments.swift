@@ -11,6 +11,9 @@ public struct AuditReportDocument: Codable, Sendable, Hashable {
     /// `events`, `summary` or `event`.
     public var mode: String
     public var chain: AuditVerifyDocument?
+    /// The archive files the report read (`archives` of the query), each verified as
+    /// `audit --verify --archive-file` does (present with `chain`).
+    public var archives: [ArchiveVerifyDocument]?
     public var events: [AuditEventDocument]?
     /// `events`: ask again with `after` = this for the next page; absent on the last page.
     public var next: Int64?

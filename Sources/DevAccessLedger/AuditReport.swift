@@ -212,11 +212,13 @@ public struct AuditChainPosition: Sendable, Hashable, Codable {
 }
 
 extension Ledger {
-    /// The events matching `filter` with `seq > after`, oldest first, at most `limit`.
-    public func auditEvents(_ filter: AuditFilter, after seq: Int64 = 0,
-                            limit: Int = Int.max) throws(LedgerError) -> [RecordedAuditEvent] {
+    /// The events matching `filter` with `seq > after`, oldest first, at most `limit`; with
+    /// `archives` (archive files of `audit --archive`), theirs too, in seq order with the ledger's.
+    public func auditEvents(_ filter: AuditFilter, after seq: Int64 = 0, limit: Int = Int.max,
+                            archives: [String] = []) throws(LedgerError) -> [RecordedAuditEvent] {
         let (condition, values) = try filter.condition()
-        return try read { db throws(LedgerError) in
+        return try AuditSources.merged(self, archives: archives, limit: limit, seq: \.seq) {
+            db throws(LedgerError) -> [RecordedAuditEvent] in
             let columns = AuditWriter.insertColumns.joined(separator: ", ")
             let statement = try db.prepare(
                 "SELECT \(columns) FROM audit_events WHERE seq > ? AND \(condition) ORDER BY seq LIMIT ?")
@@ -232,42 +234,63 @@ extension Ledger {
         try read { db throws(LedgerError) in try db.integer("SELECT max(seq) FROM audit_events") ?? 0 }
     }
 
-    /// Per permission, per user and per program counts of the events matching `filter`:
-    /// one pass over them (AuditSummaryScan).
-    public func auditSummary(_ filter: AuditFilter) throws(LedgerError) -> AuditSummary {
+    /// Per permission, per user and per program counts of the events matching `filter`
+    /// (and those of `archives`): one pass over them (AuditSummaryScan).
+    public func auditSummary(_ filter: AuditFilter, archives: [String] = []) throws(LedgerError) -> AuditSummary {
         let (condition, values) = try filter.condition()
-        return try read { db throws(LedgerError) in
+        var scan = AuditSummaryScan()
+        func count(_ db: borrowing SQLiteDatabase) throws(LedgerError) {
             let statement = try db.prepare("SELECT \(AuditSummaryScan.columns) FROM audit_events WHERE \(condition)")
             try statement.bind(values)
-            var scan = AuditSummaryScan()
             while try statement.step() { scan.add(statement) }
-            return scan.summary()
         }
+        for archive in archives { try AuditSources.reading(archive) { db throws(LedgerError) in try count(db) } }
+        try read { db throws(LedgerError) in try count(db) }
+        return scan.summary()
     }
 
-    /// One event and its place in the chain; nil when no event `seq` is stored.
-    public func auditEvent(seq: Int64) throws(LedgerError) -> (RecordedAuditEvent, AuditChainPosition)? {
-        try read { db throws(LedgerError) -> (RecordedAuditEvent, AuditChainPosition)? in
-            let columns = AuditWriter.insertColumns.joined(separator: ", ")
-            let statement = try db.prepare("SELECT \(columns) FROM audit_events WHERE seq = ?")
-            try statement.bind([.integer(seq)])
-            guard try statement.step() else { return nil }
-            let record = try AuditRow.read(statement, path: db.path)
-            let canonical = AuditRow.canonical(statement)
-            let hasher = try SHA256Hasher()
-            var matches = false
-            if let previous = Hex.decode(record.prevHash.utf8), previous.count == 32 {
-                matches = try hasher.chainHash(previous: previous, canonical: canonical.bytes) == record.hash
-            }
-            let before = try Self.text(db, "SELECT hash FROM audit_events WHERE seq = ?", seq - 1)
-            let after = try Self.text(db, "SELECT prev_hash FROM audit_events WHERE seq = ?", seq + 1)
-            let position = AuditChainPosition(
-                seq: seq, prevHash: record.prevHash, hash: record.hash, hashMatches: matches,
-                linksToPrevious: before.map { $0 == record.prevHash }, linkedFromNext: after.map { $0 == record.hash },
-                firstStored: try db.integer("SELECT min(seq) FROM audit_events") ?? seq,
-                head: try db.integer("SELECT seq FROM chain_head WHERE id = 1") ?? seq)
-            return (record, position)
+    /// One event and its place in the chain; nil when no event `seq` is stored in the ledger
+    /// or in one of `archives`.
+    public func auditEvent(seq: Int64, archives: [String] = []) throws(LedgerError)
+        -> (RecordedAuditEvent, AuditChainPosition)?
+    {
+        if let found = try read({ db throws(LedgerError) in
+            try Self.auditEvent(db, seq: seq, head: try db.integer("SELECT seq FROM chain_head WHERE id = 1"))
+        }) {
+            return found
         }
+        for archive in archives {
+            let found = try AuditSources.reading(archive) { db throws(LedgerError) in
+                try Self.auditEvent(db, seq: seq, head: try db.integer("SELECT through_seq FROM archive_info WHERE id = 1"))
+            }
+            if let found { return found }
+        }
+        return nil
+    }
+
+    /// `head`: the newest event the file records (the ledger's chain head, an archive's last event).
+    private static func auditEvent(_ db: borrowing SQLiteDatabase, seq: Int64, head: Int64?) throws(LedgerError)
+        -> (RecordedAuditEvent, AuditChainPosition)?
+    {
+        let columns = AuditWriter.insertColumns.joined(separator: ", ")
+        let statement = try db.prepare("SELECT \(columns) FROM audit_events WHERE seq = ?")
+        try statement.bind([.integer(seq)])
+        guard try statement.step() else { return nil }
+        let record = try AuditRow.read(statement, path: db.path)
+        let canonical = AuditRow.canonical(statement)
+        let hasher = try SHA256Hasher()
+        var matches = false
+        if let previous = Hex.decode(record.prevHash.utf8), previous.count == 32 {
+            matches = try hasher.chainHash(previous: previous, canonical: canonical.bytes) == record.hash
+        }
+        let before = try Self.text(db, "SELECT hash FROM audit_events WHERE seq = ?", seq - 1)
+        let after = try Self.text(db, "SELECT prev_hash FROM audit_events WHERE seq = ?", seq + 1)
+        let position = AuditChainPosition(
+            seq: seq, prevHash: record.prevHash, hash: record.hash, hashMatches: matches,
+            linksToPrevious: before.map { $0 == record.prevHash }, linkedFromNext: after.map { $0 == record.hash },
+            firstStored: try db.integer("SELECT min(seq) FROM audit_events") ?? seq,
+            head: head ?? seq)
+        return (record, position)
     }
 
     /// The text of the first row of a query with one integer parameter.
@@ -275,5 +298,37 @@ extension Ledger {
         let lookup = try db.prepare(sql)
         try lookup.bind([.integer(value)])
         return try lookup.step() ? lookup.text(0) : nil
+    }
+}
+
+/// Reports over the ledger and the archive files given: each archive is opened read-only,
+/// checked to be an archive, and read with the same queries as the ledger.
+enum AuditSources {
+    static func reading<R>(_ path: String, _ body: (borrowing SQLiteDatabase) throws(LedgerError) -> R)
+        throws(LedgerError) -> R
+    {
+        let archive: SQLiteDatabase
+        do {
+            archive = try SQLiteDatabase.open(path: path, readOnly: true)
+        } catch {
+            throw .archive(path: path, reason: "cannot be opened: \(error)")
+        }
+        return try archive.transaction(immediate: false) { db throws(LedgerError) -> R in
+            _ = try ArchiveInfo.read(db)
+            return try body(db)
+        }
+    }
+
+    /// `query` over every archive and the ledger, merged in seq order, at most `limit`.
+    static func merged<Item: Sendable>(_ ledger: Ledger, archives: [String], limit: Int, seq: (Item) -> Int64,
+                                       _ query: (borrowing SQLiteDatabase) throws(LedgerError) -> [Item])
+        throws(LedgerError) -> [Item]
+    {
+        var found: [Item] = []
+        for archive in archives { found += try reading(archive, query) }
+        found += try ledger.read(query)
+        guard !archives.isEmpty else { return found }
+        found.sort { seq($0) < seq($1) }
+        return Array(found.prefix(limit))
     }
 }

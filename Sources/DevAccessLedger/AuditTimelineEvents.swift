@@ -30,11 +30,12 @@ public struct AuditTimelineEvent: Sendable, Hashable {
 
 extension Ledger {
     /// The events matching `filter` with `seq > after`, oldest first, at most `limit`, as the
-    /// timeline reads them.
-    public func auditTimelineEvents(_ filter: AuditFilter, after seq: Int64 = 0,
-                                    limit: Int = Int.max) throws(LedgerError) -> [AuditTimelineEvent] {
+    /// timeline reads them; with `archives`, theirs too.
+    public func auditTimelineEvents(_ filter: AuditFilter, after seq: Int64 = 0, limit: Int = Int.max,
+                                    archives: [String] = []) throws(LedgerError) -> [AuditTimelineEvent] {
         let (condition, values) = try filter.condition()
-        return try read { db throws(LedgerError) in
+        return try AuditSources.merged(self, archives: archives, limit: limit, seq: \.seq) {
+            db throws(LedgerError) -> [AuditTimelineEvent] in
             let statement = try db.prepare("""
                 SELECT seq, time_usec, type, actor_uid, actor_name, subject_uid, subject_name, permission, device_id,
                        program, details

@@ -322,6 +322,55 @@ extension AuditReportCommandTests {
     }
 }
 
+extension AuditReportCommandTests {
+    /// Archived events are in a report when their archive file is given, the archive's own
+    /// chain checked: an edit in it is said at the top of the report (exit 65).
+    @Test func reportsIncludeArchivedEventsWithTheArchiveChecked() throws {
+        let (fx, _) = try Self.fixture("reparc")
+        let archivePath = fx.state.path + "/old-events.db"
+        // Events 1...9 were written before minute 9:30.
+        let archived = try fx.run(["audit", "--archive", Self.iso(9) + "", "--to", archivePath, "--json"])
+        #expect(archived.status == 0, "\(archived.stderr)")
+        #expect(try fx.json(archived)["events"] as? Int == 8, "\(archived.stdout)")
+        // Without the archive: what the ledger holds (9...18 and the 'archived' record, 19).
+        #expect(try Self.seqs(fx, []) == Array(9...19))
+        // With it: everything, in order, and the filters apply to the archive's events too.
+        #expect(try Self.seqs(fx, ["--archive-file", archivePath]) == Array(1...19))
+        #expect(try Self.seqs(fx, ["--archive-file", archivePath, "--type", "revoke,expiry"]) == [5, 9])
+        let json = try fx.json(try fx.run(["audit", "--format", "json", "--archive-file", archivePath]))
+        let archives = json["archives"] as? [[String: Any]] ?? []
+        #expect(archives.count == 1 && archives.first?["intact"] as? Bool == true
+                && archives.first?["link"] as? String == "anchored", "\(archives)")
+        let summary = try fx.json(try fx.run(["audit", "--summary", "--format", "json", "--archive-file", archivePath]))
+        let total = (summary["summary"] as? [String: Any])?["total"] as? [String: Any] ?? [:]
+        for (key, value) in ["events": 19, "requests": 4, "grantsConsent": 1, "grantsPassword": 1, "grantsAdmin": 1,
+                             "denials": 2, "revocations": 1, "expiries": 1, "firstEvent": 1, "lastEvent": 19] {
+            #expect(total[key] as? Int == value, "total.\(key): \(total[key] ?? "nil")")
+        }
+        let event = try fx.run(["audit", "--event", "3", "--archive-file", archivePath])
+        #expect(event.status == 0 && event.stdout.contains("event 3 of 1…8 stored"), "\(event.stdout) \(event.stderr)")
+        let missing = try fx.run(["audit", "--event", "3"])
+        #expect(missing.status == 1 && missing.stderr.contains("--archive-file"), "\(missing.stderr)")
+
+        // An edit inside the archive: every report that reads it says so first.
+        let edit = try TestProcess.run("/usr/bin/sqlite3", [archivePath,
+            "UPDATE audit_events SET details = replace(details, 'deny', 'allow') WHERE seq = 7"])
+        #expect(edit.status == 0, "\(edit.stderr)")
+        let table = try fx.run(["audit", "--archive-file", archivePath])
+        #expect(table.status == 65 && table.stdout.hasPrefix("WARNING: the archive \(archivePath) is broken at event 7"),
+                "\(table.stdout)")
+        let csv = try fx.run(["audit", "--summary", "--format", "csv", "--archive-file", archivePath])
+        #expect(csv.status == 65 && csv.stdout.hasPrefix("# WARNING: the archive"), "\(csv.stdout)")
+        let html = try fx.run(["audit", "--format", "html", "--archive-file", archivePath])
+        #expect(html.status == 65 && html.stdout.contains("class=\"broken\">WARNING: the archive"), "\(html.stderr)")
+        // The ledger alone is intact.
+        #expect(try fx.run(["audit", "--summary"]).status == 0)
+        // Not an archive at all: named, not read.
+        let notArchive = try fx.run(["audit", "--archive-file", fx.state.path + "/ledger.db"])
+        #expect(notArchive.status != 0 && notArchive.stderr.contains("not a devaccess audit archive"), "\(notArchive.stderr)")
+    }
+}
+
 /// 18 events with known counts (see the summary test for what they add up to).
 enum KnownLedger {
     static func events(alice: Principal, base: Date) -> [AuditEvent] {

@@ -152,11 +152,14 @@ public struct AuditReportQuery: Sendable, Hashable {
     /// `events` (`--follow`): when nothing after `after` matches, hold the reply up to this
     /// many seconds until an event is written, then read again (1...`maxWait`).
     public var waitSeconds: Int64?
+    /// Archive files (absolute paths, of `audit --archive`) whose events the report includes,
+    /// each with its own chain checked.
+    public var archives: [String]
 
     public init(mode: Mode, sinceMilliseconds: Int64? = nil, untilMilliseconds: Int64? = nil, user: String? = nil,
                 program: String? = nil, permission: Permission? = nil, device: String? = nil, types: [String] = [],
                 after: Int64 = 0, limit: Int64? = nil, event: Int64? = nil, verify: Bool = true,
-                timeline: Bool = false, waitSeconds: Int64? = nil) {
+                timeline: Bool = false, waitSeconds: Int64? = nil, archives: [String] = []) {
         self.mode = mode
         self.sinceMilliseconds = sinceMilliseconds
         self.untilMilliseconds = untilMilliseconds
@@ -171,12 +174,15 @@ public struct AuditReportQuery: Sendable, Hashable {
         self.verify = verify
         self.timeline = timeline
         self.waitSeconds = waitSeconds
+        self.archives = archives
     }
 
     /// The most events one page holds.
     public static let maxLimit: Int64 = 1000
     /// The longest a follow request is held (well inside the client's 60 s reply timeout).
     public static let maxWait: Int64 = 30
+    /// The most archive files one report reads.
+    public static let maxArchives = 64
 }
 
 /// `switch`: turn a permission off for everyone, or back on (a privacy switch).
@@ -276,6 +282,9 @@ enum AdministrationCoding {
             members.append(JSONMember("verify", .bool(query.verify)))
             if query.timeline { members.append(JSONMember("timeline", .bool(true))) }
             if let wait = query.waitSeconds { members.append(JSONMember("wait", .integer(wait))) }
+            if !query.archives.isEmpty {
+                members.append(JSONMember("archives", .array(query.archives.map { .string($0) })))
+            }
         case .setSwitch(let order):
             members.append(JSONMember("permission", .string(order.permission.rawValue)))
             members.append(JSONMember("state", .string(order.off ? "off" : "on")))
@@ -399,13 +408,21 @@ enum AdministrationCoding {
             try Strict.bool(value, path: reader.childPath("timeline"))
         } ?? false
         let wait = try reader.optionalInteger("wait", in: 1...AuditReportQuery.maxWait)
+        let archives = try reader.optionalArray("archives", maxCount: AuditReportQuery.maxArchives) {
+            (value, path) throws(ProtocolError) -> String in
+            let text = try Strict.string(value, path: path, maxLength: maxPath)
+            guard text.hasPrefix("/"), !text.contains("\0") else {
+                throw ProtocolError(.badMessage, context: path, reason: "an archive is not an absolute path")
+            }
+            return text
+        } ?? []
         if mode == .event && event == nil {
             throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
         }
         return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
                                 program: program, permission: permission, device: device, types: types,
                                 after: after, limit: limit, event: event, verify: verify, timeline: timeline,
-                                waitSeconds: wait)
+                                waitSeconds: wait, archives: archives)
     }
 
     private static func name(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String {
