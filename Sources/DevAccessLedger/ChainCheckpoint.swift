@@ -6,8 +6,8 @@ import Foundation
 /// a rewrite of the checkpoint event itself, or a removal of it (an archive, a deletion)
 /// is still found, the last two by walking the whole chain again.
 ///
-/// Kept in the ledger (`chain_checkpoint`, written after every intact walk: `audit
-/// --verify`, a report's walk, in devaccessd or offline), so a new process or a restarted
+/// Kept in the ledger (`chain_checkpoint`, written after every intact walk of the ledger's
+/// writer: `audit --verify` and reports, in devaccessd or offline), so a new process or a restarted
 /// devaccessd starts from it too. What that trusts: someone able to write the ledger can
 /// edit an event older than the checkpoint without reports noticing; `audit --verify`
 /// never uses the checkpoint and finds it, and the journal copy anchors the hashes outside
@@ -51,12 +51,18 @@ extension Ledger {
         try read { db throws(LedgerError) in try ChainCheckpoint.stored(db) }
     }
 
+    /// A ledger opened read-only by the one writer (an offline report, under the engine
+    /// lock): intact walks store their checkpoint in the file, as devaccessd's do.
+    public func writesCheckpoints() {
+        storesCheckpoints.store(true, ordering: .relaxed)
+    }
+
     /// Keeps `checkpoint` in memory and, unless it is already there, in the ledger. Writing
     /// it is best effort: a ledger that cannot be written (immutable, read-only mount) is
     /// still reported on, only walked whole again by the next process.
     func remember(_ checkpoint: ChainCheckpoint, stored: ChainCheckpoint?) {
         verifiedThrough.withLock { $0 = checkpoint }
-        guard stored != checkpoint else { return }
+        guard stored != checkpoint, storesCheckpoints.load(ordering: .relaxed) else { return }
         let save = { (db: borrowing SQLiteDatabase) throws(LedgerError) in
             try db.transaction(immediate: true) { db throws(LedgerError) in
                 try db.prepare("""

@@ -56,6 +56,11 @@ public final class Ledger: Sendable {
     let verifiedThrough = Mutex<ChainCheckpoint?>(nil)
     /// Signalled after every write that appended audit events (`audit --follow`).
     public let appends = AuditAppendSignal()
+    /// Whether an intact walk stores its checkpoint in the file: always when opened for
+    /// writing; opened read-only, only when the opener is the one writer
+    /// (`writesCheckpoints()`: an offline report under the engine lock), not a bystander
+    /// such as `doctor`, which may run beside devaccessd.
+    let storesCheckpoints: Atomic<Bool>
 
     /// Opens the ledger at `path`. Every refusal (corrupt, foreign, newer schema,
     /// unwritable) happens before anything is written to the file.
@@ -113,6 +118,7 @@ public final class Ledger: Sendable {
         }
         self.path = path
         self.mode = mode
+        self.storesCheckpoints = Atomic(mode == .readWrite)
         self.journal = journal
         self.connection = Mutex(database)
     }

@@ -185,6 +185,42 @@ extension AuditReportDaemonTests {
     }
 }
 
+extension AuditReportDaemonTests {
+    /// The checkpoint a report's walk reached is kept in the ledger: a restarted devaccessd
+    /// walks from it (not the whole chain again), and an edit of an event written after it
+    /// is still said at the top of the next report.
+    @Test func aRestartedDaemonWalksFromTheCheckpointKeptInTheLedger() throws {
+        let carol = try TestUser("repckpt")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n", admins: [carol])
+        let erin = try TestUser("repckptu")
+        #expect(try carol.devaccess(["grant", "camera", "--user", erin.name] + setup.socket).status == 0)
+        let first = try carol.devaccess(["audit", "--summary", "--format", "json"] + setup.socket)
+        #expect(first.status == 0, "\(first.stderr)")
+        let head = try setup.ledger().newestEventSeq()
+        #expect(try setup.ledger().storedCheckpoint()?.seq == head)
+
+        try setup.restart()
+        let again = try carol.devaccess(["audit", "--summary", "--format", "json"] + setup.socket)
+        #expect(again.status == 0, "\(again.stderr)")
+        let checkedFrom = (try json(again.stdout)["chain"] as? [String: Any])?["checkedFrom"] as? Int
+        #expect(checkedFrom == Int(head), "a new devaccessd walks from the stored checkpoint: \(again.stdout)")
+
+        #expect(try carol.devaccess(["revoke", "camera", "--user", erin.name] + setup.socket).status == 0)
+        let revokeSeq = try #require(try setup.ledger().events().last { $0.event.type == .revoke }?.seq)
+        #expect(revokeSeq > head)
+        let edit = try TestProcess.run("/usr/bin/sqlite3", [setup.stateDirectory + "/" + Ledger.fileName,
+            "UPDATE audit_events SET subject_name = 'someone else' WHERE seq = \(revokeSeq)"])
+        #expect(edit.status == 0, "\(edit.stderr)")
+        try setup.restart()
+        let tampered = try carol.devaccess(["audit", "--user", erin.name] + setup.socket)
+        #expect(tampered.status == 65, "\(tampered.stderr)")
+        #expect(tampered.stdout.hasPrefix("WARNING: the audit chain is broken at event \(revokeSeq) (edited)"),
+                "\(tampered.stdout)")
+        // The broken walk did not move the checkpoint.
+        #expect(try setup.ledger().storedCheckpoint()?.seq == head)
+    }
+}
+
 /// Collects a child's output as it arrives.
 final class LineCollector: @unchecked Sendable {
     private let lock = NSLock()

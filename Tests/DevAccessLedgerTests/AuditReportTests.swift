@@ -63,8 +63,14 @@ import DevAccessCore
             #expect(try ledger.storedCheckpoint()?.seq == 40)
             try ledger.append(contentsOf: (41...50).map { sampleEvent($0) })
         }
-        // A new process, read-only as offline reports open it: it starts at 40, and moves the checkpoint on.
+        // A bystander reading the file (doctor) walks from it but leaves it as it is.
+        let bystander = try openLedger(dir, mode: .readOnly)
+        #expect(try bystander.verifyFromCheckpoint().from == 40)
+        #expect(try bystander.storedCheckpoint()?.seq == 40)
+        // A new process, read-only as offline reports open it (the one writer): it starts at
+        // 40, and moves the checkpoint on.
         let reader = try openLedger(dir, mode: .readOnly)
+        reader.writesCheckpoints()
         let walk = try reader.verifyFromCheckpoint()
         #expect(walk.from == 40 && walk.verification == .intact(count: 50), "\(walk)")
         #expect(try reader.storedCheckpoint() == ChainCheckpoint(
