@@ -9,6 +9,8 @@ public final class AuditAppendSignal: Sendable {
     private struct Waiter {
         var after: Int64
         var continuation: CheckedContinuation<Void, Never>
+        /// Ends the wait at its deadline; cancelled when an append ends it first.
+        var deadline: Task<Void, Never>?
     }
 
     private struct State {
@@ -24,13 +26,16 @@ public final class AuditAppendSignal: Sendable {
 
     /// Called after a write that appended events through `seq` has committed.
     func appended(through seq: Int64) {
-        let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let woken = state.withLock { state -> [Waiter] in
             state.newest = max(state.newest, seq)
             let ready = state.waiters.filter { $0.value.after < seq }
             for id in ready.keys { state.waiters[id] = nil }
-            return ready.values.map(\.continuation)
+            return Array(ready.values)
         }
-        for continuation in woken { continuation.resume() }
+        for waiter in woken {
+            waiter.deadline?.cancel()
+            waiter.continuation.resume()
+        }
     }
 
     /// Returns when this process has appended an event with a seq above `after`, when
@@ -46,17 +51,23 @@ public final class AuditAppendSignal: Sendable {
                 let registered = state.withLock { state -> Bool in
                     // Already written (between the caller's read and now), or cancelled before registering.
                     guard state.newest <= after, !Task.isCancelled else { return false }
-                    state.waiters[id] = Waiter(after: after, continuation: continuation)
+                    state.waiters[id] = Waiter(after: after, continuation: continuation, deadline: nil)
                     return true
                 }
                 guard registered else {
                     continuation.resume()
                     return
                 }
-                Task { [weak self] in
+                let deadline = Task { [weak self] in
+                    // Cancelled when an append came first: the waiter is gone, wake finds nothing.
                     try? await Task.sleep(for: limit)
                     self?.wake(id)
                 }
+                let waiting = state.withLock { state -> Bool in
+                    state.waiters[id]?.deadline = deadline
+                    return state.waiters[id] != nil
+                }
+                if !waiting { deadline.cancel() }
             }
         } onCancel: {
             wake(id)
@@ -65,6 +76,8 @@ public final class AuditAppendSignal: Sendable {
 
     /// Resumes one waiter if it is still waiting (each is resumed exactly once).
     private func wake(_ id: Int) {
-        state.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume()
+        guard let waiter = state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
+        waiter.deadline?.cancel()
+        waiter.continuation.resume()
     }
 }
