@@ -75,13 +75,18 @@ enum AdminAccess {
     }
 
     /// The ledger for reading: read-only, migrated first when an older devaccess wrote it.
+    /// Under the engine lock this process is the one writer: a chain walk's checkpoint is
+    /// stored (when the file can be written), as devaccessd stores its own.
     private static func readingLedger(_ stateDirectory: String) throws(LedgerError) -> Ledger {
         let path = stateDirectory + "/" + Ledger.fileName
+        let ledger: Ledger
         do {
-            return try Ledger(path: path, mode: .readOnly)
+            ledger = try Ledger(path: path, mode: .readOnly)
         } catch .schemaOutdated {
-            return try Ledger(stateDirectory: stateDirectory)
+            ledger = try Ledger(stateDirectory: stateDirectory)
         }
+        ledger.writesCheckpoints()
+        return ledger
     }
 
     /// Reading the ledger needs no devices.

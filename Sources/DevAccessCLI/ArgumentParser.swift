@@ -44,10 +44,14 @@ struct CommandSpec: Sendable {
 struct ParsedArguments: Sendable, Equatable {
     var flags: Set<String> = []
     var values: [String: String] = [:]
+    /// Every value given to each option, in order (`value` is the last one).
+    var repeated: [String: [String]] = [:]
     var positionals: [String] = []
 
     func has(_ flag: String) -> Bool { flags.contains(flag) }
     func value(_ option: String) -> String? { values[option] }
+    /// For an option that may be given more than once (`audit --archive-file`).
+    func allValues(_ option: String) -> [String] { repeated[option] ?? [] }
 }
 
 /// A bad command line: the message names the word, `command` picks the help to point at.
@@ -83,8 +87,10 @@ enum ArgumentParser {
             }
             if let inlineValue {
                 parsed.values[option.long] = inlineValue
+                parsed.repeated[option.long, default: []].append(inlineValue)
             } else if index < arguments.count {
                 parsed.values[option.long] = arguments[index]
+                parsed.repeated[option.long, default: []].append(arguments[index])
                 index += 1
             } else {
                 throw UsageError(message: "missing value for '--\(option.long) \(option.value ?? "")'",

@@ -12,13 +12,15 @@ enum AuditCommand: Command {
         usage: """
             devaccess audit [--since T] [--until T] [--user U] [--program P] [--permission P] [--device ID]
                                    [--type TYPE] [--summary | --event N | --follow] [--format table|json|csv|html] [--output FILE]
+                                   [--archive-file FILE]...
                    devaccess audit --verify [--archive-file FILE] | --archive BEFORE [--to FILE]
             """,
         options: AuditReportCommand.options + [
             OptionSpec(long: "verify", short: nil, value: nil,
                        help: "Recompute the chain; name the first event edited, removed, reordered or inserted."),
             OptionSpec(long: "archive-file", short: nil, value: "FILE",
-                       help: "With --verify: also verify this archive and its link to the ledger."),
+                       help: "With --verify: also verify this archive and its link to the ledger. With a report "
+                           + "(repeatable): include the archive's events, its chain checked."),
             OptionSpec(long: "archive", short: nil, value: "BEFORE",
                        help: "Move events older than BEFORE (90d, 12w; or 2026-09-01T00:00Z) to an archive file."),
             OptionSpec(long: "to", short: nil, value: "FILE",
@@ -69,9 +71,8 @@ enum AuditCommand: Command {
             return try await archive(arguments, console: console)
         }
         guard arguments.has("verify") else {
-            if arguments.value("to") != nil || arguments.value("archive-file") != nil {
-                throw UsageError(message: "'--to' goes with '--archive', '--archive-file' with '--verify'",
-                                 command: spec.name)
+            if arguments.value("to") != nil {
+                throw UsageError(message: "'--to' goes with '--archive BEFORE'", command: spec.name)
             }
             return try await AuditReportCommand.run(arguments, console: console)
         }
@@ -87,6 +88,9 @@ enum AuditCommand: Command {
         if let missing = try AdminAccess.offlineLedgerIsMissing(arguments, command: spec.name) {
             throw CommandFailure(message: "no ledger at \(missing): nothing to verify (if there was one, it was removed)",
                                  code: .ledgerUnusable)
+        }
+        if arguments.allValues("archive-file").count > 1 {
+            throw UsageError(message: "'--verify' checks one '--archive-file' at a time", command: spec.name)
         }
         let query = AuditVerifyQuery(archive: try arguments.value("archive-file").map { try absolute($0, "archive-file") })
         let interface = try AdminAccess.interface(arguments, command: spec.name, readOnly: true)

@@ -3,11 +3,19 @@ import DevAccessInterface
 import DevAccessLedger
 import Foundation
 
-/// Grants as bars and denials, refusals, revocations and runs as marks, per permission and
-/// per user (and program, and device when the grant names one), built as the report's
-/// pages arrive so a long report needs memory for what is drawn, not for every event.
+/// Grants and runs (`devaccess run`, start to end) as bars; denials, refusals, revocations
+/// and runs recorded without a run id as marks; per permission and per user (and program,
+/// and device when the event names one), built as the report's pages arrive so a long
+/// report needs memory for what is drawn, not for every event.
 final class AuditTimeline {
     struct Bar {
+        enum Kind {
+            case grant
+            case run
+        }
+
+        var kind: Kind = .grant
+        /// The grant's id, or the run's.
         var grantID: String
         var permission: String
         var lane: String
@@ -30,12 +38,14 @@ final class AuditTimeline {
     /// Beyond these, bars and marks are counted, not drawn (a picture of a million marks
     /// says no more than its summary table, and the page must open).
     /// The event types the timeline draws or uses to end a bar.
-    static let types = ["decision", "grant", "revoke", "expiry", "reset", "refused", "run_start"]
+    static let types = ["decision", "grant", "revoke", "expiry", "reset", "refused", "run_start", "run_end"]
 
     static let maxBars = 5000
     static let maxMarks = 5000
 
     private var open: [String: Bar] = [:]
+    /// Runs started and not ended yet, by run id: one bar per permission the run used.
+    private var openRuns: [String: [Bar]] = [:]
     private(set) var bars: [Bar] = []
     private(set) var marks: [Mark] = []
     private(set) var notDrawn = 0
@@ -79,15 +89,47 @@ final class AuditTimeline {
                 }
             }
         case "refused": mark("refused", event)
-        case "run_start": mark("run", event)
+        case "run_start":
+            guard let id = event.details["run_id"] else {
+                mark("run", event)
+                return
+            }
+            if let previous = openRuns.removeValue(forKey: id) { previous.forEach(keep) }
+            openRuns[id] = Self.runPermissions(event).map { permission in
+                Bar(kind: .run, grantID: id, permission: permission, lane: Self.lane(event), start: event.timeUsec,
+                    end: nil, how: "run", seq: event.seq)
+            }
+        case "run_end":
+            guard let id = event.details["run_id"] else { return }
+            if let started = openRuns.removeValue(forKey: id) {
+                for var bar in started {
+                    bar.end = max(bar.start, event.timeUsec)
+                    keep(bar)
+                }
+            } else {
+                // Started before the report's first event: its recorded duration says when.
+                let ran = event.details["duration_usec"].flatMap { Int64($0) } ?? 0
+                for permission in Self.runPermissions(event) {
+                    keep(Bar(kind: .run, grantID: id, permission: permission, lane: Self.lane(event),
+                             start: event.timeUsec - max(0, ran), end: event.timeUsec, how: "run", seq: event.seq))
+                }
+            }
         default: break
         }
     }
 
+    /// The permissions a run used: its event's permission, or the list `devaccess run` records.
+    static func runPermissions(_ event: AuditEventDocument) -> [String] {
+        if let permission = event.permission { return [permission] }
+        let listed = (event.details["permissions"] ?? "").split(separator: " ").map(String.init)
+        return listed.isEmpty ? ["-"] : listed
+    }
+
     /// The bars still open at the end of the report.
     func finish() {
-        for bar in open.values.sorted(by: { $0.seq < $1.seq }) { keep(bar) }
+        for bar in (Array(open.values) + openRuns.values.joined()).sorted(by: { $0.seq < $1.seq }) { keep(bar) }
         open = [:]
+        openRuns = [:]
     }
 
     private func keep(_ bar: Bar) {
@@ -108,7 +150,8 @@ final class AuditTimeline {
 /// Content-Security-Policy forbids loading anything) with the chain's state, the summary
 /// tables and an SVG timeline per permission. Reads in a browser and prints.
 enum AuditHTMLReport {
-    static func page(ledger: String, chain: AuditVerifyDocument?, summary: AuditSummary, timeline: AuditTimeline,
+    static func page(ledger: String, chain: AuditVerifyDocument?, archives: [ArchiveVerifyDocument] = [],
+                     summary: AuditSummary, timeline: AuditTimeline,
                      filters: String, from: Int64?, to: Int64) -> String {
         var html = """
             <!DOCTYPE html>
@@ -138,6 +181,10 @@ enum AuditHTMLReport {
             } else {
                 html += "<p class=\"broken\">\(escape(ChainNotice.broken(chain)))</p>\n"
             }
+        }
+        for archive in archives {
+            html += archive.intact ? "<p class=\"intact\">\(escape(archive.message)) (\(escape(archive.path)))</p>\n"
+                : "<p class=\"broken\">\(escape(ChainNotice.broken(archive)))</p>\n"
         }
         html += "<section><h2>Summary</h2>\n" + summaryTables(summary) + "</section>\n"
         html += timelines(timeline, from: from ?? timeline.first ?? to, to: to)
@@ -203,7 +250,8 @@ enum AuditHTMLReport {
             + colors.sorted { $0.key < $1.key }.map { "<span style=\"color:\($0.value)\">■ granted by \($0.key)</span>" }
                 .joined()
             + "<span style=\"color:#c00\">✕ denied</span><span style=\"color:#e07000\">▲ refused</span>"
-            + "<span>| revoked</span><span style=\"color:#80c\">● run</span></p>\n"
+            + "<span>| revoked</span><span style=\"color:#80c\">▬ run (devaccess run, start to end)</span>"
+            + "<span style=\"color:#80c\">● run without a recorded id</span></p>\n"
         if timeline.notDrawn > 0 {
             html += "<p>\(timeline.notDrawn) more bars and marks are not drawn (the tables count them all); "
                 + "narrow the report with --since, --user or --permission.</p>\n"
@@ -254,6 +302,14 @@ enum AuditHTMLReport {
             for (number, bar) in bars.enumerated() {
                 let y = (laneTop[bar.lane] ?? top) + 4 + rowHeight * Double(row[number] ?? 0)
                 let x0 = x(bar.start), x1 = max(x(bar.end ?? end), x0 + 2)
+                if bar.kind == .run {
+                    html += "<rect class=\"run\" data-run=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
+                        + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" "
+                        + "data-end=\"\(bar.end.map(String.init) ?? "")\" x=\"\(f(x0))\" y=\"\(f(y + 2))\" "
+                        + "width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 7))\" fill=\"#80c\"><title>run "
+                        + "\(escape(bar.grantID)), event #\(bar.seq)</title></rect>\n"
+                    continue
+                }
                 html += "<rect class=\"grant\" data-grant=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
                     + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" data-end=\"\(bar.end.map(String.init) ?? "")\" "
                     + "x=\"\(f(x0))\" y=\"\(f(y))\" width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 3))\" "

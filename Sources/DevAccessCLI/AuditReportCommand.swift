@@ -28,8 +28,9 @@ enum AuditReportCommand {
                    help: "Keep reading: print new events as they are written (JSON Lines with --format json)."),
     ]
 
-    /// How often `--follow` asks for new events.
-    static let followInterval: Duration = .milliseconds(500)
+    /// How long one `--follow` request is held by devaccessd while nothing new is written
+    /// (it answers as soon as an event is; then the next request is sent).
+    static let followWait: Int64 = 25
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let command = AuditCommand.spec.name
@@ -69,30 +70,31 @@ enum AuditReportCommand {
         switch query.mode {
         case .summary:
             let document = try await fetch(interface, query)
-            let broken = document.chain.map { !$0.intact } ?? false
+            let warnings = ChainNotice.warnings(document)
             switch format {
             case .json, .html: sink.line(try JSONOutput.encode(document))
             case .csv:
-                if let chain = document.chain, !chain.intact { sink.line("# " + ChainNotice.broken(chain)) }
+                for warning in warnings { sink.line("# " + warning) }
                 sink.write(SummaryRendering.csv(document.summary ?? AuditSummary()))
             case .table:
-                if let chain = document.chain, !chain.intact { sink.line(ChainNotice.broken(chain) + "\n") }
+                for warning in warnings { sink.line(warning + "\n") }
                 sink.write(SummaryRendering.table(document.summary ?? AuditSummary()))
             }
+            let broken = !warnings.isEmpty
             return broken ? .auditBroken : .success
         case .event:
             let document = try await fetch(interface, query)
             if format == .json {
                 sink.line(try JSONOutput.encode(document))
             } else if let event = document.event {
-                if let chain = document.chain, !chain.intact { sink.line(ChainNotice.broken(chain) + "\n") }
+                for warning in ChainNotice.warnings(document) { sink.line(warning + "\n") }
                 if format == .csv {
                     sink.write(EventCSV.line(EventCSV.columns) + EventCSV.row(event))
                 } else {
                     sink.line(EventRecordText.text(event, document.position))
                 }
             }
-            let suspect = document.chain.map { !$0.intact } ?? false
+            let suspect = !ChainNotice.warnings(document).isEmpty
                 || document.position.map { !$0.hashMatches || $0.linksToPrevious == false || $0.linkedFromNext == false }
                 ?? false
             return suspect ? .auditBroken : .success
@@ -108,7 +110,8 @@ enum AuditReportCommand {
         var query = start
         var first = try await fetch(interface, query)
         let chain = first.chain
-        let broken = chain.map { !$0.intact } ?? false
+        let warnings = ChainNotice.warnings(first)
+        let broken = !warnings.isEmpty
         // Following without --since starts at the newest event: what is written from now on.
         if follow && !sinceGiven {
             query.after = first.head ?? 0
@@ -117,17 +120,18 @@ enum AuditReportCommand {
         }
         switch format {
         case .table, .html:
-            if let chain, !chain.intact { sink.line(ChainNotice.broken(chain) + "\n") }
+            for warning in warnings { sink.line(warning + "\n") }
             sink.line(EventTable.format(EventTable.header))
         case .csv:
-            if let chain, !chain.intact { sink.line("# " + ChainNotice.broken(chain)) }
+            for warning in warnings { sink.line("# " + warning) }
             sink.write(EventCSV.line(EventCSV.columns))
         case .json:
             if follow {
                 // JSON Lines: the chain's state first, then one event per line.
-                sink.line(try JSONOutput.encodeLine(FollowHeader(ledger: first.ledger, chain: chain)))
+                sink.line(try JSONOutput.encodeLine(FollowHeader(ledger: first.ledger, chain: chain, archives: first.archives)))
             } else {
-                sink.write("{\"chain\":\(try chain.map { try JSONOutput.encodeLine($0) } ?? "null"),"
+                let archives = try first.archives.map { ",\"archives\":" + (try JSONOutput.encodeLine($0)) } ?? ""
+                sink.write("{\"chain\":\(try chain.map { try JSONOutput.encodeLine($0) } ?? "null")\(archives),"
                     + "\"ledger\":\(try JSONOutput.encodeLine(first.ledger)),\"mode\":\"events\",\"events\":[\n")
             }
         }
@@ -158,9 +162,10 @@ enum AuditReportCommand {
             if let next = page.next {
                 query.after = next
             } else if follow {
-                // Everything up to the head was matched already: the next poll starts after it.
+                // Everything up to the head was matched already: the next request starts after
+                // it, and devaccessd holds it until something is written.
                 query.after = max(query.after, page.events?.last?.seq ?? 0, page.head ?? 0)
-                try await Task.sleep(for: followInterval)
+                query.waitSeconds = followWait
             } else {
                 break
             }
@@ -179,6 +184,7 @@ enum AuditReportCommand {
         let summary = try await fetch(interface, query)
         query.mode = .events
         query.verify = false
+        query.timeline = true
         // The timeline draws only these; the tables above counted everything.
         let drawn = AuditTimeline.types
         query.types = start.types.isEmpty ? drawn : start.types.filter { drawn.contains($0) }
@@ -195,15 +201,17 @@ enum AuditReportCommand {
             arguments.value(option).map { "--\(option) \($0)" }
         }
         let to = start.untilMilliseconds.map { $0 * 1000 } ?? AuditHTMLReport.now()
-        sink.write(AuditHTMLReport.page(ledger: summary.ledger, chain: summary.chain, summary: summary.summary ?? AuditSummary(),
+        sink.write(AuditHTMLReport.page(ledger: summary.ledger, chain: summary.chain, archives: summary.archives ?? [],
+                                        summary: summary.summary ?? AuditSummary(),
                                         timeline: timeline, filters: filters.isEmpty ? "none" : filters.joined(separator: " "),
                                         from: start.sinceMilliseconds.map { $0 * 1000 }, to: to))
-        return summary.chain.map { !$0.intact } ?? false ? .auditBroken : .success
+        return ChainNotice.warnings(summary).isEmpty ? .success : .auditBroken
     }
 
     struct FollowHeader: Encodable {
         var ledger: String
         var chain: AuditVerifyDocument?
+        var archives: [ArchiveVerifyDocument]?
     }
 
     private static func fetch(_ interface: any DevAccessInterface, _ query: AuditReportQuery) async throws
@@ -254,8 +262,16 @@ enum AuditReportCommand {
         for option in ["user", "program", "device"] where arguments.value(option)?.isEmpty == true {
             throw UsageError(message: "'--\(option)' needs a value", command: command)
         }
+        let archives = try arguments.allValues("archive-file").map { path throws(UsageError) in
+            try AuditCommand.absolute(path, "archive-file")
+        }
+        if archives.count > AuditReportQuery.maxArchives {
+            throw UsageError(message: "at most \(AuditReportQuery.maxArchives) '--archive-file' in one report",
+                             command: command)
+        }
         return AuditReportQuery(mode: .events, sinceMilliseconds: since, untilMilliseconds: until,
                                 user: arguments.value("user"), program: arguments.value("program"),
-                                permission: permission, device: arguments.value("device"), types: types)
+                                permission: permission, device: arguments.value("device"), types: types,
+                                archives: archives)
     }
 }

@@ -90,6 +90,22 @@ enum ChainNotice {
             + "\(chain.explanation ?? ""). Events from there on may have been edited, removed or inserted "
             + "(devaccess audit --verify)."
     }
+
+    static func broken(_ archive: ArchiveVerifyDocument) -> String {
+        var text = "WARNING: the archive \(archive.path) "
+        if let seq = archive.brokenAt {
+            text += "is broken at event \(seq) (\(archive.kind ?? "?")): \(archive.explanation ?? "")"
+        } else {
+            text += "is not recorded in the ledger as it is: \(archive.linkExplanation ?? archive.link)"
+        }
+        return text + ". Its events may have been edited, removed or inserted (devaccess audit --verify --archive-file)."
+    }
+
+    /// What a report says first: every chain it read that does not verify (none: nothing).
+    static func warnings(_ document: AuditReportDocument) -> [String] {
+        (document.chain.flatMap { $0.intact ? nil : [broken($0)] } ?? [])
+            + (document.archives ?? []).filter { !$0.intact }.map(broken)
+    }
 }
 
 /// One line per event for people: local time, who, what, how, by whom.

@@ -11,6 +11,9 @@ public struct AuditReportDocument: Codable, Sendable, Hashable {
     /// `events`, `summary` or `event`.
     public var mode: String
     public var chain: AuditVerifyDocument?
+    /// The archive files the report read (`archives` of the query), each verified as
+    /// `audit --verify --archive-file` does (present with `chain`).
+    public var archives: [ArchiveVerifyDocument]?
     public var events: [AuditEventDocument]?
     /// `events`: ask again with `after` = this for the next page; absent on the last page.
     public var next: Int64?
@@ -73,14 +76,42 @@ public struct AuditEventDocument: Codable, Sendable, Hashable {
         hash = record.hash
     }
 
+    /// What the timeline reads of an event (`audit-report` with `timeline`): no hashes (empty)
+    /// and no node; of the details only the keys the timeline reads.
+    public init(timeline event: AuditTimelineEvent) {
+        seq = event.seq
+        timeUsec = event.timeUsec
+        time = Self.utc(microseconds: event.timeUsec)
+        type = event.type
+        actor = event.actor?.name
+        actorUid = event.actor?.uid
+        user = event.subject?.name
+        uid = event.subject?.uid
+        permission = event.permission
+        device = event.deviceID
+        program = event.program
+        if event.type == AuditEventType.decision.rawValue || event.type == AuditEventType.grant.rawValue {
+            decision = event.details["decision"]
+            how = event.details["how"]
+        }
+        details = event.details
+        prevHash = ""
+        hash = ""
+    }
+
     /// At least the bytes of this event's JSON encoding: every string as if each escapable
     /// character took six bytes (`\u001f`), plus the keys, numbers and punctuation.
     public var encodedSizeBound: Int {
         func bound(_ text: String?) -> Int {
             guard let text else { return 0 }
-            var size = 2 + 24  // quotes, key and separators
-            for byte in text.utf8 { size += byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x2F ? 6 : 1 }
-            return size
+            func escaped(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+                var size = 0
+                for byte in bytes { size += byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x2F ? 6 : 1 }
+                return size
+            }
+            // Quotes, key and separators; the bytes read in place (a report bounds a million of these).
+            return 2 + 24 + (text.utf8.withContiguousStorageIfAvailable(escaped)
+                ?? Array(text.utf8).withUnsafeBufferPointer(escaped))
         }
         var size = 512  // keys, integers, braces
         let texts: [String?] = [time, type, actor, user, permission, device, deviceName, program, node, decision, how,
@@ -102,10 +133,32 @@ public struct AuditEventDocument: Codable, Sendable, Hashable {
         }
         var parts = tm()
         guard gmtime_r(&seconds, &parts) != nil else { return String(microseconds) }
-        let fraction = String(micro)
-        return "\(parts.tm_year + 1900)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T\(pad(parts.tm_hour)):"
-            + "\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(String(repeating: "0", count: 6 - fraction.count))\(fraction)Z"
+        let year = Int(parts.tm_year) + 1900
+        guard (0...9999).contains(year) else {
+            let fraction = String(micro)
+            return "\(year)-\(parts.tm_mon + 1)-\(parts.tm_mday)T\(parts.tm_hour):\(parts.tm_min):\(parts.tm_sec)."
+                + String(repeating: "0", count: 6 - fraction.count) + fraction + "Z"
+        }
+        // Written digit by digit into 27 bytes: reports format a million of these.
+        return String(unsafeUninitializedCapacity: 27) { buffer in
+            func put(_ value: Int, _ digits: Int, at offset: Int) {
+                var rest = value
+                for position in stride(from: offset + digits - 1, through: offset, by: -1) {
+                    buffer[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                }
+            }
+            put(year, 4, at: 0)
+            put(Int(parts.tm_mon) + 1, 2, at: 5)
+            put(Int(parts.tm_mday), 2, at: 8)
+            put(Int(parts.tm_hour), 2, at: 11)
+            put(Int(parts.tm_min), 2, at: 14)
+            put(Int(parts.tm_sec), 2, at: 17)
+            put(Int(micro), 6, at: 20)
+            (buffer[4], buffer[7], buffer[10]) = (UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "T"))
+            (buffer[13], buffer[16], buffer[19], buffer[26]) = (UInt8(ascii: ":"), UInt8(ascii: ":"), UInt8(ascii: "."),
+                                                                UInt8(ascii: "Z"))
+            return 27
+        }
     }
-
-    private static func pad(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
 }

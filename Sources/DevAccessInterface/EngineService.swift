@@ -278,35 +278,77 @@ public struct EngineService: DevAccessInterface {
             uid: try query.user.map { (text) throws(InterfaceError) in try Self.formerOrCurrentUser(text).uid },
             program: query.program, permission: query.permission?.rawValue, device: query.device, types: query.types)
         let limit = Int(min(query.limit ?? AuditReportQuery.maxLimit, AuditReportQuery.maxLimit))
+        var (document, ledger) = try await auditReportPage(query, filter: filter, limit: limit)
+        // --follow: nothing new yet. Held until this process (devaccessd, the one writer)
+        // appends an event or the wait is over, then read again: pushed, not polled.
+        if let wait = query.waitSeconds, query.mode == .events, document.events?.isEmpty ?? true, document.next == nil {
+            await ledger.appends.wait(after: max(query.after, document.head ?? 0), limit: .seconds(wait))
+            var again = query
+            again.verify = false
+            let chain = document.chain
+            (document, _) = try await auditReportPage(again, filter: filter, limit: limit)
+            document.chain = chain
+        }
+        return document
+    }
+
+    /// One `audit-report` reply, read on the engine's queue; and the ledger, to wait on.
+    private func auditReportPage(_ query: AuditReportQuery, filter: AuditFilter, limit: Int) async throws(InterfaceError)
+        -> (AuditReportDocument, Ledger)
+    {
         let outcome = try await runner.run("audit-report") {
-            (engine) throws(EnforcementError) -> (Result<AuditReportDocument, InterfaceError>, EnforcementReport) in
+            (engine) throws(EnforcementError) -> (Result<(AuditReportDocument, Ledger), InterfaceError>, EnforcementReport) in
             let ledger = engine.ledger
-            let result = try EnforcementError.ledgerWork { () throws(LedgerError) -> Result<AuditReportDocument, InterfaceError> in
+            let result = try EnforcementError.ledgerWork {
+                () throws(LedgerError) -> Result<(AuditReportDocument, Ledger), InterfaceError> in
                 var document = AuditReportDocument(ledger: ledger.path, mode: query.mode.rawValue)
+                let archives = query.archives
+                // devaccessd runs as root: it opens for an admin only archives of its own (as audit-verify).
+                if !archives.isEmpty, caller.principal.uid != 0 {
+                    let recorded = try ledger.archiveRecords()
+                    if let other = archives.first(where: { !Self.isOwnArchive($0, ledger: ledger, recorded: recorded) }) {
+                        return .failure(.refused(operation: "audit", reason: "\(caller.principal) may not have "
+                            + "devaccessd open \(other): for members of '\(caller.adminGroup)' it opens only archives in "
+                            + "its state directory or recorded in the ledger; root may name any file"))
+                    }
+                }
                 if query.verify {
                     let (verification, from) = try ledger.verifyFromCheckpoint()
                     document.chain = AuditVerifyDocument(verification, ledger: ledger.path, anchor: try ledger.archiveAnchor())
                     document.chain?.checkedFrom = from
+                    if !archives.isEmpty {
+                        document.archives = try archives.map { (path) throws(LedgerError) in
+                            ArchiveVerifyDocument(try ledger.verifyArchive(at: path))
+                        }
+                    }
                 }
                 switch query.mode {
                 case .events:
                     document.head = try ledger.newestEventSeq()
-                    let found = try ledger.auditEvents(filter, after: query.after, limit: limit + 1)
-                    document.events = found.prefix(limit).map(AuditEventDocument.init)
-                    if found.count > limit { document.next = found[limit - 1].seq }
+                    if query.timeline {
+                        let found = try ledger.auditTimelineEvents(filter, after: query.after, limit: limit + 1,
+                                                                   archives: archives)
+                        document.events = found.prefix(limit).map(AuditEventDocument.init(timeline:))
+                        if found.count > limit { document.next = found[limit - 1].seq }
+                    } else {
+                        let found = try ledger.auditEvents(filter, after: query.after, limit: limit + 1, archives: archives)
+                        document.events = found.prefix(limit).map(AuditEventDocument.init)
+                        if found.count > limit { document.next = found[limit - 1].seq }
+                    }
                     Self.fitReply(&document)
                 case .summary:
-                    document.summary = try ledger.auditSummary(filter)
+                    document.summary = try ledger.auditSummary(filter, archives: archives)
                 case .event:
                     let seq = query.event ?? 0
-                    guard let (record, position) = try ledger.auditEvent(seq: seq) else {
-                        return .failure(.notFound("there is no event \(seq) in \(ledger.path) "
-                            + "(archived events are in their archive files)"))
+                    guard let (record, position) = try ledger.auditEvent(seq: seq, archives: archives) else {
+                        return .failure(.notFound("there is no event \(seq) in \(ledger.path)"
+                            + (archives.isEmpty ? "" : " or the archive files given")
+                            + " (archived events are in their archive files: --archive-file FILE)"))
                     }
                     document.event = AuditEventDocument(record)
                     document.position = position
                 }
-                return .success(document)
+                return .success((document, ledger))
             }
             return (result, EnforcementReport())
         }

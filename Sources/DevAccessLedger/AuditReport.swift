@@ -51,8 +51,13 @@ public struct AuditFilter: Sendable, Hashable {
             values += [.text(program), .text("%/" + Self.likeEscaped(program))]
         }
         if let permission {
-            parts.append("permission = ?")
-            values.append(.text(permission))
+            // Runs of `devaccess run` name no permission of their own: their details list them.
+            parts.append("""
+                (permission = ? OR (permission IS NULL AND type IN ('run_start', 'run_end') \
+                AND CASE WHEN json_valid(details) THEN instr(' ' || json_extract(details, '$.permissions') || ' ', ?) \
+                ELSE 0 END > 0))
+                """)
+            values += [.text(permission), .text(" " + permission + " ")]
         }
         if let device {
             parts.append("(device_id = ? OR device_name = ?)")
@@ -168,7 +173,7 @@ public struct AuditProgramRow: Sendable, Hashable, Codable {
     }
 }
 
-/// What `audit --summary` shows: computed by SQL GROUP BY over the filtered events.
+/// What `audit --summary` shows, counted over the filtered events.
 public struct AuditSummary: Sendable, Hashable, Codable {
     public var total: AuditCounts
     public var permissions: [AuditSummaryRow]
@@ -207,11 +212,13 @@ public struct AuditChainPosition: Sendable, Hashable, Codable {
 }
 
 extension Ledger {
-    /// The events matching `filter` with `seq > after`, oldest first, at most `limit`.
-    public func auditEvents(_ filter: AuditFilter, after seq: Int64 = 0,
-                            limit: Int = Int.max) throws(LedgerError) -> [RecordedAuditEvent] {
+    /// The events matching `filter` with `seq > after`, oldest first, at most `limit`; with
+    /// `archives` (archive files of `audit --archive`), theirs too, in seq order with the ledger's.
+    public func auditEvents(_ filter: AuditFilter, after seq: Int64 = 0, limit: Int = Int.max,
+                            archives: [String] = []) throws(LedgerError) -> [RecordedAuditEvent] {
         let (condition, values) = try filter.condition()
-        return try read { db throws(LedgerError) in
+        return try AuditSources.merged(self, archives: archives, limit: limit, seq: \.seq) {
+            db throws(LedgerError) -> [RecordedAuditEvent] in
             let columns = AuditWriter.insertColumns.joined(separator: ", ")
             let statement = try db.prepare(
                 "SELECT \(columns) FROM audit_events WHERE seq > ? AND \(condition) ORDER BY seq LIMIT ?")
@@ -227,86 +234,63 @@ extension Ledger {
         try read { db throws(LedgerError) in try db.integer("SELECT max(seq) FROM audit_events") ?? 0 }
     }
 
-    /// Per permission, per user and per program counts of the events matching `filter`.
-    /// One GROUP BY pass does the counting; only the few groups it yields are folded here.
-    public func auditSummary(_ filter: AuditFilter) throws(LedgerError) -> AuditSummary {
+    /// Per permission, per user and per program counts of the events matching `filter`
+    /// (and those of `archives`): one pass over them (AuditSummaryScan).
+    public func auditSummary(_ filter: AuditFilter, archives: [String] = []) throws(LedgerError) -> AuditSummary {
         let (condition, values) = try filter.condition()
-        return try read { db throws(LedgerError) in
-            // Only decision and grant events need their details opened (allow or deny, and how).
-            let statement = try db.prepare("""
-                SELECT permission, COALESCE(subject_uid, actor_uid) AS uid,
-                       COALESCE(subject_name, actor_name) AS name, type,
-                       CASE WHEN type IN ('decision', 'grant') THEN json_extract(details, '$.decision') END AS decision,
-                       CASE WHEN type IN ('decision', 'grant') THEN json_extract(details, '$.how') END AS how,
-                       count(*), min(seq), max(seq),
-                       sum(CASE WHEN type = 'run_end' THEN CAST(json_extract(details, '$.duration_usec') AS INTEGER) END)
-                FROM audit_events WHERE \(condition)
-                GROUP BY permission, uid, type, decision, how
-                """)
+        var scan = AuditSummaryScan()
+        func count(_ db: borrowing SQLiteDatabase) throws(LedgerError) {
+            let statement = try db.prepare("SELECT \(AuditSummaryScan.columns) FROM audit_events WHERE \(condition)")
             try statement.bind(values)
-            var total = AuditCounts()
-            var permissions: [String: AuditCounts] = [:]
-            var users: [UInt32?: (name: String, counts: AuditCounts)] = [:]
-            while try statement.step() {
-                let type = statement.text(3) ?? ""
-                let decision = statement.text(4), how = statement.text(5)
-                let count = statement.int64(6) ?? 0, first = statement.int64(7) ?? 0, last = statement.int64(8) ?? 0
-                let ran = statement.int64(9) ?? 0
-                total.add(type: type, decision: decision, how: how, count: count, first: first, last: last,
-                          runMicroseconds: ran)
-                let permission = statement.text(0) ?? "-"
-                permissions[permission, default: AuditCounts()]
-                    .add(type: type, decision: decision, how: how, count: count, first: first, last: last,
-                         runMicroseconds: ran)
-                let uid = statement.int64(1).flatMap(UInt32.init(exactly:))
-                var user = users[uid] ?? (statement.text(2) ?? "-", AuditCounts())
-                user.counts.add(type: type, decision: decision, how: how, count: count, first: first, last: last,
-                                runMicroseconds: ran)
-                users[uid] = user
-            }
-            let programs = try db.prepare("""
-                SELECT program, count(*) AS n, min(seq), max(seq) FROM audit_events
-                WHERE program IS NOT NULL AND \(condition)
-                GROUP BY program ORDER BY n DESC, program LIMIT \(AuditSummary.topPrograms)
-                """)
-            try programs.bind(values)
-            var top: [AuditProgramRow] = []
-            while try programs.step() {
-                top.append(AuditProgramRow(program: programs.text(0) ?? "", events: programs.int64(1) ?? 0,
-                                           firstEvent: programs.int64(2) ?? 0, lastEvent: programs.int64(3) ?? 0))
-            }
-            return AuditSummary(
-                total: total,
-                permissions: permissions.sorted { $0.key < $1.key }.map { AuditSummaryRow(key: $0.key, counts: $0.value) },
-                users: users.sorted { ($0.value.name, $0.key ?? 0) < ($1.value.name, $1.key ?? 0) }
-                    .map { AuditSummaryRow(key: $0.value.name, uid: $0.key, counts: $0.value.counts) },
-                programs: top)
+            while try statement.step() { scan.add(statement) }
         }
+        for archive in archives { try AuditSources.reading(archive) { db throws(LedgerError) in try count(db) } }
+        try read { db throws(LedgerError) in try count(db) }
+        return scan.summary()
     }
 
-    /// One event and its place in the chain; nil when no event `seq` is stored.
-    public func auditEvent(seq: Int64) throws(LedgerError) -> (RecordedAuditEvent, AuditChainPosition)? {
-        try read { db throws(LedgerError) -> (RecordedAuditEvent, AuditChainPosition)? in
-            let columns = AuditWriter.insertColumns.joined(separator: ", ")
-            let statement = try db.prepare("SELECT \(columns) FROM audit_events WHERE seq = ?")
-            try statement.bind([.integer(seq)])
-            guard try statement.step() else { return nil }
-            let record = try AuditRow.read(statement, path: db.path)
-            let canonical = AuditRow.canonical(statement)
-            let hasher = try SHA256Hasher()
-            var matches = false
-            if let previous = Hex.decode(record.prevHash.utf8), previous.count == 32 {
-                matches = try hasher.chainHash(previous: previous, canonical: canonical.bytes) == record.hash
-            }
-            let before = try Self.text(db, "SELECT hash FROM audit_events WHERE seq = ?", seq - 1)
-            let after = try Self.text(db, "SELECT prev_hash FROM audit_events WHERE seq = ?", seq + 1)
-            let position = AuditChainPosition(
-                seq: seq, prevHash: record.prevHash, hash: record.hash, hashMatches: matches,
-                linksToPrevious: before.map { $0 == record.prevHash }, linkedFromNext: after.map { $0 == record.hash },
-                firstStored: try db.integer("SELECT min(seq) FROM audit_events") ?? seq,
-                head: try db.integer("SELECT seq FROM chain_head WHERE id = 1") ?? seq)
-            return (record, position)
+    /// One event and its place in the chain; nil when no event `seq` is stored in the ledger
+    /// or in one of `archives`.
+    public func auditEvent(seq: Int64, archives: [String] = []) throws(LedgerError)
+        -> (RecordedAuditEvent, AuditChainPosition)?
+    {
+        if let found = try read({ db throws(LedgerError) in
+            try Self.auditEvent(db, seq: seq, head: try db.integer("SELECT seq FROM chain_head WHERE id = 1"))
+        }) {
+            return found
         }
+        for archive in archives {
+            let found = try AuditSources.reading(archive) { db throws(LedgerError) in
+                try Self.auditEvent(db, seq: seq, head: try db.integer("SELECT through_seq FROM archive_info WHERE id = 1"))
+            }
+            if let found { return found }
+        }
+        return nil
+    }
+
+    /// `head`: the newest event the file records (the ledger's chain head, an archive's last event).
+    private static func auditEvent(_ db: borrowing SQLiteDatabase, seq: Int64, head: Int64?) throws(LedgerError)
+        -> (RecordedAuditEvent, AuditChainPosition)?
+    {
+        let columns = AuditWriter.insertColumns.joined(separator: ", ")
+        let statement = try db.prepare("SELECT \(columns) FROM audit_events WHERE seq = ?")
+        try statement.bind([.integer(seq)])
+        guard try statement.step() else { return nil }
+        let record = try AuditRow.read(statement, path: db.path)
+        let canonical = AuditRow.canonical(statement)
+        let hasher = try SHA256Hasher()
+        var matches = false
+        if let previous = Hex.decode(record.prevHash.utf8), previous.count == 32 {
+            matches = try hasher.chainHash(previous: previous, canonical: canonical.bytes) == record.hash
+        }
+        let before = try Self.text(db, "SELECT hash FROM audit_events WHERE seq = ?", seq - 1)
+        let after = try Self.text(db, "SELECT prev_hash FROM audit_events WHERE seq = ?", seq + 1)
+        let position = AuditChainPosition(
+            seq: seq, prevHash: record.prevHash, hash: record.hash, hashMatches: matches,
+            linksToPrevious: before.map { $0 == record.prevHash }, linkedFromNext: after.map { $0 == record.hash },
+            firstStored: try db.integer("SELECT min(seq) FROM audit_events") ?? seq,
+            head: head ?? seq)
+        return (record, position)
     }
 
     /// The text of the first row of a query with one integer parameter.
@@ -314,5 +298,37 @@ extension Ledger {
         let lookup = try db.prepare(sql)
         try lookup.bind([.integer(value)])
         return try lookup.step() ? lookup.text(0) : nil
+    }
+}
+
+/// Reports over the ledger and the archive files given: each archive is opened read-only,
+/// checked to be an archive, and read with the same queries as the ledger.
+enum AuditSources {
+    static func reading<R>(_ path: String, _ body: (borrowing SQLiteDatabase) throws(LedgerError) -> R)
+        throws(LedgerError) -> R
+    {
+        let archive: SQLiteDatabase
+        do {
+            archive = try SQLiteDatabase.open(path: path, readOnly: true)
+        } catch {
+            throw .archive(path: path, reason: "cannot be opened: \(error)")
+        }
+        return try archive.transaction(immediate: false) { db throws(LedgerError) -> R in
+            _ = try ArchiveInfo.read(db)
+            return try body(db)
+        }
+    }
+
+    /// `query` over every archive and the ledger, merged in seq order, at most `limit`.
+    static func merged<Item: Sendable>(_ ledger: Ledger, archives: [String], limit: Int, seq: (Item) -> Int64,
+                                       _ query: (borrowing SQLiteDatabase) throws(LedgerError) -> [Item])
+        throws(LedgerError) -> [Item]
+    {
+        var found: [Item] = []
+        for archive in archives { found += try reading(archive, query) }
+        found += try ledger.read(query)
+        guard !archives.isEmpty else { return found }
+        found.sort { seq($0) < seq($1) }
+        return Array(found.prefix(limit))
     }
 }

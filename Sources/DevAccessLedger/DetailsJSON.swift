@@ -26,7 +26,11 @@ enum DetailsJSON {
     /// control character) is left to JSONDecoder, so both paths accept exactly the same texts.
     /// Reports read a million of these; JSONDecoder costs several microseconds each.
     static func decodePlain(_ text: String) -> [String: String]? {
-        let bytes = Array(text.utf8)
+        if let decoded = text.utf8.withContiguousStorageIfAvailable({ decodePlain(bytes: $0) }) { return decoded }
+        return Array(text.utf8).withUnsafeBufferPointer { decodePlain(bytes: $0) }
+    }
+
+    static func decodePlain(bytes: UnsafeBufferPointer<UInt8>) -> [String: String]? {
         guard bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}"),
               !bytes.contains(UInt8(ascii: "\\")) else { return nil }
         var result: [String: String] = [:]
@@ -42,7 +46,7 @@ enum DetailsJSON {
             }
             guard cursor < end else { return nil }
             index = cursor + 1
-            return String(validating: bytes[start..<cursor], as: UTF8.self)
+            return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<cursor]), as: UTF8.self)
         }
         if index == end { return result }
         while true {

@@ -38,13 +38,15 @@ extension Ledger {
     }
 
     /// Walks the whole chain and reports the first event that is not as written.
-    /// An intact walk is also the checkpoint later reports walk from (`verifyFromCheckpoint`).
+    /// An intact walk is also the checkpoint later reports walk from (`verifyFromCheckpoint`),
+    /// kept in the ledger.
     public func verify() throws(LedgerError) -> ChainVerification {
-        let (verification, head) = try read { db throws(LedgerError) -> (ChainVerification, (seq: Int64, hash: String)?) in
-            (try ChainVerifier.verify(db), try ChainVerifier.head(db))
+        let (verification, head, stored) = try read {
+            db throws(LedgerError) -> (ChainVerification, (seq: Int64, hash: String)?, ChainCheckpoint?) in
+            (try ChainVerifier.verify(db), try ChainVerifier.head(db), try ChainCheckpoint.stored(db))
         }
         if case .intact(let count) = verification, let head {
-            verifiedThrough.withLock { $0 = ChainCheckpoint(seq: head.seq, hash: head.hash, events: count) }
+            remember(ChainCheckpoint(seq: head.seq, hash: head.hash, events: count), stored: stored)
         }
         return verification
     }

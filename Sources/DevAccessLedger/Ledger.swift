@@ -54,8 +54,16 @@ public final class Ledger: Sendable {
     private let readConnection: Mutex<SQLiteDatabase>?
     /// The newest chain position this object walked intact (`ChainCheckpoint`).
     let verifiedThrough = Mutex<ChainCheckpoint?>(nil)
-    /// Each write transaction of this object, after it committed.
+    /// Each write transaction of this object, after it committed (the pushes: the gpsd
+    /// endpoint's grant lookups); `appends` is the same moment for those who wait for a seq.
     public let commits = LedgerCommits()
+    /// Signalled after every write that appended audit events (`audit --follow`).
+    public let appends = AuditAppendSignal()
+    /// Whether an intact walk stores its checkpoint in the file: always when opened for
+    /// writing; opened read-only, only when the opener is the one writer
+    /// (`writesCheckpoints()`: an offline report under the engine lock), not a bystander
+    /// such as `doctor`, which may run beside devaccessd.
+    let storesCheckpoints: Atomic<Bool>
 
     /// Opens the ledger at `path`. Every refusal (corrupt, foreign, newer schema,
     /// unwritable) happens before anything is written to the file.
@@ -113,6 +121,7 @@ public final class Ledger: Sendable {
         }
         self.path = path
         self.mode = mode
+        self.storesCheckpoints = Atomic(mode == .readWrite)
         self.journal = journal
         self.connection = Mutex(database)
     }
@@ -185,16 +194,17 @@ public final class Ledger: Sendable {
         guard mode == .readWrite else { throw .readOnly(path: path, nil) }
         // Events are kept in memory only for someone: a bulk import keeps none.
         let keep = journal == .enabled || commits.isObserved
-        let (result, recorded) = try connection.withLock {
-            (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending (R, [RecordedAuditEvent]) in
+        let (result, recorded, appended) = try connection.withLock {
+            (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending (R, [RecordedAuditEvent], Int64?) in
             try database.transaction(immediate: true) { db throws(LedgerError) in
                 var writer = try AuditWriter(db, keepRecords: keep)
                 let result = try body(db, &writer)
                 try writer.finish()
-                return (result, writer.records)
+                return (result, writer.records, writer.firstSeq.map { _ in writer.lastSeq })
             }
         }
         if journal == .enabled { JournalExporter.send(recorded) }
+        if let appended { appends.appended(through: appended) }
         commits.committed(recorded)
         return result
     }

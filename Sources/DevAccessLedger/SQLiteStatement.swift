@@ -111,6 +111,15 @@ struct SQLiteStatement: ~Copyable {
         return Array(UnsafeBufferPointer(start: pointer, count: count))
     }
 
+    /// The stored bytes of a text column, lent to `body` without a copy (nil: NULL); valid
+    /// only until the next step. For scans that look at a million rows.
+    func withBytes<Result>(_ column: Int32, _ body: (UnsafeBufferPointer<UInt8>?) -> Result) -> Result {
+        if isNull(column) { return body(nil) }
+        let pointer = sqlite3_column_text(handle, column)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return body(UnsafeBufferPointer(start: count > 0 ? pointer : nil, count: pointer == nil ? 0 : count))
+    }
+
     /// Whether the column holds an integer (not text that merely converts to one).
     func isInteger(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_INTEGER }
 }

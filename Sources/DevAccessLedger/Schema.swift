@@ -228,6 +228,19 @@ enum Schema {
             ALTER TABLE pending_requests ADD COLUMN accuracy TEXT
                 CHECK (accuracy IN ('country', 'city', 'neighborhood', 'street', 'exact'));
             """),
+        // The chain position the last intact walk reached (ChainCheckpoint): reports walk from
+        // here to the head instead of from the start. Not chained and not trusted beyond
+        // that: its event is re-hashed before each use, and `audit --verify` ignores it.
+        // Empty until the first intact walk, so older ledgers verify as before.
+        Migration(version: 8, summary: "the verified chain checkpoint reports walk from", sql: """
+            CREATE TABLE chain_checkpoint (
+                id            INTEGER PRIMARY KEY CHECK (id = 1),
+                seq           INTEGER NOT NULL,
+                hash          TEXT    NOT NULL,
+                events        INTEGER NOT NULL,
+                verified_usec INTEGER NOT NULL
+            );
+            """),
     ]
 
     static var currentVersion: Int32 { migrations.last?.version ?? 0 }

@@ -13,6 +13,9 @@ struct BenchArguments {
     var launches = 200
     /// Where the scratch directory goes: the file system the ledger will live on matters.
     var directory = "/var/tmp"
+    /// Where to keep a copy of the benchmark's ledger (before the archive step), to profile
+    /// reports on it afterwards.
+    var keepLedger: String?
 
     static func parse(_ words: [String]) -> BenchArguments {
         var result = BenchArguments()
@@ -25,6 +28,11 @@ struct BenchArguments {
                 index += 2
                 continue
             }
+            if word == "--keep-ledger", index + 1 < words.count {
+                result.keepLedger = words[index + 1]
+                index += 2
+                continue
+            }
             switch (word, value) {
             case ("--events", let number?) where number > 0: result.events = number
             case ("--batch", let number?) where number > 0: result.batch = number
@@ -33,7 +41,7 @@ struct BenchArguments {
             case ("--launches", let number?) where number > 0 && number <= 100_000: result.launches = number
             default:
                 FileHandle.standardError.write(Data("""
-                    usage: devaccess-bench [--events N (100000)] [--batch N (10000)] [--devices N (10)] [--rounds N (5)] [--launches N (200)] [--dir DIR (/var/tmp)]
+                    usage: devaccess-bench [--events N (100000)] [--batch N (10000)] [--devices N (10)] [--rounds N (5)] [--launches N (200)] [--dir DIR (/var/tmp)] [--keep-ledger FILE]
                     unexpected '\(word)'\n
                     """.utf8))
                 exit(64)

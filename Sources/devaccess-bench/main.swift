@@ -7,7 +7,7 @@ import Glibc
 // devaccess-bench: measures the ledger and the enforcement engine against the standard
 // tools, in the same run, on the same disk. Run by hand, as root, in a release build:
 //   swift build -c release && sudo .build/release/devaccess-bench [--events N] [--batch N] [--devices N] [--rounds N]
-//   [--launches N] [--dir DIR]
+//   [--launches N] [--dir DIR] [--keep-ledger FILE]
 // Never a timed test: the figures depend on the machine.
 
 let arguments = BenchArguments.parse(Array(CommandLine.arguments.dropFirst()))
@@ -82,6 +82,9 @@ print("audit --verify: \(readCount) events in \(Measure.seconds(verifyTime)) = "
 // MARK: - Audit summary
 
 AuditSummaryBench.run(ledger: ledger, events: readCount, verifySeconds: verifyTime, in: work)
+if let keep = arguments.keepLedger {
+    print("ledger kept:    " + (Shell.run(SQLiteTool.program, [work + "/ledger.db", ".backup '\(keep)'"]) ? keep : "copy failed"))
+}
 
 // MARK: - Audit archive
 

@@ -227,10 +227,23 @@ struct AuditReportCommandTests {
 }
 
 extension AuditReportCommandTests {
-    /// The page's bars and marks are the ledger's grants and denials, refusals, revocations
-    /// and runs, at their times; nothing in it can load anything.
+    /// The page's bars and marks are the ledger's grants and runs, and denials, refusals,
+    /// revocations, at their times; nothing in it can load anything.
     @Test func theHTMLTimelineDrawsTheLedger() throws {
-        let (fx, _) = try Self.fixture("rephtml")
+        let (fx, alice) = try Self.fixture("rephtml")
+        // Two runs as `devaccess run` records them (the ledger's run API: run_start when the
+        // program starts, run_end with its duration): one of camera and microphone from
+        // minute 19 to 22, one of camera from 24 still running at the report's end.
+        let ledger = try Ledger(stateDirectory: fx.state.path)
+        let holder = ProcessHolder(pid: 4242, startTicks: 1, bootID: "boot")
+        func at(_ minutes: Int) -> Date { Self.base.addingTimeInterval(Double(minutes) * 60) }
+        let both = try ledger.beginRun(NewRun(subject: alice, program: Program(path: "/usr/bin/cheese"),
+                                              permissions: [.camera, .microphone]), at: at(19))
+        try ledger.runStarted(both.id, process: holder, at: at(19))
+        try ledger.endRuns([(runID: both.id, status: "exited 0")], by: alice, at: at(22))
+        let running = try ledger.beginRun(NewRun(subject: alice, program: Program(path: "/usr/bin/cheese"),
+                                                 permissions: [.camera]), at: at(24))
+        try ledger.runStarted(running.id, process: holder, at: at(24))
         let page = fx.state.path + "/report.html"
         let run = try fx.run(["audit", "--format", "html", "--output", page, "--until", Self.iso(30)])
         #expect(run.status == 0, "\(run.stderr)")
@@ -247,9 +260,11 @@ extension AuditReportCommandTests {
                         self.bars[a['data-grant']] = (self.svgs[-1], int(a['data-start']), a['data-end'])
                     if 'mark' in (a.get('class') or '').split():
                         self.marks.append((self.svgs[-1], a['class'].split()[1], int(a['data-seq'])))
+                    if 'run' in (a.get('class') or '').split() and tag == 'rect':
+                        self.runs.append([self.svgs[-1], a['data-run'], a['data-lane'], int(a['data-start']), a['data-end']])
             text = open(sys.argv[1]).read()
-            p = P(); p.feed(text)
-            print(json.dumps({'bars': p.bars, 'marks': sorted(p.marks), 'svgs': p.svgs}))
+            p = P(); p.runs = []; p.feed(text)
+            print(json.dumps({'bars': p.bars, 'marks': sorted(p.marks), 'svgs': p.svgs, 'runs': sorted(p.runs)}))
             lowered = text.lower()
             for needle in ['http:', 'https:', '//', 'src=', 'href=', 'url(', '@import', '<script', '<link', '<img', '<iframe']:
                 assert needle not in lowered, needle
@@ -271,6 +286,14 @@ extension AuditReportCommandTests {
         let marks = (found["marks"] as? [[Any]] ?? []).map { "\($0[0]) \($0[1]) \($0[2])" }
         #expect(marks == ["- refused 12", "camera denied 7", "camera revoked 5", "camera run 17", "microphone denied 18"],
                 "\(marks)")
+        // The runs are bars in each permission they used, in alice's lane for the program,
+        // from run_start to run_end (the one still running: to the report's end, no data-end).
+        let runs = (found["runs"] as? [[Any]] ?? []).map { "\($0[0]) \($0[1]) \($0[2]) \($0[3]) \($0[4])" }
+        let lane = "\(alice.name) (\(alice.uid)) · /usr/bin/cheese"
+        #expect(runs == [
+            "camera \(both.id) \(lane) \(usec(19)) \(usec(22))", "camera \(running.id) \(lane) \(usec(24)) ",
+            "microphone \(both.id) \(lane) \(usec(19)) \(usec(22))",
+        ], "\(runs)")
 
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
             Issue.record("chromium is not installed (scripts/install-deps.sh installs it): the page was not rendered")
@@ -295,6 +318,56 @@ extension AuditReportCommandTests {
             "120", "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--user-data-dir=\(fx.state.path)/chromium", "--dump-dom", "file://\(page)"])
         #expect(dom.stdout.components(separatedBy: "class=\"grant\"").count - 1 == 4, "the rendered DOM has the bars")
+        #expect(dom.stdout.components(separatedBy: "class=\"run\"").count - 1 == 3, "the rendered DOM has the run bars")
+    }
+}
+
+extension AuditReportCommandTests {
+    /// Archived events are in a report when their archive file is given, the archive's own
+    /// chain checked: an edit in it is said at the top of the report (exit 65).
+    @Test func reportsIncludeArchivedEventsWithTheArchiveChecked() throws {
+        let (fx, _) = try Self.fixture("reparc")
+        let archivePath = fx.state.path + "/old-events.db"
+        // Events 1...9 were written before minute 9:30.
+        let archived = try fx.run(["audit", "--archive", Self.iso(9) + "", "--to", archivePath, "--json"])
+        #expect(archived.status == 0, "\(archived.stderr)")
+        #expect(try fx.json(archived)["events"] as? Int == 8, "\(archived.stdout)")
+        // Without the archive: what the ledger holds (9...18 and the 'archived' record, 19).
+        #expect(try Self.seqs(fx, []) == Array(9...19))
+        // With it: everything, in order, and the filters apply to the archive's events too.
+        #expect(try Self.seqs(fx, ["--archive-file", archivePath]) == Array(1...19))
+        #expect(try Self.seqs(fx, ["--archive-file", archivePath, "--type", "revoke,expiry"]) == [5, 9])
+        let json = try fx.json(try fx.run(["audit", "--format", "json", "--archive-file", archivePath]))
+        let archives = json["archives"] as? [[String: Any]] ?? []
+        #expect(archives.count == 1 && archives.first?["intact"] as? Bool == true
+                && archives.first?["link"] as? String == "anchored", "\(archives)")
+        let summary = try fx.json(try fx.run(["audit", "--summary", "--format", "json", "--archive-file", archivePath]))
+        let total = (summary["summary"] as? [String: Any])?["total"] as? [String: Any] ?? [:]
+        for (key, value) in ["events": 19, "requests": 4, "grantsConsent": 1, "grantsPassword": 1, "grantsAdmin": 1,
+                             "denials": 2, "revocations": 1, "expiries": 1, "firstEvent": 1, "lastEvent": 19] {
+            #expect(total[key] as? Int == value, "total.\(key): \(total[key] ?? "nil")")
+        }
+        let event = try fx.run(["audit", "--event", "3", "--archive-file", archivePath])
+        #expect(event.status == 0 && event.stdout.contains("event 3 of 1…8 stored"), "\(event.stdout) \(event.stderr)")
+        let missing = try fx.run(["audit", "--event", "3"])
+        #expect(missing.status == 1 && missing.stderr.contains("--archive-file"), "\(missing.stderr)")
+
+        // An edit inside the archive: every report that reads it says so first.
+        let edit = try TestProcess.run("/usr/bin/sqlite3", [archivePath,
+            "UPDATE audit_events SET details = replace(details, 'deny', 'allow') WHERE seq = 7"])
+        #expect(edit.status == 0, "\(edit.stderr)")
+        let table = try fx.run(["audit", "--archive-file", archivePath])
+        #expect(table.status == 65 && table.stdout.hasPrefix("WARNING: the archive \(archivePath) is broken at event 7"),
+                "\(table.stdout)")
+        let csv = try fx.run(["audit", "--summary", "--format", "csv", "--archive-file", archivePath])
+        #expect(csv.status == 65 && csv.stdout.hasPrefix("# WARNING: the archive"), "\(csv.stdout)")
+        let html = try fx.run(["audit", "--format", "html", "--archive-file", archivePath])
+        #expect(html.status == 65 && html.stdout.contains("class=\"broken\">WARNING: the archive"), "\(html.stderr)")
+        // The ledger alone is intact.
+        #expect(try fx.run(["audit", "--summary"]).status == 0)
+        // Not an archive at all: named, not read.
+        let notArchive = try fx.run(["audit", "--archive-file", fx.state.path + "/ledger.db"])
+        #expect(notArchive.status != 0 && notArchive.stderr.contains("not a devaccess audit archive"), "\(notArchive.stderr)")
     }
 }
 

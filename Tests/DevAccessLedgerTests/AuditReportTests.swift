@@ -50,6 +50,109 @@ import DevAccessCore
         #expect(truncated.verification == .intact(count: 24))
     }
 
+    /// The checkpoint lives in the ledger: a new process (a restarted devaccessd, an offline
+    /// report) walks from it, still catches an edit after it, and `verify()` (the whole
+    /// chain) catches an edit before it, which a walk from the checkpoint cannot see.
+    @Test func theCheckpointIsKeptInTheLedgerForTheNextProcess() throws {
+        let dir = TemporaryLedgerDirectory()
+        do {
+            let ledger = try openLedger(dir)
+            try ledger.append(contentsOf: (1...40).map { sampleEvent($0) })
+            #expect(try ledger.storedCheckpoint() == nil)
+            #expect(try ledger.verify() == .intact(count: 40))
+            #expect(try ledger.storedCheckpoint()?.seq == 40)
+            try ledger.append(contentsOf: (41...50).map { sampleEvent($0) })
+        }
+        // A bystander reading the file (doctor) walks from it but leaves it as it is.
+        let bystander = try openLedger(dir, mode: .readOnly)
+        #expect(try bystander.verifyFromCheckpoint().from == 40)
+        #expect(try bystander.storedCheckpoint()?.seq == 40)
+        // A new process, read-only as offline reports open it (the one writer): it starts at
+        // 40, and moves the checkpoint on.
+        let reader = try openLedger(dir, mode: .readOnly)
+        reader.writesCheckpoints()
+        let walk = try reader.verifyFromCheckpoint()
+        #expect(walk.from == 40 && walk.verification == .intact(count: 50), "\(walk)")
+        #expect(try reader.storedCheckpoint() == ChainCheckpoint(
+            seq: 50, hash: try #require(try reader.events().last?.hash), events: 50))
+
+        let writer = try openLedger(dir)
+        try writer.append(contentsOf: (51...60).map { sampleEvent($0) })
+        try rawSQL(dir.ledgerPath, "UPDATE audit_events SET program = '/tmp/evil' WHERE seq = 55")
+        let afterEdit = try openLedger(dir).verifyFromCheckpoint()
+        #expect(afterEdit.from == 50 && afterEdit.verification.chainBreak?.seq == 55, "\(afterEdit)")
+        // A broken walk leaves the checkpoint where it was.
+        #expect(try writer.storedCheckpoint()?.seq == 50)
+        try rawSQL(dir.ledgerPath, "UPDATE audit_events SET program = '/usr/bin/cheese' WHERE seq = 55")
+        #expect(try openLedger(dir).verifyFromCheckpoint().verification == .intact(count: 60))
+
+        // An edit before the checkpoint (60): only the whole walk sees it.
+        try rawSQL(dir.ledgerPath, "UPDATE audit_events SET program = '/tmp/evil' WHERE seq = 20")
+        #expect(try openLedger(dir).verifyFromCheckpoint().from == 60)
+        #expect(try openLedger(dir).verify().chainBreak?.seq == 20)
+    }
+
+    /// A ledger written before checkpoints were kept (schema 7) migrates, verifies, and
+    /// keeps one from then on.
+    @Test func anOlderLedgerGainsTheCheckpointTable() throws {
+        let dir = TemporaryLedgerDirectory()
+        do {
+            let ledger = try openLedger(dir)
+            try ledger.append(contentsOf: (1...5).map { sampleEvent($0) })
+        }
+        try rawSQL(dir.ledgerPath, "DROP TABLE chain_checkpoint; PRAGMA user_version = 7;")
+        let ledger = try openLedger(dir)
+        #expect(try ledger.storedSchemaVersion() == Ledger.schemaVersion)
+        #expect(try ledger.verifyFromCheckpoint().verification == .intact(count: 5))
+        #expect(try ledger.storedCheckpoint()?.seq == 5)
+    }
+
+    /// The summary's one pass reads decision, how and run time from details the way the
+    /// decoder does, also where a text needs the decoder (escapes) or names a key inside a value.
+    @Test func theSummaryReadsDetailsAsTheDecoderDoes() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        let alice = Principal(uid: 1000, name: "alice")
+        func decision(_ details: [String: String]) -> AuditEvent {
+            AuditEvent(type: .decision, actor: alice, subject: alice, permission: .camera, details: details)
+        }
+        try ledger.append(contentsOf: [
+            decision(["decision": "deny", "how": "consent"]),
+            // A value that spells another key: not a decision of deny.
+            decision(["note": ",\"decision\":\"deny\"", "how": "policy"]),
+            decision(["decision": "allow", "how": "auth_self", "reason": "back\\slash \"quoted\""]),
+            decision(["xdecision": "deny", "how": "admin"]),
+            AuditEvent(type: .runEnd, actor: alice, subject: alice, details: ["duration_usec": "2500000"]),
+            AuditEvent(type: .runEnd, actor: alice, subject: alice, details: ["duration_usec": "1500000", "x": "\\"]),
+        ])
+        let total = try ledger.auditSummary(AuditFilter()).total
+        #expect(total.denials == 1 && total.grantsPolicy == 1 && total.grantsPassword == 1 && total.grantsAdmin == 1,
+                "\(total)")
+        #expect(total.runSeconds == 4, "\(total)")
+    }
+
+    /// A run of `devaccess run` names no permission of its own (its details list them): it is
+    /// counted, and found by `--permission`, under each permission it used.
+    @Test func runsCountUnderEachPermissionTheyUsed() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        let alice = Principal(uid: 1000, name: "alice")
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        let run = try ledger.beginRun(NewRun(subject: alice, program: Program(path: "/usr/bin/cheese"),
+                                             permissions: [.camera, .microphone]), at: start)
+        try ledger.runStarted(run.id, process: ProcessHolder(pid: 7, startTicks: 1, bootID: "b"), at: start)
+        try ledger.endRuns([(runID: run.id, status: "exited 0")], by: alice, at: start.addingTimeInterval(90))
+        try ledger.append(sampleEvent(3))
+        let summary = try ledger.auditSummary(AuditFilter())
+        let rows = Dictionary(uniqueKeysWithValues: summary.permissions.map { ($0.key, $0.counts) })
+        #expect(rows["camera"]?.runs == 1 && rows["microphone"]?.runs == 1 && rows["-"] == nil, "\(rows)")
+        #expect(rows["microphone"]?.runSeconds == 90 && rows["microphone"]?.events == 2, "\(rows)")
+        #expect(summary.total.runs == 1 && summary.total.runSeconds == 90 && summary.total.events == 3)
+        #expect(try ledger.auditEvents(AuditFilter(permission: "microphone")).map(\.event.type) == [.runStart, .runEnd])
+        #expect(try ledger.auditEvents(AuditFilter(permission: "location")).isEmpty)
+        #expect(try ledger.auditSummary(AuditFilter(permission: "microphone")).total.runs == 1)
+    }
+
     @Test func filtersAreBoundNotSpliced() throws {
         let dir = TemporaryLedgerDirectory()
         let ledger = try openLedger(dir)

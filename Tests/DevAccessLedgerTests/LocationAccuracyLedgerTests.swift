@@ -29,7 +29,7 @@ struct LocationAccuracyLedgerTests {
             #expect(try db.integer("PRAGMA user_version") == 6)
         }
         let ledger = try openLedger(dir)
-        #expect(try ledger.storedSchemaVersion() == 7)
+        #expect(try ledger.storedSchemaVersion() == Ledger.schemaVersion)
         #expect(try ledger.verify() == .intact(count: 3))
         let old = try ledger.grants(includeInactive: true)
         let location = try #require(old.first { $0.permission == .location })

@@ -21,7 +21,7 @@ struct PendingRequestTests {
                 """)
         }
         let ledger = try openLedger(dir)
-        #expect(try ledger.storedSchemaVersion() == 7)
+        #expect(try ledger.storedSchemaVersion() == Ledger.schemaVersion)
         let all = try ledger.pendingRequests(includeResolved: true)
         #expect(all.map(\.id) == [1, 2])
         #expect(all.first?.resolution == .rejected && all.first?.scope == .duration(seconds: 600))
@@ -64,7 +64,7 @@ struct PendingRequestTests {
                 """)
         }
         let ledger = try openLedger(dir)
-        #expect(try ledger.storedSchemaVersion() == 7)
+        #expect(try ledger.storedSchemaVersion() == Ledger.schemaVersion)
         let grants = try ledger.grants(includeInactive: true)
         #expect(grants.count == 1 && grants.first?.reason == "lab" && grants.first?.method == .admin)
         #expect(try ledger.aclEntries(deviceID: "cam").count == 1)
@@ -75,7 +75,7 @@ struct PendingRequestTests {
         #expect(try ledger.verify().isIntact)
         // Opening again does not migrate twice.
         let again = try openLedger(dir)
-        #expect(try again.storedSchemaVersion() == 7)
+        #expect(try again.storedSchemaVersion() == Ledger.schemaVersion)
         #expect(try again.pendingRequests().map(\.id) == [1])
     }
 

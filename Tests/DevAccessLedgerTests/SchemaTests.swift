@@ -10,7 +10,7 @@ struct SchemaTests {
         let dir = TemporaryLedgerDirectory()
         let ledger = try openLedger(dir)
         #expect(try ledger.storedSchemaVersion() == Ledger.schemaVersion)
-        #expect(Ledger.schemaVersion == 7)
+        #expect(Ledger.schemaVersion == 8)
         #expect(try ledger.read { db throws(LedgerError) in try db.text("PRAGMA journal_mode") } == "wal")
         #expect(try ledger.read { db throws(LedgerError) in try db.integer("PRAGMA synchronous") } == 2)
         #expect(try ledger.read { db throws(LedgerError) in try db.integer("PRAGMA application_id") }
@@ -56,7 +56,7 @@ struct SchemaTests {
         }
 
         let ledger = try openLedger(dir)
-        #expect(try ledger.storedSchemaVersion() == 7)
+        #expect(try ledger.storedSchemaVersion() == Ledger.schemaVersion)
         let grants = try ledger.grants(includeInactive: true)
         #expect(grants.count == 2)
         #expect(grants.contains { $0.subject == alice && $0.permission == .camera && $0.decision == .allow
@@ -75,16 +75,16 @@ struct SchemaTests {
 
     @Test func newerSchemaIsRefusedAndFileUntouched() throws {
         let dir = TemporaryLedgerDirectory()
-        try rawSQL(dir.ledgerPath, "CREATE TABLE future (x); PRAGMA application_id = \(Schema.applicationID); PRAGMA user_version = 8")
+        try rawSQL(dir.ledgerPath, "CREATE TABLE future (x); PRAGMA application_id = \(Schema.applicationID); PRAGMA user_version = 9")
         let before = try FileSnapshot(dir.ledgerPath)
         let entriesBefore = directoryEntries(dir.path)
-        #expect(throws: LedgerError.schemaTooNew(path: dir.ledgerPath, found: 8, known: 7)) {
+        #expect(throws: LedgerError.schemaTooNew(path: dir.ledgerPath, found: 9, known: 8)) {
             try openLedger(dir)
         }
         #expect(try FileSnapshot(dir.ledgerPath) == before)
         #expect(directoryEntries(dir.path) == entriesBefore)
-        let message = LedgerError.schemaTooNew(path: dir.ledgerPath, found: 8, known: 7).description
-        #expect(message.hasPrefix("ledger schema version 8 is newer than this devaccess (knows 7); upgrade devaccess"))
+        let message = LedgerError.schemaTooNew(path: dir.ledgerPath, found: 9, known: 8).description
+        #expect(message.hasPrefix("ledger schema version 9 is newer than this devaccess (knows 8); upgrade devaccess"))
     }
 
     @Test func corruptFileIsNamedAndUntouched() throws {
@@ -153,7 +153,7 @@ struct SchemaTests {
             let db = try SQLiteDatabase.open(path: dir.ledgerPath, readOnly: false)
             try Migrator.migrate(db, to: 1)
         }
-        #expect(throws: LedgerError.schemaOutdated(path: dir.ledgerPath, found: 1, known: 7)) {
+        #expect(throws: LedgerError.schemaOutdated(path: dir.ledgerPath, found: 1, known: 8)) {
             try openLedger(dir, mode: .readOnly)
         }
     }

@@ -146,10 +146,20 @@ public struct AuditReportQuery: Sendable, Hashable {
     public var event: Int64?
     /// Walk the hash chain and report its state in the document (a report's first page).
     public var verify: Bool
+    /// `events`: only what the HTML timeline draws (of the details only the keys it reads,
+    /// `AuditTimelineEvent.detailKeys`; no hashes, no node): a fraction of the reading and of the reply.
+    public var timeline: Bool
+    /// `events` (`--follow`): when nothing after `after` matches, hold the reply up to this
+    /// many seconds until an event is written, then read again (1...`maxWait`).
+    public var waitSeconds: Int64?
+    /// Archive files (absolute paths, of `audit --archive`) whose events the report includes,
+    /// each with its own chain checked.
+    public var archives: [String]
 
     public init(mode: Mode, sinceMilliseconds: Int64? = nil, untilMilliseconds: Int64? = nil, user: String? = nil,
                 program: String? = nil, permission: Permission? = nil, device: String? = nil, types: [String] = [],
-                after: Int64 = 0, limit: Int64? = nil, event: Int64? = nil, verify: Bool = true) {
+                after: Int64 = 0, limit: Int64? = nil, event: Int64? = nil, verify: Bool = true,
+                timeline: Bool = false, waitSeconds: Int64? = nil, archives: [String] = []) {
         self.mode = mode
         self.sinceMilliseconds = sinceMilliseconds
         self.untilMilliseconds = untilMilliseconds
@@ -162,10 +172,17 @@ public struct AuditReportQuery: Sendable, Hashable {
         self.limit = limit
         self.event = event
         self.verify = verify
+        self.timeline = timeline
+        self.waitSeconds = waitSeconds
+        self.archives = archives
     }
 
     /// The most events one page holds.
     public static let maxLimit: Int64 = 1000
+    /// The longest a follow request is held (well inside the client's 60 s reply timeout).
+    public static let maxWait: Int64 = 30
+    /// The most archive files one report reads.
+    public static let maxArchives = 64
 }
 
 /// `switch`: turn a permission off for everyone, or back on (a privacy switch).
@@ -263,6 +280,11 @@ enum AdministrationCoding {
             if let limit = query.limit { members.append(JSONMember("limit", .integer(limit))) }
             if let event = query.event { members.append(JSONMember("event", .integer(event))) }
             members.append(JSONMember("verify", .bool(query.verify)))
+            if query.timeline { members.append(JSONMember("timeline", .bool(true))) }
+            if let wait = query.waitSeconds { members.append(JSONMember("wait", .integer(wait))) }
+            if !query.archives.isEmpty {
+                members.append(JSONMember("archives", .array(query.archives.map { .string($0) })))
+            }
         case .setSwitch(let order):
             members.append(JSONMember("permission", .string(order.permission.rawValue)))
             members.append(JSONMember("state", .string(order.off ? "off" : "on")))
@@ -382,12 +404,25 @@ enum AdministrationCoding {
         let verify = try reader.optional("verify").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("verify"))
         } ?? true
+        let timeline = try reader.optional("timeline").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: reader.childPath("timeline"))
+        } ?? false
+        let wait = try reader.optionalInteger("wait", in: 1...AuditReportQuery.maxWait)
+        let archives = try reader.optionalArray("archives", maxCount: AuditReportQuery.maxArchives) {
+            (value, path) throws(ProtocolError) -> String in
+            let text = try Strict.string(value, path: path, maxLength: maxPath)
+            guard text.hasPrefix("/"), !text.contains("\0") else {
+                throw ProtocolError(.badMessage, context: path, reason: "an archive is not an absolute path")
+            }
+            return text
+        } ?? []
         if mode == .event && event == nil {
             throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
         }
         return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
                                 program: program, permission: permission, device: device, types: types,
-                                after: after, limit: limit, event: event, verify: verify)
+                                after: after, limit: limit, event: event, verify: verify, timeline: timeline,
+                                waitSeconds: wait, archives: archives)
     }
 
     private static func name(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String {
