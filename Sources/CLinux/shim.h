@@ -151,7 +151,8 @@ static inline int devaccess_pidfd_send(int pidfd, int signal) {
 
 /* The uid that owns the TCP socket whose local end is src:sport and remote end is
    dst:dport (ports in host order, addresses in network order: 4 bytes for AF_INET, 16 for
-   AF_INET6), asked of the kernel with one exact sock_diag lookup (inet_diag(7)). This is
+   AF_INET6), asked of the kernel with one exact sock_diag lookup (inet_diag(7)); a listener
+   on src:sport, which the kernel answers with when no connection matches, is nobody's. This is
    how a loopback server learns who connected: TCP has no SO_PEERCRED. Returns the uid, or
    -errno (-ENOENT: no such socket, or no process holds it any more). The uid is the socket's creator's, as
    SO_PEERCRED gives the connecting process's credentials for a Unix socket. */
@@ -201,6 +202,14 @@ static inline long long devaccess_tcp_socket_uid(int family, const unsigned char
         if (header->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
             header->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
             struct inet_diag_msg *socket_info = (struct inet_diag_msg *)NLMSG_DATA(header);
+            /* The kernel looks the tuple up as it would an incoming packet's: with no
+               connection there, it answers with a socket listening on src:sport, whoever's
+               it is (a client whose source port conntrack rewrote is looked up at a port it
+               does not hold). Only the very connection names its owner. */
+            if (socket_info->idiag_state == 10 /* TCP_LISTEN */ ||
+                socket_info->id.idiag_sport != htons(sport) || socket_info->id.idiag_dport != htons(dport) ||
+                memcmp(socket_info->id.idiag_src, src, length) != 0 ||
+                memcmp(socket_info->id.idiag_dst, dst, length) != 0) return -ENOENT;
             /* No inode and uid 0: no process holds the socket (closed and orphaned, TIME_WAIT,
                a request socket), and the kernel then says 0, which is not root's. A socket
                still waiting to be accepted has no inode either but keeps the listener's uid. */
