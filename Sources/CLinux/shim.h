@@ -149,6 +149,18 @@ static inline int devaccess_pidfd_send(int pidfd, int signal) {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
 }
 
+/* Whether an address sock_diag answered with is `wanted` (4 or 16 bytes, per `family`). An
+   AF_INET6 socket talking IPv4 (::ffff:127.0.0.1) answers an AF_INET lookup in its own
+   family, with the IPv4 address mapped. */
+static inline int devaccess_diag_address_is(unsigned char answered_family, const __be32 *answered, int family,
+                                            const unsigned char *wanted) {
+    const unsigned char *bytes = (const unsigned char *)answered;
+    static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    if (answered_family == family) return memcmp(bytes, wanted, family == AF_INET ? 4 : 16) == 0;
+    return family == AF_INET && answered_family == AF_INET6 && memcmp(bytes, mapped, 12) == 0 &&
+        memcmp(bytes + 12, wanted, 4) == 0;
+}
+
 /* The uid that owns the TCP socket whose local end is src:sport and remote end is
    dst:dport (ports in host order, addresses in network order: 4 bytes for AF_INET, 16 for
    AF_INET6), asked of the kernel with one exact sock_diag lookup (inet_diag(7)); a listener
@@ -208,8 +220,9 @@ static inline long long devaccess_tcp_socket_uid(int family, const unsigned char
                does not hold). Only the very connection names its owner. */
             if (socket_info->idiag_state == 10 /* TCP_LISTEN */ ||
                 socket_info->id.idiag_sport != htons(sport) || socket_info->id.idiag_dport != htons(dport) ||
-                memcmp(socket_info->id.idiag_src, src, length) != 0 ||
-                memcmp(socket_info->id.idiag_dst, dst, length) != 0) return -ENOENT;
+                !devaccess_diag_address_is(socket_info->idiag_family, socket_info->id.idiag_src, family, src) ||
+                !devaccess_diag_address_is(socket_info->idiag_family, socket_info->id.idiag_dst, family, dst))
+                return -ENOENT;
             /* No inode and uid 0: no process holds the socket (closed and orphaned, TIME_WAIT,
                a request socket), and the kernel then says 0, which is not root's. A socket
                still waiting to be accepted has no inode either but keeps the listener's uid. */
