@@ -149,9 +149,22 @@ static inline int devaccess_pidfd_send(int pidfd, int signal) {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
 }
 
+/* Whether an address sock_diag answered with is `wanted` (4 or 16 bytes, per `family`). An
+   AF_INET6 socket talking IPv4 (::ffff:127.0.0.1) answers an AF_INET lookup in its own
+   family, with the IPv4 address mapped. */
+static inline int devaccess_diag_address_is(unsigned char answered_family, const __be32 *answered, int family,
+                                            const unsigned char *wanted) {
+    const unsigned char *bytes = (const unsigned char *)answered;
+    static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    if (answered_family == family) return memcmp(bytes, wanted, family == AF_INET ? 4 : 16) == 0;
+    return family == AF_INET && answered_family == AF_INET6 && memcmp(bytes, mapped, 12) == 0 &&
+        memcmp(bytes + 12, wanted, 4) == 0;
+}
+
 /* The uid that owns the TCP socket whose local end is src:sport and remote end is
    dst:dport (ports in host order, addresses in network order: 4 bytes for AF_INET, 16 for
-   AF_INET6), asked of the kernel with one exact sock_diag lookup (inet_diag(7)). This is
+   AF_INET6), asked of the kernel with one exact sock_diag lookup (inet_diag(7)); a listener
+   on src:sport, which the kernel answers with when no connection matches, is nobody's. This is
    how a loopback server learns who connected: TCP has no SO_PEERCRED. Returns the uid, or
    -errno (-ENOENT: no such socket, or no process holds it any more). The uid is the socket's creator's, as
    SO_PEERCRED gives the connecting process's credentials for a Unix socket. */
@@ -201,6 +214,15 @@ static inline long long devaccess_tcp_socket_uid(int family, const unsigned char
         if (header->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
             header->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
             struct inet_diag_msg *socket_info = (struct inet_diag_msg *)NLMSG_DATA(header);
+            /* The kernel looks the tuple up as it would an incoming packet's: with no
+               connection there, it answers with a socket listening on src:sport, whoever's
+               it is (a client whose source port conntrack rewrote is looked up at a port it
+               does not hold). Only the very connection names its owner. */
+            if (socket_info->idiag_state == 10 /* TCP_LISTEN */ ||
+                socket_info->id.idiag_sport != htons(sport) || socket_info->id.idiag_dport != htons(dport) ||
+                !devaccess_diag_address_is(socket_info->idiag_family, socket_info->id.idiag_src, family, src) ||
+                !devaccess_diag_address_is(socket_info->idiag_family, socket_info->id.idiag_dst, family, dst))
+                return -ENOENT;
             /* No inode and uid 0: no process holds the socket (closed and orphaned, TIME_WAIT,
                a request socket), and the kernel then says 0, which is not root's. A socket
                still waiting to be accepted has no inode either but keeps the listener's uid. */

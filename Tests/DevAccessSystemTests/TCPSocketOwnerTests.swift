@@ -52,6 +52,38 @@ struct TCPSocketOwnerTests {
         }
     }
 
+    /// sock_diag's exact lookup falls back to a listening socket on the asked local port
+    /// when no connection matches (the kernel looks a socket up as it would for an
+    /// incoming packet). A client whose source port conntrack rewrote (a clash after the
+    /// gpsd rule's redirect) is looked up at a port it does not hold: a listener of another
+    /// user's there must not answer for it.
+    @Test(arguments: [AF_INET, AF_INET6])
+    func aListenerOnThePortIsNotTheConnection(family: Int32) throws {
+        let user = try TestUser("tcplsn")
+        let host = family == AF_INET6 ? "::1" : "127.0.0.1"
+        let ready = try TemporaryDirectory()
+        guard chown(ready.path, user.uid, user.gid) == 0 else { throw SetupError("chown \(ready.path)") }
+        let holder = try BackgroundProcess("/usr/bin/setpriv", [
+            "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c", """
+            import socket, sys, time
+            s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+            s.bind((sys.argv[1], 0)); s.listen(1)
+            open(sys.argv[2] + "/port", "w").write(str(s.getsockname()[1]))
+            time.sleep(30)
+            """, host, ready.path,
+        ])
+        defer { withExtendedLifetime(holder) {} }
+        var port: UInt16?
+        for _ in 0..<100 where port == nil {
+            port = (try? String(contentsOfFile: ready.path + "/port", encoding: .utf8)).flatMap { UInt16($0) }
+            if port == nil { usleep(100_000) }
+        }
+        guard let port else { throw SetupError("the user's listener did not start") }
+        let listening = TCPAddress.loopback(family: family, port: port)
+        let gpsd = TCPAddress.loopback(family: family, port: 2947)
+        #expect(throws: Errno.noSuchFile) { try TCPSocketOwner.uid(of: listening, connectedTo: gpsd) }
+    }
+
     @Test func addressesReadBack() {
         #expect(TCPAddress.loopback(family: AF_INET, port: 2948).description == "127.0.0.1:2948")
         #expect(TCPAddress.loopback(family: AF_INET6, port: 2948).description == "[::1]:2948")

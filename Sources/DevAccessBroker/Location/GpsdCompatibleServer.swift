@@ -278,7 +278,7 @@ public final class GpsdCompatibleServer: Sendable {
             do {
                 // A client the gpsd rule redirected from gpsd's port is known by the
                 // address it dialled.
-                uid = try TCPSocketOwner.uid(of: accepted.peer, connectedTo: accepted.dialled)
+                uid = try Self.owner(of: accepted)
             } catch {
                 // Gone already, or not a socket of this machine's: nobody to serve.
                 log.info("gpsd endpoint: cannot tell who connected", ["peer": accepted.peer.description,
@@ -302,6 +302,22 @@ public final class GpsdCompatibleServer: Sendable {
                                                   accountable: accountable)
             new.append(accepted.descriptor)
         }
+    }
+
+    /// Who owns the client's socket. A redirected client is looked up at the port it came
+    /// from as we see it and the address it dialled; conntrack rewrites that port when the
+    /// redirected connection would clash with one it tracks already (the client can make
+    /// it: a second socket on its port, connected here directly), and the socket found
+    /// there is then another's that dialled gpsd itself. Such a socket reached gpsd (its
+    /// end there is found the other way round), or is root's: the rule redirects nobody
+    /// else's (config/nftables/devaccess-gpsd.nft).
+    static func owner(of accepted: AcceptedTCP) throws(Errno) -> UInt32 {
+        let uid = try TCPSocketOwner.uid(of: accepted.peer, connectedTo: accepted.dialled)
+        guard let dialled = accepted.redirectedFrom else { return uid }
+        guard uid != 0, (try? TCPSocketOwner.uid(of: dialled, connectedTo: accepted.peer)) == nil else {
+            throw Errno(rawValue: ENOENT)
+        }
+        return uid
     }
 
     private func lookUp(_ uid: UInt32, peer: TCPAddress?, checking: inout Set<UInt32>) {
