@@ -193,3 +193,62 @@ import DevAccessCore
         }
     }
 }
+
+/// The summary over a ledger of 1,000,000 events whose contents are known by construction
+/// (written straight into the table with one SQL statement): every count exact, per total,
+/// permission and user. The chain is not what is counted, so its columns stay empty here.
+@Suite struct AuditSummaryMillionTests {
+    static let events = 1_000_000
+    static let types = ["request", "decision", "decision", "revoke", "expiry", "refused", "hotplug", "drift_seen",
+                        "run_start", "run_end"]
+
+    @Test func aMillionEventsAreCountedExactly() throws {
+        let dir = TemporaryLedgerDirectory()
+        _ = try openLedger(dir)
+        // Event i: type by i % 10 (decision 1: a consent grant, 2: an admin's denial; run_end: 2 s),
+        // permission by i % 3, user by i % 7.
+        try rawSQL(dir.ledgerPath, """
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(Self.events))
+            INSERT INTO audit_events (seq, time_usec, type, subject_uid, subject_name, permission, details, prev_hash, hash)
+            SELECT i, 1700000000000000 + i * 1000,
+                   CASE i % 10 \((0..<10).map { "WHEN \($0) THEN '\(Self.types[$0])'" }.joined(separator: " ")) END,
+                   1000 + i % 7, 'user' || (i % 7),
+                   CASE i % 3 WHEN 0 THEN 'camera' WHEN 1 THEN 'microphone' ELSE 'location' END,
+                   CASE i % 10 WHEN 1 THEN '{"decision":"allow","how":"consent"}'
+                               WHEN 2 THEN '{"decision":"deny","how":"admin"}'
+                               WHEN 9 THEN '{"duration_usec":"2000000"}' ELSE '{}' END,
+                   '', ''
+            FROM n;
+            """)
+        let ledger = try openLedger(dir)
+        let summary = try ledger.auditSummary(AuditFilter())
+
+        // What each group must hold, counted here the slow way.
+        func expected(_ include: (Int) -> Bool) -> AuditCounts {
+            var counts = AuditCounts()
+            for i in 1...Self.events where include(i) {
+                let type = Self.types[i % 10]
+                let details: (String?, String?) = i % 10 == 1 ? ("allow", "consent") : i % 10 == 2 ? ("deny", "admin") : (nil, nil)
+                counts.add(type: type, decision: details.0, how: details.1, count: 1, first: Int64(i), last: Int64(i),
+                           runMicroseconds: type == "run_end" ? 2_000_000 : 0)
+            }
+            return counts
+        }
+        let total = expected { _ in true }
+        #expect(total.events == 1_000_000 && total.requests == 100_000 && total.grantsConsent == 100_000
+                    && total.denials == 100_000 && total.runs == 100_000 && total.runSeconds == 200_000)
+        #expect(summary.total == total, "\(summary.total)")
+        let permissions = ["camera": 0, "microphone": 1, "location": 2]
+        #expect(summary.permissions.map(\.key).sorted() == permissions.keys.sorted())
+        for row in summary.permissions {
+            let residue = try #require(permissions[row.key])
+            #expect(row.counts == expected { $0 % 3 == residue }, "\(row.key)")
+        }
+        #expect(summary.users.count == 7)
+        for row in summary.users {
+            let uid = try #require(row.uid)
+            #expect(row.key == "user\(uid - 1000)")
+            #expect(row.counts == expected { 1000 + $0 % 7 == Int(uid) }, "\(row.key)")
+        }
+    }
+}
