@@ -8,6 +8,8 @@ import DevAccess
 //   status [PERMISSION...]
 //   request [--required P] [--term once|always|SECONDS] [--reason TEXT] [--no-wait] PERMISSION...
 //   location [ACCURACY]
+//   watch [PERMISSION...]            (a line per status change, until killed)
+//   open PERMISSION DEVICE [NODE]    (reads and writes one byte through the descriptor)
 
 func emit(_ object: [String: Any]) {
     guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
@@ -83,6 +85,28 @@ func run(_ arguments: [String]) async -> Int32 {
                                                    waitForApproval: wait)
             emit(["results": results.map { ["permission": $0.permission.rawValue, "outcome": outcome($0),
                                              "allowed": $0.isAllowed, "message": $0.message] }])
+        case "watch":
+            // One line per status as it comes; runs until killed or the stream ends.
+            for await status in access.statusUpdates(rest.isEmpty ? nil : permissions(rest)) {
+                emit(["permission": status.permission.rawValue, "status": status.status.rawValue,
+                      "reasons": status.reasons.map(\.message), "drift": status.drift.map(\.message),
+                      "time": Date().timeIntervalSince1970])
+            }
+            emit(["ended": true])
+        case "open":
+            guard rest.count >= 2 else {
+                emit(["error": "usage"])
+                return 2
+            }
+            let file = try await access.open(permissions([rest[0]])[0], device: rest[1], node: rest.count > 2 ? rest[2] : nil)
+            guard let fd = file.rawValue else { throw .protocol("no descriptor") }
+            var info = stat()
+            _ = fstat(fd, &info)
+            var byte: UInt8 = 0
+            let read = Glibc.read(fd, &byte, 1)
+            let wrote = Glibc.write(fd, "x", 1)
+            emit(["node": file.node, "device": file.device, "access": file.access.symbolic, "read": read, "wrote": wrote,
+                  "character": info.st_mode & S_IFMT == S_IFCHR, "rdev": Int(info.st_rdev)])
         case "location":
             let accuracy = rest.first.flatMap { LocationAccuracy(rawValue: $0) }
             let reading = try await access.location(accuracy: accuracy)
