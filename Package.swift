@@ -68,6 +68,9 @@ let package = Package(
         .executableTarget(name: "devaccess-bench",
                           dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement"]),
 
+        // Examples of the library (docs/client-library.md): one camera frame as PPM, status changes.
+        .executableTarget(name: "snapshot", dependencies: ["DevAccess", "CV4L2"], path: "Examples/snapshot"),
+        .executableTarget(name: "watch", dependencies: ["DevAccess"], path: "Examples/watch"),
         // The library's calls as a program run by a test as a real user (JSON lines out).
         .executableTarget(name: "devaccess-library-probe", dependencies: ["DevAccess"],
                           path: "Tests/DevAccessLibraryProbe"),

@@ -5,9 +5,11 @@ import DevAccessTestSupport
 /// The `devaccess-library-probe` program (Tests/DevAccessLibraryProbe): one call of the
 /// DevAccess library made by a real user, its answers as JSON lines.
 enum LibraryProbe {
-    static var binary: String {
-        URL(fileURLWithPath: TestProcess.devaccessBinary).deletingLastPathComponent()
-            .appendingPathComponent("devaccess-library-probe").path
+    static var binary: String { built("devaccess-library-probe") }
+
+    /// A program of the package, from the build directory the tests run from.
+    static func built(_ name: String) -> String {
+        URL(fileURLWithPath: TestProcess.devaccessBinary).deletingLastPathComponent().appendingPathComponent(name).path
     }
 
     /// Runs the probe as `user` to completion; its last JSON line.
@@ -27,13 +29,13 @@ final class RunningProbe {
     private let scratch: TemporaryDirectory
     private let outputPath: String
 
-    init(_ user: TestUser, socket: String, _ arguments: [String]) throws {
+    /// `binary`: another program built with the package (an example); default the probe.
+    init(_ user: TestUser, socket: String, _ arguments: [String], binary: String = LibraryProbe.binary) throws {
         scratch = try TemporaryDirectory()
         outputPath = scratch.path + "/out"
         _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--", LibraryProbe.binary]
-            + arguments
+        process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--", binary] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(["DEVACCESS_SOCKET": socket]) { $1 }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process.standardError = FileHandle.nullDevice
@@ -47,6 +49,9 @@ final class RunningProbe {
             process.waitUntilExit()
         }
     }
+
+    /// What it printed so far.
+    var text: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
 
     /// Every JSON line printed so far.
     var lines: [[String: Any]] {
