@@ -40,3 +40,37 @@ public struct LocationReading: Sendable, Hashable {
         time = document.time.flatMap { parser.date(from: $0) ?? ISO8601DateFormatter().date(from: $0) }
     }
 }
+
+extension DeviceAccess {
+    /// Positions at `accuracy` (nil: the grant's level), one every `interval`, each only
+    /// when it differs from the last. devaccessd has no push for positions (protocol 7):
+    /// this samples ``location(accuracy:wait:)``, and below `exact` a sample repeats until
+    /// the machine moved into another cell. The stream ends with the error of a sample
+    /// that failed (`.denied` once the grant is revoked). Programs that speak gpsd's
+    /// protocol can instead read devaccessd's gpsd-compatible endpoint (127.0.0.1:947).
+    public func locationUpdates(accuracy: LocationAccuracy? = nil,
+                                interval: Duration = .seconds(1)) -> AsyncThrowingStream<LocationReading, any Error> {
+        let access = self
+        return AsyncThrowingStream { continuation in
+            let sampler = Task {
+                var last: LocationReading?
+                while !Task.isCancelled {
+                    do throws(DeviceAccessError) {
+                        let reading = try await access.location(accuracy: accuracy)
+                        if reading.latitude != last?.latitude || reading.longitude != last?.longitude
+                            || reading.accuracy != last?.accuracy {
+                            continuation.yield(reading)
+                            last = reading
+                        }
+                    } catch {
+                        continuation.finish(throwing: error)
+                        return
+                    }
+                    try? await Task.sleep(for: interval)
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in sampler.cancel() }
+        }
+    }
+}

@@ -138,6 +138,9 @@ struct ClientLibraryLocationTests {
         #expect(LocationServingTests.metres(latitude, longitude) < 10_000, "a city cell's centre is within its size")
         #expect(latitude != LocationServingTests.truth.latitude, "the exact position reached a city grant")
 
+        let sampled = try LibraryProbe.run(city, socket: socket, ["location-updates"])
+        #expect(sampled["accuracy"] as? String == "city" && sampled["latitude"] as? Double == latitude, "\(sampled)")
+
         let finer = try LibraryProbe.run(city, socket: socket, ["location", "exact"])
         #expect(finer["error"] as? String == "denied" && finer["permission"] as? String == "location", "\(finer)")
         let refused = try LibraryProbe.run(none, socket: socket, ["location"])

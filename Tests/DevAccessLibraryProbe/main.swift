@@ -107,6 +107,19 @@ func run(_ arguments: [String]) async -> Int32 {
             let wrote = Glibc.write(fd, "x", 1)
             emit(["node": file.node, "device": file.device, "access": file.access.symbolic, "read": read, "wrote": wrote,
                   "character": info.st_mode & S_IFMT == S_IFCHR, "rdev": Int(info.st_rdev)])
+        case "location-updates":
+            // The first sample, then the stream is dropped (ending the sampling).
+            do {
+                for try await reading in access.locationUpdates(accuracy: rest.first.flatMap { LocationAccuracy(rawValue: $0) }) {
+                    emit(["accuracy": reading.accuracy.rawValue, "latitude": reading.latitude,
+                          "longitude": reading.longitude])
+                    break
+                }
+            } catch let error as DeviceAccessError {
+                throw error
+            } catch {
+                throw .protocol("\(error)")
+            }
         case "location":
             let accuracy = rest.first.flatMap { LocationAccuracy(rawValue: $0) }
             let reading = try await access.location(accuracy: accuracy)
