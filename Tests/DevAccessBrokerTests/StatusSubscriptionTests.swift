@@ -95,6 +95,41 @@ struct StatusSubscriptionTests {
         print("statusUpdates delays: grant \(grantDelay) s (including the CLI's run), revoke \(revokeDelay) s")
     }
 
+    /// Subscribes, reads the first update, reports, then never reads again.
+    static let deafSubscriber = """
+        import socket, sys, json, time
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(sys.argv[1])
+        s.sendall(b'{"version":7,"id":1,"type":"subscribe"}\\n')
+        buf = b""
+        while not buf.endswith(b"\\n"):
+            buf += s.recv(1)
+        print(json.dumps({"first": json.loads(buf)["type"]}), flush=True)
+        time.sleep(120)
+        """
+
+    /// The attack: a subscriber that never reads its updates would have devaccessd buffer
+    /// them without end. Once 64 KiB wait unsent it is closed instead.
+    @Test func aSubscriberThatNeverReadsIsClosed() throws {
+        let carol = try TestUser("subadm")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n[microphone]\nDefault=ask\n", admins: [carol])
+        let mallory = try TestUser("subdeaf")
+        let deaf = try mallory.background(Self.deafSubscriber, [setup.daemon.socketPath])
+        #expect(deaf.report["first"] as? String == "update", "\(deaf.report)")
+        let admin = try setup.daemon.client()
+        let closed = "closing a subscriber that leaves its updates unread"
+        for round in 0..<400 where !setup.daemon.log.contains(closed) {
+            let permission: Permission = round % 2 == 0 ? .camera : .microphone
+            _ = try admin.perform(.decide(DecisionOrder(allow: true, permission: permission, user: mallory.name)))
+            _ = try admin.perform(.revoke(RevokeOrder(permission: permission, user: mallory.name)))
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while !setup.daemon.log.contains(closed) && Date() < deadline { usleep(20_000) }
+        #expect(setup.daemon.log.contains(closed), "the unread updates were buffered instead")
+        #expect(try admin.hello().server.hasPrefix("devaccessd"), "devaccessd still serves")
+    }
+
     /// A policy change (devaccess.conf edited) is pushed too: camera becomes restricted.
     @Test func aPolicyChangeIsPushed() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
