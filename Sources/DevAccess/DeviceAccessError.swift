@@ -78,6 +78,17 @@ extension DeviceAccessError {
         }
     }
 
+    /// devaccessd's error frame for a call about `permissions`: the one its context names
+    /// (`$.permissions[1]`), else the only one.
+    init(_ frame: ProtocolError, permissions: [Permission]) {
+        var named: Permission? = permissions.count == 1 ? permissions.first : nil
+        if let open = frame.context.lastIndex(of: "["), let close = frame.context.lastIndex(of: "]"), open < close,
+           let index = Int(frame.context[frame.context.index(after: open)..<close]), permissions.indices.contains(index) {
+            named = permissions[index]
+        }
+        self.init(frame, permission: named)
+    }
+
     /// devaccessd's error frame, for a call about `permission` (when it is about one).
     init(_ frame: ProtocolError, permission: Permission?) {
         switch frame.code {
@@ -90,7 +101,11 @@ extension DeviceAccessError {
                 self = .brokerUnavailable(frame.reason)
             }
         case .unknownPermission:
-            self = .unsupported(permission ?? Permission(rawValue: frame.context), reason: frame.reason)
+            if let permission {
+                self = .unsupported(permission, reason: frame.reason)
+            } else {
+                self = .protocol("\(frame.code): \(frame.description)")
+            }
         default:
             self = .protocol("\(frame.code): \(frame.description)")
         }

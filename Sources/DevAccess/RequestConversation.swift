@@ -31,7 +31,7 @@ struct RequestConversation {
                 case .decision(let decision):
                     return decision
                 case .error(let frame):
-                    throw DeviceAccessError(frame, permission: order.permissions.count == 1 ? order.permissions.first : nil)
+                    throw DeviceAccessError(frame, permissions: order.permissions)
                 case let other:
                     throw DeviceAccessError.protocol("a '\(other.type)' reply does not belong to a request")
                 }

@@ -52,6 +52,9 @@ struct ClientLibraryTests {
         // An unknown permission is not something this machine has: `unsupported`.
         let unknown = try LibraryProbe.run(erin, socket: socket, ["request", "--required", "speaker", "speaker"])
         #expect(unknown["error"] as? String == "unsupported", "\(unknown)")
+        // Among others, the error names the one devaccessd does not know.
+        let among = try LibraryProbe.run(erin, socket: socket, ["request", "camera", "speaker"])
+        #expect(among["error"] as? String == "unsupported" && among["permission"] as? String == "speaker", "\(among)")
     }
 
     /// `once` holds while the program that asked runs: the probe's own process (the
