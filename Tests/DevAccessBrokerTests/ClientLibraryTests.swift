@@ -150,3 +150,47 @@ struct ClientLibraryLocationTests {
         #expect(refused["error"] as? String == "denied", "\(refused)")
     }
 }
+
+extension LoginSessions {
+    /// A program on the library asks with devaccessd's prompt on the user's login terminal:
+    /// a person answers there; cancelling the program's task closes the prompt.
+    @Suite
+    struct ClientLibraryConsentTests {
+        static func probe(_ user: TestUser, _ setup: RequestSetup, _ arguments: [String],
+                          answers: [(expect: String, type: String)]) throws -> LoginRun {
+            try LoginTerminal.run(user: user, command: [LibraryProbe.binary] + arguments,
+                                  environment: ["DEVACCESS_SOCKET": setup.daemon.socketPath], answers: answers,
+                                  timeout: 60)
+        }
+
+        @Test func aPersonAllowsAtTheLoginTerminal() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+            let user = try TestUser("liblogin", shell: "/bin/sh")
+            let run = try Self.probe(user, setup, ["request", "--required", "camera", "--term", "always", "--reason",
+                                                   "video call", "camera"], answers: [("within", "always {code}\n")])
+            #expect(run.output.contains("reason: video call"), "\(run.output)")
+            #expect(run.output.contains(#""outcome":"allowed""#), "\(run.output)")
+            #expect(try user.canOpen(setup.camera, .readWrite))
+            #expect(try setup.grants(user).first?.method == .consent)
+        }
+
+        /// Ctrl-C reaches the program, which cancels its task: the library ends the
+        /// connection, devaccessd closes the question on the terminal and records nothing.
+        @Test func cancellingTheTaskClosesThePrompt() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+            let user = try TestUser("libintr", shell: "/bin/sh")
+            let run = try Self.probe(user, setup, ["request", "--required", "camera", "camera"],
+                                     answers: [("within", "\u{3}")])
+            #expect(run.output.contains(#""error":"cancelled""#), "\(run.output)")
+            #expect(run.output.contains("the request was withdrawn"), "the prompt stayed open: \(run.output)")
+            #expect(try setup.grants(user).isEmpty)
+            let outcomes = try setup.requestEvents(user).filter { $0.details["stage"] == "prompt" }
+                .compactMap { $0.details["outcome"] }
+            #expect(outcomes == ["client-closed"], "\(outcomes)")
+        }
+    }
+}

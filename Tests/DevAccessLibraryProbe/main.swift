@@ -135,11 +135,17 @@ func run(_ arguments: [String]) async -> Int32 {
     }
 }
 
+// SIGUSR1 (from a test) and SIGINT (Ctrl-C at a terminal) cancel the call's task, as a
+// program would on its own cancel button.
 signal(SIGUSR1, SIG_IGN)
+signal(SIGINT, SIG_IGN)
 let call = Task { await run(Array(CommandLine.arguments.dropFirst())) }
-let cancelSource = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
-cancelSource.setEventHandler { call.cancel() }
-cancelSource.resume()
+let cancelSources = [SIGUSR1, SIGINT].map { number in
+    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+    source.setEventHandler { call.cancel() }
+    source.resume()
+    return source
+}
 Task {
     let status = await call.value
     exit(status)
