@@ -46,14 +46,28 @@ extension BrokerService {
         if let off = read.switchedOff(order.permission) {
             return refused("\(order.permission) is switched off for everyone" + (off.reason.isEmpty ? "" : ": \(off.reason)"))
         }
-        if statuses(for: subject, reports: [report], read: read).first?.status == .restricted {
+        let status = statuses(for: subject, reports: [report], read: read).first
+        if status?.status == .restricted {
             return refused("the policy forbids \(order.permission) for \(subject.name); nothing was opened")
         }
+        // What allows it: the newest decision for the device (as the enforcer applies them),
+        // else, with nothing decided, the user's own access to every node of it (a group, an
+        // ACL entry devaccess did not make): opening for them then gives nothing new. A
+        // denial outweighs such access.
         let now = Date()
         let active = read.grants.filter { $0.isActive(at: now) }
-        guard let grant = Decisions(active: active).decision(uid: subject.uid, permission: order.permission,
-                                                             deviceID: device.id),
-              grant.decision == .allow else {
+        let decision = Decisions(active: active).decision(uid: subject.uid, permission: order.permission,
+                                                          deviceID: device.id)
+        let ownAccess = status?.devices.first { $0.device.id == device.id }?.usable == true
+        switch decision?.decision {
+        case .allow?:
+            break
+        case .deny?:
+            return refused("\(describe(peer)) is denied \(order.permission) on device '\(device.id)' ("
+                + "\(decision.map(Decisions.describe) ?? "a decision")); nothing was opened")
+        case nil where ownAccess:
+            break
+        case nil:
             return refused("\(describe(peer)) holds no grant for \(order.permission) on device '\(device.id)'; "
                 + "request it first (DeviceAccess.request, 'devaccess request \(order.permission)')")
         }
@@ -66,17 +80,24 @@ extension BrokerService {
         } catch {
             return (.error(ProtocolError(.internal, context: "open", reason: error.description)), nil)
         }
-        auditOpen(peer: peer, subject: principal, device: device, node: node.path, access: access, grant: grant)
+        auditOpen(peer: peer, subject: principal, device: device, node: node.path, access: access, grant: decision)
         return (.opened(OpenedReply(permission: order.permission, device: device.id, node: node.path, access: access)),
                 descriptor)
     }
 
     /// One `device_open` event per open, up to the user's budget a minute (the rest are
     /// counted and the next written one says how many were left out).
+    /// `grant` nil: the user's own access to the nodes allowed it (`basis=own-access`).
     private func auditOpen(peer: Peer, subject: Principal, device: Device, node: String, access: AccessMode,
-                           grant: Grant) {
+                           grant: Grant?) {
         guard case .record(let leftOut) = opens.admit(peer.accountable), let ledger else { return }
-        var details = ["access": access.symbolic, "grant": String(grant.id), "pid": String(peer.pid)]
+        var details = ["access": access.symbolic, "pid": String(peer.pid)]
+        if let grant {
+            details["grant"] = String(grant.id)
+            details["basis"] = "grant"
+        } else {
+            details["basis"] = "own-access"
+        }
         if leftOut > 0 { details[Self.notRecordedKey] = String(leftOut) }
         let actor = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
         let event = AuditEvent(type: .deviceOpen, actor: actor, subject: subject, permission: device.permission,
