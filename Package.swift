@@ -48,7 +48,7 @@ let package = Package(
         // Commands, argument parsing and output; the executable only calls into it.
         .target(name: "DevAccessCLI",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "DevAccess"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
         .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "CLinux"]),

@@ -44,12 +44,21 @@ public struct DeviceAccess: Sendable {
 
     /// The statuses of `permissions` (all that devaccessd knows when nil), in its order.
     public func status(_ permissions: [Permission]? = nil) async throws(DeviceAccessError) -> [PermissionStatus] {
+        try await statusReport(permissions).permissions
+    }
+
+    /// The statuses of `permissions` (nil: all) for the caller's user, or for `user` (a
+    /// name or a decimal uid: root and devaccessd's admin group only, else
+    /// `.notPermitted`), with whose statuses they are.
+    public func statusReport(_ permissions: [Permission]? = nil,
+                             user: String? = nil) async throws(DeviceAccessError) -> StatusReport {
         let socketPath = self.socketPath, timeout = self.timeout
-        return try await offload { cancellation throws(DeviceAccessError) in
+        let reply = try await offload { cancellation throws(DeviceAccessError) in
             try Self.call(socketPath, timeout: timeout, cancellation: cancellation) { client throws(BrokerClientError) in
-                try client.status(permissions).permissions
+                try client.status(permissions, user: user)
             }
         }
+        return StatusReport(user: reply.user, uid: reply.uid, permissions: reply.permissions)
     }
 
     // MARK: Request
@@ -149,4 +158,11 @@ public struct DeviceAccess: Sendable {
             throw DeviceAccessError(error, permission: permission)
         }
     }
+}
+
+/// Statuses and the user they are of, as devaccessd computed them.
+public struct StatusReport: Sendable, Hashable {
+    public var user: String
+    public var uid: UInt32
+    public var permissions: [PermissionStatus]
 }

@@ -23,8 +23,16 @@ public enum DeviceAccessError: Error, Sendable, Hashable, CustomStringConvertibl
     /// them (no login terminal it trusts, or a password prompt this library cannot show):
     /// run the program from a login terminal, or have an administrator grant it.
     case noConsentChannel(Permission, reason: String)
-    /// devaccessd is not running, its socket is not reachable, or it is too busy now.
+    /// devaccessd is not running, or its socket is not reachable.
     case brokerUnavailable(String)
+    /// devaccessd is at a limit (its connections, the user's open prompts or waiting
+    /// requests, the user's changes per minute); the reason says which. Try again later.
+    case busy(String)
+    /// The call itself is not the caller's to make: another user's status without being
+    /// root or in devaccessd's admin group. Recorded by devaccessd as a refusal.
+    case notPermitted(String)
+    /// The user a call names does not exist.
+    case noSuchUser(String)
     /// The calling task was cancelled; a request that was waiting was withdrawn.
     case cancelled
     /// devaccessd answered something this library does not understand (an older or newer
@@ -37,7 +45,7 @@ public enum DeviceAccessError: Error, Sendable, Hashable, CustomStringConvertibl
         case .unsupported(let permission, _), .denied(let permission, _), .restricted(let permission, _),
              .notDecided(let permission, _), .noConsentChannel(let permission, _):
             return permission
-        case .brokerUnavailable, .cancelled, .protocol:
+        case .brokerUnavailable, .busy, .notPermitted, .noSuchUser, .cancelled, .protocol:
             return nil
         }
     }
@@ -57,6 +65,12 @@ public enum DeviceAccessError: Error, Sendable, Hashable, CustomStringConvertibl
                 + "terminal, or ask an administrator to grant it"
         case .brokerUnavailable(let reason):
             return "devaccessd is not available: \(reason)"
+        case .busy(let reason):
+            return "devaccessd is busy: \(reason); try again later"
+        case .notPermitted(let reason):
+            return "devaccessd refused (permission-denied): \(reason)"
+        case .noSuchUser(let reason):
+            return reason
         case .cancelled:
             return "cancelled; a request that was waiting was withdrawn"
         case .protocol(let reason):
@@ -93,9 +107,11 @@ extension DeviceAccessError {
     init(_ frame: ProtocolError, permission: Permission?) {
         switch frame.code {
         case .busy:
-            self = .brokerUnavailable("devaccessd is busy: \(frame.reason)")
+            self = .busy(frame.reason)
+        case .noSuchUser:
+            self = .noSuchUser(frame.reason)
         case .permissionDenied:
-            if let permission { self = .denied(permission, reason: frame.reason) } else { self = .protocol(frame.reason) }
+            if let permission { self = .denied(permission, reason: frame.reason) } else { self = .notPermitted(frame.reason) }
         case .unavailable:
             if let permission { self = .unsupported(permission, reason: frame.reason) } else {
                 self = .brokerUnavailable(frame.reason)

@@ -25,6 +25,9 @@ func describe(_ error: DeviceAccessError) -> [String: Any] {
     case .notDecided: kind = "notDecided"
     case .noConsentChannel: kind = "noConsentChannel"
     case .brokerUnavailable: kind = "brokerUnavailable"
+    case .busy: kind = "busy"
+    case .notPermitted: kind = "notPermitted"
+    case .noSuchUser: kind = "noSuchUser"
     case .cancelled: kind = "cancelled"
     case .protocol: kind = "protocol"
     }
