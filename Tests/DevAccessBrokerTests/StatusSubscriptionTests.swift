@@ -130,6 +130,28 @@ struct StatusSubscriptionTests {
         #expect(try admin.hello().server.hasPrefix("devaccessd"), "devaccessd still serves")
     }
 
+    /// An expiry is pushed when devaccessd's timer ends the grant, and a node that goes away
+    /// (the declared test devices' hotplug: inotify on their directory; udev's on a real
+    /// machine) when devaccessd notices: the granted camera can no longer be used.
+    @Test func anExpiryAndAVanishedDeviceArePushed() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+        let erin = try TestUser("subexpiry")
+        let watch = try RunningProbe(erin, socket: setup.daemon.socketPath, ["watch", "camera"])
+        #expect(try watch.waitForLines(1).first?["status"] as? String == "notDetermined")
+        #expect(try TestProcess.devaccess(["grant", "camera", "--user", erin.name, "--for", "2s"] + setup.socket).status == 0)
+        #expect(try watch.waitForLines(2).last?["status"] as? String == "authorized")
+        let expired = try watch.waitForLines(3, timeout: 10)
+        #expect(expired.last?["status"] as? String == "notDetermined", "\(expired)")
+        #expect(try !erin.canOpen(setup.camera, .read))
+
+        #expect(try TestProcess.devaccess(["grant", "camera", "--user", erin.name, "--always"] + setup.socket).status == 0)
+        #expect(try watch.waitForLines(4).last?["status"] as? String == "authorized")
+        try FileManager.default.removeItem(atPath: setup.camera)
+        let gone = try watch.waitForLines(5, timeout: 10)
+        #expect(gone.last?["status"] as? String != "authorized", "\(gone)")
+        #expect((gone.last?["reasons"] as? [String])?.contains { $0.contains("no longer exists") } == true, "\(gone)")
+    }
+
     /// A policy change (devaccess.conf edited) is pushed too: camera becomes restricted.
     @Test func aPolicyChangeIsPushed() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
