@@ -7,6 +7,8 @@ let package = Package(
         .executable(name: "devaccess", targets: ["devaccess"]),
         .executable(name: "devaccessd", targets: ["devaccessd"]),
         .library(name: "DevAccessCore", targets: ["DevAccessCore"]),
+        // The Swift client library: status, request, updates, open, location through devaccessd.
+        .library(name: "DevAccess", targets: ["DevAccess"]),
     ],
     targets: [
         // C libraries from Debian, each behind a small shim header.
@@ -46,7 +48,7 @@ let package = Package(
         // Commands, argument parsing and output; the executable only calls into it.
         .target(name: "DevAccessCLI",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "DevAccess"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
         .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "CLinux"]),
@@ -56,12 +58,22 @@ let package = Package(
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd", "CLinux",
                                "CSpawn"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
+        // The client library for Swift programs (docs/client-library.md): async calls over
+        // the protocol client; never the daemon's code.
+        .target(name: "DevAccess",
+                dependencies: ["DevAccessCore", "DevAccessProtocol", "DevAccessInterface", "DevAccessSystem"]),
         // Benchmark, run by hand: broker round trips, requests/s with many clients, daemon RSS.
         .executableTarget(name: "devaccessd-bench", dependencies: ["DevAccessCore", "DevAccessProtocol"]),
         // Benchmark, run by hand (root): ledger appends and grant+ACL apply against sqlite3 and setfacl.
         .executableTarget(name: "devaccess-bench",
                           dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement"]),
 
+        // Examples of the library (docs/client-library.md): one camera frame as PPM, status changes.
+        .executableTarget(name: "snapshot", dependencies: ["DevAccess", "CV4L2"], path: "Examples/snapshot"),
+        .executableTarget(name: "watch", dependencies: ["DevAccess"], path: "Examples/watch"),
+        // The library's calls as a program run by a test as a real user (JSON lines out).
+        .executableTarget(name: "devaccess-library-probe", dependencies: ["DevAccess"],
+                          path: "Tests/DevAccessLibraryProbe"),
         // Shared by the test targets: running binaries, real users, temporary nodes.
         .target(name: "DevAccessTestSupport", path: "Tests/DevAccessTestSupport"),
         .testTarget(name: "DevAccessCoreTests", dependencies: ["DevAccessCore"]),

@@ -19,4 +19,37 @@ static inline int devaccess_v4l2_querycap(int fd, struct v4l2_capability *cap) {
     do { r = ioctl(fd, VIDIOC_QUERYCAP, cap); } while (r < 0 && errno == EINTR);
     return r < 0 ? -errno : 0;
 }
+/* Capture by mmap streaming (Examples/snapshot). Each returns 0 or -errno. */
+static inline int devaccess_v4l2_ioctl(int fd, unsigned long request, void *argument) {
+    int r;
+    do { r = ioctl(fd, request, argument); } while (r < 0 && errno == EINTR);
+    return r < 0 ? -errno : 0;
+}
+static inline int devaccess_v4l2_s_fmt(int fd, struct v4l2_format *format) {
+    return devaccess_v4l2_ioctl(fd, VIDIOC_S_FMT, format);
+}
+static inline int devaccess_v4l2_reqbufs(int fd, struct v4l2_requestbuffers *request) {
+    return devaccess_v4l2_ioctl(fd, VIDIOC_REQBUFS, request);
+}
+static inline int devaccess_v4l2_querybuf(int fd, struct v4l2_buffer *buffer) {
+    return devaccess_v4l2_ioctl(fd, VIDIOC_QUERYBUF, buffer);
+}
+static inline int devaccess_v4l2_qbuf(int fd, struct v4l2_buffer *buffer) {
+    return devaccess_v4l2_ioctl(fd, VIDIOC_QBUF, buffer);
+}
+static inline int devaccess_v4l2_dqbuf(int fd, struct v4l2_buffer *buffer) {
+    return devaccess_v4l2_ioctl(fd, VIDIOC_DQBUF, buffer);
+}
+static inline int devaccess_v4l2_streamon(int fd) {
+    int type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    return devaccess_v4l2_ioctl(fd, VIDIOC_STREAMON, &type);
+}
+static inline int devaccess_v4l2_streamoff(int fd) {
+    int type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    return devaccess_v4l2_ioctl(fd, VIDIOC_STREAMOFF, &type);
+}
+/* The buffer's offset for mmap(2) (a union member Swift reads awkwardly). */
+static inline unsigned int devaccess_v4l2_buffer_offset(const struct v4l2_buffer *buffer) {
+    return buffer->m.offset;
+}
 #endif

@@ -1,5 +1,6 @@
 import DevAccessCore
 import DevAccessProtocol
+import DevAccess
 
 /// Options for talking to devaccessd instead of probing in-process.
 enum BrokerOptions {
@@ -32,6 +33,23 @@ enum BrokerOptions {
             return CommandFailure(message: "\(error)")
         }
     }
+
+    /// The same, for a call made through the DevAccess library.
+    static func failure(_ error: DeviceAccessError, command: String) -> any Error {
+        switch error {
+        case .brokerUnavailable(let reason):
+            return CommandFailure(message: "\(reason); start it with 'systemctl start devaccessd', or drop --broker "
+                                      + "to compute the status here", code: .brokerUnreachable)
+        case .busy(let reason):
+            return CommandFailure(message: "devaccessd is busy: \(reason)", code: .brokerUnreachable)
+        case .noSuchUser(let reason):
+            return UsageError(message: reason, command: command)
+        case .notPermitted:
+            return CommandFailure(message: error.description, code: .noPermission)
+        default:
+            return CommandFailure(message: error.description)
+        }
+    }
 }
 
 /// `devaccess status --broker`: the same statuses and output, computed by devaccessd
@@ -39,7 +57,7 @@ enum BrokerOptions {
 /// only for yourself, root and members of devaccess-admin).
 enum BrokerStatus {
     static func run(_ permissions: [Permission], _ arguments: ParsedArguments, console: Console,
-                    command: String) throws -> ExitCode {
+                    command: String) async throws -> ExitCode {
         guard arguments.has("broker") else {
             throw UsageError(message: "'--socket' goes with '--broker'", command: command)
         }
@@ -48,10 +66,10 @@ enum BrokerStatus {
                              command: command)
         }
         let path = try BrokerOptions.socketPath(arguments, command: command)
-        let reply: StatusReply
-        do {
-            let client = try BrokerClient(socketPath: path, timeout: .seconds(30))
-            reply = try client.status(permissions == Permission.all ? nil : permissions, user: arguments.value("user"))
+        let reply: StatusReport
+        do throws(DeviceAccessError) {
+            reply = try await DeviceAccess(socketPath: path, timeout: .seconds(30))
+                .statusReport(permissions == Permission.all ? nil : permissions, user: arguments.value("user"))
         } catch {
             throw BrokerOptions.failure(error, command: command)
         }

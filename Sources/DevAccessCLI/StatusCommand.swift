@@ -4,6 +4,7 @@ import DevAccessHardware
 import DevAccessInterface
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccess
 import Foundation
 import Glibc
 
@@ -29,7 +30,7 @@ enum StatusCommand: Command {
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
         if arguments.has("broker") || arguments.value("socket") != nil {
-            return try BrokerStatus.run(permissions, arguments, console: console, command: spec.name)
+            return try await BrokerStatus.run(permissions, arguments, console: console, command: spec.name)
         }
         let computed = try await LocalStatus.compute(permissions, arguments, command: spec.name)
         let (user, statuses) = (computed.user, computed.statuses)
@@ -107,13 +108,15 @@ enum LocalStatus {
         var ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
         if ledger.isPrivate {
             let path = try BrokerOptions.socketPath(arguments, command: command)
-            do {
-                let client = try BrokerClient(socketPath: path, timeout: .seconds(10))
-                let reply = try client.status(permissions == Permission.all ? nil : permissions,
-                                              user: user.uid == getuid() ? nil : String(user.uid))
+            do throws(DeviceAccessError) {
+                let reply = try await DeviceAccess(socketPath: path, timeout: .seconds(10))
+                    .statusReport(permissions == Permission.all ? nil : permissions,
+                                  user: user.uid == getuid() ? nil : String(user.uid))
                 return Computed(user: user, statuses: reply.permissions, reports: nil, ledger: nil)
-            } catch .rejected(let frame) where frame.code == .permissionDenied {
-                throw CommandFailure(message: frame.reason, code: .noPermission)
+            } catch .notPermitted(let reason) {
+                throw CommandFailure(message: reason, code: .noPermission)
+            } catch .brokerUnavailable(let reason) {
+                ledger = .unknown(why: "devaccessd not reachable (\(reason))")
             } catch {
                 ledger = .unknown(why: "devaccessd not reachable (\(error))")
             }

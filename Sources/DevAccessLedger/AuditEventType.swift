@@ -58,10 +58,14 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
     /// A privacy switch was turned back on (by an admin or its `--for` running out), or a
     /// node's saved access was put back (`node_path` set).
     public static let switchOn = AuditEventType(rawValue: "switch_on")
+    /// devaccessd opened a device node for a granted caller and passed it the descriptor
+    /// (`open`, protocol version 7).
+    public static let deviceOpen = AuditEventType(rawValue: "device_open")
 
     public static let known: [AuditEventType] = [
         .request, .decision, .grant, .revoke, .reset, .expiry, .aclAdd, .aclRemove, .driftSeen,
         .driftRepaired, .hotplug, .runStart, .runEnd, .refused, .approvalQueued, .archived, .switchOff, .switchOn,
+        .deviceOpen,
     ]
 
     /// The journal MESSAGE_ID of this kind (32 lowercase hex digits).
@@ -85,6 +89,7 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
         case "archived": return "0b966baa54e94c0d924bf8055acb9e32"
         case "switch_off": return "6f1c2d0a9b7e4c38a5d14e2f7b90c3a1"
         case "switch_on": return "2a8e5b7c1d3f4a60b9e2c7d4f15a8e36"
+        case "device_open": return "7c4e1b9a2f6d4e8b9a3c5d7e1f2b4a68"
         default: return "b95fe832b30444da90797d1cb0c07840"
         }
     }

@@ -179,6 +179,7 @@ final class EnforcementWorker {
                 reconcile(triggers, hotplug: mail.hotplug, eventStarted: eventStarted)
                 rearm = true
             }
+            owner.ran(mail.jobs.map(\.name) + triggers)
             if rearm {
                 rearmExpiry()
                 watchHolders()

@@ -98,6 +98,8 @@ public final class LiveEnforcer: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let udev = UdevWatch()
     private let phase = Mutex(Phase.new)
+    /// Told after every run, with what caused it (status subscriptions fan out from here).
+    private let observers = Mutex<[@Sendable (String) -> Void]>([])
 
     enum Phase {
         case new, running, stopped
@@ -126,6 +128,19 @@ public final class LiveEnforcer: Sendable {
     }
 
     deinit { Socket.close(wakeDescriptor) }
+
+    /// Calls `observer` on the worker thread after each run (an operation handed to
+    /// `perform`, or a reconcile for hotplug, expiry, policy, process exit, ...) with its
+    /// causes, comma-separated. It must not block: the next run waits for it.
+    public func observe(_ observer: @escaping @Sendable (String) -> Void) {
+        observers.withLock { $0.append(observer) }
+    }
+
+    func ran(_ causes: [String]) {
+        guard !causes.isEmpty else { return }
+        let label = causes.joined(separator: ",")
+        for observer in observers.withLock({ $0 }) { observer(label) }
+    }
 
     /// Starts listening (udev first, so nothing plugged meanwhile is missed), runs the
     /// start-up reconcile and returns when it is done; the worker then keeps going on its

@@ -49,6 +49,10 @@ public final class BrokerService: RequestHandler {
     /// for an administrator (`maxOpenPromptsPerUser`, `maxWaitingPerUser`).
     let openPrompts: UserSlots
     let waitingClients: UserSlots
+    /// Connections subscribed to status changes (`subscribe`), at most a few per user.
+    let subscriptions: StatusSubscriptions
+    /// The `device_open` audit rows of each user per minute.
+    let opens: UserBudget
     /// Where `ask` is put to a person: the login terminal, when the broker can trust it.
     let consentChannel: @Sendable (Peer, UserIdentity) -> Result<ConsentChannel.Terminal, ConsentChannel.Unavailable> = {
         ConsentChannel.terminal(for: $0, user: $1)
@@ -76,6 +80,8 @@ public final class BrokerService: RequestHandler {
         waitingClients = UserSlots(limit: settings.maxWaitingPerUser)
         refusals = UserBudget(window: settings.auditWindow)
         changes = UserBudget(burst: settings.maxChangesPerMinute, window: .seconds(60))
+        subscriptions = StatusSubscriptions(limitPerUser: settings.maxSubscriptionsPerUser)
+        opens = UserBudget(burst: settings.maxAuditedOpensPerMinute, window: .seconds(60))
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
         if let enforcement {
@@ -101,6 +107,9 @@ public final class BrokerService: RequestHandler {
             }
             return read
         }
+        // Every change devaccessd makes or notices runs through the live enforcer:
+        // subscriptions hear of it there.
+        (enforcement as? LiveEnforcer)?.observe { [weak self] cause in self?.statusesChanged(cause: cause) }
     }
 
     /// Every standing decision, every recorded ACL entry and the policy, read at one moment.
@@ -130,6 +139,17 @@ public final class BrokerService: RequestHandler {
     /// including a status for a named user (which may be refused and audited), runs as
     /// a task on the handler threads.
     public func start(_ envelope: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange) {
+        if case .subscribe(let query) = envelope.request {
+            subscribe(query, envelope: envelope, peer: peer, exchange: exchange)
+            return
+        }
+        if case .open(let order) = envelope.request {
+            Task(executorPreference: executor) {
+                let (reply, descriptor) = await self.open(order, id: envelope.id, peer: peer)
+                exchange.finish(reply, passing: descriptor)
+            }
+            return
+        }
         if case .status(let query) = envelope.request, query.user == nil {
             gather(query.permissions ?? Permission.all) { reports, read in
                 let subject = self.identity(of: peer)
@@ -188,6 +208,10 @@ public final class BrokerService: RequestHandler {
             return .error(ProtocolError(.badMessage, context: "$.type", reason: "no program of this connection is running"))
         case .location(let query):
             return await location(query, id: envelope.id, peer: peer)
+        case .subscribe, .open:
+            // Both need the connection (`start`): pushed updates, a passed descriptor.
+            return .error(ProtocolError(.notImplemented, context: "$.type",
+                                        reason: "'\(envelope.request.type)' is served on a connection only"))
         }
     }
 

@@ -31,6 +31,12 @@ public struct RequestSettings: Sendable {
     /// Requests of one user that ask, queue or decide, and their own revokes, resets and
     /// withdraws, per minute; root and administrators are not limited.
     public var maxChangesPerMinute = 60
+    /// Status subscriptions (`subscribe`) one user holds at once; root and administrators
+    /// are not limited. Each costs an evaluation per change, so thousands must not be free.
+    public var maxSubscriptionsPerUser = 8
+    /// Device opens (`open`) of one user written to the audit trail per minute; more are
+    /// served and counted, and the next written one says how many were left out.
+    public var maxAuditedOpensPerMinute = 60
     /// The window over which a user's attempts that change nothing are counted (UserBudget).
     public var auditWindow: Duration = .seconds(60)
     /// Where the devaccess CLI is installed: a request the CLI carries is named after the

@@ -115,6 +115,11 @@ public final class BrokerServer: Sendable {
         var awaitingAnswer: Bool
         /// `run-started`: from now on the client's messages are `run-signal`s of the run.
         var relaysSignals = false
+        /// A subscription's `update`: a client that leaves them unread is closed rather
+        /// than buffered for without bound.
+        var update = false
+        /// Passed with the line's first byte (an `open`'s node); closed if never sent.
+        var descriptor: CInt?
     }
 
     /// Binds the socket now (so a caller can report readiness once this returns);
@@ -153,9 +158,11 @@ public final class BrokerServer: Sendable {
         _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
     }
 
-    func post(_ exchange: Exchange, _ line: [UInt8], final: Bool, awaitingAnswer: Bool, relaysSignals: Bool = false) {
+    func post(_ exchange: Exchange, _ line: [UInt8], final: Bool, awaitingAnswer: Bool, relaysSignals: Bool = false,
+              update: Bool = false, descriptor: CInt? = nil) {
         let completion = Completion(connection: exchange.connection, serial: exchange.serial, line: line, final: final,
-                                    awaitingAnswer: awaitingAnswer || relaysSignals, relaysSignals: relaysSignals)
+                                    awaitingAnswer: awaitingAnswer || relaysSignals, relaysSignals: relaysSignals,
+                                    update: update, descriptor: descriptor)
         mailbox.withLock { $0.completions.append(completion) }
         wake()
     }
@@ -543,8 +550,25 @@ public final class BrokerServer: Sendable {
 
         mutating func flush(_ connection: Connection) {
             while connection.hasOutput {
-                let result = connection.outbox.withUnsafeBytes { raw in
-                    Socket.send(connection.descriptor, UnsafeRawBufferPointer(rebasing: raw[connection.outboxOffset...]))
+                // A descriptor goes with the first byte of its reply: send up to that byte
+                // plainly, then that byte alone with the descriptor.
+                let passing = connection.outgoingDescriptors.first
+                let result: Result<Int, Errno>
+                if let passing, passing.position == connection.outboxOffset {
+                    result = connection.outbox.withUnsafeBytes { raw in
+                        DescriptorPassing.send(connection.descriptor, UnsafeRawBufferPointer(
+                            rebasing: raw[connection.outboxOffset..<connection.outboxOffset + 1]),
+                            descriptors: [passing.descriptor])
+                    }
+                    if case .success(1) = result {
+                        Socket.close(passing.descriptor)
+                        connection.outgoingDescriptors.removeFirst()
+                    }
+                } else {
+                    let end = passing?.position ?? connection.outbox.count
+                    result = connection.outbox.withUnsafeBytes { raw in
+                        Socket.send(connection.descriptor, UnsafeRawBufferPointer(rebasing: raw[connection.outboxOffset..<end]))
+                    }
                 }
                 switch result {
                 case .success(0):
@@ -621,6 +645,7 @@ public final class BrokerServer: Sendable {
             }
             detachExchange(connection, stopping ? .shutdown : .closed)
             connection.closeReceivedDescriptors()
+            connection.closeOutgoingDescriptors()
             Socket.close(connection.descriptor)
             if log.isEnabled(.debug) {
                 log.debug("client disconnected", ["connection": String(connection.id), "uid": String(connection.peer.uid)])
@@ -640,7 +665,17 @@ public final class BrokerServer: Sendable {
             for completion in completions {
                 // The client left meanwhile, or broke the conversation: nobody reads this.
                 guard let connection = connections[completion.connection], connection.exchange != nil,
-                      connection.exchangeSerial == completion.serial else { continue }
+                      connection.exchangeSerial == completion.serial else {
+                    if let descriptor = completion.descriptor { Socket.close(descriptor) }
+                    continue
+                }
+                if completion.update && connection.outboxFull {
+                    log.info("closing a subscriber that leaves its updates unread",
+                             ["uid": String(connection.peer.uid), "pid": String(connection.peer.pid),
+                              "unsent_bytes": String(connection.outbox.count - connection.outboxOffset)])
+                    close(connection)
+                    continue
+                }
                 if completion.final {
                     connection.inFlight = false
                     connection.awaitingAnswer = false
@@ -650,7 +685,7 @@ public final class BrokerServer: Sendable {
                     connection.awaitingAnswer = true
                     if completion.relaysSignals { connection.relayingSignals = true }
                 }
-                connection.enqueue(completion.line)
+                connection.enqueue(completion.line, passing: completion.descriptor)
                 flush(connection)
                 guard connections[completion.connection] != nil else { continue }
                 process(connection)

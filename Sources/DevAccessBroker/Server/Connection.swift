@@ -41,6 +41,15 @@ final class Connection {
     /// The request in flight is a running `run`: the client's messages are its `run-signal`s.
     var relayingSignals = false
 
+    /// Descriptors to pass (SCM_RIGHTS) with the outbox byte at `position` (an `opened`
+    /// reply's first), in order; closed here once sent, or when the connection closes.
+    var outgoingDescriptors: [(position: Int, descriptor: CInt)] = []
+
+    func closeOutgoingDescriptors() {
+        for passing in outgoingDescriptors { Glibc.close(passing.descriptor) }
+        outgoingDescriptors = []
+    }
+
     func closeReceivedDescriptors() {
         for descriptor in receivedDescriptors { Glibc.close(descriptor) }
         receivedDescriptors = []
@@ -70,11 +79,12 @@ final class Connection {
         return false
     }
 
-    func enqueue(_ line: [UInt8]) {
+    func enqueue(_ line: [UInt8], passing descriptor: CInt? = nil) {
         if outboxOffset > 0 && outboxOffset == outbox.count {
             outbox.removeAll(keepingCapacity: true)
             outboxOffset = 0
         }
+        if let descriptor { outgoingDescriptors.append((position: outbox.count, descriptor: descriptor)) }
         outbox.append(contentsOf: line)
         outbox.append(0x0a)
     }

@@ -69,20 +69,28 @@ public final class Exchange: Sendable {
         guard !state.withLock({ $0.finished }) else { return }
         var relays = false
         if case .runStarted = reply { relays = true }
-        server.post(self, encode(reply), final: false, awaitingAnswer: awaitingAnswer, relaysSignals: relays)
+        var update = false
+        if case .update = reply { update = true }
+        server.post(self, encode(reply), final: false, awaitingAnswer: awaitingAnswer, relaysSignals: relays,
+                    update: update)
     }
 
     /// Sends the final reply; the connection goes on to its next request. Once only.
-    public func finish(_ reply: Reply) {
+    /// `passing`: a descriptor to hand the client with the reply's first byte (SCM_RIGHTS);
+    /// the exchange owns it from here and closes its copy once sent (or never sent).
+    public func finish(_ reply: Reply, passing descriptor: CInt? = nil) {
         let first = state.withLock { state -> Bool in
             defer { state.finished = true }
             state.listener = nil
             state.signalHandler = nil
             return !state.finished
         }
-        guard first else { return }
+        guard first else {
+            if let descriptor { Socket.close(descriptor) }
+            return
+        }
         closeUntakenDescriptors()
-        server.post(self, encode(reply), final: true, awaitingAnswer: false)
+        server.post(self, encode(reply), final: true, awaitingAnswer: false, descriptor: descriptor)
     }
 
     /// Calls `listener` once, with the next client event: the awaited answer, or the

@@ -47,6 +47,8 @@ public final class BrokerClient {
     private var framer = LineFramer(maxLineLength: BrokerProtocol.maxReplySize)
     private var nextID: Int64 = 1
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Descriptors that came with replies (an `opened`), not yet taken.
+    private var receivedDescriptors: [CInt] = []
 
     /// `$DEVACCESS_SOCKET` when set and not empty, else /run/devaccess/broker.sock.
     public static var configuredSocketPath: String {
@@ -63,7 +65,10 @@ public final class BrokerClient {
         descriptor = try Self.connect(socketPath, deadline: ContinuousClock.now + timeout, timeout: timeout)
     }
 
-    deinit { _ = Glibc.close(descriptor) }
+    deinit {
+        for passed in receivedDescriptors { _ = Glibc.close(passed) }
+        _ = Glibc.close(descriptor)
+    }
 
     // MARK: Requests
 
@@ -71,7 +76,7 @@ public final class BrokerClient {
     public func send(_ request: Request) throws(BrokerClientError) -> Reply {
         let id = nextID
         nextID += 1
-        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request))
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request, version: request.writtenVersion))
         line.append(0x0a)
         let deadline = ContinuousClock.now + timeout
         do {
@@ -137,6 +142,29 @@ public final class BrokerClient {
         }
     }
 
+    /// Version 7: has devaccessd open a node of a device the caller is granted; the
+    /// reply, and the descriptor that came with it (the caller owns it).
+    public func open(_ order: OpenOrder) throws(BrokerClientError) -> (OpenedReply, CInt) {
+        switch try send(.open(order)) {
+        case .opened(let reply):
+            let passed = takeDescriptors()
+            guard let first = passed.first else {
+                throw .badReply(path: socketPath, ProtocolError(.badMessage, context: "descriptors",
+                                reason: "an 'opened' reply came without the node's descriptor"))
+            }
+            for extra in passed.dropFirst() { _ = Glibc.close(extra) }
+            return (reply, first)
+        case .error(let error): throw .rejected(error)
+        case let other: throw unexpected(other, for: "open")
+        }
+    }
+
+    /// The descriptors replies brought (SCM_RIGHTS) since the last call; the caller owns them.
+    public func takeDescriptors() -> [CInt] {
+        defer { receivedDescriptors = [] }
+        return receivedDescriptors
+    }
+
     // MARK: Conversations (request)
 
     /// Sends `request` and returns its id without waiting; read its replies with
@@ -144,7 +172,7 @@ public final class BrokerClient {
     public func start(_ request: Request) throws(BrokerClientError) -> Int64 {
         let id = nextID
         nextID += 1
-        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request))
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request, version: request.writtenVersion))
         line.append(0x0a)
         try write(line, deadline: ContinuousClock.now + timeout)
         return id
@@ -363,9 +391,15 @@ public final class BrokerClient {
             }
             try Self.waitFor(descriptor, events: Int16(POLLIN), deadline: deadline, path: socketPath,
                              operation: "answer", timeout: timeout)
+            // recvmsg, not recv: a descriptor passed with a reply (`opened`) would otherwise
+            // be dropped by the kernel.
+            var passed = [CInt](repeating: -1, count: Int(DEVACCESS_MAX_PASSED_FDS))
+            var passedCount: CInt = 0
+            var truncated: CInt = 0
             let received = buffer.withUnsafeMutableBytes { raw in
-                recv(descriptor, raw.baseAddress, raw.count, 0)
+                devaccess_recv_with_fds(descriptor, raw.baseAddress, raw.count, 0, &passed, &passedCount, &truncated)
             }
+            receivedDescriptors += passed.prefix(Int(passedCount))
             if received > 0 {
                 buffer.withUnsafeBytes { raw in framer.append(UnsafeRawBufferPointer(rebasing: raw[0..<received])) }
                 continue

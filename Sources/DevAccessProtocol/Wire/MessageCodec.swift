@@ -57,6 +57,10 @@ public enum MessageCodec {
             members.append(JSONMember("signal", .integer(Int64(signal.signal))))
         case .location(let query):
             members += LocationCoding.encode(query)
+        case .subscribe(let query):
+            members += SubscriptionCoding.encode(query)
+        case .open(let order):
+            members += SubscriptionCoding.encode(order)
         }
         return JSONWriter.bytes(.object(members))
     }
@@ -135,6 +139,12 @@ public enum MessageCodec {
             case ("location", 6...):
                 request = .location(try LocationCoding.decode(&reader))
                 try reader.finish()
+            case ("subscribe", BrokerProtocol.subscriptionVersion...):
+                request = .subscribe(try SubscriptionCoding.decodeQuery(&reader))
+                try reader.finish()
+            case ("open", BrokerProtocol.subscriptionVersion...):
+                request = .open(try SubscriptionCoding.decodeOrder(&reader))
+                try reader.finish()
             case (_, 3...):
                 guard let administration = try AdministrationCoding.decode(type, &reader, version: version) else {
                     throw ProtocolError(.unknownType, context: "$.type",
@@ -143,7 +153,8 @@ public enum MessageCodec {
                                             + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
                                             + "audit-verify, audit-archive, audit-report, switch, switches"
                                             + (version >= 5 ? ", run, run-signal" : "")
-                                            + (version >= 6 ? ", location" : ""))
+                                            + (version >= 6 ? ", location" : "")
+                                            + (version >= BrokerProtocol.subscriptionVersion ? ", subscribe, open" : ""))
                 }
                 try reader.finish()
                 request = administration
@@ -206,6 +217,10 @@ public enum MessageCodec {
             members += RunCoding.encode(started)
         case .runEnded(let ended):
             members += RunCoding.encode(ended)
+        case .update(let update):
+            members += SubscriptionCoding.encode(update)
+        case .opened(let opened):
+            members += SubscriptionCoding.encode(opened)
         }
         return JSONWriter.bytes(.object(members))
     }
@@ -262,6 +277,10 @@ public enum MessageCodec {
                 reply = .runStarted(try RunCoding.decodeStarted(&reader))
             case ("run-ended", 5...):
                 reply = .runEnded(try RunCoding.decodeEnded(&reader))
+            case ("update", BrokerProtocol.subscriptionVersion...):
+                reply = .update(try SubscriptionCoding.decodeUpdate(&reader))
+            case ("opened", BrokerProtocol.subscriptionVersion...):
+                reply = .opened(try SubscriptionCoding.decodeOpened(&reader))
             default:
                 throw ProtocolError(.unknownType, context: "$.type",
                                     reason: "unknown reply type '\(type)' in protocol version \(version)")

@@ -16,10 +16,15 @@ import DevAccessCore
 /// it says `deny` (a version 2 or 3 `reject` still records a denial). Version 5 adds
 /// `run` (Run.swift): the broker starts a program with access for it. Version 6 adds
 /// `location` (Location.swift): the broker serves the position at the caller's grant.
+/// Version 7 adds `subscribe` (pushed `update`s of status changes) and `open` (the broker
+/// opens a device node for a granted caller and passes the descriptor), Subscription.swift.
 public enum BrokerProtocol {
     /// The version this build writes.
     public static let version: Int64 = 6
-    public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5, 6]
+    public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5, 6, 7]
+    /// The first version with `subscribe`/`update` and `open`/`opened`; the reference client
+    /// writes those two requests in it (and everything else in `version`).
+    public static let subscriptionVersion: Int64 = 7
     /// The first version with location levels (`accuracy` on `request`, `decide`, results,
     /// pending items and statuses), with `location`: an older broker refuses the member
     /// (strict decoding), so a level is never silently dropped; replies in older versions
@@ -91,6 +96,10 @@ public enum Request: Sendable, Hashable {
     case switches
     /// The machine's position at the caller's granted accuracy (version 6).
     case location(LocationQuery)
+    /// Status changes of the peer's user, pushed as `update`s until the client leaves (version 7).
+    case subscribe(SubscribeQuery)
+    /// A device node opened by the broker for the peer, passed as a descriptor (version 7).
+    case open(OpenOrder)
 
     public var type: String {
         switch self {
@@ -115,6 +124,17 @@ public enum Request: Sendable, Hashable {
         case .setSwitch: return "switch"
         case .switches: return "switches"
         case .location: return "location"
+        case .subscribe: return "subscribe"
+        case .open: return "open"
+        }
+    }
+
+    /// The version the reference client writes this request in: `version`, or for a
+    /// request that came later, the first version that has it.
+    public var writtenVersion: Int64 {
+        switch self {
+        case .subscribe, .open: return BrokerProtocol.subscriptionVersion
+        default: return BrokerProtocol.version
         }
     }
 }
@@ -202,6 +222,10 @@ public enum Reply: Sendable, Hashable {
     case runStarted(RunStartedReply)
     /// The program of a `run` exited (version 5).
     case runEnded(RunEndedReply)
+    /// Statuses that changed, for a `subscribe` (version 7); more follow.
+    case update(StatusUpdate)
+    /// The node an `open` opened; its descriptor came with the line (version 7).
+    case opened(OpenedReply)
 
     public var type: String {
         switch self {
@@ -216,13 +240,15 @@ public enum Reply: Sendable, Hashable {
         case .result: return "result"
         case .runStarted: return "run-started"
         case .runEnded: return "run-ended"
+        case .update: return "update"
+        case .opened: return "opened"
         }
     }
 
     /// Whether more replies to the same request follow this one.
     public var isInterim: Bool {
         switch self {
-        case .prompt, .queued, .runStarted: return true
+        case .prompt, .queued, .runStarted, .update: return true
         default: return false
         }
     }

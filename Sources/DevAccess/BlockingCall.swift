@@ -1,0 +1,65 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// Lets a task's cancellation reach a call blocked in the protocol client on another
+/// thread: cancelling shuts the call's socket down, which wakes its `poll(2)` at once;
+/// devaccessd sees the connection end (a prompt it had open closes).
+final class CallCancellation: Sendable {
+    private struct State {
+        var cancelled = false
+        var socket: CInt?
+    }
+
+    private let state = Mutex(State())
+
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// The socket the call blocks on now; shut down at once if the task is already cancelled.
+    func attach(_ socket: CInt) {
+        let cancelled = state.withLock { state -> Bool in
+            state.socket = socket
+            return state.cancelled
+        }
+        if cancelled { _ = shutdown(socket, CInt(SHUT_RDWR)) }
+    }
+
+    /// Before the socket is closed: a late cancellation must not shut down whatever file
+    /// gets the same descriptor number next.
+    func detach() {
+        state.withLock { $0.socket = nil }
+    }
+
+    func cancel() {
+        state.withLock { state in
+            state.cancelled = true
+            // Under the lock, so `detach` (and the close after it) cannot come in between.
+            if let socket = state.socket { _ = shutdown(socket, CInt(SHUT_RDWR)) }
+        }
+    }
+}
+
+/// Runs `body`, which blocks on devaccessd's socket, on a thread of its own (never on the
+/// cooperative pool, which a wait for a person would starve), and makes the calling
+/// task's cancellation wake it.
+func offload<Value: Sendable>(
+    _ body: @escaping @Sendable (CallCancellation) throws(DeviceAccessError) -> Value
+) async throws(DeviceAccessError) -> Value {
+    let cancellation = CallCancellation()
+    let result: Result<Value, DeviceAccessError> = await withTaskCancellationHandler {
+        await withCheckedContinuation { continuation in
+            let thread = Thread {
+                do throws(DeviceAccessError) {
+                    continuation.resume(returning: .success(try body(cancellation)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            thread.name = "DevAccess call"
+            thread.start()
+        }
+    } onCancel: {
+        cancellation.cancel()
+    }
+    return try result.get()
+}

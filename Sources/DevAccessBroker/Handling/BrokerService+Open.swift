@@ -1,0 +1,112 @@
+import Foundation
+import DevAccessCore
+import DevAccessSystem
+import DevAccessLedger
+import DevAccessEnforcement
+import DevAccessProtocol
+
+/// `open` (version 7): the portal model. devaccessd opens a node of a device the peer's
+/// user holds a grant for and passes the descriptor, so the program needs no ACL entry.
+/// The device is named by its id from `status`; the node is one devaccessd's own fresh
+/// probe lists for that device, checked again on the descriptor after the open.
+extension BrokerService {
+    /// The reply, and the descriptor to pass with it (nil when refused).
+    func open(_ order: OpenOrder, id: Int64, peer: Peer) async -> (Reply, CInt?) {
+        let subject = identity(of: peer)
+        let principal = Principal(uid: subject.uid, name: subject.name)
+        func refused(_ reason: String) -> (Reply, CInt?) {
+            (refuse("open", id: id, peer: peer, subject: principal, reason: reason), nil)
+        }
+        func badArgument(_ reason: String) -> (Reply, CInt?) {
+            (.error(ProtocolError(.badArgument, context: "$.device", reason: reason)), nil)
+        }
+        let (reports, read) = await gathered([order.permission])
+        guard let report = reports.first(where: { $0.permission == order.permission }),
+              let device = report.devices.first(where: { $0.id == order.device }) else {
+            return badArgument("no \(order.permission) device '\(order.device)' is present; 'status' lists the devices")
+        }
+        guard case .nodes = device.route, !device.nodes.isEmpty else {
+            return badArgument("\(order.permission) is served by devaccessd, not opened: ask for it with 'location'")
+        }
+        let node: DeviceNode
+        if let path = order.node {
+            guard let named = device.nodes.first(where: { $0.path == path }) else {
+                return badArgument("'\(path)' is not a node of device '\(device.id)'; its nodes: "
+                    + device.nodes.map(\.path).joined(separator: ", "))
+            }
+            node = named
+        } else {
+            node = device.nodes[0]
+        }
+        let access = order.access ?? node.required
+        guard node.required.isSuperset(of: access) else {
+            return badArgument("\(node.path) is used with \(node.required.symbolic) access; '\(access.symbolic)' is more "
+                + "than it needs")
+        }
+        if let off = read.switchedOff(order.permission) {
+            return refused("\(order.permission) is switched off for everyone" + (off.reason.isEmpty ? "" : ": \(off.reason)"))
+        }
+        let status = statuses(for: subject, reports: [report], read: read).first
+        if status?.status == .restricted {
+            return refused("the policy forbids \(order.permission) for \(subject.name); nothing was opened")
+        }
+        // What allows it: the newest decision for the device (as the enforcer applies them),
+        // else, with nothing decided, the user's own access to every node of it (a group, an
+        // ACL entry devaccess did not make): opening for them then gives nothing new. A
+        // denial outweighs such access.
+        let now = Date()
+        let active = read.grants.filter { $0.isActive(at: now) }
+        let decision = Decisions(active: active).decision(uid: subject.uid, permission: order.permission,
+                                                          deviceID: device.id)
+        let ownAccess = status?.devices.first { $0.device.id == device.id }?.usable == true
+        switch decision?.decision {
+        case .allow?:
+            break
+        case .deny?:
+            return refused("\(describe(peer)) is denied \(order.permission) on device '\(device.id)' ("
+                + "\(decision.map(Decisions.describe) ?? "a decision")); nothing was opened")
+        case nil where ownAccess:
+            break
+        case nil:
+            return refused("\(describe(peer)) holds no grant for \(order.permission) on device '\(device.id)'; "
+                + "request it first (DeviceAccess.request, 'devaccess request \(order.permission)')")
+        }
+        guard let facts = node.facts else {
+            return badArgument("\(node.path) cannot be examined now; nothing was opened")
+        }
+        let descriptor: CInt
+        do {
+            descriptor = try NodeOpener.open(node.path, access: access, major: facts.major, minor: facts.minor)
+        } catch {
+            return (.error(ProtocolError(.internal, context: "open", reason: error.description)), nil)
+        }
+        auditOpen(peer: peer, subject: principal, device: device, node: node.path, access: access, grant: decision)
+        return (.opened(OpenedReply(permission: order.permission, device: device.id, node: node.path, access: access)),
+                descriptor)
+    }
+
+    /// One `device_open` event per open, up to the user's budget a minute (the rest are
+    /// counted and the next written one says how many were left out).
+    /// `grant` nil: the user's own access to the nodes allowed it (`basis=own-access`).
+    private func auditOpen(peer: Peer, subject: Principal, device: Device, node: String, access: AccessMode,
+                           grant: Grant?) {
+        guard case .record(let leftOut) = opens.admit(peer.accountable), let ledger else { return }
+        var details = ["access": access.symbolic, "pid": String(peer.pid)]
+        if let grant {
+            details["grant"] = String(grant.id)
+            details["basis"] = "grant"
+        } else {
+            details["basis"] = "own-access"
+        }
+        if leftOut > 0 { details[Self.notRecordedKey] = String(leftOut) }
+        let actor = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
+        let event = AuditEvent(type: .deviceOpen, actor: actor, subject: subject, permission: device.permission,
+                               deviceID: device.id, deviceName: device.name, program: peer.program, nodePath: node,
+                               details: details)
+        do {
+            try ledger.append(event)
+        } catch {
+            log.error("could not record a device open in the ledger", ["error": error.description])
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import Testing
+import DevAccessCore
+@testable import DevAccessProtocol
+
+/// Version 7: `subscribe`/`update` and `open`/`opened`, both directions, as strict as the rest.
+struct SubscriptionCodingTests {
+    func rejection(_ text: String) -> ProtocolError? {
+        do {
+            _ = try MessageCodec.decodeRequest(Array(text.utf8))
+            return nil
+        } catch {
+            return error.error
+        }
+    }
+
+    @Test func requestsRoundTripInVersion7() throws {
+        let requests: [Request] = [
+            .subscribe(SubscribeQuery()), .subscribe(SubscribeQuery(permissions: [.camera, .location])),
+            .open(OpenOrder(permission: .camera, device: "camera:x")),
+            .open(OpenOrder(permission: .microphone, device: "microphone:card0", node: "/dev/snd/pcmC0D0c",
+                            access: .read)),
+        ]
+        for request in requests {
+            #expect(request.writtenVersion == 7)
+            let envelope = RequestEnvelope(id: 5, request: request, version: request.writtenVersion)
+            #expect(try MessageCodec.decodeRequest(MessageCodec.encode(envelope)) == envelope)
+        }
+        #expect(Request.hello.writtenVersion == BrokerProtocol.version)
+    }
+
+    @Test func repliesRoundTrip() throws {
+        let status = PermissionStatus(permission: .camera, status: .authorized, devices: [],
+                                      reasons: [Reason(.summary, "alice can use all 1 camera device(s)")])
+        let replies: [Reply] = [
+            .update(StatusUpdate(user: "alice", uid: 1000, cause: "decide", permissions: [status])),
+            .opened(OpenedReply(permission: .camera, device: "camera:x", node: "/dev/video0", access: .readWrite)),
+        ]
+        for reply in replies {
+            let envelope = ReplyEnvelope(id: 5, reply: reply, version: 7)
+            #expect(try MessageCodec.decodeReply(MessageCodec.encode(envelope)) == envelope)
+        }
+        #expect(Reply.update(StatusUpdate(user: "a", uid: 1, cause: "c", permissions: [])).isInterim)
+    }
+
+    @Test func olderVersionsAndBadFieldsAreRefused() {
+        #expect(rejection(#"{"version":6,"id":1,"type":"subscribe"}"#)?.code == .unknownType)
+        #expect(rejection(#"{"version":6,"id":1,"type":"open","permission":"camera","device":"d"}"#)?.code == .unknownType)
+        #expect(rejection(#"{"version":7,"id":1,"type":"subscribe","every":5}"#)?.code == .badMessage)
+        #expect(rejection(#"{"version":7,"id":1,"type":"subscribe","permissions":[]}"#)?.code == .badMessage)
+        #expect(rejection(#"{"version":7,"id":1,"type":"open","permission":"camera","device":"d","access":"rwx"}"#)?
+            .context == "$.access")
+        #expect(rejection(#"{"version":7,"id":1,"type":"open","permission":"camera","device":"d","access":"---"}"#)?
+            .code == .badMessage)
+        #expect(rejection(#"{"version":7,"id":1,"type":"open","permission":"camera"}"#)?.code == .badMessage)
+        #expect(rejection(#"{"version":7,"id":1,"type":"open","permission":"speaker","device":"d"}"#)?.code
+            == .unknownPermission)
+    }
+}
