@@ -55,4 +55,25 @@ struct SubscriptionCodingTests {
         #expect(rejection(#"{"version":7,"id":1,"type":"open","permission":"speaker","device":"d"}"#)?.code
             == .unknownPermission)
     }
+
+    /// audit-report's `timeline`, `wait` and `archives` are version 7's: written in 7 when
+    /// used, refused as unknown members in an older message, so an older broker never
+    /// answers a follow or an archive report as if it had not been asked.
+    @Test func auditReportsNewMembersAreVersion7() throws {
+        let plain = Request.auditReport(AuditReportQuery(mode: .events))
+        #expect(plain.writtenVersion == BrokerProtocol.version)
+        for query in [AuditReportQuery(mode: .events, waitSeconds: 25), AuditReportQuery(mode: .events, timeline: true),
+                      AuditReportQuery(mode: .summary, archives: ["/var/lib/devaccess/archive-1.db"])] {
+            let request = Request.auditReport(query)
+            #expect(request.writtenVersion == 7)
+            let envelope = RequestEnvelope(id: 3, request: request, version: request.writtenVersion)
+            #expect(try MessageCodec.decodeRequest(MessageCodec.encode(envelope)) == envelope)
+        }
+        #expect(rejection(#"{"version":6,"id":1,"type":"audit-report","mode":"events","wait":5}"#)?.context == "$.wait")
+        #expect(rejection(#"{"version":6,"id":1,"type":"audit-report","mode":"events","timeline":true}"#)?.context
+                == "$.timeline")
+        #expect(rejection(#"{"version":6,"id":1,"type":"audit-report","mode":"summary","archives":["/a"]}"#)?.context
+                == "$.archives")
+        #expect(rejection(#"{"version":7,"id":1,"type":"audit-report","mode":"events","wait":5}"#) == nil)
+    }
 }

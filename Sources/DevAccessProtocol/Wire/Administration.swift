@@ -379,13 +379,13 @@ enum AdministrationCoding {
             let before = try reader.integer("before", in: 0...maxMilliseconds)
             return .auditArchive(AuditArchiveOrder(beforeMilliseconds: before, to: try optionalPath("to", &reader)))
         case "audit-report":
-            return .auditReport(try auditReport(&reader))
+            return .auditReport(try auditReport(&reader, version: version))
         default:
             return nil
         }
     }
 
-    private static func auditReport(_ reader: inout ObjectReader) throws(ProtocolError) -> AuditReportQuery {
+    private static func auditReport(_ reader: inout ObjectReader, version: Int64) throws(ProtocolError) -> AuditReportQuery {
         let mode = try reader.word("mode", AuditReportQuery.Mode.allCases.map { ($0.rawValue, $0) })
         let since = try reader.optionalInteger("since", in: 0...maxMilliseconds)
         let until = try reader.optionalInteger("until", in: 0...maxMilliseconds)
@@ -404,6 +404,10 @@ enum AdministrationCoding {
         let verify = try reader.optional("verify").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("verify"))
         } ?? true
+        // Version 7's members: in an older message they are unknown, and strictly refused.
+        guard version >= BrokerProtocol.subscriptionVersion else {
+            return try query(timeline: false, wait: nil, archives: [])
+        }
         let timeline = try reader.optional("timeline").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("timeline"))
         } ?? false
@@ -416,13 +420,16 @@ enum AdministrationCoding {
             }
             return text
         } ?? []
-        if mode == .event && event == nil {
-            throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
+        return try query(timeline: timeline, wait: wait, archives: archives)
+        func query(timeline: Bool, wait: Int64?, archives: [String]) throws(ProtocolError) -> AuditReportQuery {
+            if mode == .event && event == nil {
+                throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
+            }
+            return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
+                                    program: program, permission: permission, device: device, types: types,
+                                    after: after, limit: limit, event: event, verify: verify, timeline: timeline,
+                                    waitSeconds: wait, archives: archives)
         }
-        return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
-                                program: program, permission: permission, device: device, types: types,
-                                after: after, limit: limit, event: event, verify: verify, timeline: timeline,
-                                waitSeconds: wait, archives: archives)
     }
 
     private static func name(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String {

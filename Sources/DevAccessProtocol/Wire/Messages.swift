@@ -22,8 +22,9 @@ public enum BrokerProtocol {
     /// The version this build writes.
     public static let version: Int64 = 6
     public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5, 6, 7]
-    /// The first version with `subscribe`/`update` and `open`/`opened`; the reference client
-    /// writes those two requests in it (and everything else in `version`).
+    /// The first version with `subscribe`/`update`, `open`/`opened` and audit-report's
+    /// `timeline`, `wait` and `archives`; the reference client writes those in it (and
+    /// everything else in `version`).
     public static let subscriptionVersion: Int64 = 7
     /// The first version with location levels (`accuracy` on `request`, `decide`, results,
     /// pending items and statuses), with `location`: an older broker refuses the member
@@ -134,6 +135,9 @@ public enum Request: Sendable, Hashable {
     public var writtenVersion: Int64 {
         switch self {
         case .subscribe, .open: return BrokerProtocol.subscriptionVersion
+        // Version 7's members of audit-report; without them it stays readable by older brokers.
+        case .auditReport(let query) where query.timeline || query.waitSeconds != nil || !query.archives.isEmpty:
+            return BrokerProtocol.subscriptionVersion
         default: return BrokerProtocol.version
         }
     }
