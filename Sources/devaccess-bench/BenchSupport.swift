@@ -124,11 +124,25 @@ enum BenchEvents {
     static let actor = Principal(uid: 0, name: "root")
     static let subject = Principal(uid: 1000, name: "alice")
 
+    /// A request, its allow (a grant, numbered as the broker numbers them), a request, and
+    /// the revoke of that grant, in turn: the HTML report then draws the grants as bars
+    /// (up to its cap), as it would on a real ledger.
     static func event(_ n: Int) -> AuditEvent {
-        AuditEvent(type: n.isMultiple(of: 2) ? .request : .decision, time: Date(), actor: actor, subject: subject,
-                   permission: .camera, deviceID: "camera:pci-0000:00:14.0-usb-0:1:1.0-video-index0",
-                   deviceName: "Integrated Camera", program: "/usr/bin/cheese", nodePath: "/dev/video0",
-                   details: ["n": String(n), "how": "consent", "scope": "until"])
+        let type: AuditEventType
+        var details = ["n": String(n)]
+        switch n % 4 {
+        case 1:
+            type = .decision
+            details.merge(["decision": "allow", "how": "consent", "scope": "until", "grant_id": String(n)]) { $1 }
+        case 3:
+            type = .revoke
+            details["grant_id"] = String(n - 2)
+        default:
+            type = .request
+        }
+        return AuditEvent(type: type, time: Date(), actor: actor, subject: subject, permission: .camera,
+                          deviceID: "camera:pci-0000:00:14.0-usb-0:1:1.0-video-index0", deviceName: "Integrated Camera",
+                          program: "/usr/bin/cheese", nodePath: "/dev/video0", details: details)
     }
 }
 

@@ -1453,8 +1453,68 @@ def check_switch(c):
             c.timing[key] = int(t)
 
 
+def ppm_colours(path):
+    """A binary PPM (P6, maxval 255) -> (width, height, number of distinct colours), or None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields, pos = [], 0
+    while len(fields) < 4 and pos < len(data):
+        while pos < len(data) and data[pos:pos + 1].isspace():
+            pos += 1
+        if data[pos:pos + 1] == b"#":
+            pos = data.index(b"\n", pos) + 1
+            continue
+        end = pos
+        while end < len(data) and not data[end:end + 1].isspace():
+            end += 1
+        fields.append(data[pos:end])
+        pos = end
+    if len(fields) < 4 or fields[0] != b"P6" or fields[3] != b"255":
+        return None
+    width, height = int(fields[1]), int(fields[2])
+    pixels = data[pos + 1:]
+    if len(pixels) != width * height * 3:
+        return None
+    colours = {pixels[i:i + 3] for i in range(0, len(pixels), 3 * 7)}
+    return width, height, len(colours)
+
+
+def check_snapshot(c):
+    inv = Inventory(c, "inv")
+    check_kernel_sanity(c, inv, cameras=1, mic_count=2)
+    cam = next(iter(sorted(inv.cameras)), None)
+    if not c.expect(cam is not None, "kernel: vivid made a *-vid-cap node"):
+        return
+    c.expect(c.rc("daemon-ready") == 0, "devaccessd answers", c.stderr_tail("daemon-ready"))
+    # p0: no grant, no terminal to ask on.
+    c.expect(c.rc("p0-snapshot") == 77, "[p0] snapshot without a grant exits 77",
+             f"exit {c.rc('p0-snapshot')}; stderr {c.stderr_tail('p0-snapshot')}")
+    c.expect(c.text("p0-written.out") is None, "[p0] snapshot without a grant writes nothing")
+    opens = parse_opens(c.text("p0-opens.tsv")).get(cam, {})
+    c.expect(bool(opens) and not permitted(opens.get("read", "")), f"[p0] vmuser cannot open {cam} itself", opens)
+    # p1: granted; devaccessd opens the node and passes the descriptor.
+    c.expect(c.rc("p1-grant") == 0, "[p1] grant camera to vmuser exits 0", c.stderr_tail("p1-grant"))
+    c.expect(c.rc("p1-snapshot") == 0, "[p1] snapshot with a grant exits 0",
+             f"exit {c.rc('p1-snapshot')}; stdout {(c.text('p1-snapshot.out') or '').strip()[:200]!r}; "
+             f"stderr {c.stderr_tail('p1-snapshot')}")
+    shape = ppm_colours(c.path("p1.ppm"))
+    if c.expect(shape is not None, "[p1] snapshot wrote a PPM (P6, 8 bits)", shape):
+        width, height, colours = shape
+        c.expect(width > 0 and height > 0 and colours > 1,
+                 "[p1] the frame is vivid's test pattern, not one colour", f"{width}x{height}, {colours} colours sampled")
+    audit = c.text("p1-audit.out") or ""
+    c.expect(c.rc("p1-audit") == 0 and "device_open" in audit and cam in audit,
+             f"[p1] the open of {cam} is audited (device_open)", audit[-300:])
+    daemon_rc = (c.text("daemon.rc") or "").strip()
+    c.expect(daemon_rc == "0", "devaccessd exits 0 on SIGTERM at the end",
+             f"exit {daemon_rc!r}; log: {(c.text('daemon.log') or '')[-600:]}")
+
+
 SCENARIOS = {"single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
-             "gate": check_gate, "run": check_run, "switch": check_switch}
+             "gate": check_gate, "run": check_run, "switch": check_switch, "snapshot": check_snapshot}
 
 
 def read_timing(c):
