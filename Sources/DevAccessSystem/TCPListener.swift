@@ -128,7 +128,9 @@ public final class TCPListener: Sendable {
     public let descriptor: Int32
     public let address: TCPAddress
 
-    public init(_ address: TCPAddress, backlog: Int32 = 64) throws(Errno) {
+    public static let defaultBacklog: Int32 = 64
+
+    public init(_ address: TCPAddress, backlog: Int32 = TCPListener.defaultBacklog) throws(Errno) {
         let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
                             | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .current }

@@ -264,7 +264,9 @@ public final class GpsdCompatibleServer: Sendable {
     /// Takes every waiting connection; returns the new clients' descriptors.
     private func acceptAll(_ listener: TCPListener, into clients: inout [Int32: Client]) -> [Int32] {
         var new: [Int32] = []
-        while true {
+        // At most a listen backlog's worth a turn: connecting in a flood cannot keep the loop
+        // accepting while the clients it has wait; the rest are taken next turn.
+        for _ in 0..<TCPListener.defaultBacklog {
             let accepted: AcceptedTCP
             do {
                 guard let next = try listener.accept() else { return new }
@@ -302,6 +304,7 @@ public final class GpsdCompatibleServer: Sendable {
                                                   accountable: accountable)
             new.append(accepted.descriptor)
         }
+        return new
     }
 
     /// Who owns the client's socket. A redirected client is looked up at the port it came
