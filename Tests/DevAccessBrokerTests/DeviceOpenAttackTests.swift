@@ -304,5 +304,84 @@ struct DeviceOpenAttackTests {
         #expect(fcntl(fd, F_GETFL) & O_NONBLOCK == 0, "the descriptor was left non-blocking")
         Glibc.close(fd)
     }
+
+    /// Opens the camera again and again on one connection (reading each reply), reports
+    /// after the first descriptor, then notes for each later open whether file argv[2]
+    /// existed when it was sent; reports again after 30 opens sent once it existed.
+    static let openLoop = """
+        import socket, sys, json, os, time, array
+        path, marker = sys.argv[1], sys.argv[2]
+        msg = b'{"version":7,"id":1,"type":"open","permission":"camera","device":"camera:test-video-index0"}\\n'
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(20)
+        s.connect(path)
+        counts = {"before": 0, "after_opened": 0, "after_refused": 0}
+        start = time.time()
+        while time.time() - start < 60 and counts["after_opened"] + counts["after_refused"] < 30:
+            after = os.path.exists(marker)
+            s.sendall(msg)
+            buf, fds = b"", []
+            while not buf.endswith(b"\\n"):
+                d, anc, _, _ = s.recvmsg(65536, socket.CMSG_SPACE(16))
+                for level, kind, payload in anc:
+                    fds += array.array("i", payload[:len(payload) - len(payload) % 4]).tolist()
+                if not d: break
+                buf += d
+            for fd in fds: os.close(fd)
+            opened = json.loads(buf).get("type") == "opened" or bool(fds)
+            if not after:
+                counts["before"] += opened
+                if counts["before"] == 1 and opened: print(json.dumps({"started": True}), flush=True)
+            else:
+                counts["after_opened" if opened else "after_refused"] += 1
+        print(json.dumps(counts), flush=True)
+        time.sleep(60)
+        """
+
+    /// Racing a revoke: opens stream in while the grant is revoked. Every open that arrives
+    /// after the revoke was answered is refused (the decision is read fresh for each open,
+    /// never from a read that began before it).
+    @Test func noOpenSucceedsOnceTheRevokeIsAnswered() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+        let mallory = try TestUser("openrace")
+        let marks = try TemporaryDirectory()
+        let marker = marks.path + "/revoked"
+        #expect(try TestProcess.devaccess(["grant", "camera", "--user", mallory.name] + setup.socket).status == 0)
+        let loop = try mallory.background(Self.openLoop, [setup.daemon.socketPath, marker], reportWithin: 30)
+        defer { loop.stop() }
+        #expect(loop.report["started"] as? Bool == true, "\(loop.report)")
+        usleep(200_000)
+        #expect(try TestProcess.devaccess(["revoke", "camera", "--user", mallory.name] + setup.socket).status == 0)
+        #expect(FileManager.default.createFile(atPath: marker, contents: nil))
+        let counts = try #require(try loop.nextReport(timeout: 60))
+        #expect((counts["before"] as? Int ?? 0) >= 1, "\(counts)")
+        #expect(counts["after_opened"] as? Int == 0 && counts["after_refused"] as? Int == 30,
+                "opens succeeded after the revoke was answered: \(counts)")
+    }
+
+    /// A subscriber that reads nothing (its socket full) cannot hold up devaccessd's
+    /// enforcement: updates are posted to the event loop, never written by the enforcement
+    /// worker, so another user's grant is applied as the CLI returns while the deaf
+    /// subscriber still waits to be closed.
+    @Test func aDeafSubscriberDoesNotDelayEnforcement() throws {
+        let carol = try TestUser("subdelayadm")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n[microphone]\nDefault=ask\n", admins: [carol])
+        let mallory = try TestUser("subdelay")
+        let erin = try TestUser("subdelayed")
+        let deaf = try mallory.background(StatusSubscriptionTests.deafSubscriber, [setup.daemon.socketPath])
+        defer { deaf.stop() }
+        #expect(deaf.report["first"] as? String == "update", "\(deaf.report)")
+        let admin = try setup.daemon.client()
+        for round in 0..<40 {
+            let permission: Permission = round % 2 == 0 ? .camera : .microphone
+            _ = try admin.perform(.decide(DecisionOrder(allow: true, permission: permission, user: mallory.name)))
+            _ = try admin.perform(.revoke(RevokeOrder(permission: permission, user: mallory.name)))
+        }
+        #expect(try TestProcess.devaccess(["grant", "camera", "--user", erin.name] + setup.socket).status == 0)
+        let deadline = Date().addingTimeInterval(5)
+        while try !erin.canOpen(setup.camera, .readWrite) && Date() < deadline { usleep(50_000) }
+        #expect(try erin.canOpen(setup.camera, .readWrite), "erin's grant was not applied within 5 s")
+        #expect(try admin.hello().server.hasPrefix("devaccessd"))
+    }
 }
 
