@@ -67,7 +67,13 @@ final class Connection {
     /// Replies owed but unsent, beyond which nothing more is read or answered (one reply
     /// may be larger: it is queued whole).
     static let outboxLimit = 64 * 1024
-    var outboxFull: Bool { outbox.count - outboxOffset >= Connection.outboxLimit }
+    /// Nothing more is read or answered: 64 KiB of replies wait, or a descriptor not yet
+    /// passed does. Each unsent descriptor is a file open in devaccessd, so a client that
+    /// pipelines `open`s and reads no reply holds one here, not one per queued reply
+    /// (hundreds a connection, devaccessd's whole descriptor limit over a user's connections).
+    var outboxFull: Bool {
+        outbox.count - outboxOffset >= Connection.outboxLimit || !outgoingDescriptors.isEmpty
+    }
 
     var isOpen: Bool {
         if case .open = phase { return true }
