@@ -146,7 +146,15 @@ struct GpsdWatcherTests {
         #expect(again.mode == 3 && abs((again.latitude ?? 0) - 48.1173) < 1e-6, "\(again) \(watcher.snapshot())")
         #expect(watcher.snapshot().connected && watcher.snapshot().problem == nil)
 
-        let seen = events.all
+        // The handler hears of a change just after the state has it (outside the lock): the
+        // 3D fix's event may still be on its way when the state shows it.
+        let deadline = ContinuousClock.now.advanced(by: Self.patience)
+        var seen = events.all
+        while !seen.contains(where: { if case .fixModeChanged(device, _, .threeD) = $0 { true } else { false } }),
+              ContinuousClock.now < deadline {
+            usleep(10_000)
+            seen = events.all
+        }
         let connects = seen.filter { if case .connected = $0 { return true } else { return false } }
         #expect(connects.count >= 2, "\(seen)")
         #expect(seen.contains(.receiverAdded(path: device)) && seen.contains(.receiverRemoved(path: device)), "\(seen)")
