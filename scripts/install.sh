@@ -32,21 +32,8 @@ case "${1:-}" in
     *) echo "install.sh: unknown argument '$1' (settings come from the environment; see --help)" >&2; exit 64 ;;
 esac
 
-PREFIX=${PREFIX:-/usr/local}
-PREFIX=${PREFIX%/}
-BINDIR=${BINDIR:-$PREFIX/bin}
-SBINDIR=${SBINDIR:-$PREFIX/sbin}
-MANDIR=${MANDIR:-$PREFIX/share/man}
-SYSCONFDIR=${SYSCONFDIR:-/etc}
-UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
-SYSUSERSDIR=${SYSUSERSDIR:-$PREFIX/lib/sysusers.d}
-TMPFILESDIR=${TMPFILESDIR:-$PREFIX/lib/tmpfiles.d}
-if [ -z "${UDEVRULESDIR:-}" ]; then
-    if [ "$PREFIX" = /usr ]; then UDEVRULESDIR=/usr/lib/udev/rules.d; else UDEVRULESDIR=$SYSCONFDIR/udev/rules.d; fi
-fi
-DATADIR=$PREFIX/share/devaccess
-DESTDIR=${DESTDIR:-}
-DESTDIR=${DESTDIR%/}
+# shellcheck source=install-paths.sh
+source "$here/install-paths.sh"
 BUILD_DIR=${BUILD_DIR:-$root/.build/release}
 
 say() { echo "install.sh: $*"; }
@@ -131,9 +118,9 @@ trap 'rm -f "$unit"; rm -rf "$completions"' EXIT
 for shell in bash zsh fish; do
     "$BUILD_DIR/devaccess" completion "$shell" > "$completions/$shell"
 done
-put 0644 "$completions/bash" "$PREFIX/share/bash-completion/completions/devaccess"
-put 0644 "$completions/zsh" "$PREFIX/share/zsh/site-functions/_devaccess"
-put 0644 "$completions/fish" "$PREFIX/share/fish/vendor_completions.d/devaccess.fish"
+put 0644 "$completions/bash" "${COMPLETIONDIRS[0]}/devaccess"
+put 0644 "$completions/zsh" "${COMPLETIONDIRS[1]}/_devaccess"
+put 0644 "$completions/fish" "${COMPLETIONDIRS[2]}/devaccess.fish"
 
 if [ -n "$DESTDIR" ]; then
     say "staged under $DESTDIR; nothing activated"

@@ -21,22 +21,9 @@ case "${1:-}" in
     *) echo "uninstall.sh: unknown argument '$1' (--purge; settings come from the environment)" >&2; exit 64 ;;
 esac
 
-PREFIX=${PREFIX:-/usr/local}
-PREFIX=${PREFIX%/}
-BINDIR=${BINDIR:-$PREFIX/bin}
-SBINDIR=${SBINDIR:-$PREFIX/sbin}
-MANDIR=${MANDIR:-$PREFIX/share/man}
-SYSCONFDIR=${SYSCONFDIR:-/etc}
-UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
-SYSUSERSDIR=${SYSUSERSDIR:-$PREFIX/lib/sysusers.d}
-TMPFILESDIR=${TMPFILESDIR:-$PREFIX/lib/tmpfiles.d}
-if [ -z "${UDEVRULESDIR:-}" ]; then
-    if [ "$PREFIX" = /usr ]; then UDEVRULESDIR=/usr/lib/udev/rules.d; else UDEVRULESDIR=$SYSCONFDIR/udev/rules.d; fi
-fi
-DATADIR=$PREFIX/share/devaccess
+# shellcheck source=install-paths.sh
+source "$here/install-paths.sh"
 STATEDIR=/var/lib/devaccess
-DESTDIR=${DESTDIR:-}
-DESTDIR=${DESTDIR%/}
 
 say() { echo "uninstall.sh: $*"; }
 warn() { echo "uninstall.sh: $*" >&2; }
@@ -105,9 +92,9 @@ for page in "$root"/docs/*.1 "$root"/docs/*.5 "$root"/docs/*.8; do
     [ -f "$page" ] || continue
     gone "$MANDIR/man${page##*.}/$(basename "$page")"
 done
-gone "$PREFIX/share/bash-completion/completions/devaccess"
-gone "$PREFIX/share/zsh/site-functions/_devaccess"
-gone "$PREFIX/share/fish/vendor_completions.d/devaccess.fish"
+gone "${COMPLETIONDIRS[0]}/devaccess"
+gone "${COMPLETIONDIRS[1]}/_devaccess"
+gone "${COMPLETIONDIRS[2]}/devaccess.fish"
 
 if $purge; then
     if [ -d "$DESTDIR$SYSCONFDIR/devaccess" ]; then
@@ -125,8 +112,7 @@ fi
 prune "$DATADIR/udev-rules" "$DATADIR" "$SYSCONFDIR/devaccess/nftables" "$SYSCONFDIR/devaccess"
 if [ -n "$DESTDIR" ]; then
     prune "$BINDIR" "$SBINDIR" "$UNITDIR" "$SYSUSERSDIR" "$TMPFILESDIR" "$UDEVRULESDIR" "$SYSCONFDIR/pam.d" \
-        "$MANDIR/man1" "$MANDIR/man5" "$MANDIR/man8" "$PREFIX/share/bash-completion/completions" \
-        "$PREFIX/share/zsh/site-functions" "$PREFIX/share/fish/vendor_completions.d" "$(dirname "$STATEDIR")"
+        "$MANDIR/man1" "$MANDIR/man5" "$MANDIR/man8" "${COMPLETIONDIRS[@]}" "$(dirname "$STATEDIR")"
 fi
 
 if [ -n "$DESTDIR" ]; then

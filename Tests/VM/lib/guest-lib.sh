@@ -156,3 +156,25 @@ wait_for_socket() {
 
 # mark NAME: note when a step starts (CLOCK_MONOTONIC-ish guest uptime, s).
 mark() { printf '%s\t%s\n' "$1" "$(uptime_s)" >>"$OUT/marks.tsv"; log "$1"; }
+
+# start_daemon NAME: devaccessd (beside $VM_BIN) on the scenario's $STATE, $SOCK and $CONF,
+# as the unit starts it, logging to $OUT/daemon.log; ready when `pending` answers (that
+# answer recorded as NAME).
+start_daemon() {
+  "$(dirname "$VM_BIN")/devaccessd" --state-dir "$STATE" --socket "$SOCK" --config-dir "$CONF" \
+    --log-target stderr --gpsd 127.0.0.1:9 --gpsd-timeout 200 2>>"$OUT/daemon.log" </dev/null &
+  echo $! >"$OUT/daemon.pid"
+  for _ in $(seq 1 600); do
+    if da pending --socket "$SOCK" >/dev/null 2>&1; then break; fi
+    sleep 0.1
+  done
+  rec "$1" da pending --socket "$SOCK"
+}
+
+# stop_daemon NAME: SIGTERM to it; its exit status in $OUT/NAME.rc.
+stop_daemon() {
+  local rc=0
+  kill -TERM "$(cat "$OUT/daemon.pid")"
+  wait "$(cat "$OUT/daemon.pid")" || rc=$?
+  echo "$rc" >"$OUT/$1.rc"
+}

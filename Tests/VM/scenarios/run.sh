@@ -19,7 +19,6 @@ SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf
 MARKS=/run/devaccess-marks
 U=vmuser
-DAEMON=$(dirname "$VM_BIN")/devaccessd
 MIC=/dev/snd/pcmC0D0c
 
 cp "$VM_TREE/udev-rules/72-devaccess-deny-by-default.rules" /etc/udev/rules.d/
@@ -42,14 +41,7 @@ cp "$CONF/devaccess.conf" "$OUT/policy.conf"
 mkdir -p "$MARKS"
 chmod 1777 "$MARKS"
 
-"$DAEMON" --state-dir "$STATE" --socket "$SOCK" --config-dir "$CONF" --log-target stderr \
-  --gpsd 127.0.0.1:9 --gpsd-timeout 200 2>"$OUT/daemon.log" </dev/null &
-echo $! >"$OUT/daemon.pid"
-for _ in $(seq 1 600); do
-  if da pending --socket "$SOCK" >/dev/null 2>&1; then break; fi
-  sleep 0.1
-done
-rec daemon-ready da pending --socket "$SOCK"
+start_daemon daemon-ready
 
 # as_user CMD...: CMD as vmuser with its login groups, in a session of its own (no
 # terminal); SIGTERM after 150 s (devaccess relays it to the run's program), so a hung run
@@ -225,8 +217,5 @@ rec final-list da list --all --json --socket "$SOCK"
 rec final-audit da audit --format json --socket "$SOCK"
 rec final-verify da audit --verify --socket "$SOCK"
 cp -r "$MARKS" "$OUT/marks"
-kill -TERM "$(cat "$OUT/daemon.pid")"
-daemon_rc=0
-wait "$(cat "$OUT/daemon.pid")" || daemon_rc=$?
-echo "$daemon_rc" >"$OUT/daemon.rc"
+stop_daemon daemon
 mark finished

@@ -10,7 +10,6 @@ STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf
 U=vmuser
-DAEMON=$(dirname "$VM_BIN")/devaccessd
 SNAPSHOT=$(dirname "$VM_BIN")/snapshot
 SHOTS=/run/devaccess-shots
 
@@ -27,14 +26,7 @@ printf '%s\n' "[camera]" "Default=ask" >"$CONF/devaccess.conf"
 mkdir -p "$SHOTS"
 chmod 1777 "$SHOTS"
 
-"$DAEMON" --state-dir "$STATE" --socket "$SOCK" --config-dir "$CONF" --log-target stderr \
-  --gpsd 127.0.0.1:9 --gpsd-timeout 200 2>"$OUT/daemon.log" </dev/null &
-echo $! >"$OUT/daemon.pid"
-for _ in $(seq 1 600); do
-  if da pending --socket "$SOCK" >/dev/null 2>&1; then break; fi
-  sleep 0.1
-done
-rec daemon-ready da pending --socket "$SOCK"
+start_daemon daemon-ready
 
 as_user() { timeout -k 5 120 setsid -w setpriv --reuid="$U" --regid="$U" --init-groups -- "$@"; }
 snap() { as_user env DEVACCESS_SOCKET="$SOCK" "$SNAPSHOT" "$@"; }
@@ -50,8 +42,5 @@ rec p1-snapshot snap "$SHOTS/p1.ppm"
 [[ -e $SHOTS/p1.ppm ]] && cp "$SHOTS/p1.ppm" "$OUT/p1.ppm"
 rec p1-audit da audit --type device_open --format json --socket "$SOCK"
 
-kill -TERM "$(cat "$OUT/daemon.pid")"
-daemon_rc=0
-wait "$(cat "$OUT/daemon.pid")" || daemon_rc=$?
-echo "$daemon_rc" >"$OUT/daemon.rc"
+stop_daemon daemon
 mark finished

@@ -21,7 +21,6 @@ STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf
 MARKS=/run/devaccess-marks
-DAEMON=$(dirname "$VM_BIN")/devaccessd
 MIC=/dev/snd/pcmC0D0c
 USERS=(swvideo swgrant swacl)
 
@@ -39,23 +38,6 @@ mkdir -p "$CONF" "$MARKS"
 chmod 1777 "$MARKS"
 printf '%s\n' "[camera]" "Default=ask" "[microphone]" "Default=ask" >"$CONF/devaccess.conf"
 
-# start_daemon NAME: devaccessd on the test ledger, ready when `pending` answers.
-start_daemon() {
-  "$DAEMON" --state-dir "$STATE" --socket "$SOCK" --config-dir "$CONF" --log-target stderr \
-    --gpsd 127.0.0.1:9 --gpsd-timeout 200 2>>"$OUT/daemon.log" </dev/null &
-  echo $! >"$OUT/daemon.pid"
-  for _ in $(seq 1 600); do
-    if da pending --socket "$SOCK" >/dev/null 2>&1; then break; fi
-    sleep 0.1
-  done
-  rec "$1" da pending --socket "$SOCK"
-}
-stop_daemon() {
-  local rc=0
-  kill -TERM "$(cat "$OUT/daemon.pid")"
-  wait "$(cat "$OUT/daemon.pid")" || rc=$?
-  echo "$rc" >"$OUT/$1.rc"
-}
 as_user() {
   local u=$1
   shift
