@@ -93,3 +93,23 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// libFuzzer targets (docs/fuzzing.md), only in the manifest when DEVACCESS_FUZZ=1 so a plain
+// `swift build` and `swift test` never see them: they link only with -sanitize=fuzzer.
+// scripts/fuzz.sh builds them in .build/fuzz; each reaches internals with @testable import,
+// which needs the debug configuration (SwiftPM compiles it with -enable-testing).
+if Context.environment["DEVACCESS_FUZZ"] == "1" {
+    package.targets.append(.target(name: "FuzzSupport", path: "Fuzz/Support"))
+    let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
+        ("fuzz-protocol", ["DevAccessProtocol", "DevAccessCore"]),
+        ("fuzz-policy", ["DevAccessCore"]),
+        ("fuzz-gpsd-reports", ["DevAccessHardware", "DevAccessCore"]),
+        ("fuzz-time", ["DevAccessCLI", "DevAccessCore"]),
+        ("fuzz-gpsd-session", ["DevAccessBroker", "DevAccessProtocol", "DevAccessCore"]),
+    ]
+    for target in fuzzTargets {
+        package.targets.append(.executableTarget(name: target.name, dependencies: target.dependencies + ["FuzzSupport"],
+                                                 path: "Fuzz/Targets/\(target.name)"))
+        package.products.append(.executable(name: target.name, targets: [target.name]))
+    }
+}
