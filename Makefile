@@ -3,7 +3,7 @@
 SWIFT ?= swift
 BIN := .build/debug/devaccess
 
-.PHONY: all build status test unit-tests vm-tests clean
+.PHONY: all build status test unit-tests vm-tests fuzz fuzz-smoke clean
 
 all: build
 
@@ -20,6 +20,16 @@ vm-tests: build
 	Tests/VM/run-scenarios.sh --bin $(BIN)
 
 test: unit-tests vm-tests
+
+# libFuzzer targets (docs/fuzzing.md): each runs FUZZ_SECONDS (default 10 minutes);
+# fuzz-smoke is CI's 30-second form. Either fails on a build error, crash or leak.
+FUZZ_SECONDS ?= 600
+
+fuzz:
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+fuzz-smoke:
+	SWIFT=$(SWIFT) FUZZ_SECONDS=30 scripts/fuzz.sh
 
 clean:
 	rm -rf .build
