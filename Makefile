@@ -3,7 +3,7 @@
 SWIFT ?= swift
 BIN := .build/debug/devaccess
 
-.PHONY: all build status test unit-tests vm-tests fuzz fuzz-smoke clean
+.PHONY: all build release status test unit-tests vm-tests fuzz fuzz-smoke clean
 
 all: build
 
@@ -24,6 +24,11 @@ test: unit-tests vm-tests
 # libFuzzer targets (docs/fuzzing.md): each runs FUZZ_SECONDS (default 10 minutes);
 # fuzz-smoke is CI's 30-second form. Either fails on a build error, crash or leak.
 FUZZ_SECONDS ?= 600
+
+# The optimized build the benchmarks and scripts/install.sh use: whole-module
+# optimisation has found what the debug build did not (a missing import), so CI builds it.
+release:
+	$(SWIFT) build -c release
 
 fuzz:
 	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
