@@ -192,8 +192,7 @@ public final class Ledger: Sendable {
         throws(LedgerError) -> R
     {
         guard mode == .readWrite else { throw .readOnly(path: path, nil) }
-        // Events are kept in memory only for someone: a bulk import keeps none.
-        let keep = journal == .enabled || commits.isObserved
+        let keep = journal == .enabled
         let (result, recorded, appended) = try connection.withLock {
             (database: inout sending SQLiteDatabase) throws(LedgerError) -> sending (R, [RecordedAuditEvent], Int64?) in
             try database.transaction(immediate: true) { db throws(LedgerError) in
@@ -205,7 +204,7 @@ public final class Ledger: Sendable {
         }
         if journal == .enabled { JournalExporter.send(recorded) }
         if let appended { appends.appended(through: appended) }
-        commits.committed(recorded)
+        commits.committed()
         return result
     }
 }

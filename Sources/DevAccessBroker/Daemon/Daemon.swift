@@ -139,7 +139,7 @@ public enum Daemon {
         endpointLimits.recheckInterval = options.locationRecheck
         let gpsdEndpoint = options.locationPort.flatMap { service.gpsdEndpoint(port: $0, limits: endpointLimits) }
         // A revoke, an expiry, a switch or a policy edit ends a connection at once.
-        let endpointCommits = gpsdEndpoint.map { endpoint in ledger.commits.observe { _ in endpoint.recheckGrants() } }
+        let endpointCommits = gpsdEndpoint.map { endpoint in ledger.commits.observe { endpoint.recheckGrants() } }
         if let gpsdEndpoint {
             policies.observeReloads { gpsdEndpoint.recheckGrants() }
             gpsdEndpoint.start()
