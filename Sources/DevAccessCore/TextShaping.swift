@@ -18,25 +18,6 @@ extension StringProtocol {
     }
 }
 
-/// Decimal text with a fixed number of fraction digits, as `%.Nf` writes it (halves away
-/// from zero).
-public enum DecimalText {
-    public static func fixed(_ value: Double, digits: Int) -> String {
-        guard value.isFinite else { return value.isNaN ? "nan" : (value < 0 ? "-inf" : "inf") }
-        let digits = max(0, min(digits, 9))
-        var scale = 1.0
-        for _ in 0..<digits { scale *= 10 }
-        let scaled = (abs(value) * scale).rounded(.toNearestOrAwayFromZero)
-        guard scaled < 9.0e18 else { return String(value) }
-        let units = UInt64(scaled)
-        let whole = units / UInt64(scale)
-        let sign = value < 0 && units != 0 ? "-" : ""
-        guard digits > 0 else { return sign + String(whole) }
-        let fraction = String(units % UInt64(scale))
-        return sign + String(whole) + "." + String(repeating: "0", count: digits - fraction.count) + fraction
-    }
-}
-
 /// Orders names as people count: `video2` before `video10` (runs of ASCII digits compare
 /// as numbers, everything else byte by byte), as `ls -v` does.
 public enum NaturalOrder {
