@@ -3,7 +3,7 @@
 SWIFT ?= swift
 BIN := .build/debug/devaccess
 
-.PHONY: all build release status test unit-tests vm-tests fuzz fuzz-smoke clean
+.PHONY: all build release status test lint unit-tests vm-tests fuzz fuzz-smoke clean
 
 all: build
 
@@ -13,13 +13,17 @@ build:
 status: build
 	$(BIN) status
 
+# Product sources import no Foundation (start-up time; scripts/check-no-foundation.sh).
+lint:
+	scripts/check-no-foundation.sh
+
 unit-tests:
 	$(SWIFT) test
 
 vm-tests: build
 	Tests/VM/run-scenarios.sh --bin $(BIN)
 
-test: unit-tests vm-tests
+test: lint unit-tests vm-tests
 
 # libFuzzer targets (docs/fuzzing.md): each runs FUZZ_SECONDS (default 10 minutes);
 # fuzz-smoke is CI's 30-second form. Either fails on a build error, crash or leak.
@@ -27,8 +31,13 @@ FUZZ_SECONDS ?= 600
 
 # The optimized build the benchmarks and scripts/install.sh use: whole-module
 # optimisation has found what the debug build did not (a missing import), so CI builds it.
+# The Swift runtime is linked in (--static-swift-stdlib): no dynamic loading of it at every
+# start (docs/performance.md, "Start-up"). The linker's note about mktemp comes from the
+# toolchain's FoundationEssentials archive, not from devaccess.
 release:
 	$(SWIFT) build -c release
+	$(SWIFT) build -c release --static-swift-stdlib --product devaccess
+	$(SWIFT) build -c release --static-swift-stdlib --product devaccessd
 
 fuzz:
 	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh

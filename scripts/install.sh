@@ -14,7 +14,7 @@
 #                  udev does not read /usr/local]
 #   DESTDIR       [empty]  staging root for packaging; nothing is activated when set
 #   BUILD_DIR     [.build/release]  where the binaries are; built with
-#                 'swift build -c release' when missing and swift is on PATH
+#                 'swift build -c release --static-swift-stdlib' when missing and swift is on PATH
 #
 # Files in udev-rules/ ending in .rules are installed as active rules, except those
 # whose first lines say OPT-IN (deny-by-default); those and anything else there
@@ -47,10 +47,11 @@ fi
 # --- binaries -------------------------------------------------------------------
 if [ ! -x "$BUILD_DIR/devaccess" ] || [ ! -x "$BUILD_DIR/devaccessd" ]; then
     if command -v swift >/dev/null 2>&1 && [ "$BUILD_DIR" = "$root/.build/release" ]; then
-        say "building release binaries (swift build -c release)"
-        (cd "$root" && swift build -c release --product devaccess && swift build -c release --product devaccessd)
+        say "building release binaries (swift build -c release --static-swift-stdlib)"
+        (cd "$root" && swift build -c release --static-swift-stdlib --product devaccess \
+            && swift build -c release --static-swift-stdlib --product devaccessd)
     else
-        warn "no devaccess/devaccessd in $BUILD_DIR; build them first (swift build -c release) or set BUILD_DIR"
+        warn "no devaccess/devaccessd in $BUILD_DIR; build them first (make release) or set BUILD_DIR"
         exit 1
     fi
 fi

@@ -16,10 +16,15 @@
 #include <linux/sock_diag.h>
 #include <linux/inet_diag.h>
 #include <sys/fsuid.h>
+#include <sys/prctl.h>
 
 /* O_PATH is hidden behind _GNU_SOURCE, which a shim must not define (it clashes with
    SwiftGlibc); glibc always defines the value itself as __O_PATH. */
 static inline int devaccess_o_path(void) { return __O_PATH; }
+
+/* The calling thread's name as ps -T shows it (15 bytes kept); prctl is variadic, which
+   Swift cannot call. */
+static inline int devaccess_set_thread_name(const char *name) { return prctl(PR_SET_NAME, name, 0, 0, 0); }
 
 /* makedev/major/minor are macros in glibc. */
 static inline unsigned int devaccess_major(dev_t d) { return major(d); }

@@ -1,6 +1,7 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
+import DevAccessSystem
 
 /// Lets a task's cancellation reach a call blocked in the protocol client on another
 /// thread: cancelling shuts the call's socket down, which wakes its `poll(2)` at once;
@@ -48,15 +49,13 @@ func offload<Value: Sendable>(
     let cancellation = CallCancellation()
     let result: Result<Value, DeviceAccessError> = await withTaskCancellationHandler {
         await withCheckedContinuation { continuation in
-            let thread = Thread {
+            DetachedThread.start(name: "DevAccess call") {
                 do throws(DeviceAccessError) {
                     continuation.resume(returning: .success(try body(cancellation)))
                 } catch {
                     continuation.resume(returning: .failure(error))
                 }
             }
-            thread.name = "DevAccess call"
-            thread.start()
         }
     } onCancel: {
         cancellation.cancel()

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 @_exported import DevAccessCore
 import DevAccessProtocol
 import DevAccessInterface

@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 
 /// One position, at the accuracy devaccessd served. Below `exact` the coordinates are
@@ -35,9 +37,7 @@ public struct LocationReading: Sendable, Hashable {
         climb = document.climb
         horizontalError = document.eph
         device = document.device
-        let parser = ISO8601DateFormatter()
-        parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        time = document.time.flatMap { parser.date(from: $0) ?? ISO8601DateFormatter().date(from: $0) }
+        time = document.time.flatMap(ISOTime.parse)
     }
 }
 

@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
+import DevAccessSystem
 import DevAccessProtocol
 
 /// What one request did for one permission.
@@ -63,13 +65,13 @@ public struct PermissionResult: Sendable, Hashable {
         case .always?: term = .always
         case .forDuration?:
             term = nil
-            if let text = result.expires, let end = ISO8601DateFormatter().date(from: text) {
+            if let text = result.expires, let end = ISOTime.parse(text) {
                 expires = end
                 term = .for(.seconds(max(0, Int64(end.timeIntervalSinceNow.rounded()))))
             }
         case nil: term = nil
         }
-        if expires == nil, let text = result.expires { expires = ISO8601DateFormatter().date(from: text) }
+        if expires == nil, let text = result.expires { expires = ISOTime.parse(text) }
     }
 
     /// The error a required permission that ended this way throws; nil when allowed.

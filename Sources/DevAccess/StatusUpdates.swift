@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
+import DevAccessSystem
 import DevAccessProtocol
 
 extension DeviceAccess {
@@ -16,7 +18,7 @@ extension DeviceAccess {
         let cancellation = CallCancellation()
         return AsyncStream(bufferingPolicy: .bufferingNewest(256)) { continuation in
             continuation.onTermination = { _ in cancellation.cancel() }
-            let thread = Thread {
+            DetachedThread.start(name: "DevAccess updates") {
                 defer { continuation.finish() }
                 guard let client = try? BrokerClient(socketPath: socketPath, timeout: timeout) else { return }
                 cancellation.attach(client.pollDescriptor)
@@ -28,8 +30,6 @@ extension DeviceAccess {
                     for status in update.permissions { continuation.yield(status) }
                 }
             }
-            thread.name = "DevAccess updates"
-            thread.start()
         }
     }
 }

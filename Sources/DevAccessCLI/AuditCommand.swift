@@ -1,4 +1,5 @@
-import Foundation
+import DevAccessSystem
+import FoundationEssentials
 import DevAccessCore
 import DevAccessInterface
 import DevAccessLedger
@@ -141,7 +142,7 @@ enum AuditCommand: Command {
     /// BEFORE: a duration back from now (`90d`), or an ISO 8601 date-time (`--until`'s grammar).
     static func before(_ text: String, now: Date) throws(UsageError) -> Date {
         if let seconds = try? DurationText.seconds(text) { return now.addingTimeInterval(-TimeInterval(seconds)) }
-        guard let time = TimeText.parse(text) else {
+        guard let time = ISOTime.parse(text) else {
             throw UsageError(message: "'\(text)' is not a BEFORE for '--archive'; write a duration (90d, 12w, 36h: events "
                 + "older than that) or an ISO 8601 date-time (2026-09-01T00:00Z, 2026-09-01T00:00 for local time)",
                              command: spec.name)

@@ -1,7 +1,9 @@
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessLedger
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Grants and runs (`devaccess run`, start to end) as bars; denials, refusals, revocations
 /// and runs recorded without a run id as marks; per permission and per user (and program,
@@ -338,5 +340,5 @@ enum AuditHTMLReport {
         return html + "</section>\n"
     }
 
-    private static func f(_ value: Double) -> String { String(format: "%.1f", value) }
+    private static func f(_ value: Double) -> String { DecimalText.fixed(value, digits: 1) }
 }

@@ -2,7 +2,7 @@ import DevAccessCore
 import DevAccessInterface
 import DevAccessLedger
 import DevAccessProtocol
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `devaccess audit` without --verify/--archive: the report. It reads through the
@@ -251,7 +251,7 @@ enum AuditReportCommand {
         }
         var types: [String] = []
         if let text = arguments.value("type") {
-            types = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            types = text.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }
             let known = Set(AuditEventType.known.map(\.rawValue))
             for type in types where !known.contains(type) {
                 throw UsageError(message: "unknown event type '\(type)'"

@@ -1,7 +1,7 @@
 import DevAccessCore
 import DevAccessInterface
 import DevAccessLedger
-import Foundation
+import FoundationEssentials
 import Glibc
 import DevAccessSystem
 

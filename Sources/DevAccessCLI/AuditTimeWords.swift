@@ -1,5 +1,6 @@
+import DevAccessSystem
 import DevAccessCore
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `--since`/`--until` of audit reports, as aureport takes them: `now`, `recent` (10 minutes
@@ -27,9 +28,9 @@ enum AuditTimeWords {
         default: break
         }
         if let seconds = try? DurationText.seconds(text) { return now.addingTimeInterval(-TimeInterval(seconds)) }
-        if let time = TimeText.parse(text) { return time }
+        if let time = ISOTime.parse(text) { return time }
         // A date alone: its start, local time.
-        if text.utf8.count == 10, let time = TimeText.parse(text + "T00:00") { return time }
+        if text.utf8.count == 10, let time = ISOTime.parse(text + "T00:00") { return time }
         return nil
     }
 
@@ -55,7 +56,7 @@ enum AuditTimeWords {
     static func bootTime() -> Date? {
         guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8) else { return nil }
         for line in stat.split(separator: "\n") where line.hasPrefix("btime ") {
-            if let seconds = TimeInterval(line.dropFirst(6).trimmingCharacters(in: .whitespaces)) {
+            if let seconds = TimeInterval(line.dropFirst(6).trimmingWhitespace()) {
                 return Date(timeIntervalSince1970: seconds)
             }
         }

@@ -221,7 +221,7 @@ enum CompletionScript {
         for command in commands {
             script += "    \(command.name))\n      arguments=(\n"
             for option in command.allOptions {
-                let help = option.help.replacingOccurrences(of: "]", with: ")").replacingOccurrences(of: "[", with: "(")
+                let help = option.help.replacing("]", with: ")").replacing("[", with: "(")
                 var spec = "--" + option.long + "[" + help + "]"
                 if let value = value(option.value) {
                     spec += ":" + (option.value ?? "value").lowercased() + ":"
@@ -266,7 +266,7 @@ enum CompletionScript {
     }
 
     private static func quoteZsh(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        "'" + text.replacing("'", with: "'\\''") + "'"
     }
 
     // MARK: fish
@@ -315,6 +315,6 @@ enum CompletionScript {
     }
 
     private static func quoteFish(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+        "'" + text.replacing("\\", with: "\\\\").replacing("'", with: "\\'") + "'"
     }
 }

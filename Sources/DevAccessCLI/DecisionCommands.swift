@@ -2,7 +2,8 @@ import DevAccessCore
 import DevAccessInterface
 import DevAccessLedger
 import DevAccessProtocol
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `grant` and `deny`: record an admin decision in the ledger and apply it to the nodes.
 enum DecisionCommand {

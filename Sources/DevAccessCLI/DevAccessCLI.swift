@@ -100,7 +100,7 @@ public enum DevAccessCLI {
 
         """
         for command in commands {
-            text += "  " + command.spec.name.padding(toLength: 11, withPad: " ", startingAt: 0)
+            text += "  " + command.spec.name.padded(to: 11)
                 + command.spec.abstract + "\n"
         }
         text += """

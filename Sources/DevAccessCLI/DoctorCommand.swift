@@ -3,7 +3,7 @@ import DevAccessEnforcement
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `devaccess doctor`: checks the installation piece by piece and says what to do
@@ -85,7 +85,7 @@ enum DoctorCommand: Command {
             doctor.groupsExist(groups),
             doctor.directory("state-dir", stateDirectory, missing: .fail,
                              hint: "created by systemd-tmpfiles --create or by devaccessd at start", private: true),
-            doctor.directory("runtime-dir", (socket as NSString).deletingLastPathComponent, missing: .warn,
+            doctor.directory("runtime-dir", CanonicalPath.directory(of: socket), missing: .warn,
                              hint: "created at boot by systemd-tmpfiles and by devaccessd at start"),
             doctor.broker(socket),
             doctor.ledger(stateDirectory),
@@ -130,7 +130,7 @@ struct Doctor {
     func daemonBinary() -> Check {
         var directories = ["/usr/sbin", "/usr/local/sbin", "/usr/bin", "/usr/local/bin", "/usr/libexec/devaccess"]
         if root.isEmpty, let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            directories.append((exe as NSString).deletingLastPathComponent)
+            directories.append(CanonicalPath.directory(of: exe))
         }
         guard let found = first("devaccessd", in: directories) else {
             return Check(name: "devaccessd", status: .fail,
@@ -152,7 +152,7 @@ struct Doctor {
         guard let text = try? String(contentsOfFile: path(found), encoding: .utf8) else {
             return Check(name: "unit", status: .fail, message: "\(found) cannot be read")
         }
-        let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        let lines = text.split(separator: "\n").map { $0.trimmingWhitespace() }
         guard let exec = lines.first(where: { $0.hasPrefix("ExecStart=") }) else {
             return Check(name: "unit", status: .fail, message: "\(found) has no ExecStart=")
         }
@@ -298,7 +298,7 @@ struct Doctor {
     {
         // devaccessd's gpsd endpoint is on 947 so that no user can hold it first.
         if let text = try? String(contentsOfFile: unprivilegedPortStart, encoding: .utf8),
-           let start = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), start <= 947 {
+           let start = Int(text.trimmingWhitespace()), start <= 947 {
             return Check(name: "location", status: .warn, message: "net.ipv4.ip_unprivileged_port_start is \(start): "
                              + "any user may listen on devaccessd's gpsd endpoint port (947) while devaccessd is down "
                              + "and answer gpsd clients in its place; set it back to 1024")

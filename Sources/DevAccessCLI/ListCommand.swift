@@ -1,7 +1,8 @@
 import DevAccessCore
 import DevAccessInterface
 import DevAccessProtocol
-import Foundation
+import FoundationEssentials
+import Glibc
 
 enum ListCommand: Command {
     static let spec = CommandSpec(

@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessProtocol
 
@@ -105,18 +107,18 @@ enum LocationCommand: Command {
         let level = LocationAccuracy(rawValue: document.accuracy) ?? .exact
         let digits = decimals(level)
         func angle(_ value: Double, _ positive: String, _ negative: String) -> String {
-            String(format: "%.\(digits)f°", abs(value)) + (value < 0 ? negative : positive)
+            DecimalText.fixed(abs(value), digits: digits) + "°" + (value < 0 ? negative : positive)
         }
         var first = angle(document.latitude, "N", "S") + " " + angle(document.longitude, "E", "W")
-        if let eph = document.eph { first += String(format: " ±%.0f m", eph) }
+        if let eph = document.eph { first += " ±" + DecimalText.fixed(eph, digits: 0) + " m" }
         first += " (\(document.accuracy): \(document.approximately)"
             + (document.granted == document.accuracy ? ")" : "; grant: \(document.granted))")
         var second = "\(document.fix.uppercased()) fix"
         if let device = document.device { second += " from \(TerminalText.field(device))" }
         if let time = document.time { second += " at \(TerminalText.field(time))" }
-        if let altitude = document.altitude { second += String(format: ", altitude %.0f m", altitude) }
-        if let speed = document.speed { second += String(format: ", speed %.1f m/s", speed) }
-        if let track = document.track { second += String(format: ", track %.0f°", track) }
+        if let altitude = document.altitude { second += ", altitude " + DecimalText.fixed(altitude, digits: 0) + " m" }
+        if let speed = document.speed { second += ", speed " + DecimalText.fixed(speed, digits: 1) + " m/s" }
+        if let track = document.track { second += ", track " + DecimalText.fixed(track, digits: 0) + "°" }
         return first + "\n" + second
     }
 

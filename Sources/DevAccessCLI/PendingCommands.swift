@@ -59,7 +59,7 @@ enum PendingCommand: Command {
         }
         func line(_ cells: [String]) -> String {
             zip(cells, widths).enumerated().map { index, pair in
-                index == cells.count - 1 ? pair.0 : pair.0.padding(toLength: pair.1, withPad: " ", startingAt: 0)
+                index == cells.count - 1 ? pair.0 : pair.0.padded(to: pair.1)
             }.joined(separator: "  ")
         }
         console.out(([line(header)] + rows.map(line)).joined(separator: "\n"))

@@ -1,6 +1,6 @@
 import DevAccessCore
 import DevAccessSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `devaccess policy check [DIR]`: does the policy parse, and does it name users, groups

@@ -1,6 +1,7 @@
 import DevAccessCore
 import DevAccessInterface
-import Foundation
+import FoundationEssentials
+import Glibc
 
 enum ReconcileCommand: Command {
     static let spec = CommandSpec(

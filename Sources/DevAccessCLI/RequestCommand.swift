@@ -1,6 +1,6 @@
 import DevAccessCore
 import DevAccessProtocol
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `devaccess request`: asks devaccessd for permissions for the caller (as the kernel
@@ -268,7 +268,7 @@ struct PromptSession {
                 terminal.write("Answer \(keys) within \(prompt.timeout) s (Ctrl-C or Ctrl-D: no decision): ")
                 let input = read(terminal)
                 guard case .line(let text) = input else { return try finish(prompt, input, terminal) }
-                let word = text.trimmingCharacters(in: .whitespaces).lowercased()
+                let word = text.trimmingWhitespace().lowercased()
                 if let choice = prompt.choices.first(where: { Self.keys[$0.choice] == word || $0.choice.rawValue == word }) {
                     try answer(prompt, .choice(choice.choice))
                     return .answered

@@ -1,6 +1,6 @@
 import DevAccessCore
 import DevAccessProtocol
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `devaccess run`: devaccessd starts PROGRAM as the caller with access to the permissions

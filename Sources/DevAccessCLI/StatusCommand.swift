@@ -5,7 +5,7 @@ import DevAccessInterface
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccess
-import Foundation
+import FoundationEssentials
 import Glibc
 
 enum StatusCommand: Command {

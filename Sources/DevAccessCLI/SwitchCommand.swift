@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 import DevAccessInterface
 import DevAccessProtocol
@@ -110,7 +111,7 @@ enum SwitchCommand: Command {
 
     /// `camera      off --hard  by root since 2026-...Z until ...: exam week`
     static func line(_ state: SwitchesDocument.State) -> String {
-        let name = state.permission.padding(toLength: 12, withPad: " ", startingAt: 0)
+        let name = state.permission.padded(to: 12)
         guard state.state == "off" else { return name + "on" }
         return name + "off" + (state.hard == true ? " --hard" : "") + " by \(state.by ?? "?") since \(state.since ?? "?")"
             + (state.until.map { " until \($0)" } ?? "") + (state.reason.map { ": \($0)" } ?? "")

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 import DevAccessSystem
 
@@ -77,9 +78,9 @@ public struct DeclaredDeviceSource: DeviceSource {
     public init(contentsOf path: String) throws(DeclarationError) {
         let data: Data
         do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+            data = Data(try FileDescriptor.contents(of: path))
         } catch {
-            throw DeclarationError(path: path, problem: error.localizedDescription)
+            throw DeclarationError(path: path, problem: error.description)
         }
         struct File: Decodable { var devices: [DeclaredDevice] }
         do {

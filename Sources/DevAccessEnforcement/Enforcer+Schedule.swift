@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessLedger
 
 /// What a long-running caller (the daemon) needs to schedule engine runs: when the next

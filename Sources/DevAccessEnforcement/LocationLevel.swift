@@ -1,4 +1,6 @@
-import Foundation
+import DevAccessSystem
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 import DevAccessLedger
 

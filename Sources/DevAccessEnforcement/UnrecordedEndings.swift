@@ -1,4 +1,6 @@
-import Foundation
+import DevAccessSystem
+import FoundationEssentials
+import Glibc
 import Synchronization
 import DevAccessCore
 import DevAccessLedger

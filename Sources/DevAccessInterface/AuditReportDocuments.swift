@@ -1,6 +1,6 @@
 import DevAccessCore
 import DevAccessLedger
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `audit-report`'s result (docs/json.md, "audit reports"): a page of events, a summary, or

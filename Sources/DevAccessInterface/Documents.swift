@@ -1,7 +1,9 @@
+import DevAccessSystem
 import DevAccessCore
 import DevAccessEnforcement
 import DevAccessLedger
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The documented JSON of what the operations that decide or record return (docs/json.md):
 /// `devaccess ... --json` prints them, and the broker's `result` replies carry them, so a

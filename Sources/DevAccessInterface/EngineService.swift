@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
@@ -103,7 +104,7 @@ public struct EngineService: DevAccessInterface {
     /// descendants too): SIGTERM, SIGKILL after 5 s. On a thread of its own: it waits.
     static func terminate(_ runs: [Run]) async -> [RevokeDocument.TerminatedProcess] {
         await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
+            DetachedThread.start {
                 var ended: [RevokeDocument.TerminatedProcess] = []
                 for run in runs {
                     for outcome in RunProcesses.end(group: run.gid, grace: .seconds(5)) {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// An ACL entry devaccess put on a device node, remembered so that revoke, expiry and

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// An audit archive: an SQLite file of its own holding events moved out of the ledger,

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// One thing that happened, enriched at write time with names so it reads on its own

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// Which audit events a report covers. Every criterion given must hold (they compose);

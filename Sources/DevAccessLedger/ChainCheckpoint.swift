@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A chain position an intact walk reached: the event's seq and hash, and how many events
 /// the chain held up to it. Reports walk from here to the head instead of from the start,

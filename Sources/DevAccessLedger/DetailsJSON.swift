@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The `details` column: a flat JSON object with keys in sorted order, written by hand
 /// so the stored text depends on nothing but the input (Foundation's encoder output

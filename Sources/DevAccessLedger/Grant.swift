@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// A user as recorded: uid plus the name it resolved to when the record was written.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// What `archiveAudit` did.
 public struct AuditArchiveOutcome: Sendable, Hashable {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// Decisions: record, revoke, reset, and the queries status and reconcile need.

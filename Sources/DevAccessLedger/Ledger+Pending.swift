@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// Requests waiting for an administrator (policy auth_admin): queue, list, resolve.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// Runs of `devaccess run`: begin (before the program's process exists, for its group id),

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// A permission switched off for everyone: no request is asked or granted, devaccess's

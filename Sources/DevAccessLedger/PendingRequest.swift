@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// The term a requester asked for, kept as asked: the policy that applies when an

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 
 /// A program devaccessd starts for `devaccess run`, as asked: who, what, which permissions.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The ledger stores times as integer microseconds since the Unix epoch (UTC): exact,
 /// sortable, the journal's own unit, and the same bytes every time they are hashed.

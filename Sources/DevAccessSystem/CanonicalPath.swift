@@ -12,4 +12,13 @@ public enum CanonicalPath {
 
     /// Resolved, or `path` as given when it cannot be (a program not installed yet).
     public static func orGiven(_ path: String) -> String { of(path) ?? path }
+
+    /// The directory part of `path`, as text: `/run/devaccess` for `/run/devaccess/socket`,
+    /// `/` for `/socket`, empty for a bare name. Trailing slashes are not a component.
+    public static func directory(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+    }
 }

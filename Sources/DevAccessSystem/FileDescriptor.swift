@@ -46,3 +46,23 @@ extension FileDescriptor {
         return true
     }
 }
+
+extension FileDescriptor {
+    /// The whole file at `path` (up to `limit` bytes), keeping errno when it cannot be read,
+    /// so a message can say EACCES rather than "could not be read".
+    public static func contents(of path: String, limit: Int = 16 << 20) throws(Errno) -> [UInt8] {
+        let file = try open(path, O_RDONLY | O_CLOEXEC)
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while bytes.count < limit {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(file.rawValue, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Errno.current
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+        return bytes
+    }
+}

@@ -1,5 +1,6 @@
 import DevAccessCore
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Reads the policy from disk: `devaccess.conf` and the drop-ins `conf.d/*.conf`,
 /// applied in that order (drop-ins sorted by file name).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// What /proc says about one process: enough to tell whether a pid still names the process
@@ -28,7 +28,7 @@ public enum ProcessTable {
 
     /// This boot's id (/proc/sys/kernel/random/boot_id), nil when unreadable.
     public static func bootID() -> String? {
-        read("/proc/sys/kernel/random/boot_id")?.trimmingCharacters(in: .whitespacesAndNewlines)
+        read("/proc/sys/kernel/random/boot_id")?.trimmingWhitespace()
     }
 
     private static func read(_ path: String) -> String? {

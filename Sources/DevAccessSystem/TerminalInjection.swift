@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Whether a program can push input into a terminal (`TIOCSTI`), which decides whether
 /// an answer typed on a terminal can be trusted to come from a person.
@@ -11,7 +12,7 @@ public enum TerminalInjection {
             return "this kernel lets any program type into a terminal (TIOCSTI, no dev.tty.legacy_tiocsti setting), "
                 + "so an answer typed there may not come from a person"
         }
-        guard text.trimmingCharacters(in: .whitespacesAndNewlines) == "0" else {
+        guard text.trimmingWhitespace() == "0" else {
             return "dev.tty.legacy_tiocsti is 1: any program can type into a terminal (TIOCSTI), so an answer typed "
                 + "there may not come from a person (sysctl -w dev.tty.legacy_tiocsti=0 turns that off)"
         }

@@ -18,6 +18,9 @@
 // --run (root, the same): `devaccess run --camera -- /bin/true` against plain exec of
 // /bin/true, a cold CLI, and bwrap / systemd-run where they work (RunBench.swift).
 //
+// --startup: `devaccess --version`, `status --offline` and `devaccessd --version` from exec
+// to exit against /bin/true, and the executables' stripped sizes (StartupBench.swift).
+//
 // --location (root, gpsd and gpsfake installed): a fix from gpsd to 100 watching clients
 // through devaccessd's gpsd-compatible endpoint, against the same fix straight from gpsd
 // to its own clients, in one poll loop; the daemon's memory with the clients
@@ -39,6 +42,7 @@ struct Options {
     var operations = false
     var run = false
     var location = false
+    var startup = false
     var watchers = 100
     var fixes = 60
     var direct: Int?
@@ -60,6 +64,7 @@ struct Options {
             case "--operations": operations = true
             case "--run": run = true
             case "--location": location = true
+            case "--startup": startup = true
             case "--watchers": watchers = max(1, Int(next()) ?? watchers)
             case "--fixes": fixes = max(1, Int(next()) ?? fixes)
             case "--direct": direct = max(1, Int(next()) ?? 1)
@@ -70,6 +75,7 @@ struct Options {
                       + "       devaccessd-bench --hotplug [--samples N (200)] [--expiries N (10)]   (root)\n"
                       + "       devaccessd-bench --operations [--samples N (200)]   (root)\n"
                       + "       devaccessd-bench --run [--samples N (200)]   (root)\n"
+                      + "       devaccessd-bench --startup [--samples N (200)]\n"
                       + "       devaccessd-bench --location [--watchers N (100)] [--direct N (63)] [--fixes N (60)]   (root; gpsd, gpsfake)")
                 exit(0)
             default: fail("unknown argument \(arguments[index])")
@@ -252,6 +258,11 @@ if options.hotplug {
 }
 if options.operations {
     HotplugBench().operations(samples: options.samples)
+    exit(0)
+}
+if options.startup {
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+    StartupBench(directory: URL(fileURLWithPath: exe).deletingLastPathComponent().path).run(samples: options.samples)
     exit(0)
 }
 if options.run {

@@ -99,7 +99,10 @@ struct GpsdWatcherTests {
         try watcher.start()
         defer { watcher.stop() }
 
-        let state = try #require(waitUntil(watcher) { !$0.sky.isEmpty }, "\(watcher.snapshot())")
+        // gpsd may first see the log from its second GSV sentence (it started reading
+        // mid-cycle) and report that half-sky: wait for a whole cycle's SKY, kept verbatim.
+        let state = try #require(waitUntil(watcher) { $0.sky.contains { $0.value.contains("\"PRN\":4,") } },
+                                 "\(watcher.snapshot())")
         let (device, line) = try #require(state.sky.first)
         #expect(state.receivers.map(\.path) == [device])
         #expect(line.hasPrefix("{\"class\":\"SKY\",\"device\":\"\(device)\"") && !line.contains("\n"), "\(line)")

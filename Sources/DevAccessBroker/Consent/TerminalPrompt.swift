@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 import CLinux
@@ -51,9 +51,7 @@ final class TerminalPrompt: Sendable {
     /// then reads one answer within `timeout`.
     func ask(_ text: String, choices: [PromptChoice], levels: [LocationAccuracy] = [], timeout: Duration) async -> End {
         await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: self.run(text, choices: choices, levels: levels, timeout: timeout)) }
-            thread.name = "devaccessd terminal prompt"
-            thread.start()
+            DetachedThread.start(name: "devaccessd terminal prompt") { continuation.resume(returning: self.run(text, choices: choices, levels: levels, timeout: timeout)) }
         }
     }
 
@@ -163,7 +161,7 @@ final class TerminalPrompt: Sendable {
                     if line.count < 64 { line.append(byte) }
                     continue
                 }
-                let typed = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
+                let typed = String(decoding: line, as: UTF8.self).trimmingWhitespace().lowercased()
                 line.removeAll()
                 if typed.isEmpty { return .dismissed }
                 if let answer = Self.answer(typed, code: code, among: choices, levels: levels) {
@@ -218,7 +216,7 @@ final class TerminalPrompt: Sendable {
     /// Text from hardware names and requesters goes to a person's terminal: control
     /// characters are shown as \xNN, never sent (`TerminalText`); newlines become CR LF.
     static func terminalText(_ text: String) -> String {
-        TerminalText.block(text).replacingOccurrences(of: "\n", with: "\r\n")
+        TerminalText.block(text).replacing("\n", with: "\r\n")
     }
 
     /// True when all of `text` reached the terminal within 2 s.

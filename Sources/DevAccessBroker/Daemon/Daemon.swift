@@ -1,6 +1,6 @@
 import Glibc
 import CSystemd
-import Foundation
+import FoundationEssentials
 import DevAccessCore
 import DevAccessHardware
 import DevAccessSystem

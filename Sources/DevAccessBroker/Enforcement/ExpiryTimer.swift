@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Dispatch
 
 /// A one-shot timer on the wall clock for the instant the next grant runs out.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Dispatch
 import Glibc
 import Synchronization
 import DevAccessCore
@@ -158,15 +159,13 @@ public final class LiveEnforcer: Sendable {
                 wake()
             }
         let startedUp = DispatchSemaphore(value: 0)
-        let thread = Thread { [self] in
+        DetachedThread.start(name: "devaccessd enforcement") { [self] in
             defer {
                 abandonAll()
                 finished.signal()
             }
             EnforcementWorker(owner: self, tracksHotplug: listening).run(startedUp: startedUp)
         }
-        thread.name = "devaccessd enforcement"
-        thread.start()
         startedUp.wait()
     }
 

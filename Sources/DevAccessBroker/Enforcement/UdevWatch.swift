@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Dispatch
 import Glibc
+import DevAccessSystem
 import Synchronization
 import DevAccessHardware
 
@@ -39,7 +41,7 @@ final class UdevWatch: Sendable {
         started.store(true, ordering: .releasing)
         let opened = DispatchSemaphore(value: 0)
         let outcome = Mutex<Bool>(false)
-        let thread = Thread { [self] in
+        DetachedThread.start(name: "devaccessd udev") { [self] in
             defer { finished.signal() }
             let monitor: UdevMonitor
             do throws(UdevError) {
@@ -54,8 +56,6 @@ final class UdevWatch: Sendable {
             opened.signal()
             listen(monitor, log: log, deliver: deliver)
         }
-        thread.name = "devaccessd udev"
-        thread.start()
         opened.wait()
         return outcome.withLock { $0 }
     }

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Dispatch
+import Glibc
+import DevAccessSystem
 import Synchronization
 
 /// Produces a value on a thread of its own, fresh for every caller yet shared by the
@@ -18,9 +21,7 @@ final class Coalescer<Value: Sendable>: Sendable {
 
     init(name: String, produce: @escaping @Sendable () -> Value) {
         self.produce = produce
-        let thread = Thread { [self] in self.loop() }
-        thread.name = name
-        thread.start()
+        DetachedThread.start(name: name) { [self] in self.loop() }
     }
 
     /// Calls `deliver` (on the producing thread) with the next value.

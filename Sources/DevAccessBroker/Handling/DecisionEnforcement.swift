@@ -1,6 +1,9 @@
-import Foundation
+import FoundationEssentials
+import Dispatch
+import Glibc
 import Synchronization
 import DevAccessCore
+import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 
@@ -41,9 +44,7 @@ public final class SerialEnforcement: DecisionEnforcement {
 
     public init(enforcer: Enforcer) {
         self.enforcer = enforcer
-        let thread = Thread { [self] in self.loop() }
-        thread.name = "devaccessd decisions"
-        thread.start()
+        DetachedThread.start(name: "devaccessd decisions") { [self] in self.loop() }
     }
 
     public func perform<R: Sendable>(

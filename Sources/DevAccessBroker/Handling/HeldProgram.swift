@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 import DevAccessCore
@@ -97,8 +97,9 @@ final class HeldProgram: Sendable {
         guard first else { return }
         process.signalGroup(SIGHUP)
         process.signalGroup(SIGCONT)
-        Thread.detachNewThread {
-            Thread.sleep(forTimeInterval: Double(grace.components.seconds))
+        DetachedThread.start {
+            var pause = timespec(tv_sec: Int(grace.components.seconds), tv_nsec: 0), left = timespec()
+            while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
             process.signalGroup(SIGKILL)
             process.signalProgram(SIGKILL)
         }
@@ -108,7 +109,7 @@ final class HeldProgram: Sendable {
     func exit() async -> ProcessExit {
         guard let process = launched.withLock({ $0 }) else { return .exited(127) }
         return await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
+            DetachedThread.start {
                 continuation.resume(returning: (try? process.waitUntilEnded()) ?? .exited(127))
             }
         }

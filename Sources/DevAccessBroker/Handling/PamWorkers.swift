@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import DevAccessSystem
 import Dispatch
 import Synchronization
 
@@ -50,11 +52,9 @@ private final class JobQueue: Sendable {
         }
         guard taken else { return false }
         if startThread {
-            let thread = Thread { [self] in
+            DetachedThread.start(name: "devaccessd pam") { [self] in
                 while let next = pop() { next() }
             }
-            thread.name = "devaccessd pam"
-            thread.start()
         }
         available.signal()
         return true

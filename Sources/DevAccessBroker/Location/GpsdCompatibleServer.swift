@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Dispatch
 import Glibc
 import Synchronization
 import DevAccessCore
@@ -80,7 +81,8 @@ public final class GpsdCompatibleServer: Sendable {
     private let answers = Mutex<[(uid: UInt32, check: UserLocation)]>([])
     /// Holder scans' answers (the client's serial, the run whose alone the socket is), for the loop.
     private let identified = Mutex<[(serial: UInt64, uid: UInt32, run: UInt32?)]>([])
-    private let thread = Mutex<Thread?>(nil)
+    /// Whether the loop's thread was started (once).
+    private let started = Mutex(false)
     private let finished = DispatchSemaphore(value: 0)
 
     public var addresses: [TCPAddress] { listeners.map(\.address) }
@@ -98,15 +100,13 @@ public final class GpsdCompatibleServer: Sendable {
     deinit { Socket.close(wake) }
 
     public func start() {
-        thread.withLock { thread in
-            guard thread == nil else { return }
-            let loop = Thread { [self] in
+        started.withLock { started in
+            guard !started else { return }
+            started = true
+            DetachedThread.start(name: "devaccessd gpsd endpoint") { [self] in
                 self.run()
                 self.finished.signal()
             }
-            loop.name = "devaccessd gpsd endpoint"
-            thread = loop
-            loop.start()
             // Each fix wakes the loop, so it goes out at once rather than at the next timeout.
             observation.withLock { $0 = serving.source.observeChanges { [self] in signalLoop() } }
         }
@@ -121,7 +121,7 @@ public final class GpsdCompatibleServer: Sendable {
 
     /// Closes every client and returns once the loop has ended.
     public func stop() {
-        guard thread.withLock({ $0 != nil }), !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard started.withLock({ $0 }), !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         observation.withLock { observation in
             observation?.cancel()
             observation = nil

@@ -1,4 +1,6 @@
-import Foundation
+import DevAccessSystem
+import FoundationEssentials
+import Glibc
 import DevAccessCore
 import DevAccessEnforcement
 import DevAccessHardware
@@ -101,7 +103,7 @@ struct GpsdSession {
 
     private mutating func answer(_ command: [UInt8], snapshot: LocationSnapshot,
                                  serve: (LocationFix) -> LocationFix) -> [UInt8] {
-        let text = String(decoding: command, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: command, as: UTF8.self).trimmingWhitespace()
         guard !text.isEmpty else { return [] }
         guard text.hasPrefix("?") else { return Self.error("Unrecognized request '\(Self.shown(text))'") }
         let body = text.dropFirst()

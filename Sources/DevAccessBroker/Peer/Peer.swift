@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import CSystemd
 import DevAccessSystem
@@ -170,7 +170,7 @@ enum ProcFile {
 
     /// `sessionid` or `loginuid` as a number; nil when unset or unreadable.
     static func auditID(_ directory: CInt, _ name: String) -> UInt32? {
-        guard let text = read(directory, name), let value = UInt32(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+        guard let text = read(directory, name), let value = UInt32(text.trimmingWhitespace()),
               value != unset else { return nil }
         return value
     }
@@ -221,7 +221,7 @@ enum ProcFile {
             let name = count > 0
                 ? String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 : ((try? String(contentsOfFile: "/proc/\(parent)/comm", encoding: .utf8))?
-                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?")
+                    .trimmingWhitespace() ?? "?")
             chain.append("\(name) (pid \(parent))")
             current = parent
         }

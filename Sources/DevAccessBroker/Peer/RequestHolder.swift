@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import DevAccessSystem
 import DevAccessLedger
 
@@ -34,6 +35,6 @@ enum RequestHolder {
     private static func executable(_ pid: Int32) -> String {
         if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") { return path }
         return (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+            .trimmingWhitespace() ?? "?"
     }
 }

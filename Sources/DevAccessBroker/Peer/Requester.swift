@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import CSystemd
 import DevAccessSystem
@@ -125,7 +125,7 @@ enum Shells {
         if let base = path.split(separator: "/").last, names.contains(String(base)) { return true }
         guard let listed = try? String(contentsOfFile: "/etc/shells", encoding: .utf8) else { return false }
         return listed.split(separator: "\n").contains { line in
-            let entry = line.trimmingCharacters(in: .whitespaces)
+            let entry = line.trimmingWhitespace()
             return !entry.hasPrefix("#") && (entry == path || realpath(entry) == path)
         }
     }

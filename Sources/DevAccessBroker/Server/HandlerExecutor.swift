@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Dispatch
+import Glibc
+import DevAccessSystem
 import Synchronization
 
 /// The threads request handlers run on: a task executor of its own, so handlers never
@@ -29,9 +32,7 @@ final class HandlerExecutor: TaskExecutor, Sendable {
 
     init(threads: Int) {
         for index in 0..<max(1, threads) {
-            let thread = Thread { [self] in self.work() }
-            thread.name = "devaccessd handler \(index)"
-            thread.start()
+            DetachedThread.start(name: "devaccessd handler \(index)") { [self] in self.work() }
         }
     }
 

@@ -1,7 +1,9 @@
 #if canImport(FoundationEssentials)
 import FoundationEssentials
+import Glibc
 #else
-import Foundation
+import FoundationEssentials
+import Glibc
 #endif
 import DevAccessCore
 

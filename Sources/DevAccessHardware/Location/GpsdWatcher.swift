@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
-import Foundation
+import FoundationEssentials
+import Dispatch
 import Synchronization
 import DevAccessCore
 import DevAccessSystem
@@ -132,12 +133,10 @@ public final class GpsdWatcher: Sendable {
             guard current == nil else { return }
             let run = try Run()
             current = run
-            let thread = Thread { [self] in
+            DetachedThread.start(name: "devaccess gpsd") { [self] in
                 defer { run.finished.signal() }
                 loop(run)
             }
-            thread.name = "devaccess gpsd watch"
-            thread.start()
         }
     }
 

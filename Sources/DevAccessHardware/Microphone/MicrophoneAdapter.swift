@@ -1,5 +1,6 @@
 import DevAccessCore
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Microphones: capture PCM devices of the sound cards udev knows.
 ///

@@ -1,7 +1,8 @@
 import CUdev
 import CLinux
 import Glibc
-import Foundation
+import FoundationEssentials
+import DevAccessCore
 
 public enum UdevError: Error, Equatable, CustomStringConvertible {
     case contextUnavailable
@@ -51,7 +52,7 @@ public final class Udev {
             defer { udev_device_unref(device) }
             result.append(Udev.snapshot(device, attributes: attributes, parentSubsystem: parentSubsystem))
         }
-        return result.sorted { $0.syspath.localizedStandardCompare($1.syspath) == .orderedAscending }
+        return result.sorted { NaturalOrder.precedes($0.syspath, $1.syspath) }
     }
 
     /// The character device `major:minor` as udev knows it (its properties, tags), or nil.
@@ -69,7 +70,7 @@ public final class Udev {
         var attributes: [String: String] = [:]
         for name in wanted {
             if let value = string(udev_device_get_sysattr_value(device, name)) {
-                attributes[name] = value.trimmingCharacters(in: .whitespacesAndNewlines)
+                attributes[name] = value.trimmingWhitespace()
             }
         }
         // The parent pointer is owned by the child; it must not be unref'd.

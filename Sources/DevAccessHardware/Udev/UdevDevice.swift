@@ -50,7 +50,7 @@ public struct UdevDevice: Sendable, Hashable {
     /// stable id when udev has not set ID_PATH (no udevd, or an unusual bus).
     public static func sysfsID(_ syspath: String) -> String {
         var path = Substring(syspath)
-        if let range = path.range(of: "/devices/") { path = path[range.upperBound...] }
+        if let range = path.firstRange(of: "/devices/") { path = path[range.upperBound...] }
         return path.split(separator: "/").joined(separator: "-")
     }
 }
