@@ -76,4 +76,23 @@ struct SubscriptionCodingTests {
                 == "$.archives")
         #expect(rejection(#"{"version":7,"id":1,"type":"audit-report","mode":"events","wait":5}"#) == nil)
     }
+
+    /// `run`'s `accuracy` came after version 7 was out: it is version 8's, written in 8 only
+    /// when used, and an older message carrying it is refused, not read with the level dropped.
+    @Test func aRunsAccuracyIsVersion8() throws {
+        let plain = Request.run(RunOrder(program: "/bin/true", arguments: ["/bin/true"], environment: [], directory: "/",
+                                         umask: 0o22, permissions: [.location]))
+        #expect(plain.writtenVersion == BrokerProtocol.version)
+        let leveled = Request.run(RunOrder(program: "/bin/true", arguments: ["/bin/true"], environment: [], directory: "/",
+                                           umask: 0o22, permissions: [.location], accuracy: .city))
+        #expect(leveled.writtenVersion == 8)
+        let envelope = RequestEnvelope(id: 4, request: leveled, version: leveled.writtenVersion)
+        #expect(try MessageCodec.decodeRequest(MessageCodec.encode(envelope)) == envelope)
+        let run = #"{"id":1,"type":"run","program":"/bin/true","arguments":["/bin/true"],"environment":[],"directory":"/","umask":18,"permissions":["location"],"accuracy":"city"}"#
+        for version in 5...7 {
+            #expect(rejection(run.replacingOccurrences(of: #"{"id""#, with: #"{"version":\#(version),"id""#))?.context
+                    == "$.accuracy", "version \(version)")
+        }
+        #expect(rejection(run.replacingOccurrences(of: #"{"id""#, with: #"{"version":8,"id""#)) == nil)
+    }
 }

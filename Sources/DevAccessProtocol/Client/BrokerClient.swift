@@ -194,7 +194,7 @@ public final class BrokerClient {
     public func startRun(_ order: RunOrder, descriptors: [CInt]) throws(BrokerClientError) -> Int64 {
         let id = nextID
         nextID += 1
-        var line = MessageCodec.encode(RequestEnvelope(id: id, request: .run(order)))
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: .run(order), version: Request.run(order).writtenVersion))
         line.append(0x0a)
         while true {
             let sent = line.withUnsafeBytes { raw in

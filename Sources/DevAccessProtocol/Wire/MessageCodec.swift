@@ -131,7 +131,7 @@ public enum MessageCodec {
                 try reader.finish()
                 request = type == "approve" ? .approve(action) : .reject(action)
             case ("run", 5...):
-                request = .run(try RunCoding.decodeOrder(&reader))
+                request = .run(try RunCoding.decodeOrder(&reader, version: version))
                 try reader.finish()
             case ("run-signal", 5...):
                 request = .runSignal(RunSignal(signal: Int32(try reader.integer("signal", in: 1...64))))

@@ -18,14 +18,18 @@ import DevAccessCore
 /// `location` (Location.swift): the broker serves the position at the caller's grant.
 /// Version 7 adds `subscribe` (pushed `update`s of status changes) and `open` (the broker
 /// opens a device node for a granted caller and passes the descriptor), Subscription.swift.
+/// Version 8 adds `accuracy` to `run`: the level a run with location asks for.
 public enum BrokerProtocol {
     /// The version this build writes.
     public static let version: Int64 = 6
-    public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5, 6, 7]
+    public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5, 6, 7, 8]
     /// The first version with `subscribe`/`update`, `open`/`opened` and audit-report's
     /// `timeline`, `wait` and `archives`; the reference client writes those in it (and
     /// everything else in `version`).
     public static let subscriptionVersion: Int64 = 7
+    /// The first version with `run`'s `accuracy` (a run given location at a level); the
+    /// reference client writes a `run` that has one in it.
+    public static let runAccuracyVersion: Int64 = 8
     /// The first version with location levels (`accuracy` on `request`, `decide`, results,
     /// pending items and statuses), with `location`: an older broker refuses the member
     /// (strict decoding), so a level is never silently dropped; replies in older versions
@@ -135,6 +139,7 @@ public enum Request: Sendable, Hashable {
     public var writtenVersion: Int64 {
         switch self {
         case .subscribe, .open: return BrokerProtocol.subscriptionVersion
+        case .run(let order) where order.accuracy != nil: return BrokerProtocol.runAccuracyVersion
         // Version 7's members of audit-report; without them it stays readable by older brokers.
         case .auditReport(let query) where query.timeline || query.waitSeconds != nil || !query.archives.isEmpty:
             return BrokerProtocol.subscriptionVersion

@@ -108,7 +108,7 @@ enum RunCoding {
         return members
     }
 
-    static func decodeOrder(_ reader: inout ObjectReader) throws(ProtocolError) -> RunOrder {
+    static func decodeOrder(_ reader: inout ObjectReader, version: Int64) throws(ProtocolError) -> RunOrder {
         let program = try reader.string("program", maxLength: 4096)
         guard program.hasPrefix("/") else {
             throw ProtocolError(.badMessage, context: reader.childPath("program"),
@@ -134,7 +134,8 @@ enum RunCoding {
         let strict = try reader.optional("strict").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: "$.strict")
         } ?? false
-        let accuracy = try ConversationCoding.accuracy(&reader)
+        // Version 8's member: in an older message it is unknown, and strictly refused.
+        let accuracy = version >= BrokerProtocol.runAccuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
         if accuracy != nil && !permissions.isEmpty && !permissions.contains(.location) {
             throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
                                 reason: "'accuracy' goes only with permission location, which is not asked for")
