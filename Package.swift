@@ -104,7 +104,7 @@ if Context.environment["DEVACCESS_FUZZ"] == "1" {
         ("fuzz-protocol", ["DevAccessProtocol", "DevAccessCore"]),
         ("fuzz-policy", ["DevAccessCore"]),
         ("fuzz-gpsd-reports", ["DevAccessHardware", "DevAccessCore"]),
-        ("fuzz-time", ["DevAccessCLI", "DevAccessCore"]),
+        ("fuzz-time", ["DevAccessCLI", "DevAccessCore", "DevAccessSystem"]),
         ("fuzz-gpsd-session", ["DevAccessBroker", "DevAccessProtocol", "DevAccessCore"]),
     ]
     for target in fuzzTargets {
