@@ -12,6 +12,8 @@ final class CallCancellation: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Wakes `sleep(for:)` when the call is cancelled.
+    private let wakeup = NSCondition()
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
 
@@ -36,6 +38,19 @@ final class CallCancellation: Sendable {
             // Under the lock, so `detach` (and the close after it) cannot come in between.
             if let socket = state.socket { _ = shutdown(socket, CInt(SHUT_RDWR)) }
         }
+        wakeup.lock()
+        wakeup.broadcast()
+        wakeup.unlock()
+    }
+
+    /// Waits `duration` unless cancelled first; false when cancelled.
+    func sleep(for duration: Duration) -> Bool {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let until = Date(timeIntervalSinceNow: seconds)
+        wakeup.lock()
+        defer { wakeup.unlock() }
+        while !isCancelled, wakeup.wait(until: until) {}
+        return !isCancelled
     }
 }
 
