@@ -9,6 +9,8 @@ final class CallCancellation: Sendable {
     private struct State {
         var cancelled = false
         var socket: CInt?
+        /// A pipe whose read end becomes readable at cancellation (`wakeDescriptor`).
+        var wake: (read: CInt, write: CInt)?
     }
 
     private let state = Mutex(State())
@@ -32,11 +34,37 @@ final class CallCancellation: Sendable {
         state.withLock { $0.socket = nil }
     }
 
+    /// A descriptor that becomes readable when the call is cancelled, for a call that must
+    /// finish an exchange before it lets go (a request learns whether it was queued); nil
+    /// when no pipe can be made.
+    func wakeDescriptor() -> CInt? {
+        state.withLock { state -> CInt? in
+            if let wake = state.wake { return wake.read }
+            var ends: [CInt] = [-1, -1]
+            guard pipe(&ends) == 0 else { return nil }
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            state.wake = (ends[0], ends[1])
+            if state.cancelled { _ = write(ends[1], "x", 1) }
+            return ends[0]
+        }
+    }
+
+    deinit {
+        state.withLock { state in
+            if let wake = state.wake {
+                _ = close(wake.read)
+                _ = close(wake.write)
+            }
+        }
+    }
+
     func cancel() {
         state.withLock { state in
+            guard !state.cancelled else { return }
             state.cancelled = true
             // Under the lock, so `detach` (and the close after it) cannot come in between.
             if let socket = state.socket { _ = shutdown(socket, CInt(SHUT_RDWR)) }
+            if let wake = state.wake { _ = write(wake.write, "x", 1) }
         }
         wakeup.lock()
         wakeup.broadcast()

@@ -70,35 +70,65 @@ extension DeviceAccess {
 
 /// ``DeviceAccess``'s own conversation: no prompt shown, no limit on the wait (cancelling
 /// the task ends it), and a request it queued is withdrawn when the task is cancelled.
+///
+/// Cancellation does not cut the connection at once: devaccessd may have queued the
+/// request without this call having read the `queued` reply yet, and a request whose
+/// requester only leaves stays queued. So a cancelled call waits up to ``grace`` for
+/// devaccessd's first reply, then withdraws what it queued (and answers an open prompt
+/// `interrupted`), and only then lets go. An `ask` prompt on the login terminal sends no
+/// reply until decided: it closes after the grace, when the connection ends.
 struct RequestConversation {
     let socketPath: String
     let timeout: Duration
     let cancellation: CallCancellation
 
+    /// How long a cancelled request waits for devaccessd's first reply.
+    static let grace: Duration = .seconds(1)
+
     /// Shows no prompt; remembers the queue number of a request this call put in the
     /// approval queue (not one an earlier request of the user had put there: that is
     /// not ours to withdraw).
     struct Unattended: RequestConversationHandler {
+        let wake: CInt?
         var queued: Int64?
+        /// When the task was cancelled; nil while it is not.
+        var cancelledAt: ContinuousClock.Instant?
+        /// devaccessd answered something (after which it has told what it queued).
+        var answered = false
 
-        var watched: CInt? { nil }
-        func waitLimit(waitingForAdmin: Bool) -> Duration? { nil }
-        func limitPassed() -> any Error { DeviceAccessError.protocol("no limit was set") }
-        func watchedIsReady(waitingForAdmin: Bool) {}
+        struct Cancelled: Error {}
+
+        var watched: CInt? { cancelledAt == nil ? wake : nil }
+
+        func waitLimit(waitingForAdmin: Bool) -> Duration? {
+            guard let cancelledAt else { return nil }
+            if answered { return .zero }
+            return RequestConversation.grace - cancelledAt.duration(to: .now)
+        }
+
+        func limitPassed() -> any Error { Cancelled() }
+
+        mutating func watchedIsReady(waitingForAdmin: Bool) { cancelledAt = .now }
 
         mutating func prompt(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws {
-            try session.answer(prompt, .cancel(.noTerminal), to: id)
+            answered = true
+            try session.answer(prompt, cancelledAt == nil ? .cancel(.noTerminal) : .cancel(.interrupted), to: id)
         }
 
         mutating func queued(_ reply: QueuedReply) {
+            answered = true
             if reply.new && reply.waiting { queued = reply.pending }
         }
     }
 
     func run(_ order: AccessRequest) throws(DeviceAccessError) -> DecisionReply {
-        var handler = Unattended()
+        var handler = Unattended(wake: cancellation.wakeDescriptor())
+        guard !cancellation.isCancelled else { throw .cancelled }
         do {
-            let session = try BrokerSession(socketPath: socketPath, timeout: timeout, cancellation: cancellation)
+            // No shutdown at cancellation (see above) unless there is no wake descriptor.
+            let session = handler.wake == nil
+                ? try BrokerSession(socketPath: socketPath, timeout: timeout, cancellation: cancellation)
+                : try BrokerSession(socketPath: socketPath, timeout: timeout)
             defer { cancellation.detach() }
             // Detached before the session (and its socket) goes.
             return try withExtendedLifetime(session) { try DeviceAccess.converse(order, session: session, handler: &handler) }
@@ -109,6 +139,9 @@ struct RequestConversation {
             }
             if case .rejected(let frame) = error { throw DeviceAccessError(frame, permissions: order.permissions) }
             throw DeviceAccessError(error)
+        } catch is Unattended.Cancelled {
+            withdraw(handler.queued)
+            throw .cancelled
         } catch let error as DeviceAccessError {
             throw error
         } catch {

@@ -95,7 +95,8 @@ struct StatusSubscriber: Sendable {
             switch error {
             case .unreachable, .timedOut, .closed, .io:
                 return .lost(served: served)
-            case .rejected(let frame) where frame.code == .busy:
+            case .rejected(let frame) where frame.code == .busy || frame.code == .unavailable:
+                // At its limit, or stopping ("subscribe again once it is back").
                 return .lost(served: served)
             case .rejected, .badReply:
                 return .refused
