@@ -114,3 +114,33 @@ struct ClientLibraryResilienceTests {
         #expect(try !erin.canOpen(setup.camera, .read))
     }
 }
+
+extension LoginSessions {
+    /// The attack on the consent prompt: a library client that dies in the middle of a
+    /// request (it _exits at Ctrl-C: no cancellation, no goodbye) while devaccessd asks its
+    /// user on the login terminal.
+    @Suite
+    struct ClientLibraryDisconnectTests {
+        @Test func aClientKilledMidPromptLeavesNoGrantAndNoPendingRequest() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+            let user = try TestUser("libkilled", shell: "/bin/sh")
+            // Ctrl-C makes this probe _exit at once: no cancellation, no withdraw, no goodbye.
+            let run = try LoginTerminal.run(user: user, command: [LibraryProbe.binary, "request", "--required", "camera",
+                                                                  "--term", "always", "camera"],
+                                            environment: ["DEVACCESS_SOCKET": setup.daemon.socketPath,
+                                                          "DEVACCESS_PROBE_ON_INT": "exit"],
+                                            answers: [("within", "\u{3}")], timeout: 60)
+            #expect(!run.output.contains(#""results""#) && !run.output.contains(#""error""#),
+                    "the probe finished its request: \(run.output)")
+            #expect(run.exitStatus == 9, "the probe did not die mid-request: \(run.output)")
+            #expect(try setup.grants(user).isEmpty, "a grant for a client that died")
+            #expect(try setup.ledger().pendingRequests(includeResolved: true).isEmpty, "a pending row was written")
+            let outcomes = try setup.requestEvents(user).filter { $0.details["stage"] == "prompt" }
+                .compactMap { $0.details["outcome"] }
+            #expect(outcomes == ["client-closed"], "the prompt did not close with its client: \(outcomes)")
+            #expect(try !user.canOpen(setup.camera, .read))
+        }
+    }
+}

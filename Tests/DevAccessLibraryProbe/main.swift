@@ -161,7 +161,13 @@ let call = Task { await run(Array(CommandLine.arguments.dropFirst())) }
 let announcesReady = ProcessInfo.processInfo.environment["DEVACCESS_PROBE_READY"] == "1"
 let cancelSources = [SIGUSR1, SIGINT].map { number in
     let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-    source.setEventHandler { call.cancel() }
+    // DEVACCESS_PROBE_ON_INT=exit: Ctrl-C ends the process at once instead, no cancellation
+    // and no goodbye (a program that crashes or is killed mid-request).
+    if number == SIGINT && ProcessInfo.processInfo.environment["DEVACCESS_PROBE_ON_INT"] == "exit" {
+        source.setEventHandler { _exit(9) }
+    } else {
+        source.setEventHandler { call.cancel() }
+    }
     if number == SIGUSR1 && announcesReady { source.setRegistrationHandler { emit(["ready": true]) } }
     source.resume()
     return source
