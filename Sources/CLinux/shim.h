@@ -167,9 +167,12 @@ static inline int devaccess_diag_address_is(unsigned char answered_family, const
    on src:sport, which the kernel answers with when no connection matches, is nobody's. This is
    how a loopback server learns who connected: TCP has no SO_PEERCRED. Returns the uid, or
    -errno (-ENOENT: no such socket, or no process holds it any more). The uid is the socket's creator's, as
-   SO_PEERCRED gives the connecting process's credentials for a Unix socket. */
+   SO_PEERCRED gives the connecting process's credentials for a Unix socket. `inode` (may be NULL)
+   receives the socket's inode, which /proc/PID/fd/N names as socket:[INODE] in every process
+   holding it. */
 static inline long long devaccess_tcp_socket_uid(int family, const unsigned char *src, unsigned short sport,
-                                                 const unsigned char *dst, unsigned short dport) {
+                                                 const unsigned char *dst, unsigned short dport,
+                                                 unsigned long long *inode) {
     if (family != AF_INET && family != AF_INET6) return -EAFNOSUPPORT;
     size_t length = family == AF_INET ? 4 : 16;
     int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -227,6 +230,7 @@ static inline long long devaccess_tcp_socket_uid(int family, const unsigned char
                a request socket), and the kernel then says 0, which is not root's. A socket
                still waiting to be accepted has no inode either but keeps the listener's uid. */
             if (socket_info->idiag_inode == 0 && socket_info->idiag_uid == 0) return -ENOENT;
+            if (inode) *inode = socket_info->idiag_inode;
             return (long long)socket_info->idiag_uid;
         }
     }

@@ -12,6 +12,8 @@ enum RunCommand: Command {
     static let camera = OptionSpec(long: "camera", short: nil, value: nil, help: "Give the program the camera.")
     static let microphone = OptionSpec(long: "microphone", short: nil, value: nil,
                                        help: "Give the program the microphone.")
+    static let location = OptionSpec(long: "location", short: nil, value: nil,
+        help: "Give the program this computer's location, through devaccessd's gpsd endpoint.")
     static let strict = OptionSpec(long: "strict", short: nil, value: nil,
         help: "Also keep the program from the capture devices it is not given, even where your groups open them.")
     static let once = OptionSpec(long: "once", short: nil, value: nil,
@@ -19,18 +21,25 @@ enum RunCommand: Command {
 
     static let spec = CommandSpec(
         name: "run",
-        abstract: "Run a program with the camera or microphone: only that program tree gets them.",
-        usage: "devaccess run [--camera] [--microphone] [--reason TEXT] [--once | --for DURATION | --always] "
-            + "[--strict] [--] PROGRAM [ARGUMENT...]",
-        options: [camera, microphone, RequestCommand.reason, once, RequestCommand.forDuration, RequestCommand.always,
-                  strict, BrokerOptions.socket],
+        abstract: "Run a program with the camera, microphone or location: only that program tree gets them.",
+        usage: "devaccess run [--camera] [--microphone] [--location [--accuracy LEVEL]] [--reason TEXT] "
+            + "[--once | --for DURATION | --always] [--strict] [--] PROGRAM [ARGUMENT...]",
+        options: [camera, microphone, location, RequestCommand.accuracy, RequestCommand.reason, once,
+                  RequestCommand.forDuration, RequestCommand.always, strict, BrokerOptions.socket],
         discussion: """
         devaccessd starts PROGRAM itself, as you (your uid, gid and groups) plus one group id
         of the run's own; the device nodes of the permissions it is given get an ACL entry for
         that id while the run lasts. Your other programs do not get them, and a process the
         program leaves behind loses them when the run ends.
-        Without --camera and --microphone, the program gets what a [Program] section of the
-        policy declares for it (devaccess.conf(5)); without one, that is an error.
+        --location: devaccessd's gpsd endpoint serves the program's connections at the run's
+        level (--accuracy, default exact, as for 'devaccess request location'): a connection
+        only the run's processes hold. Where the gpsd redirect rule is loaded, a plain
+        connection to gpsd (127.0.0.1:2947) arrives there; otherwise point the program at
+        devaccessd's port (947: 'gpspipe -w 127.0.0.1:947'). No environment variable is set:
+        gpsd's clients read none for the server.
+        Without --camera, --microphone and --location, the program gets what a [Program]
+        section of the policy declares for it (devaccess.conf(5)); without one, that is an
+        error.
         The decision is about PROGRAM run by you: an earlier decision for the program (or
         for you), the policy (Program= rules match root's own files), or consent asked on
         your login terminal: "Allow /usr/bin/cheese, run by alice, to use the camera?".
@@ -53,6 +62,7 @@ enum RunCommand: Command {
           devaccess run --camera -- cheese
           devaccess run --camera --for 8h -- v4l2-ctl -d /dev/video0 --stream-mmap
           devaccess run --microphone -- arecord -d 5 take.wav
+          devaccess run --location --accuracy city -- gpspipe -w -n 5
         """, positionalEndsOptions: true)
 
     /// The signals relayed to the program. Ctrl-Z (SIGTSTP) stops the program, then this
@@ -64,6 +74,18 @@ enum RunCommand: Command {
         var permissions: [Permission] = []
         if arguments.has("camera") { permissions.append(.camera) }
         if arguments.has("microphone") { permissions.append(.microphone) }
+        if arguments.has("location") { permissions.append(.location) }
+        var accuracy: LocationAccuracy?
+        if let text = arguments.value("accuracy") {
+            guard permissions.contains(.location) else {
+                throw UsageError(message: "'--accuracy' goes with --location", command: spec.name)
+            }
+            do {
+                accuracy = try LocationAccuracy.parse(text)
+            } catch {
+                throw UsageError(message: "--accuracy: \(error.description)", command: spec.name)
+            }
+        }
         guard let name = arguments.positionals.first else {
             throw UsageError(message: "missing PROGRAM", command: spec.name)
         }
@@ -76,7 +98,7 @@ enum RunCommand: Command {
         let order = RunOrder(program: program, arguments: arguments.positionals, environment: environment(),
                              directory: FileManager.default.currentDirectoryPath, umask: currentUmask(),
                              permissions: permissions, reason: text, scope: scope,
-                             strict: arguments.has("strict"))
+                             strict: arguments.has("strict"), accuracy: accuracy)
         let path = try BrokerOptions.socketPath(arguments, command: spec.name)
         let signals = SignalPipe.install(relayed)
         let session: BrokerSession

@@ -101,3 +101,37 @@ extension Enforcer {
                                       switchedOff: off).accuracy
     }
 }
+
+extension Enforcer {
+    /// The location level of each live `devaccess run` of `subject` that was given location,
+    /// by the run's group id: the run's decision (`RunDecisions`: a program grant of its
+    /// program or a `once` grant of its process; a newer user-wide denial ends it) when it
+    /// allows, capped by the policy's `MaxAccuracy=`. Empty when location is switched off or
+    /// the policy forbids it for the user. What the gpsd endpoint serves a connection that
+    /// only that run's processes hold.
+    public func runLocationAccuracies(for subject: Principal) throws(EnforcementError) -> [UInt32: LocationAccuracy] {
+        let now = clock()
+        let (runs, grants, switches) = try EnforcementError.ledgerWork {
+            () throws(LedgerError) -> ([Run], [Grant], [PrivacySwitch]) in
+            let runs = try ledger.runs(uid: subject.uid).filter { $0.permissions.contains(.location) && $0.process != nil }
+            guard !runs.isEmpty else { return ([], [], []) }
+            return (runs, try ledger.activeGrants(uid: subject.uid, permission: .location, now: now), try ledger.switches())
+        }
+        guard !runs.isEmpty else { return [:] }
+        let (policy, problem) = policyInForce()
+        if let problem { throw .policyUnreadable(problem) }
+        if switches.contains(where: { $0.permission == .location && ($0.until.map { $0 > now } ?? true) }) { return [:] }
+        let decision = policy?.decision(for: .location, user: identity(subject))
+        if decision?.action == .deny { return [:] }
+        let decisions = RunDecisions(active: grants.filter { grant in
+            grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true
+        })
+        var levels: [UInt32: LocationAccuracy] = [:]
+        for run in runs {
+            guard let grant = decisions.decision(for: run, permission: .location, deviceID: nil),
+                  grant.program != nil, let level = grant.locationLevel else { continue }
+            levels[run.gid] = decision?.capping(level) ?? level
+        }
+        return levels
+    }
+}

@@ -71,15 +71,28 @@ public struct TCPAddress: Sendable, Hashable, CustomStringConvertible {
 /// and whose remote end is ours. Only meaningful for loopback peers, whose sockets live in
 /// this network namespace.
 public enum TCPSocketOwner {
+    /// The socket as the kernel knows it: its owner and its inode (`socket:[INODE]` in the
+    /// /proc/PID/fd of every process holding it; 0 when none holds it yet).
+    public struct Identity: Sendable, Hashable {
+        public var uid: UInt32
+        public var inode: UInt64
+    }
+
     public static func uid(of peer: TCPAddress, connectedTo local: TCPAddress) throws(Errno) -> UInt32 {
+        try identity(of: peer, connectedTo: local).uid
+    }
+
+    public static func identity(of peer: TCPAddress, connectedTo local: TCPAddress) throws(Errno) -> Identity {
         guard peer.family == local.family else { throw Errno(rawValue: EAFNOSUPPORT) }
+        var inode: UInt64 = 0
         let result = peer.bytes.withUnsafeBufferPointer { source in
             local.bytes.withUnsafeBufferPointer { destination in
-                devaccess_tcp_socket_uid(peer.family, source.baseAddress, peer.port, destination.baseAddress, local.port)
+                devaccess_tcp_socket_uid(peer.family, source.baseAddress, peer.port, destination.baseAddress, local.port,
+                                         &inode)
             }
         }
         guard result >= 0, result <= Int64(UInt32.max) else { throw Errno(rawValue: CInt(truncatingIfNeeded: -result)) }
-        return UInt32(result)
+        return Identity(uid: UInt32(result), inode: inode)
     }
 }
 

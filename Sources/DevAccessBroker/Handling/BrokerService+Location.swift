@@ -86,20 +86,55 @@ extension BrokerService {
             + "location'; 'devaccess status location' says why)"
     }
 
-    /// The gpsd-compatible endpoint's lookup for a client the kernel says is `uid`.
-    func locationCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.GrantCheck {
+    /// The gpsd-compatible endpoint's lookup for a client the kernel says is `uid`: the
+    /// user's level, and that of each of their live runs given location.
+    func locationCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.UserLocation {
         let subject = Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid))
+        var runs: [UInt32: LocationAccuracy] = [:]
+        if let enforcement {
+            do throws(InterfaceError) {
+                runs = try await QueuedEngine(enforcement: enforcement).run("location") {
+                    (engine) throws(EnforcementError) -> ([UInt32: LocationAccuracy], EnforcementReport) in
+                    (try engine.runLocationAccuracies(for: subject), EnforcementReport())
+                }
+            } catch {
+                return GpsdCompatibleServer.UserLocation(
+                    user: .refused("cannot tell whether \(subject.name) may know the location: \(error.protocolError.reason)"))
+            }
+        }
+        if !runs.isEmpty {
+            // A refusal is not audited here: the runs' connections are served, and this is
+            // looked up every few seconds while they stay.
+            do throws(InterfaceError) {
+                let level = try await userLevel(subject)
+                return GpsdCompatibleServer.UserLocation(
+                    user: level.map { .allowed($0) } ?? .refused(Self.noLocationGrant(subject)), runs: runs)
+            } catch {
+                return GpsdCompatibleServer.UserLocation(
+                    user: .refused("cannot tell whether \(subject.name) may know the location: \(error.protocolError.reason)"))
+            }
+        }
         // TCP gives no pid: the audit names the connection instead.
         var peer = Peer(pid: 0, uid: uid, gid: 0, groups: [])
         peer.programProblem = "a TCP client of the gpsd endpoint from \(address)"
         switch await grantedLocation(subject, id: 0, peer: peer) {
         case .success(let level):
-            return .allowed(level)
+            return GpsdCompatibleServer.UserLocation(user: .allowed(level), runs: runs)
         case .failure(let failure):
             if case .error(let error) = failure.reply, error.code != .permissionDenied {
-                return .refused("cannot tell whether \(subject.name) may know the location: \(error.reason)")
+                return GpsdCompatibleServer.UserLocation(
+                    user: .refused("cannot tell whether \(subject.name) may know the location: \(error.reason)"))
             }
-            return .refused(Self.noLocationGrant(subject))
+            return GpsdCompatibleServer.UserLocation(user: .refused(Self.noLocationGrant(subject)))
+        }
+    }
+
+    /// The subject's own level, nil when none; throws when the engine cannot say.
+    private func userLevel(_ subject: Principal) async throws(InterfaceError) -> LocationAccuracy? {
+        guard let enforcement else { return nil }
+        return try await QueuedEngine(enforcement: enforcement).run("location") {
+            (engine) throws(EnforcementError) -> (LocationAccuracy?, EnforcementReport) in
+            (try engine.locationAccuracy(for: subject), EnforcementReport())
         }
     }
 

@@ -38,8 +38,8 @@ extension BrokerService {
         }
         if let unsupported = order.permissions.first(where: { !Self.runPermissions.contains($0) }) {
             return .error(ProtocolError(.badMessage, context: "$.permissions",
-                reason: "a run can be given the camera and the microphone; \(unsupported.rawValue) goes through a "
-                    + "service, not device nodes, and is not given to runs yet; nothing was run"))
+                reason: "a run can be given the camera, the microphone and location; not \(unsupported.rawValue); "
+                    + "nothing was run"))
         }
         let user = identity(of: peer)
         let subject = Principal(uid: user.uid, name: user.name)
@@ -77,6 +77,9 @@ extension BrokerService {
         let policies: @Sendable (Permission) -> PolicyDecision = {
             policy.requestDecision(for: $0, user: user, program: policyProgram)
         }
+        // Location is given at a level, as a request's: asked (exact unless --accuracy), under the policy's cap.
+        let location = order.permissions.contains(.location)
+            ? LocationAsk(asked: order.accuracy ?? .exact, policy: policies(.location)) : nil
         var results: [Permission: RequestResult] = [:]
         var toAsk: [Permission] = []
         var toConfirm: [Permission] = []
@@ -100,7 +103,10 @@ extension BrokerService {
                 continue
             }
             if let grant = standing.decision(uid: user.uid, program: program.identity, process: nil,
-                                             permission: permission, deviceID: nil) {
+                                             permission: permission, deviceID: nil),
+               // A location allow coarser than this run would get is decided again.
+               !(grant.decision == .allow && permission == .location
+                   && (grant.locationLevel ?? .exact) < (location?.granted ?? .exact)) {
                 var result = Self.result(for: grant, outcome: grant.decision == .allow ? .alreadyAllowed : .alreadyDenied,
                                          term: nil)
                 result.message = (grant.decision == .allow ? "already allowed: " : "denied by an earlier decision: ")
@@ -135,12 +141,18 @@ extension BrokerService {
         let devices = reports.flatMap { report in
             report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
         }
-        let context = RequestContext(
-            request: AccessRequest(permissions: order.permissions, reason: order.reason, scope: order.scope ?? .once),
+        var context = RequestContext(
+            request: AccessRequest(permissions: order.permissions, reason: order.reason, scope: order.scope ?? .once,
+                                   accuracy: order.accuracy),
             wireID: envelope.id, peer: peer, requester: requester, user: user, exchange: exchange, devices: devices,
             holder: nil, holderName: "this run of \(program.path)")
+        context.location = location
         defer { flushAudit(context) }
         var received = ["run": "true", "program": program.path]
+        if let location {
+            received["accuracy"] = location.asked.rawValue
+            if location.cappedBy != nil { received["accuracy_granted"] = location.granted.rawValue }
+        }
         let refusedAtOnce = toAsk.isEmpty && toConfirm.isEmpty && plans.isEmpty
             && results.values.contains { [.alreadyDenied, .restricted, .unavailable].contains($0.outcome) }
         if refusedAtOnce, !rules.isAdmin(peer) {
@@ -208,7 +220,8 @@ extension BrokerService {
                         do throws(LedgerError) {
                             let grants = try denials.map { (plan) throws(LedgerError) in
                                 try Self.recordRunGrant(plan, subject: subject, program: identity, reason: reason,
-                                                        process: nil, ledger: enforcer.ledger, now: enforcer.clock())
+                                                        process: nil, accuracy: nil, ledger: enforcer.ledger,
+                                                        now: enforcer.clock())
                             }
                             return (grants, EnforcementReport())
                         } catch {
@@ -297,7 +310,8 @@ extension BrokerService {
                     try enforcer.ledger.runStarted(run.id, process: process, details: startDetails, at: enforcer.clock())
                     grants = try runAllows.map { (plan) throws(LedgerError) in
                         try Self.recordRunGrant(plan, subject: subject, program: identity, reason: reason,
-                                                process: process, ledger: enforcer.ledger, now: enforcer.clock())
+                                                process: process, accuracy: plan.accuracy ?? location?.granted,
+                                                ledger: enforcer.ledger, now: enforcer.clock())
                     }
                 } catch {
                     throw .ledger(error)
@@ -339,7 +353,10 @@ extension BrokerService {
         return .runEnded(RunEndedReply(run: run.id, exit: exit))
     }
 
-    static let runPermissions: [Permission] = [.camera, .microphone]
+    static let runPermissions: [Permission] = [.camera, .microphone, .location]
+    /// What a run gets through device nodes (its group's ACL entries; `--strict`'s Landlock
+    /// rules); location is served by the gpsd endpoint instead.
+    static let runNodePermissions: [Permission] = [.camera, .microphone]
 
     /// Records the run's end and removes its access (the engine pass sees the process gone).
     func endRun(_ run: Run, status: String, enforcement: any DecisionEnforcement) async {
@@ -362,11 +379,14 @@ extension BrokerService {
     /// A run's decision: a program grant (the program's path, pinned to its SHA-256 when
     /// the file is not root's alone), `once` bound to the run's process.
     static func recordRunGrant(_ plan: GrantPlan, subject: Principal, program: Program, reason: String,
-                               process: ProcessHolder?, ledger: Ledger, now: Date) throws(LedgerError) -> Grant {
+                               process: ProcessHolder?, accuracy: LocationAccuracy?, ledger: Ledger,
+                               now: Date) throws(LedgerError) -> Grant {
         let (scope, expires, _) = plan.term.grant(at: now, holder: process)
+        // Every allow of location records its level, exact included, as a request's does.
+        let level = plan.permission == .location && plan.decision == .allow ? accuracy ?? .exact : nil
         let new = NewGrant(subject: subject, program: program, permission: plan.permission, decision: plan.decision,
                            scope: scope, expires: expires, decidedBy: plan.decidedBy, method: plan.method,
-                           reason: reason, holder: scope == .once ? process : nil)
+                           reason: reason, holder: scope == .once ? process : nil, accuracy: level)
         return try ledger.recordGrant(new, at: now)
     }
 
@@ -374,7 +394,7 @@ extension BrokerService {
     /// the program those, whatever its user's groups and ACL entries say).
     func strictDenials(granted: [Permission]) async -> [String] {
         var denied = Set<String>()
-        let others = Self.runPermissions.filter { !granted.contains($0) }
+        let others = Self.runNodePermissions.filter { !granted.contains($0) }
         for report in await probe.reports(others) {
             for device in report.devices { denied.formUnion(device.nodes.map(\.path)) }
         }

@@ -15,6 +15,12 @@ import DevAccessSystem
 /// while it stays (a grant's time running out writes nothing): a revoked, expired or denied
 /// grant, or a switch turned off, ends the connection with gpsd's ERROR report.
 ///
+/// A `devaccess run` given location: while its user has one, each new connection of the
+/// user's is looked for in every process's descriptors (`SocketHolders`, by the socket's
+/// inode); held by that run's processes alone (its group id, the owner's uid), it is served
+/// at the finer of the run's level and the user's own, else at the user's. The run's end
+/// takes its level away at the next look, as a revoke does.
+///
 /// One thread, one poll loop: clients mostly sit watching, a fix a second goes out to all
 /// of them, and nobody holds a thread; the source's change wakes the loop. A client that
 /// stops reading is dropped when `maxPendingOutput` is waiting for it. One person's
@@ -26,6 +32,26 @@ public final class GpsdCompatibleServer: Sendable {
         case allowed(LocationAccuracy)
         /// Said to the client; the lookup has audited it.
         case refused(String)
+    }
+
+    /// What the grant lookup says for a uid: the user's own level and that of each of their
+    /// live runs given location (by the run's group id).
+    public struct UserLocation: Sendable, Hashable {
+        public var user: GrantCheck
+        public var runs: [UInt32: LocationAccuracy]
+
+        public init(user: GrantCheck, runs: [UInt32: LocationAccuracy] = [:]) {
+            self.user = user
+            self.runs = runs
+        }
+
+        /// For a connection held by the processes of run `group` alone (nil: by anyone
+        /// else): the run adds its level to the user's, never takes from it.
+        func check(forRun group: UInt32?) -> GrantCheck {
+            guard let group, let run = runs[group] else { return user }
+            if case .allowed(let level) = user { return .allowed(max(level, run)) }
+            return .allowed(run)
+        }
     }
 
     public struct Limits: Sendable, Hashable {
@@ -42,7 +68,7 @@ public final class GpsdCompatibleServer: Sendable {
 
     private let listeners: [TCPListener]
     private let serving: LocationServing
-    private let check: @Sendable (UInt32, TCPAddress) async -> GrantCheck
+    private let check: @Sendable (UInt32, TCPAddress) async -> UserLocation
     private let log: BrokerLog
     private let limits: Limits
     private let wake: Int32
@@ -51,14 +77,16 @@ public final class GpsdCompatibleServer: Sendable {
     private let recheckRequested = Atomic<Bool>(false)
     private let observation = Mutex<LocationObservation?>(nil)
     /// Grant answers from lookup tasks, for the loop to apply.
-    private let answers = Mutex<[(uid: UInt32, check: GrantCheck)]>([])
+    private let answers = Mutex<[(uid: UInt32, check: UserLocation)]>([])
+    /// Holder scans' answers (the client's serial, the run whose alone the socket is), for the loop.
+    private let identified = Mutex<[(serial: UInt64, uid: UInt32, run: UInt32?)]>([])
     private let thread = Mutex<Thread?>(nil)
     private let finished = DispatchSemaphore(value: 0)
 
     public var addresses: [TCPAddress] { listeners.map(\.address) }
 
     init(listeners: [TCPListener], serving: LocationServing, log: BrokerLog, limits: Limits = Limits(),
-         check: @escaping @Sendable (UInt32, TCPAddress) async -> GrantCheck) throws(Errno) {
+         check: @escaping @Sendable (UInt32, TCPAddress) async -> UserLocation) throws(Errno) {
         self.listeners = listeners
         self.serving = serving
         self.check = check
@@ -109,10 +137,30 @@ public final class GpsdCompatibleServer: Sendable {
 
     // MARK: The loop
 
+    /// Whose level a client is served at.
+    private enum Holders: Hashable {
+        /// Not known yet: the user has runs with location and the scan has not answered.
+        case unknown
+        /// Anyone else's than one run's alone: the user's own level.
+        case user
+        /// Held by the processes of this run (group id) alone.
+        case run(UInt32)
+
+        var run: UInt32? {
+            if case .run(let group) = self { return group }
+            return nil
+        }
+    }
+
     private struct Client {
         var descriptor: Int32
+        /// Names the connection for the holder scan's answer (a descriptor is reused).
+        var serial: UInt64
         var peer: TCPAddress
         var uid: UInt32
+        /// The client's socket (`socket:[INODE]` in its holders' /proc/PID/fd).
+        var inode: UInt64
+        var holders = Holders.unknown
         /// Whom the per-user cap counts it against (a subordinate uid: its owner).
         var accountable: UInt32
         /// nil until the grant lookup answered; what the client sends meanwhile (gpspipe
@@ -127,8 +175,12 @@ public final class GpsdCompatibleServer: Sendable {
         var clients: [Int32: Client] = [:]
         /// The newest answer per uid: a new connection within `recheckInterval` of it uses
         /// it, so connecting in a loop cannot make a lookup (or an audited refusal) each time.
-        var known: [UInt32: (check: GrantCheck, at: ContinuousClock.Instant)] = [:]
+        var known: [UInt32: (check: UserLocation, at: ContinuousClock.Instant)] = [:]
         var checking: Set<UInt32> = []
+        /// Uids with a holder scan under way: one at a time per user, so connecting in a loop
+        /// makes devaccessd scan /proc no faster than one scan after another.
+        var scanning: Set<UInt32> = []
+        var serial: UInt64 = 0
         /// Lookups under way when a recheck was asked: their answers may predate the change.
         var stale: Set<UInt32> = []
         var allowances: [UInt32: CommandAllowance] = [:]
@@ -168,14 +220,10 @@ public final class GpsdCompatibleServer: Sendable {
             let now = ContinuousClock.now
             for key in Array(allowances.keys) { allowances[key]?.refill(at: now, limits) }
             for (index, listener) in listeners.enumerated() where descriptors[1 + index].revents != 0 {
-                for fd in acceptAll(listener, into: &clients) {
-                    guard var client = clients[fd] else { continue }
-                    if let answer = known[client.uid], now - answer.at < limits.recheckInterval {
-                        apply(answer.check, to: &client, snapshot: snapshot)
-                        clients[fd] = client
-                    } else if !checking.contains(client.uid) {
-                        lookUp(client.uid, peer: client.peer, checking: &checking)
-                    }
+                for fd in acceptAll(listener, into: &clients, serial: &serial) {
+                    guard let client = clients[fd] else { continue }
+                    if let answer = known[client.uid], now - answer.at < limits.recheckInterval { continue }
+                    if !checking.contains(client.uid) { lookUp(client.uid, peer: client.peer, checking: &checking) }
                 }
             }
             for (index, fd) in order.enumerated() {
@@ -199,14 +247,40 @@ public final class GpsdCompatibleServer: Sendable {
                 }
                 clients[fd] = client
             }
+            // Holder scans: whose level each scanned client gets.
+            for reply in identified.withLock({ answers in defer { answers.removeAll() }; return answers }) {
+                scanning.remove(reply.uid)
+                guard let fd = clients.first(where: { $0.value.serial == reply.serial })?.key else { continue }
+                clients[fd]?.holders = reply.run.map(Holders.run) ?? .user
+            }
             // Grant answers: start, re-level or end the uid's clients.
+            var answered: Set<UInt32> = []
             for reply in answers.withLock({ answers in defer { answers.removeAll() }; return answers }) {
                 checking.remove(reply.uid)
+                answered.insert(reply.uid)
                 if stale.remove(reply.uid) == nil { known[reply.uid] = (reply.check, .now) }
-                for (fd, var client) in clients where client.uid == reply.uid && !client.closing {
-                    apply(reply.check, to: &client, snapshot: snapshot)
+                for (fd, var client) in clients where client.uid == reply.uid && !client.closing
+                    && client.holders != .unknown {
+                    apply(reply.check.check(forRun: client.holders.run), to: &client, snapshot: snapshot)
                     clients[fd] = client
                 }
+            }
+            // New clients: served once the uid's answer is known and, while the user has runs
+            // with location, once the scan says who holds the socket.
+            for (fd, var client) in clients where client.session == nil && !client.closing {
+                guard let answer = known[client.uid]?.check else { continue }
+                if client.holders == .unknown {
+                    if answer.runs.isEmpty {
+                        client.holders = .user
+                    } else {
+                        if !scanning.contains(client.uid) { scan(client, scanning: &scanning) }
+                        continue
+                    }
+                } else if answered.contains(client.uid) {
+                    continue
+                }
+                apply(answer.check(forRun: client.holders.run), to: &client, snapshot: snapshot)
+                clients[fd] = client
             }
             // Every uid still connected is looked up again now and then.
             let connected = Set(clients.values.map(\.uid))
@@ -262,7 +336,7 @@ public final class GpsdCompatibleServer: Sendable {
     }
 
     /// Takes every waiting connection; returns the new clients' descriptors.
-    private func acceptAll(_ listener: TCPListener, into clients: inout [Int32: Client]) -> [Int32] {
+    private func acceptAll(_ listener: TCPListener, into clients: inout [Int32: Client], serial: inout UInt64) -> [Int32] {
         var new: [Int32] = []
         // At most a listen backlog's worth a turn: connecting in a flood cannot keep the loop
         // accepting while the clients it has wait; the rest are taken next turn.
@@ -276,11 +350,11 @@ public final class GpsdCompatibleServer: Sendable {
                                                              "error": error.description])
                 return new
             }
-            let uid: UInt32
+            let owner: TCPSocketOwner.Identity
             do {
                 // A client the gpsd rule redirected from gpsd's port is known by the
                 // address it dialled.
-                uid = try Self.owner(of: accepted)
+                owner = try Self.owner(of: accepted)
             } catch {
                 // Gone already, or not a socket of this machine's: nobody to serve.
                 log.info("gpsd endpoint: cannot tell who connected", ["peer": accepted.peer.description,
@@ -290,6 +364,7 @@ public final class GpsdCompatibleServer: Sendable {
                 Socket.close(accepted.descriptor)
                 continue
             }
+            let uid = owner.uid
             let accountable = SubordinateIDs.accountable(uid)
             let theirs = clients.values.filter { $0.accountable == accountable }.count
             guard clients.count < limits.maxClients, theirs < limits.maxClientsPerUser else {
@@ -300,8 +375,9 @@ public final class GpsdCompatibleServer: Sendable {
                 Socket.close(accepted.descriptor)
                 continue
             }
-            clients[accepted.descriptor] = Client(descriptor: accepted.descriptor, peer: accepted.peer, uid: uid,
-                                                  accountable: accountable)
+            serial += 1
+            clients[accepted.descriptor] = Client(descriptor: accepted.descriptor, serial: serial, peer: accepted.peer,
+                                                  uid: uid, inode: owner.inode, accountable: accountable)
             new.append(accepted.descriptor)
         }
         return new
@@ -314,13 +390,26 @@ public final class GpsdCompatibleServer: Sendable {
     /// there is then another's that dialled gpsd itself. Such a socket reached gpsd (its
     /// end there is found the other way round), or is root's: the rule redirects nobody
     /// else's (config/nftables/devaccess-gpsd.nft).
-    static func owner(of accepted: AcceptedTCP) throws(Errno) -> UInt32 {
-        let uid = try TCPSocketOwner.uid(of: accepted.peer, connectedTo: accepted.dialled)
-        guard let dialled = accepted.redirectedFrom else { return uid }
-        guard uid != 0, (try? TCPSocketOwner.uid(of: dialled, connectedTo: accepted.peer)) == nil else {
+    static func owner(of accepted: AcceptedTCP) throws(Errno) -> TCPSocketOwner.Identity {
+        let owner = try TCPSocketOwner.identity(of: accepted.peer, connectedTo: accepted.dialled)
+        guard let dialled = accepted.redirectedFrom else { return owner }
+        guard owner.uid != 0, (try? TCPSocketOwner.uid(of: dialled, connectedTo: accepted.peer)) == nil else {
             throw Errno(rawValue: ENOENT)
         }
-        return uid
+        return owner
+    }
+
+    /// Looks for the processes that hold the client's socket, off the loop (a pass over
+    /// /proc): the kernel's answer, never the client's word. Held by one run's processes
+    /// alone, the client gets that run's level.
+    private func scan(_ client: Client, scanning: inout Set<UInt32>) {
+        scanning.insert(client.uid)
+        let (serial, uid, inode) = (client.serial, client.uid, client.inode)
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            let run = inode == 0 ? nil : SocketHolders.scan(inode: inode).runGroup(uid: uid)
+            identified.withLock { $0.append((serial, uid, run)) }
+            signalLoop()
+        }
     }
 
     private func lookUp(_ uid: UInt32, peer: TCPAddress?, checking: inout Set<UInt32>) {

@@ -25,9 +25,12 @@ public struct RunOrder: Sendable, Hashable {
     /// Also keep the program from capture devices it was not granted that its user's own
     /// groups would open (Landlock).
     public var strict: Bool
+    /// With location: the level asked for (nil: exact), capped by the policy as a request's is.
+    public var accuracy: LocationAccuracy?
 
     public init(program: String, arguments: [String], environment: [String], directory: String, umask: UInt32,
-                permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, strict: Bool = false) {
+                permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, strict: Bool = false,
+                accuracy: LocationAccuracy? = nil) {
         self.program = program
         self.arguments = arguments
         self.environment = environment
@@ -37,6 +40,7 @@ public struct RunOrder: Sendable, Hashable {
         self.reason = reason
         self.scope = scope
         self.strict = strict
+        self.accuracy = accuracy
     }
 
     public static let maxArguments = 4096
@@ -100,6 +104,7 @@ enum RunCoding {
         if let reason = order.reason { members.append(JSONMember("reason", .string(reason))) }
         members += ConversationCoding.encode(scope: order.scope)
         if order.strict { members.append(JSONMember("strict", .bool(true))) }
+        if let accuracy = order.accuracy { members.append(JSONMember("accuracy", .string(accuracy.rawValue))) }
         return members
     }
 
@@ -129,11 +134,17 @@ enum RunCoding {
         let strict = try reader.optional("strict").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: "$.strict")
         } ?? false
+        let accuracy = try ConversationCoding.accuracy(&reader)
+        if accuracy != nil && !permissions.isEmpty && !permissions.contains(.location) {
+            throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
+                                reason: "'accuracy' goes only with permission location, which is not asked for")
+        }
         for (index, text) in (arguments + environment + [program, directory]).enumerated() where text.utf8.contains(0) {
             throw ProtocolError(.badMessage, context: "$", reason: "string \(index) holds a NUL byte")
         }
         return RunOrder(program: program, arguments: arguments, environment: environment, directory: directory,
-                        umask: umask, permissions: permissions, reason: reason, scope: scope, strict: strict)
+                        umask: umask, permissions: permissions, reason: reason, scope: scope, strict: strict,
+                        accuracy: accuracy)
     }
 
     static func encode(_ started: RunStartedReply) -> [JSONMember] {
