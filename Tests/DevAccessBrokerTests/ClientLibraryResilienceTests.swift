@@ -62,7 +62,9 @@ struct ClientLibraryResilienceTests {
         let before = Self.descriptorCount(pid)
         #expect(before > 0)
 
+        let started = Date()
         let churn = try LibraryProbe.run(mallory, socket: setup.daemon.socketPath, ["churn", "1000"])
+        print("1000 subscribe/let-go cycles through statusUpdates: \(Date().timeIntervalSince(started)) s")
         #expect(churn["churned"] as? Int == 1000 && churn["received"] as? Int == 1000, "\(churn)")
 
         // devaccessd notices each closed connection on its own time: a bounded wait.
