@@ -22,5 +22,5 @@ for await status in DeviceAccess().statusUpdates(permissions.isEmpty ? nil : per
     // Unbuffered, so a pipe sees each change as it comes.
     FileHandle.standardOutput.write(Data(line.utf8))
 }
-FileHandle.standardError.write(Data("watch: devaccessd ended the subscription (not running, or stopping)\n".utf8))
+FileHandle.standardError.write(Data("watch: devaccessd refused the subscription for good (is it older than this program?)\n".utf8))
 exit(69)

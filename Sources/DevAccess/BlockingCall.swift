@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Dispatch
 import Glibc
 import Synchronization
 import DevAccessSystem
@@ -10,9 +11,14 @@ final class CallCancellation: Sendable {
     private struct State {
         var cancelled = false
         var socket: CInt?
+        /// A pipe whose read end becomes readable at cancellation (`wakeDescriptor`).
+        var wake: (read: CInt, write: CInt)?
     }
 
     private let state = Mutex(State())
+    /// Wakes `sleep(for:)` when the call is cancelled (signalled once per cancel; a sleep
+    /// that finds it signalled is one after the cancel, which returns at once anyway).
+    private let wakeup = DispatchSemaphore(value: 0)
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
 
@@ -31,12 +37,47 @@ final class CallCancellation: Sendable {
         state.withLock { $0.socket = nil }
     }
 
+    /// A descriptor that becomes readable when the call is cancelled, for a call that must
+    /// finish an exchange before it lets go (a request learns whether it was queued); nil
+    /// when no pipe can be made.
+    func wakeDescriptor() -> CInt? {
+        state.withLock { state -> CInt? in
+            if let wake = state.wake { return wake.read }
+            var ends: [CInt] = [-1, -1]
+            guard pipe(&ends) == 0 else { return nil }
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            state.wake = (ends[0], ends[1])
+            if state.cancelled { _ = write(ends[1], "x", 1) }
+            return ends[0]
+        }
+    }
+
+    deinit {
+        state.withLock { state in
+            if let wake = state.wake {
+                _ = close(wake.read)
+                _ = close(wake.write)
+            }
+        }
+    }
+
     func cancel() {
         state.withLock { state in
+            guard !state.cancelled else { return }
             state.cancelled = true
             // Under the lock, so `detach` (and the close after it) cannot come in between.
             if let socket = state.socket { _ = shutdown(socket, CInt(SHUT_RDWR)) }
+            if let wake = state.wake { _ = write(wake.write, "x", 1) }
         }
+        wakeup.signal()
+    }
+
+    /// Waits `duration` unless cancelled first; false when cancelled.
+    func sleep(for duration: Duration) -> Bool {
+        guard !isCancelled else { return false }
+        let nanoseconds = duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(clamping: max(0, nanoseconds))))
+        return !isCancelled
     }
 }
 

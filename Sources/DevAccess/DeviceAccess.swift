@@ -55,8 +55,8 @@ public struct DeviceAccess: Sendable {
                              user: String? = nil) async throws(DeviceAccessError) -> StatusReport {
         let socketPath = self.socketPath, timeout = self.timeout
         let reply = try await offload { cancellation throws(DeviceAccessError) in
-            try Self.call(socketPath, timeout: timeout, cancellation: cancellation) { client throws(BrokerClientError) in
-                try client.status(permissions, user: user)
+            try Self.call(socketPath, timeout: timeout, cancellation: cancellation) { session throws(BrokerClientError) in
+                try session.status(permissions, user: user)
             }
         }
         return StatusReport(user: reply.user, uid: reply.uid, permissions: reply.permissions)
@@ -125,20 +125,31 @@ public struct DeviceAccess: Sendable {
                          wait: Duration = .seconds(5)) async throws(DeviceAccessError) -> LocationReading {
         let milliseconds = min(max(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000, 0),
                                LocationQuery.maxWait)
-        let socketPath = self.socketPath
-        // The broker waits up to `wait` for a fix: the reply may take that long on top.
-        let timeout = self.timeout + .milliseconds(milliseconds)
-        let result = try await offload { cancellation throws(DeviceAccessError) in
-            try Self.call(socketPath, timeout: timeout, cancellation: cancellation,
-                          permission: .location) { client throws(BrokerClientError) in
-                try client.perform(.location(LocationQuery(accuracy: accuracy, waitMilliseconds: milliseconds)))
+        let query = LocationQuery(accuracy: accuracy, waitMilliseconds: milliseconds)
+        let access = self
+        let document = try await offload { cancellation throws(DeviceAccessError) in
+            do throws(BrokerClientError) {
+                return try access.locationDocument(query, cancellation: cancellation)
+            } catch {
+                if cancellation.isCancelled { throw .cancelled }
+                throw DeviceAccessError(error, permission: .location)
             }
         }
-        do {
-            let document = try JSONDecoder().decode(LocationDocument.self, from: Data(JSONWriter.bytes(result.document)))
-            return LocationReading(document)
-        } catch {
-            throw .protocol("the location document does not decode: \(error)")
+        return LocationReading(document)
+    }
+
+    /// `location`'s answer as devaccessd wrote it (`devaccess location --json`'s document),
+    /// its failure as the protocol states it; blocks the calling thread. SPI: the CLI prints
+    /// the document and maps the failure to its exit codes.
+    @_spi(CLI) public func locationDocument(_ query: LocationQuery) throws(BrokerClientError) -> LocationDocument {
+        try locationDocument(query, cancellation: CallCancellation())
+    }
+
+    func locationDocument(_ query: LocationQuery, cancellation: CallCancellation) throws(BrokerClientError) -> LocationDocument {
+        // devaccessd waits up to `waitMilliseconds` for a fix: the reply may take that long on top.
+        try Self.exchange(socketPath, timeout: timeout + .milliseconds(query.waitMilliseconds),
+                          cancellation: cancellation) { session throws(BrokerClientError) in
+            try session.document(.location(query), as: LocationDocument.self)
         }
     }
 
@@ -148,16 +159,23 @@ public struct DeviceAccess: Sendable {
     /// call is about (how a refusal is reported).
     static func call<Value>(_ socketPath: String, timeout: Duration, cancellation: CallCancellation,
                             permission: Permission? = nil,
-                            _ body: (BrokerClient) throws(BrokerClientError) -> Value) throws(DeviceAccessError) -> Value {
-        do {
-            let client = try BrokerClient(socketPath: socketPath, timeout: timeout)
-            cancellation.attach(client.pollDescriptor)
-            defer { cancellation.detach() }
-            return try body(client)
+                            _ body: (BrokerSession) throws(BrokerClientError) -> Value) throws(DeviceAccessError) -> Value {
+        do throws(BrokerClientError) {
+            return try exchange(socketPath, timeout: timeout, cancellation: cancellation, body)
         } catch {
             if cancellation.isCancelled { throw .cancelled }
             throw DeviceAccessError(error, permission: permission)
         }
+    }
+
+    /// The same, its failure as the protocol states it.
+    static func exchange<Value>(_ socketPath: String, timeout: Duration, cancellation: CallCancellation,
+                                _ body: (BrokerSession) throws(BrokerClientError) -> Value) throws(BrokerClientError) -> Value {
+        let session = try BrokerSession(socketPath: socketPath, timeout: timeout, cancellation: cancellation)
+        // Detached before the session (and its socket) goes: a late cancellation must not
+        // shut down whatever gets the descriptor number next.
+        defer { cancellation.detach() }
+        return try withExtendedLifetime(session) { () throws(BrokerClientError) -> Value in try body(session) }
     }
 }
 

@@ -53,10 +53,10 @@ extension DeviceAccess {
         let order = OpenOrder(permission: permission, device: device, node: node, access: access)
         return try await offload { cancellation throws(DeviceAccessError) in
             do throws(BrokerClientError) {
-                let client = try BrokerClient(socketPath: socketPath, timeout: timeout)
-                cancellation.attach(client.pollDescriptor)
-                defer { cancellation.detach() }
-                let (reply, descriptor) = try client.open(order)
+                let (reply, descriptor) = try Self.exchange(socketPath, timeout: timeout,
+                                                            cancellation: cancellation) { session throws(BrokerClientError) in
+                    try session.open(order)
+                }
                 return DeviceFile(device: reply.device, node: reply.node, access: reply.access, descriptor: descriptor)
             } catch {
                 if cancellation.isCancelled { throw .cancelled }

@@ -1,47 +1,147 @@
 import DevAccessCore
 import DevAccessProtocol
 
-/// One `request` on its own connection, from send to final `decision`, on the calling
-/// thread. What devaccessd asks over the connection itself (a `password` prompt for
-/// `auth_self`) this library does not show: it answers `cancel` with `no-terminal`, and
-/// the permission ends undecided (``DeviceAccessError/noConsentChannel(_:reason:)``).
-/// `ask` prompts never come here: devaccessd asks on the user's login terminal itself.
+/// What a request does between devaccessd's replies: answer the prompts it sends over the
+/// connection, note that the request waits for an administrator, decide how long to wait.
+///
+/// SPI for the devaccess CLI, which shows the prompts on the caller's terminal and stops at
+/// a signal (`@_spi(CLI) import DevAccess`). ``DeviceAccess``'s own handler shows none: it
+/// answers `cancel` with `no-terminal` (`ask` prompts never come here: devaccessd asks on
+/// the user's login terminal itself; a `password` prompt for `auth_self` does).
+@_spi(CLI) public protocol RequestConversationHandler {
+    /// A descriptor to watch next to the socket (a signal pipe); nil: none.
+    var watched: CInt? { get }
+    /// How long to wait for the next reply; nil: as long as it takes.
+    func waitLimit(waitingForAdmin: Bool) -> Duration?
+    /// The wait limit passed without a reply: the error to end the request with.
+    func limitPassed() -> any Error
+    /// `watched` became readable. Return to keep waiting; throw to end the request.
+    mutating func watchedIsReady(waitingForAdmin: Bool) throws
+    /// devaccessd asks a person on this connection: answer with `session.answer(prompt, …, to: id)`,
+    /// or not at all when the prompt ended another way (devaccessd's answer is next then).
+    mutating func prompt(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws
+    /// Some permissions wait for an administrator (`reply.waiting`: this request waits with them).
+    mutating func queued(_ reply: QueuedReply)
+}
+
+extension DeviceAccess {
+    /// One `request` on its own connection, from send to devaccessd's final `decision`, on
+    /// the calling thread (it blocks), `handler` carrying the conversation on. The async
+    /// ``request(_:reason:required:term:accuracy:waitForApproval:)`` runs this on a thread
+    /// of its own with a handler that shows no prompt.
+    ///
+    /// - Throws: `BrokerClientError` from devaccessd (its error frame as `.rejected`),
+    ///   and whatever `handler` throws.
+    @_spi(CLI) public func request<Handler: RequestConversationHandler>(
+        _ order: AccessRequest, conversation handler: inout Handler
+    ) throws -> DecisionReply {
+        let session = try BrokerSession(socketPath: socketPath, timeout: timeout)
+        return try Self.converse(order, session: session, handler: &handler)
+    }
+
+    static func converse<Handler: RequestConversationHandler>(
+        _ order: AccessRequest, session: BrokerSession, handler: inout Handler
+    ) throws -> DecisionReply {
+        let id = try session.start(.request(order))
+        var waitingForAdmin = false
+        while true {
+            let deadline = handler.waitLimit(waitingForAdmin: waitingForAdmin).map { ContinuousClock.now + $0 }
+            switch try session.next(to: id, deadline: deadline, watching: handler.watched) {
+            case .watched:
+                try handler.watchedIsReady(waitingForAdmin: waitingForAdmin)
+            case .timedOut:
+                throw handler.limitPassed()
+            case .reply(.prompt(let prompt)):
+                try handler.prompt(prompt, session: session, id: id)
+            case .reply(.queued(let reply)):
+                if reply.waiting { waitingForAdmin = true }
+                handler.queued(reply)
+            case .reply(.decision(let decision)):
+                return decision
+            case .reply(.error(let frame)):
+                throw BrokerClientError.rejected(frame)
+            case .reply(let other):
+                throw BrokerClientError.badReply(path: session.socketPath, ProtocolError(.badMessage, context: "$.type",
+                    reason: "a '\(other.type)' reply does not belong to a request"))
+            }
+        }
+    }
+}
+
+/// ``DeviceAccess``'s own conversation: no prompt shown, no limit on the wait (cancelling
+/// the task ends it), and a request it queued is withdrawn when the task is cancelled.
+///
+/// Cancellation does not cut the connection at once: devaccessd may have queued the
+/// request without this call having read the `queued` reply yet, and a request whose
+/// requester only leaves stays queued. So a cancelled call waits up to ``grace`` for
+/// devaccessd's first reply, then withdraws what it queued (and answers an open prompt
+/// `interrupted`), and only then lets go. An `ask` prompt on the login terminal sends no
+/// reply until decided: it closes after the grace, when the connection ends.
 struct RequestConversation {
     let socketPath: String
     let timeout: Duration
     let cancellation: CallCancellation
 
-    func run(_ order: AccessRequest) throws(DeviceAccessError) -> DecisionReply {
-        // The queue number of a request this call put in the approval queue (not one an
-        // earlier request of the user had put there: that is not ours to withdraw).
+    /// How long a cancelled request waits for devaccessd's first reply.
+    static let grace: Duration = .seconds(1)
+
+    /// Shows no prompt; remembers the queue number of a request this call put in the
+    /// approval queue (not one an earlier request of the user had put there: that is
+    /// not ours to withdraw).
+    struct Unattended: RequestConversationHandler {
+        let wake: CInt?
         var queued: Int64?
+        /// When the task was cancelled; nil while it is not.
+        var cancelledAt: ContinuousClock.Instant?
+        /// devaccessd answered something (after which it has told what it queued).
+        var answered = false
+
+        struct Cancelled: Error {}
+
+        var watched: CInt? { cancelledAt == nil ? wake : nil }
+
+        func waitLimit(waitingForAdmin: Bool) -> Duration? {
+            guard let cancelledAt else { return nil }
+            if answered { return .zero }
+            return RequestConversation.grace - cancelledAt.duration(to: .now)
+        }
+
+        func limitPassed() -> any Error { Cancelled() }
+
+        mutating func watchedIsReady(waitingForAdmin: Bool) { cancelledAt = .now }
+
+        mutating func prompt(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws {
+            answered = true
+            try session.answer(prompt, cancelledAt == nil ? .cancel(.noTerminal) : .cancel(.interrupted), to: id)
+        }
+
+        mutating func queued(_ reply: QueuedReply) {
+            answered = true
+            if reply.new && reply.waiting { queued = reply.pending }
+        }
+    }
+
+    func run(_ order: AccessRequest) throws(DeviceAccessError) -> DecisionReply {
+        var handler = Unattended(wake: cancellation.wakeDescriptor())
+        guard !cancellation.isCancelled else { throw .cancelled }
         do {
-            let client = try BrokerClient(socketPath: socketPath, timeout: timeout)
-            cancellation.attach(client.pollDescriptor)
+            // No shutdown at cancellation (see above) unless there is no wake descriptor.
+            let session = handler.wake == nil
+                ? try BrokerSession(socketPath: socketPath, timeout: timeout, cancellation: cancellation)
+                : try BrokerSession(socketPath: socketPath, timeout: timeout)
             defer { cancellation.detach() }
-            let id = try client.start(.request(order))
-            while true {
-                // No deadline: a person or an administrator may take long; devaccessd
-                // bounds prompts itself, and cancellation ends the wait.
-                switch try client.nextReply(to: id, timeout: nil) {
-                case .prompt(let prompt):
-                    try client.answer(PromptAnswer(prompt: prompt.prompt, answer: .cancel(.noTerminal)), to: id)
-                case .queued(let reply):
-                    if reply.new && reply.waiting { queued = reply.pending }
-                case .decision(let decision):
-                    return decision
-                case .error(let frame):
-                    throw DeviceAccessError(frame, permissions: order.permissions)
-                case let other:
-                    throw DeviceAccessError.protocol("a '\(other.type)' reply does not belong to a request")
-                }
-            }
+            // Detached before the session (and its socket) goes.
+            return try withExtendedLifetime(session) { try DeviceAccess.converse(order, session: session, handler: &handler) }
         } catch let error as BrokerClientError {
             if cancellation.isCancelled {
-                withdraw(queued)
+                withdraw(handler.queued)
                 throw .cancelled
             }
+            if case .rejected(let frame) = error { throw DeviceAccessError(frame, permissions: order.permissions) }
             throw DeviceAccessError(error)
+        } catch is Unattended.Cancelled {
+            withdraw(handler.queued)
+            throw .cancelled
         } catch let error as DeviceAccessError {
             throw error
         } catch {
@@ -53,7 +153,7 @@ struct RequestConversation {
     /// queued request when its requester only leaves). Best effort: if devaccessd cannot
     /// be reached, the request stays for an administrator to reject.
     private func withdraw(_ pending: Int64?) {
-        guard let pending, let client = try? BrokerClient(socketPath: socketPath, timeout: timeout) else { return }
-        _ = try? client.perform(.withdraw(PendingAction(pending: pending, reason: "the requesting task was cancelled")))
+        guard let pending, let session = try? BrokerSession(socketPath: socketPath, timeout: timeout) else { return }
+        _ = try? session.perform(.withdraw(PendingAction(pending: pending, reason: "the requesting task was cancelled")))
     }
 }

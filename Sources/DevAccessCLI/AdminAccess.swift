@@ -1,3 +1,4 @@
+@_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessEnforcement
 import DevAccessInterface
@@ -37,7 +38,7 @@ enum AdminAccess {
                 + "ACLs itself; without --offline, devaccessd does it for you", code: .noPermission)
         }
         // A daemon that answers owns the machine, even one whose state directory differs.
-        if let hello = try? BrokerClient(socketPath: socketPath, timeout: .seconds(2)).hello() {
+        if let hello = try? BrokerSession(socketPath: socketPath, timeout: .seconds(2)).hello() {
             throw CommandFailure(message: "devaccessd (\(hello.server)) answers on \(socketPath): it is the one writer "
                 + "while it runs; run the command without --offline", code: .ledgerBusy)
         }

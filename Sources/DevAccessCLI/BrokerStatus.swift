@@ -1,6 +1,6 @@
 import DevAccessCore
 import DevAccessProtocol
-import DevAccess
+@_spi(CLI) import DevAccess
 
 /// Options for talking to devaccessd instead of probing in-process.
 enum BrokerOptions {
@@ -10,31 +10,14 @@ enum BrokerOptions {
                                    help: "devaccessd's socket (default: $DEVACCESS_SOCKET or /run/devaccess/broker.sock).")
 
     static func socketPath(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String {
-        guard let path = arguments.value("socket") else { return BrokerClient.configuredSocketPath }
+        guard let path = arguments.value("socket") else { return BrokerSession.configuredSocketPath }
         guard path.hasPrefix("/") || path.hasPrefix(".") else {
             throw UsageError(message: "'--socket' needs a path to a socket, got '\(path)'", command: command)
         }
         return path
     }
 
-    /// Maps a failed broker call to the exit code and message scripts rely on.
-    static func failure(_ error: BrokerClientError, command: String) -> any Error {
-        switch error {
-        case .unreachable, .timedOut, .closed:
-            return CommandFailure(message: "\(error); start it with 'systemctl start devaccessd', or drop --broker "
-                                      + "to compute the status here", code: .brokerUnreachable)
-        case .rejected(let frame) where frame.code == .busy:
-            return CommandFailure(message: "devaccessd is busy: \(frame.reason)", code: .brokerUnreachable)
-        case .rejected(let frame) where frame.code == .noSuchUser:
-            return UsageError(message: frame.reason, command: command)
-        case .rejected(let frame) where frame.code == .permissionDenied:
-            return CommandFailure(message: "\(error)", code: .noPermission)
-        case .rejected, .badReply, .io:
-            return CommandFailure(message: "\(error)")
-        }
-    }
-
-    /// The same, for a call made through the DevAccess library.
+    /// Maps a failed call of the DevAccess library to the exit code and message scripts rely on.
     static func failure(_ error: DeviceAccessError, command: String) -> any Error {
         switch error {
         case .brokerUnavailable(let reason):

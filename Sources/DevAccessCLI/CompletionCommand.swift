@@ -1,3 +1,4 @@
+@_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessHardware
 import DevAccessProtocol
@@ -51,8 +52,7 @@ enum CompletionCommand: Command {
             let reports = (try? await DeviceSources.reports(Permission.all, options: ProbeOptions())) ?? []
             return reports.flatMap { $0.devices.map(\.id) }
         case "pending":
-            guard let client = try? BrokerClient(socketPath: BrokerClient.configuredSocketPath, timeout: .seconds(2)),
-                  let pending = try? client.pending() else { return [] }
+            guard let session = try? BrokerSession(timeout: .seconds(2)), let pending = try? session.pending() else { return [] }
             return pending.requests.map { String($0.pending) }
         default:
             throw UsageError(message: "'\(kind)' is not a kind of words (devices, pending)", command: spec.name)

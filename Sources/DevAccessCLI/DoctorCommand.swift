@@ -1,3 +1,4 @@
+@_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessEnforcement
 import DevAccessLedger
@@ -263,7 +264,7 @@ struct Doctor {
 
     func broker(_ socket: String) -> Check {
         do {
-            let hello = try BrokerClient(socketPath: socket, timeout: .seconds(3)).hello()
+            let hello = try BrokerSession(socketPath: socket, timeout: .seconds(3)).hello()
             let peer = hello.peer
             return Check(name: "socket", status: .ok, message: "\(hello.server) answers at \(socket); it sees you as "
                              + "\(peer.user ?? "uid \(peer.uid)") (uid \(peer.uid))\(peer.admin ? ", an admin" : "")")

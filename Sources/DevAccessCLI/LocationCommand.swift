@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+@_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
@@ -62,10 +63,13 @@ enum LocationCommand: Command {
             }
             query.waitMilliseconds = seconds * 1000
         }
-        let interface = BrokerInterface(socketPath: try BrokerOptions.socketPath(arguments, command: spec.name))
+        // Through the library's `location`, as a program would ask: the document as devaccessd
+        // wrote it (for --json), the failure as the protocol says it (for the exit codes).
+        let access = DeviceAccess(socketPath: try BrokerOptions.socketPath(arguments, command: spec.name),
+                                  timeout: .seconds(30))
         guard arguments.has("watch") else {
             let document = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
-                try await interface.location(query)
+                try read(access, query)
             }
             console.out(arguments.has("json") ? try JSONOutput.encode(document) : text(document))
             return .success
@@ -77,7 +81,7 @@ enum LocationCommand: Command {
         while true {
             let answer: LocationDocument?
             do throws(InterfaceError) {
-                answer = try await interface.location(query)
+                answer = try read(access, query)
             } catch {
                 answer = nil
                 switch error {
@@ -99,6 +103,15 @@ enum LocationCommand: Command {
                 }
             }
             try await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// One position; a failure as the interface states it (AdminAccess maps it to exit codes).
+    static func read(_ access: DeviceAccess, _ query: LocationQuery) throws(InterfaceError) -> LocationDocument {
+        do {
+            return try access.locationDocument(query)
+        } catch {
+            throw InterfaceError(error)
         }
     }
 

@@ -1,3 +1,4 @@
+@_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessInterface
 import DevAccessProtocol
@@ -27,7 +28,7 @@ enum PendingCommand: Command {
         let path = try BrokerOptions.socketPath(arguments, command: spec.name)
         let list: PendingListReply
         do {
-            list = try BrokerClient(socketPath: path, timeout: .seconds(30)).pending()
+            list = try BrokerSession(socketPath: path, timeout: .seconds(30)).pending()
         } catch {
             throw RequestCommand.failure(error)
         }
@@ -124,7 +125,7 @@ enum ResolveCommand {
         let path = try BrokerOptions.socketPath(arguments, command: name)
         let resolved: ResolvedReply
         do {
-            resolved = try BrokerClient(socketPath: path, timeout: .seconds(60)).resolve(
+            resolved = try BrokerSession(socketPath: path, timeout: .seconds(60)).resolve(
                 id, approve: approve, reason: reason, scope: scope, deny: !approve && arguments.has("deny"))
         } catch {
             throw RequestCommand.failure(error)

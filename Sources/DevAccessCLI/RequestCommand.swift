@@ -1,3 +1,4 @@
+@_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessProtocol
 import FoundationEssentials
@@ -76,48 +77,19 @@ enum RequestCommand: Command {
         }
         let path = try BrokerOptions.socketPath(arguments, command: spec.name)
         let signals = SignalPipe.install()
-        let client: BrokerClient
-        let id: Int64
+        let order = AccessRequest(permissions: permissions, reason: text, scope: scope, wait: arguments.has("wait"),
+                                  accuracy: accuracy)
+        // The library's request, with this command's side of the conversation: the terminal.
+        var conversation = TerminalConversation(path: path, signals: signals, console: console)
+        let decision: DecisionReply
         do {
-            client = try BrokerClient(socketPath: path, timeout: .seconds(30))
-            id = try client.start(.request(AccessRequest(permissions: permissions, reason: text, scope: scope,
-                                                         wait: arguments.has("wait"), accuracy: accuracy)))
-        } catch {
+            decision = try DeviceAccess(socketPath: path, timeout: .seconds(30)).request(order, conversation: &conversation)
+        } catch let error as BrokerClientError {
             throw failure(error)
         }
-        var session = PromptSession(client: client, id: id, signals: signals, console: console)
-        var waitingForAdmin = false
-        var interrupted: Int32?
-        while true {
-            // The broker answers within its prompt timeout; only an approval may take longer.
-            switch try next(client, id: id, signals: signals, timeout: waitingForAdmin ? nil : .seconds(300)) {
-            case .signal(let number):
-                if waitingForAdmin {
-                    console.error("devaccess: stopped waiting; the request stays queued for an administrator")
-                }
-                signals?.raiseAgain(number)
-                return .failure
-            case .timedOut:
-                throw CommandFailure(message: "devaccessd at \(path) did not answer the request within 300 s",
-                                     code: .brokerUnreachable)
-            case .reply(.prompt(let prompt)):
-                if case .interrupted(let number) = try session.show(prompt) { interrupted = number }
-            case .reply(.queued(let queued)):
-                let list = queued.permissions.map(\.rawValue).joined(separator: ", ")
-                console.error("devaccess: \(list): " + (queued.new ? "queued as request \(queued.pending)"
-                    : "already waiting as request \(queued.pending)") + " for an administrator ('devaccess approve "
-                    + "\(queued.pending)')" + (queued.waiting ? "; waiting for the answer (Ctrl-C stops waiting)" : ""))
-                if queued.waiting { waitingForAdmin = true }
-            case .reply(.decision(let decision)):
-                let code = try report(decision, json: arguments.has("json"), console: console)
-                if let interrupted { signals?.raiseAgain(interrupted) }
-                return session.noTerminal ? .failure : code
-            case .reply(.error(let error)):
-                throw failure(.rejected(error))
-            case .reply(let other):
-                throw CommandFailure(message: "devaccessd answered a request with '\(other.type)'")
-            }
-        }
+        let code = try report(decision, json: arguments.has("json"), console: console)
+        if let interrupted = conversation.interrupted { signals?.raiseAgain(interrupted) }
+        return conversation.prompts.noTerminal ? .failure : code
     }
 
     static func requestedScope(_ arguments: ParsedArguments) throws(UsageError) -> RequestScope? {
@@ -162,41 +134,6 @@ enum RequestCommand: Command {
         return .success
     }
 
-    // MARK: Waiting for the broker
-
-    enum BrokerEvent {
-        case reply(Reply)
-        case signal(Int32)
-        case timedOut
-    }
-
-    /// The next reply to request `id`, unless a signal comes first or `timeout` runs out.
-    static func next(_ client: BrokerClient, id: Int64, signals: SignalPipe?, timeout: Duration?) throws -> BrokerEvent {
-        let deadline = timeout.map { ContinuousClock.now + $0 }
-        while !client.hasBufferedReply {
-            var milliseconds: Int64 = -1
-            if let deadline {
-                let remaining = ContinuousClock.now.duration(to: deadline)
-                if remaining <= .zero { return .timedOut }
-                milliseconds = remaining.components.seconds * 1000 + 1
-            }
-            var descriptors = [pollfd(fd: client.pollDescriptor, events: Int16(POLLIN), revents: 0)]
-            if let signals { descriptors.append(pollfd(fd: signals.readDescriptor, events: Int16(POLLIN), revents: 0)) }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), CInt(clamping: milliseconds))
-            if ready < 0 {
-                if errno == EINTR { continue }
-                break
-            }
-            if let signals, descriptors[1].revents != 0, let number = signals.take() { return .signal(number) }
-            if descriptors[0].revents != 0 { break }
-        }
-        do {
-            return .reply(try client.nextReply(to: id, timeout: .seconds(30)))
-        } catch {
-            throw failure(error)
-        }
-    }
-
     /// Maps a failed broker call to the exit code and message scripts rely on.
     static func failure(_ error: BrokerClientError) -> any Error {
         switch error {
@@ -215,19 +152,62 @@ enum RequestCommand: Command {
     }
 }
 
-/// The prompts of one request, shown on the controlling terminal and answered to the broker.
+/// `devaccess request`'s side of the library's request conversation: prompts shown at the
+/// caller's terminal, a signal (Ctrl-C) ends the wait, at most 300 s unless an
+/// administrator is waited for.
+struct TerminalConversation: RequestConversationHandler {
+    let path: String
+    let signals: SignalPipe?
+    let console: Console
+    var prompts: PromptSession
+    /// A signal that ended a prompt: raised again once the broker's final answer is printed.
+    var interrupted: Int32?
+
+    init(path: String, signals: SignalPipe?, console: Console) {
+        self.path = path
+        self.signals = signals
+        self.console = console
+        prompts = PromptSession(signals: signals, console: console)
+    }
+
+    var watched: CInt? { signals?.readDescriptor }
+
+    /// The broker answers within its prompt timeout; only an approval may take longer.
+    func waitLimit(waitingForAdmin: Bool) -> Duration? { waitingForAdmin ? nil : .seconds(300) }
+
+    func limitPassed() -> any Error {
+        CommandFailure(message: "devaccessd at \(path) did not answer the request within 300 s", code: .brokerUnreachable)
+    }
+
+    func watchedIsReady(waitingForAdmin: Bool) {
+        guard let signals, let number = signals.take() else { return }
+        if waitingForAdmin {
+            console.error("devaccess: stopped waiting; the request stays queued for an administrator")
+        }
+        signals.raiseAgain(number)
+    }
+
+    mutating func prompt(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws {
+        if case .interrupted(let number) = try prompts.show(prompt, session: session, id: id) { interrupted = number }
+    }
+
+    func queued(_ queued: QueuedReply) {
+        let list = queued.permissions.map(\.rawValue).joined(separator: ", ")
+        console.error("devaccess: \(list): " + (queued.new ? "queued as request \(queued.pending)"
+            : "already waiting as request \(queued.pending)") + " for an administrator ('devaccess approve "
+            + "\(queued.pending)')" + (queued.waiting ? "; waiting for the answer (Ctrl-C stops waiting)" : ""))
+    }
+}
+
+/// The prompts of one request (or run), shown on the controlling terminal and answered to the broker.
 struct PromptSession {
-    let client: BrokerClient
-    let id: Int64
     let signals: SignalPipe?
     let console: Console
     private var terminal: Terminal?
     /// A prompt came and there was no terminal to show it on.
     private(set) var noTerminal = false
 
-    init(client: BrokerClient, id: Int64, signals: SignalPipe?, console: Console) {
-        self.client = client
-        self.id = id
+    init(signals: SignalPipe?, console: Console) {
         self.signals = signals
         self.console = console
     }
@@ -243,7 +223,7 @@ struct PromptSession {
 
     static let keys: [ConsentChoice: String] = [.once: "o", .forDuration: "f", .always: "a", .deny: "d"]
 
-    mutating func show(_ prompt: PromptMessage) throws -> Outcome {
+    mutating func show(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws -> Outcome {
         if terminal == nil {
             switch Terminal.open() {
             case .success(let opened):
@@ -252,7 +232,7 @@ struct PromptSession {
                 noTerminal = true
                 console.error("devaccess: cannot ask for consent: \(error); run the request from a terminal, or ask "
                     + "an administrator ('devaccess grant')")
-                try answer(prompt, .cancel(.noTerminal))
+                try answer(prompt, .cancel(.noTerminal), session, id)
                 return .answered
             }
         }
@@ -266,11 +246,11 @@ struct PromptSession {
             let keys = prompt.choices.compactMap { Self.keys[$0.choice] }.joined(separator: ", ")
             while true {
                 terminal.write("Answer \(keys) within \(prompt.timeout) s (Ctrl-C or Ctrl-D: no decision): ")
-                let input = read(terminal)
-                guard case .line(let text) = input else { return try finish(prompt, input, terminal) }
+                let input = read(terminal, session)
+                guard case .line(let text) = input else { return try finish(prompt, input, terminal, session, id) }
                 let word = text.trimmingWhitespace().lowercased()
                 if let choice = prompt.choices.first(where: { Self.keys[$0.choice] == word || $0.choice.rawValue == word }) {
-                    try answer(prompt, .choice(choice.choice))
+                    try answer(prompt, .choice(choice.choice), session, id)
                     return .answered
                 }
                 terminal.write("Please answer with one of: \(keys).\n")
@@ -278,41 +258,43 @@ struct PromptSession {
         case .password:
             terminal.write("Password for \(TerminalText.block(prompt.user)) (within \(prompt.timeout) s): ")
             terminal.disableEcho()
-            let input = read(terminal)
+            let input = read(terminal, session)
             terminal.restoreEcho()
             terminal.write("\n")
-            guard case .line(let password) = input else { return try finish(prompt, input, terminal) }
-            try answer(prompt, .password(password))
+            guard case .line(let password) = input else { return try finish(prompt, input, terminal, session, id) }
+            try answer(prompt, .password(password), session, id)
             return .answered
         }
     }
 
-    private func read(_ terminal: Terminal) -> Terminal.Input {
+    private func read(_ terminal: Terminal, _ session: BrokerSession) -> Terminal.Input {
         // A reply already buffered (the prompt timed out) makes the socket look idle.
-        if client.hasBufferedReply { return .other }
-        return terminal.readLine(signals: signals, other: client.pollDescriptor)
+        if session.hasBufferedReply { return .other }
+        return terminal.readLine(signals: signals, other: session.pollDescriptor)
     }
 
     /// The prompt ended without an answer typed: tell the broker why (it records no decision).
-    private func finish(_ prompt: PromptMessage, _ input: Terminal.Input, _ terminal: Terminal) throws -> Outcome {
+    private func finish(_ prompt: PromptMessage, _ input: Terminal.Input, _ terminal: Terminal,
+                        _ session: BrokerSession, _ id: Int64) throws -> Outcome {
         terminal.write("\n")
         switch input {
         case .line:
             return .answered
         case .endOfInput:
-            try answer(prompt, .cancel(.endOfInput))
+            try answer(prompt, .cancel(.endOfInput), session, id)
             return .answered
         case .signal(let number):
-            try answer(prompt, .cancel(.interrupted))
+            try answer(prompt, .cancel(.interrupted), session, id)
             return .interrupted(number)
         case .other:
             return .ended
         }
     }
 
-    private func answer(_ prompt: PromptMessage, _ value: PromptAnswer.Answer) throws {
+    private func answer(_ prompt: PromptMessage, _ value: PromptAnswer.Answer, _ session: BrokerSession,
+                        _ id: Int64) throws {
         do {
-            try client.answer(PromptAnswer(prompt: prompt.prompt, answer: value), to: id)
+            try session.answer(prompt, value, to: id)
         } catch {
             throw RequestCommand.failure(error)
         }

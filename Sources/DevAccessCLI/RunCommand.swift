@@ -1,3 +1,4 @@
+@_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessProtocol
 import FoundationEssentials
@@ -100,22 +101,30 @@ enum RunCommand: Command {
                              strict: arguments.has("strict"), accuracy: accuracy)
         let path = try BrokerOptions.socketPath(arguments, command: spec.name)
         let signals = SignalPipe.install(relayed)
-        let client: BrokerClient
+        let session: BrokerSession
         let id: Int64
         do {
-            client = try BrokerClient(socketPath: path, timeout: .seconds(30))
-            id = try client.startRun(order, descriptors: [0, 1, 2])
+            session = try BrokerSession(socketPath: path, timeout: .seconds(30))
+            id = try session.startRun(order, descriptors: [0, 1, 2])
         } catch {
             throw RequestCommand.failure(error)
         }
-        var session = PromptSession(client: client, id: id, signals: signals, console: console)
+        var prompts = PromptSession(signals: signals, console: console)
         var running = false
         var early: [Int32] = []
         while true {
-            switch try RequestCommand.next(client, id: id, signals: signals, timeout: running ? nil : .seconds(300)) {
-            case .signal(let number):
+            let event: BrokerSession.Event
+            do {
+                event = try session.next(to: id, deadline: running ? nil : ContinuousClock.now + .seconds(300),
+                                         watching: signals?.readDescriptor)
+            } catch {
+                throw RequestCommand.failure(error)
+            }
+            switch event {
+            case .watched:
+                guard let number = signals?.take() else { continue }
                 if running {
-                    relay(number, client: client, id: id)
+                    relay(number, session: session, id: id)
                 } else if Self.keptUntilStarted.contains(number) {
                     // The program may have started already, its `run-started` not read yet.
                     early.append(number)
@@ -128,10 +137,12 @@ enum RunCommand: Command {
                 throw CommandFailure(message: "devaccessd at \(path) did not start the program within 300 s",
                                      code: .brokerUnreachable)
             case .reply(.prompt(let prompt)):
-                if case .interrupted(let number) = try session.show(prompt) { signals?.raiseAgain(number) }
+                if case .interrupted(let number) = try prompts.show(prompt, session: session, id: id) {
+                    signals?.raiseAgain(number)
+                }
             case .reply(.runStarted(let started)):
                 running = true
-                for number in early { relay(number, client: client, id: id) }
+                for number in early { relay(number, session: session, id: id) }
                 early.removeAll()
                 for result in started.results where result.outcome == .granted {
                     console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
@@ -163,8 +174,8 @@ enum RunCommand: Command {
 
     /// Sends `number` to the program. Ctrl-Z stops it and then this process, as a shell's
     /// job would stop; SIGCONT (fg) is relayed when it continues us.
-    static func relay(_ number: Int32, client: BrokerClient, id: Int64) {
-        try? client.signal(number, run: id)
+    static func relay(_ number: Int32, session: BrokerSession, id: Int64) {
+        try? session.signal(number, run: id)
         if number == SIGTSTP { raise(SIGSTOP) }
     }
 

@@ -30,13 +30,15 @@ final class RunningProbe {
     private let outputPath: String
 
     /// `binary`: another program built with the package (an example); default the probe.
-    init(_ user: TestUser, socket: String, _ arguments: [String], binary: String = LibraryProbe.binary) throws {
+    init(_ user: TestUser, socket: String, _ arguments: [String], binary: String = LibraryProbe.binary,
+         environment: [String: String] = [:]) throws {
         scratch = try TemporaryDirectory()
         outputPath = scratch.path + "/out"
         _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--init-groups", "--", binary] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(["DEVACCESS_SOCKET": socket]) { $1 }
+            .merging(environment) { $1 }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
@@ -71,6 +73,7 @@ final class RunningProbe {
     }
 
     func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
 
     /// Waits for the exit (bounded); its status, nil when it did not exit in time.
     func waitForExit(timeout: Double = 10) -> Int32? {

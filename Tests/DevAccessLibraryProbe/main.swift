@@ -9,6 +9,7 @@ import DevAccess
 //   request [--required P] [--term once|always|SECONDS] [--reason TEXT] [--no-wait] PERMISSION...
 //   location [ACCURACY]
 //   watch [PERMISSION...]            (a line per status change, until killed)
+//   churn [N]                        (N times: subscribe, take the first status, let go)
 //   open PERMISSION DEVICE [NODE]    (reads and writes one byte through the descriptor)
 
 func emit(_ object: [String: Any]) {
@@ -96,6 +97,18 @@ func run(_ arguments: [String]) async -> Int32 {
                       "time": Date().timeIntervalSince1970])
             }
             emit(["ended": true])
+        case "churn":
+            // Subscribes and lets go again, N times (the first status of each, then the
+            // stream is dropped, which ends the subscription).
+            let count = Int(rest.first ?? "") ?? 1000
+            var received = 0
+            for _ in 0..<count {
+                for await _ in access.statusUpdates([.camera]) {
+                    received += 1
+                    break
+                }
+            }
+            emit(["churned": count, "received": received])
         case "open":
             guard rest.count >= 2 else {
                 emit(["error": "usage"])
@@ -143,9 +156,19 @@ func run(_ arguments: [String]) async -> Int32 {
 signal(SIGUSR1, SIG_IGN)
 signal(SIGINT, SIG_IGN)
 let call = Task { await run(Array(CommandLine.arguments.dropFirst())) }
+// With DEVACCESS_PROBE_READY=1 a first line says when SIGUSR1 cancels (its source is
+// registered): a signal sent before that would be lost.
+let announcesReady = ProcessInfo.processInfo.environment["DEVACCESS_PROBE_READY"] == "1"
 let cancelSources = [SIGUSR1, SIGINT].map { number in
     let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-    source.setEventHandler { call.cancel() }
+    // DEVACCESS_PROBE_ON_INT=exit: Ctrl-C ends the process at once instead, no cancellation
+    // and no goodbye (a program that crashes or is killed mid-request).
+    if number == SIGINT && ProcessInfo.processInfo.environment["DEVACCESS_PROBE_ON_INT"] == "exit" {
+        source.setEventHandler { _exit(9) }
+    } else {
+        source.setEventHandler { call.cancel() }
+    }
+    if number == SIGUSR1 && announcesReady { source.setRegistrationHandler { emit(["ready": true]) } }
     source.resume()
     return source
 }

@@ -1,0 +1,77 @@
+import DevAccessCore
+import DevAccessInterface
+import DevAccessProtocol
+
+/// `DevAccessInterface` over devaccessd's socket: each operation is one version 3
+/// request, answered by a `result` whose document is decoded into its type. SPI for the
+/// CLI's administrative commands (see ``BrokerSession``); the engine (`EngineService`)
+/// is the other implementation, for `--offline`.
+@_spi(CLI) public struct BrokerInterface: DevAccessInterface {
+    public let socketPath: String
+    public let timeout: Duration
+
+    public init(socketPath: String = BrokerSession.configuredSocketPath, timeout: Duration = .seconds(60)) {
+        self.socketPath = socketPath
+        self.timeout = timeout
+    }
+
+    public func decide(_ order: DecisionOrder) async throws(InterfaceError) -> DecisionDocument {
+        try perform(.decide(order))
+    }
+
+    public func revoke(_ order: RevokeOrder) async throws(InterfaceError) -> RevokeDocument {
+        try perform(.revoke(order))
+    }
+
+    public func reset(_ order: ResetOrder) async throws(InterfaceError) -> ResetDocument {
+        try perform(.reset(order))
+    }
+
+    public func list(_ query: ListQuery) async throws(InterfaceError) -> GrantListDocument {
+        try perform(.list(query))
+    }
+
+    public func reconcile() async throws(InterfaceError) -> EnforcementDocument {
+        try perform(.reconcile)
+    }
+
+    public func withdraw(_ action: PendingAction) async throws(InterfaceError) -> WithdrawDocument {
+        try perform(.withdraw(action))
+    }
+
+    public func verifyAudit(_ query: AuditVerifyQuery) async throws(InterfaceError) -> AuditVerifyDocument {
+        try perform(.auditVerify(query))
+    }
+
+    public func archiveAudit(_ order: AuditArchiveOrder) async throws(InterfaceError) -> AuditArchiveDocument {
+        try perform(.auditArchive(order))
+    }
+
+    public func auditReport(_ query: AuditReportQuery) async throws(InterfaceError) -> AuditReportDocument {
+        try perform(.auditReport(query))
+    }
+
+    public func setSwitch(_ order: SwitchOrder) async throws(InterfaceError) -> SwitchesDocument {
+        try perform(.setSwitch(order))
+    }
+
+    public func switches() async throws(InterfaceError) -> SwitchesDocument {
+        try perform(.switches)
+    }
+
+    public func location(_ query: LocationQuery) async throws(InterfaceError) -> LocationDocument {
+        do {
+            return try DeviceAccess(socketPath: socketPath, timeout: timeout).locationDocument(query)
+        } catch {
+            throw InterfaceError(error)
+        }
+    }
+
+    private func perform<Document: Decodable>(_ request: Request) throws(InterfaceError) -> Document {
+        do {
+            return try BrokerSession(socketPath: socketPath, timeout: timeout).document(request)
+        } catch {
+            throw InterfaceError(error)
+        }
+    }
+}
