@@ -18,7 +18,7 @@
 // --run (root, the same): `devaccess run --camera -- /bin/true` against plain exec of
 // /bin/true, a cold CLI, and bwrap / systemd-run where they work (RunBench.swift).
 //
-// --startup: `devaccess --version`, `status --offline` and `devaccessd --version` from exec
+// --startup: `devaccess --version`, `status` (no devaccessd: it reads the machine itself) and `devaccessd --version` from exec
 // to exit against /bin/true, and the executables' stripped sizes (StartupBench.swift).
 //
 // --location (root, gpsd and gpsfake installed): a fix from gpsd to 100 watching clients
