@@ -89,13 +89,11 @@ func offload<Value: Sendable>(
 ) async throws(DeviceAccessError) -> Value {
     let cancellation = CallCancellation()
     let result: Result<Value, DeviceAccessError> = await withTaskCancellationHandler {
-        await withCheckedContinuation { continuation in
-            DetachedThread.start(name: "DevAccess call") {
-                do throws(DeviceAccessError) {
-                    continuation.resume(returning: .success(try body(cancellation)))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
+        await DetachedThread.run(name: "DevAccess call") { () -> Result<Value, DeviceAccessError> in
+            do throws(DeviceAccessError) {
+                return .success(try body(cancellation))
+            } catch {
+                return .failure(error)
             }
         }
     } onCancel: {

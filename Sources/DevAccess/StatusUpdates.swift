@@ -25,9 +25,11 @@ extension DeviceAccess {
         let subscriber = StatusSubscriber(socketPath: socketPath, timeout: timeout, permissions: permissions)
         return AsyncStream(bufferingPolicy: .bufferingNewest(256)) { continuation in
             continuation.onTermination = { _ in subscriber.cancellation.cancel() }
-            DetachedThread.start(name: "DevAccess updates") {
-                subscriber.run { continuation.yield($0) }
-                continuation.finish()
+            Task {
+                await DetachedThread.run(name: "DevAccess updates") {
+                    subscriber.run { continuation.yield($0) }
+                    continuation.finish()
+                }
             }
         }
     }

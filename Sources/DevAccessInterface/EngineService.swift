@@ -103,16 +103,14 @@ public struct EngineService: DevAccessInterface {
     /// Ends each run's whole process tree (every process carrying its group id, setsid'd
     /// descendants too): SIGTERM, SIGKILL after 5 s. On a thread of its own: it waits.
     static func terminate(_ runs: [Run]) async -> [RevokeDocument.TerminatedProcess] {
-        await withCheckedContinuation { continuation in
-            DetachedThread.start {
-                var ended: [RevokeDocument.TerminatedProcess] = []
-                for run in runs {
-                    for outcome in RunProcesses.end(group: run.gid, grace: .seconds(5)) {
-                        ended.append(.init(run: run.id, pid: outcome.target.pid, ending: "\(outcome.ending)"))
-                    }
+        await DetachedThread.run(name: "devaccess terminate") {
+            var ended: [RevokeDocument.TerminatedProcess] = []
+            for run in runs {
+                for outcome in RunProcesses.end(group: run.gid, grace: .seconds(5)) {
+                    ended.append(.init(run: run.id, pid: outcome.target.pid, ending: "\(outcome.ending)"))
                 }
-                continuation.resume(returning: ended)
             }
+            return ended
         }
     }
 

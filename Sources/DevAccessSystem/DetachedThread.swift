@@ -1,9 +1,16 @@
 import Glibc
+import Dispatch
 import CLinux
 
-/// A thread of its own for work that blocks (waiting for a process, sleeping out a grace
-/// period), so it never holds one of the few threads Swift's cooperative pool has.
-/// pthreads directly: Foundation's `Thread` would link Foundation into every executable.
+/// A thread of its own for work that blocks (waiting for a process, a person, a socket),
+/// so it never holds one of the few threads Swift's cooperative pool has. pthreads
+/// directly: Foundation's `Thread` would link Foundation into every executable.
+///
+/// When no thread can be made (EAGAIN: a thread limit reached, perhaps by a program a user
+/// started under devaccessd), the body is never run on the caller's thread instead: a loop
+/// run there would never return, and a blocking wait would hold a lock or a pool thread.
+/// Each caller says what happens then: `start` throws, `run` tries again, and
+/// `startOrExit` stops the process, for the loops without which it cannot work.
 public enum DetachedThread {
     private final class Work {
         let name: String?
@@ -11,10 +18,9 @@ public enum DetachedThread {
         init(_ name: String?, _ body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
     }
 
-    /// Runs `body` on a new detached thread. When no thread can be made (EAGAIN: the user's
-    /// or the system's thread limit), runs it on the calling thread rather than dropping it.
-    /// `name` (at most 15 bytes are kept) is what `ps -T` and a debugger show.
-    public static func start(name: String? = nil, _ body: @escaping @Sendable () -> Void) {
+    /// Runs `body` on a new detached thread; throws pthread_create's error, and then `body`
+    /// never runs. `name` (15 bytes are kept) is what `ps -T` and a debugger show.
+    public static func start(name: String? = nil, _ body: @escaping @Sendable () -> Void) throws(Errno) {
         let work = Unmanaged.passRetained(Work(name, body)).toOpaque()
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
@@ -28,8 +34,44 @@ public enum DetachedThread {
             work.body()
             return nil
         }, work)
-        if started != 0 {
-            Unmanaged<Work>.fromOpaque(work).takeRetainedValue().body()
+        guard started == 0 else {
+            Unmanaged<Work>.fromOpaque(work).release()
+            throw Errno(rawValue: started)
+        }
+    }
+
+    /// Runs the blocking `body` on a thread of its own and returns what it returns. When no
+    /// thread can be made, waits `retry` (cancelled or not: the caller still needs the
+    /// answer) and tries again.
+    public static func run<Value: Sendable>(name: String? = nil, retry: Duration = .milliseconds(50),
+                                            _ body: @escaping @Sendable () -> Value) async -> Value {
+        while true {
+            let started: Value? = await withCheckedContinuation { continuation in
+                do throws(Errno) {
+                    try start(name: name) { continuation.resume(returning: body()) }
+                } catch {
+                    continuation.resume(returning: nil)
+                }
+            }
+            if let started { return started }
+            let nanoseconds = retry.components.seconds * 1_000_000_000 + retry.components.attoseconds / 1_000_000_000
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) {
+                    continuation.resume()
+                }
+            }
+        }
+    }
+
+    /// For a loop the process cannot work without, started once when it starts: when no
+    /// thread can be made, says so on standard error and exits (EX_OSERR) rather than run
+    /// on half its threads; a service manager restarts it.
+    public static func startOrExit(name: String, _ body: @escaping @Sendable () -> Void) {
+        do throws(Errno) {
+            try start(name: name, body)
+        } catch {
+            FileDescriptor.writeAll(2, "devaccess: cannot start the thread '\(name)': \(error); exiting\n")
+            Glibc.exit(71)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import Dispatch
 import Synchronization
 import Testing
 import DevAccessSystem
@@ -36,19 +37,16 @@ import DevAccessCore
                 "a file with no end stops at the limit")
     }
 
-    @Test func detachedThreadRunsOnAThreadOfItsOwnWithItsName() async {
-        let seen = Mutex<(String, Bool)?>(nil)
+    @Test func detachedThreadRunsOnAThreadOfItsOwnWithItsName() async throws {
         let caller = pthread_self()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DetachedThread.start(name: "devaccess test thread") {
-                let name = (try? FileDescriptor.contents(of: "/proc/thread-self/comm")) ?? []
-                let own = pthread_equal(pthread_self(), caller) == 0
-                seen.withLock { $0 = (String(decoding: name, as: UTF8.self).trimmingWhitespace(), own) }
-                continuation.resume()
-            }
+        let seen = await DetachedThread.run(name: "devaccess test thread") { () -> (String, Bool) in
+            let name = (try? FileDescriptor.contents(of: "/proc/thread-self/comm")) ?? []
+            return (String(decoding: name, as: UTF8.self).trimmingWhitespace(), pthread_equal(pthread_self(), caller) == 0)
         }
-        let result = seen.withLock { $0 }
-        #expect(result?.0 == "devaccess test", "15 bytes of the name are kept (the 15th a space)")
-        #expect(result?.1 == true)
+        #expect(seen.0 == "devaccess test", "15 bytes of the name are kept (the 15th a space)")
+        #expect(seen.1)
+        let done = DispatchSemaphore(value: 0)
+        try DetachedThread.start(name: "devaccess start") { done.signal() }
+        #expect(done.wait(timeout: .now() + 10) == .success)
     }
 }

@@ -50,8 +50,8 @@ final class TerminalPrompt: Sendable {
     /// Writes `text` and the choices (and, for location, the coarser `levels` one may add),
     /// then reads one answer within `timeout`.
     func ask(_ text: String, choices: [PromptChoice], levels: [LocationAccuracy] = [], timeout: Duration) async -> End {
-        await withCheckedContinuation { continuation in
-            DetachedThread.start(name: "devaccessd terminal prompt") { continuation.resume(returning: self.run(text, choices: choices, levels: levels, timeout: timeout)) }
+        await DetachedThread.run(name: "devaccessd terminal prompt") {
+            self.run(text, choices: choices, levels: levels, timeout: timeout)
         }
     }
 

@@ -159,7 +159,7 @@ public final class LiveEnforcer: Sendable {
                 wake()
             }
         let startedUp = DispatchSemaphore(value: 0)
-        DetachedThread.start(name: "devaccessd enforcement") { [self] in
+        DetachedThread.startOrExit(name: "devaccessd enforcement") { [self] in
             defer {
                 abandonAll()
                 finished.signal()

@@ -41,7 +41,7 @@ final class UdevWatch: Sendable {
         started.store(true, ordering: .releasing)
         let opened = DispatchSemaphore(value: 0)
         let outcome = Mutex<Bool>(false)
-        DetachedThread.start(name: "devaccessd udev") { [self] in
+        DetachedThread.startOrExit(name: "devaccessd udev") { [self] in
             defer { finished.signal() }
             let monitor: UdevMonitor
             do throws(UdevError) {

@@ -21,7 +21,7 @@ final class Coalescer<Value: Sendable>: Sendable {
 
     init(name: String, produce: @escaping @Sendable () -> Value) {
         self.produce = produce
-        DetachedThread.start(name: name) { [self] in self.loop() }
+        DetachedThread.startOrExit(name: name) { [self] in self.loop() }
     }
 
     /// Calls `deliver` (on the producing thread) with the next value.

@@ -44,7 +44,7 @@ public final class SerialEnforcement: DecisionEnforcement {
 
     public init(enforcer: Enforcer) {
         self.enforcer = enforcer
-        DetachedThread.start(name: "devaccessd decisions") { [self] in self.loop() }
+        DetachedThread.startOrExit(name: "devaccessd decisions") { [self] in self.loop() }
     }
 
     public func perform<R: Sendable>(

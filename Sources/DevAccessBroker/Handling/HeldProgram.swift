@@ -97,9 +97,15 @@ final class HeldProgram: Sendable {
         guard first else { return }
         process.signalGroup(SIGHUP)
         process.signalGroup(SIGCONT)
-        DetachedThread.start {
-            var pause = timespec(tv_sec: Int(grace.components.seconds), tv_nsec: 0), left = timespec()
-            while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
+        do throws(Errno) {
+            try DetachedThread.start(name: "devaccessd hang-up") {
+                var pause = timespec(tv_sec: Int(grace.components.seconds), tv_nsec: 0), left = timespec()
+                while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
+                process.signalGroup(SIGKILL)
+                process.signalProgram(SIGKILL)
+            }
+        } catch {
+            // No thread to wait out the grace period on: end it now rather than leave it running.
             process.signalGroup(SIGKILL)
             process.signalProgram(SIGKILL)
         }
@@ -108,10 +114,8 @@ final class HeldProgram: Sendable {
     /// Waits (on a thread of its own) until the program ended, without reaping it.
     func exit() async -> ProcessExit {
         guard let process = launched.withLock({ $0 }) else { return .exited(127) }
-        return await withCheckedContinuation { continuation in
-            DetachedThread.start {
-                continuation.resume(returning: (try? process.waitUntilEnded()) ?? .exited(127))
-            }
+        return await DetachedThread.run(name: "devaccessd run wait") {
+            (try? process.waitUntilEnded()) ?? .exited(127)
         }
     }
 

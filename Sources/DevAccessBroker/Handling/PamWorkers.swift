@@ -33,7 +33,8 @@ final class PamWorkers: Sendable {
 /// The jobs waiting for a PAM thread. Shared by the threads, so the pool can go away.
 private final class JobQueue: Sendable {
     private struct State {
-        var jobs: [PamWorkers.Job] = []
+        var jobs: [(number: UInt64, job: PamWorkers.Job)] = []
+        var numbered: UInt64 = 0
         var started = 0
         var closed = false
     }
@@ -42,18 +43,30 @@ private final class JobQueue: Sendable {
     private let available = DispatchSemaphore(value: 0)
 
     func push(_ job: @escaping PamWorkers.Job, limit: Int, threads: Int) -> Bool {
-        let (taken, startThread) = state.withLock { state -> (Bool, Bool) in
-            guard !state.closed, state.jobs.count < limit else { return (false, false) }
-            state.jobs.append(job)
+        let (taken, startThread, number) = state.withLock { state -> (Bool, Bool, UInt64) in
+            guard !state.closed, state.jobs.count < limit else { return (false, false, 0) }
+            state.numbered += 1
+            state.jobs.append((state.numbered, job))
             // Threads start with the first jobs, up to `threads`, and then stay.
             let start = state.started < threads
             if start { state.started += 1 }
-            return (true, start)
+            return (true, start, state.numbered)
         }
         guard taken else { return false }
         if startThread {
-            DetachedThread.start(name: "devaccessd pam") { [self] in
-                while let next = pop() { next() }
+            do throws(Errno) {
+                try DetachedThread.start(name: "devaccessd pam") { [self] in
+                    while let next = pop() { next() }
+                }
+            } catch {
+                // No new thread: the job waits for one already started, or, with none, is refused.
+                let refused = state.withLock { state -> Bool in
+                    state.started -= 1
+                    guard state.started == 0 else { return false }
+                    state.jobs.removeAll { $0.number == number }
+                    return true
+                }
+                if refused { return false }
             }
         }
         available.signal()
@@ -65,7 +78,7 @@ private final class JobQueue: Sendable {
         while true {
             available.wait()
             let (job, closed) = state.withLock { state -> (PamWorkers.Job?, Bool) in
-                (state.jobs.isEmpty ? nil : state.jobs.removeFirst(), state.closed)
+                (state.jobs.isEmpty ? nil : state.jobs.removeFirst().job, state.closed)
             }
             if let job { return job }
             if closed { return nil }

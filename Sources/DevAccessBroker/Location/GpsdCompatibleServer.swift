@@ -103,7 +103,7 @@ public final class GpsdCompatibleServer: Sendable {
         started.withLock { started in
             guard !started else { return }
             started = true
-            DetachedThread.start(name: "devaccessd gpsd endpoint") { [self] in
+            DetachedThread.startOrExit(name: "devaccessd gpsd endpoint") { [self] in
                 self.run()
                 self.finished.signal()
             }

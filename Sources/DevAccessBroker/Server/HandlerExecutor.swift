@@ -32,7 +32,7 @@ final class HandlerExecutor: TaskExecutor, Sendable {
 
     init(threads: Int) {
         for index in 0..<max(1, threads) {
-            DetachedThread.start(name: "devaccessd handler \(index)") { [self] in self.work() }
+            DetachedThread.startOrExit(name: "devaccessd handler \(index)") { [self] in self.work() }
         }
     }
 

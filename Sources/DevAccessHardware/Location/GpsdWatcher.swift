@@ -132,11 +132,15 @@ public final class GpsdWatcher: Sendable {
         try lifecycle.withLock { current throws(GpsdWatcherError) in
             guard current == nil else { return }
             let run = try Run()
-            current = run
-            DetachedThread.start(name: "devaccess gpsd") { [self] in
-                defer { run.finished.signal() }
-                loop(run)
+            do throws(Errno) {
+                try DetachedThread.start(name: "devaccess gpsd") { [self] in
+                    defer { run.finished.signal() }
+                    loop(run)
+                }
+            } catch {
+                throw GpsdWatcherError(problem: "cannot start the watching thread: \(error)")
             }
+            current = run
         }
     }
 
