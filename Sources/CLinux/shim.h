@@ -17,6 +17,8 @@
 #include <linux/inet_diag.h>
 #include <sys/fsuid.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/kcmp.h>
 
 /* O_PATH is hidden behind _GNU_SOURCE, which a shim must not define (it clashes with
    SwiftGlibc); glibc always defines the value itself as __O_PATH. */
@@ -25,6 +27,10 @@ static inline int devaccess_o_path(void) { return __O_PATH; }
 /* The calling thread's name as ps -T shows it (15 bytes kept); prctl is variadic, which
    Swift cannot call. */
 static inline int devaccess_set_thread_name(const char *name) { return prctl(PR_SET_NAME, name, 0, 0, 0); }
+
+/* 0 when threads a and b share one descriptor table (kcmp KCMP_FILES), 1 or 2 when not,
+   -1 with errno when the kernel cannot say (no CONFIG_KCMP, no ptrace access). */
+static inline long devaccess_same_files(pid_t a, pid_t b) { return syscall(SYS_kcmp, a, b, KCMP_FILES, 0, 0); }
 
 /* makedev/major/minor are macros in glibc. */
 static inline unsigned int devaccess_major(dev_t d) { return major(d); }

@@ -117,6 +117,21 @@ enum ProcessDirectories {
         return true
     }
 
+    /// Calls `body` with each numeric entry of an open directory (/proc/PID/task: the
+    /// thread ids); false when it cannot be listed. `directory` stays open.
+    static func forEach(directory: CInt, _ body: (Int32) -> Void) -> Bool {
+        let listFD = dup(directory)
+        guard listFD >= 0, let listing = fdopendir(listFD) else {
+            if listFD >= 0 { close(listFD) }
+            return false
+        }
+        defer { closedir(listing) }
+        while let entry = readdir(listing) {
+            if let number = numericName(entry) { body(number) }
+        }
+        return true
+    }
+
     /// The entry's name as a positive number (a pid, an fd), without making a String.
     static func numericName(_ entry: UnsafeMutablePointer<dirent>) -> Int32? {
         withUnsafeBytes(of: &entry.pointee.d_name) { name -> Int32? in

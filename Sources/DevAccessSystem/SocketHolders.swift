@@ -1,5 +1,6 @@
 import DevAccessCore
 import Glibc
+import CLinux
 
 /// A process that has a given socket open, and who it runs as.
 public struct SocketHolder: Sendable, Hashable {
@@ -36,8 +37,11 @@ public struct SocketHolderScan: Sendable, Hashable {
 
 /// Finds the processes that hold a socket, by its inode (sock_diag's `idiag_inode`): the
 /// kernel names an open socket `socket:[INODE]` in /proc/PID/fd, whoever made it and
-/// however it got there (inherited, passed with SCM_RIGHTS). Only the thread-group
-/// leader's descriptor table is read (/proc/PID/fd), as `NodeHolders` does.
+/// however it got there (inherited, passed with SCM_RIGHTS). Every thread is looked at
+/// (/proc/PID/task/TID), not only the leader's /proc/PID/fd: a thread may have a descriptor
+/// table of its own (unshare(CLONE_FILES)), and a leader that exited leaves its threads
+/// running with an empty /proc/PID/fd. Each holding thread counts with its own
+/// credentials. Threads that share a table already read (kcmp) are not read again.
 public enum SocketHolders {
     public static func scan(inode: UInt64, proc: String = "/proc") -> SocketHolderScan {
         let target = Array("socket:[\(inode)]".utf8)
@@ -45,22 +49,44 @@ public enum SocketHolders {
         var incomplete = false
         let walked = ProcessDirectories.forEach(in: proc) { pid, procFD in
             guard let process = ProcessDirectory(pid: pid, in: procFD) else { return }
-            let fdDirectory = openat(process.fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard fdDirectory >= 0 else {
-                // Gone meanwhile: holds nothing. Anything else: this process is unknown.
-                if errno != ENOENT && errno != ESRCH,
-                   let credentials = process.credentials(), !credentials.kernelThread, !credentials.hasExited {
-                    incomplete = true
+            let tasks = openat(process.fd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard tasks >= 0 else {
+                if unknown(process) { incomplete = true }
+                return
+            }
+            defer { close(tasks) }
+            // Threads whose tables were read, and whether the socket was in each.
+            var tables: [(tid: Int32, holds: Bool)] = []
+            let listed = ProcessDirectories.forEach(directory: tasks) { tid in
+                guard let task = ProcessDirectory(pid: tid, in: tasks) else { return }
+                let shared = tables.first { devaccess_same_files(tid, $0.tid) == 0 }
+                let held: Bool
+                if let shared {
+                    held = shared.holds
+                } else {
+                    let fdDirectory = openat(task.fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    guard fdDirectory >= 0 else {
+                        // Gone meanwhile: holds nothing. Anything else: this thread is unknown.
+                        if unknown(task) { incomplete = true }
+                        return
+                    }
+                    held = holds(fdDirectory, target)
+                    tables.append((tid, held))
                 }
-                return
+                guard held, let credentials = task.credentials(), !credentials.hasExited else { return }
+                holders.append(SocketHolder(pid: tid, realUID: credentials.realUID,
+                                            effectiveUID: credentials.effectiveUID, groups: credentials.groups))
             }
-            guard holds(fdDirectory, target), let credentials = process.credentials(), !credentials.hasExited else {
-                return
-            }
-            holders.append(SocketHolder(pid: pid, realUID: credentials.realUID, effectiveUID: credentials.effectiveUID,
-                                        groups: credentials.groups))
+            if !listed { incomplete = true }
         }
         return SocketHolderScan(holders: holders, incomplete: incomplete || !walked)
+    }
+
+    /// Whether a directory that could not be opened belongs to a live thread that may hold
+    /// descriptors (not gone, not a kernel thread, not exited).
+    private static func unknown(_ process: borrowing ProcessDirectory) -> Bool {
+        guard errno != ENOENT && errno != ESRCH, let credentials = process.credentials() else { return false }
+        return !credentials.kernelThread && !credentials.hasExited
     }
 
     /// Whether any descriptor in an open /proc/PID/fd links to `target`; takes `directory`
