@@ -4,6 +4,8 @@ import CLinux
 
 /// A process that has a given socket open, and who it runs as.
 public struct SocketHolder: Sendable, Hashable {
+    /// The process (thread group); each of its threads that holds the socket with other
+    /// credentials is a holder of its own.
     public var pid: Int32
     public var realUID: UInt32
     public var effectiveUID: UInt32
@@ -74,8 +76,10 @@ public enum SocketHolders {
                     tables.append((tid, held))
                 }
                 guard held, let credentials = task.credentials(), !credentials.hasExited else { return }
-                holders.append(SocketHolder(pid: tid, realUID: credentials.realUID,
-                                            effectiveUID: credentials.effectiveUID, groups: credentials.groups))
+                // One holder per process and credentials: threads alike are one holder.
+                let holder = SocketHolder(pid: pid, realUID: credentials.realUID,
+                                          effectiveUID: credentials.effectiveUID, groups: credentials.groups)
+                if !holders.contains(holder) { holders.append(holder) }
             }
             if !listed { incomplete = true }
         }

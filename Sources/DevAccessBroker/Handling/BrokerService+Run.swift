@@ -14,6 +14,10 @@ import DevAccessProtocol
 extension BrokerService {
     func run(_ order: RunOrder, envelope: RequestEnvelope, peer: Peer, exchange: Exchange?) async -> Reply {
         let streams = exchange?.takeDescriptors() ?? []
+        // Kept open until the run ends, on purpose: while devaccessd (root) holds the caller's
+        // stdin/stdout/stderr, a socket the caller passed as one of them never counts as the
+        // run's alone at the gpsd endpoint (SocketHolders), even if the caller hides its own
+        // copy from /proc. RunLocationHostileTests.aSocketHiddenFromTheScanIsNotServedAtTheRunsLevel.
         defer { for descriptor in streams { Glibc.close(descriptor) } }
         guard let exchange, streams.count == RunOrder.descriptorCount else {
             return .error(ProtocolError(.badMessage, context: "run",
