@@ -66,8 +66,8 @@ extension DaemonTests {
 
     @Test func unknownVersionNamesTheSupportedOne() throws {
         let daemon = try RunningDaemon()
-        try expectRejected(daemon, line(#"{"version":8,"id":4,"type":"hello"}"#), code: .unsupportedVersion, id: 4,
-                           reasonContains: "this broker speaks versions 1, 2, 3, 4, 5, 6, 7")
+        try expectRejected(daemon, line(#"{"version":9,"id":4,"type":"hello"}"#), code: .unsupportedVersion, id: 4,
+                           reasonContains: "this broker speaks versions 1, 2, 3, 4, 5, 6, 7, 8")
     }
 
     @Test func oversizeMessages() throws {

@@ -96,7 +96,7 @@ struct ReplyCodingTests {
             }
         }
         #expect(code(#"{"version":1,"id":1,"type":"error","code":"x","context":"c","reason":"r","extra":1}"#) == .badMessage)
-        #expect(code(#"{"version":8,"id":1,"type":"error","code":"x","context":"c","reason":"r"}"#) == .unsupportedVersion)
+        #expect(code(#"{"version":9,"id":1,"type":"error","code":"x","context":"c","reason":"r"}"#) == .unsupportedVersion)
         // Version 2 replies do not exist in version 1.
         #expect(code(#"{"version":1,"id":1,"type":"queued","pending":1,"permissions":["camera"],"new":true,"waiting":false}"#)
                 == .unknownType)

@@ -92,10 +92,10 @@ struct StrictDecodingTests {
     }
 
     @Test func unknownVersionNamesTheSupportedOne() {
-        expectRejected(#"{"version":8,"id":9,"type":"hello"}"#, .unsupportedVersion, context: "$.version",
-                       reasonContains: "protocol version 8 is not supported; this broker speaks versions 1, 2, 3, 4, 5, 6, 7", id: 9)
+        expectRejected(#"{"version":9,"id":9,"type":"hello"}"#, .unsupportedVersion, context: "$.version",
+                       reasonContains: "protocol version 9 is not supported; this broker speaks versions 1, 2, 3, 4, 5, 6, 7, 8", id: 9)
         // Checked before the rest: a version-2 message may have any shape.
-        expectRejected(#"{"version":9,"id":9,"type":"teleport","what":{}}"#, .unsupportedVersion, id: 9)
+        expectRejected(#"{"version":10,"id":9,"type":"teleport","what":{}}"#, .unsupportedVersion, id: 9)
         #expect(ErrorCode.unsupportedVersion.closesConnection)
     }
 
