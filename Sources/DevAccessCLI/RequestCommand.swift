@@ -109,7 +109,8 @@ enum RequestCommand: Command {
                     + "\(queued.pending)')" + (queued.waiting ? "; waiting for the answer (Ctrl-C stops waiting)" : ""))
                 if queued.waiting { waitingForAdmin = true }
             case .reply(.decision(let decision)):
-                let code = try report(decision, json: arguments.has("json"), console: console)
+                let code = try report(decision, json: arguments.has("json"), console: console,
+                                      style: try OutputStyle.resolve(arguments, command: spec.name))
                 if let interrupted { signals?.raiseAgain(interrupted) }
                 return session.noTerminal ? .failure : code
             case .reply(.error(let error)):
@@ -141,20 +142,18 @@ enum RequestCommand: Command {
     }
 
     /// Prints what happened (stderr) and the statuses (stdout); returns the exit code.
-    static func report(_ decision: DecisionReply, json: Bool, console: Console) throws -> ExitCode {
+    static func report(_ decision: DecisionReply, json: Bool, console: Console, style: OutputStyle) throws -> ExitCode {
+        let time = HumanTime.now()
         for result in decision.results {
-            console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
+            console.error("devaccess: \(result.permission.rawValue): "
+                + TerminalText.block(time.rewritingISOTimes(in: result.message)))
         }
         if json {
             console.out(try JSONOutput.encode(RequestDocument(decision)))
         } else {
             let user = UserIdentity(uid: decision.uid, name: decision.user, primaryGID: 0, groups: [])
-            let shown = decision.permissions.map { status in
-                var trimmed = status
-                trimmed.reasons.removeAll { $0.kind == .drift }
-                return trimmed
-            }
-            console.out(TableOutput.status(shown, user: user))
+            console.out(StatusRendering(user: user, statuses: decision.permissions, gate: nil, time: HumanTime.now())
+                .summary(), style: style)
         }
         if let first = decision.permissions.first(where: { $0.status != .authorized }) {
             return ExitCode(first.status)
