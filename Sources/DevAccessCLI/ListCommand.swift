@@ -48,17 +48,19 @@ enum ListCommand: Command {
             console.error("devaccess: no \(arguments.has("all") ? "" : "standing ")decisions"
                 + (arguments.value("user").map { " of \($0)" } ?? "") + " in \(list.ledger)")
         } else {
-            console.out(table(list.grants))
+            console.out(table(list.grants, time: HumanTime.now()))
         }
         return .success
     }
 
-    static func table(_ grants: [GrantDocument]) -> String {
+    /// Times in local time, an end with the time left; `--json` keeps them UTC.
+    static func table(_ grants: [GrantDocument], time: HumanTime) -> String {
         let header = ["ID", "USER", "PERMISSION", "DECISION", "DEVICE", "PROGRAM", "TERM", "STATE", "DECIDED BY"]
         let rows = grants.map { grant -> [String] in
-            let state = grant.active ? "standing" : grant.ended.map { "ended \($0)" } ?? "expired"
+            let state = grant.active ? "standing" : grant.ended.map { "ended " + time.rewritingISOTimes(in: $0) } ?? "expired"
             return [String(grant.id), "\(grant.user) (\(grant.uid))", grant.permissionText, grant.decision,
-                    grant.device ?? "(every)", grant.program ?? "(every)", grant.term, state, "\(grant.decidedBy) (\(grant.how))"].map(TerminalText.field)
+                    grant.device ?? "(every)", grant.program ?? "(every)",
+                    grant.active ? time.rewritingISOTimes(in: grant.term) : grant.term, state, "\(grant.decidedBy) (\(grant.how))"].map(TerminalText.field)
         }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         return ([header] + rows).map { row in

@@ -39,6 +39,7 @@ enum PendingCommand: Command {
             console.error("devaccess: no request \(AdminGroup.callerIsMember() ? "" : "of yours ")is waiting for approval")
             return .success
         }
+        let time = HumanTime.now()
         let rows = list.requests.map { item -> [String] in
             let term: String
             switch item.term {
@@ -49,7 +50,7 @@ enum PendingCommand: Command {
             return [String(item.pending), "\(item.user) (\(item.uid))",
                     item.permissions.map { $0 == .location && item.accuracy != nil
                         ? "location (\(item.accuracy?.rawValue ?? ""))" : $0.rawValue }.joined(separator: ","),
-                    term, item.created,
+                    term, time.rewritingISOTimes(in: item.created),
                     TerminalText.field(item.program ?? "-"), TerminalText.field(item.reason ?? "")]
         }
         let header = ["ID", "USER", "PERMISSIONS", "TERM", "REQUESTED", "PROGRAM", "REASON"]
