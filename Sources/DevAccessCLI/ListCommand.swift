@@ -8,12 +8,13 @@ enum ListCommand: Command {
     static let spec = CommandSpec(
         name: "list",
         abstract: "List the decisions in the ledger (yours; everyone's for an admin).",
-        usage: "devaccess list [--user USER] [--permission PERMISSION] [--all] [--json]",
+        usage: "devaccess list [--user USER] [--permission PERMISSION] [--all] [--json] [--no-pager]",
         options: [
             OptionSpec(long: "user", short: "u", value: "USER", help: "Only this user's decisions (name or uid)."),
             OptionSpec(long: "permission", short: "p", value: "PERMISSION", help: "Only this permission."),
             OptionSpec(long: "all", short: "a", value: nil, help: "Also decisions that ended (revoked, expired)."),
             CommonOptions.json,
+            Pager.option,
         ] + AdminAccess.options,
         discussion: """
         Standing decisions, newest first: id, user, permission, decision, device, term, and
@@ -48,7 +49,7 @@ enum ListCommand: Command {
             console.error("devaccess: no \(arguments.has("all") ? "" : "standing ")decisions"
                 + (arguments.value("user").map { " of \($0)" } ?? "") + " in \(list.ledger)")
         } else {
-            console.out(table(list.grants, time: HumanTime.now()))
+            Pager.show(table(list.grants, time: HumanTime.now()), arguments, console: console)
         }
         return .success
     }

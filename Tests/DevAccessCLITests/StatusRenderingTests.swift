@@ -115,4 +115,16 @@ struct StatusRenderingTests {
         #expect(try !style("never", tty: true))
         #expect(throws: UsageError.self) { try style("sometimes", tty: true) }
     }
+
+    @Test func thePagerIsChosenFromTheEnvironment() {
+        func command(_ environment: [String: String]) -> String? {
+            Pager.command(environment: { environment[$0] })
+        }
+        #expect(command([:]) == "less -FRX")
+        #expect(command(["PAGER": "more"]) == "more")
+        #expect(command(["DEVACCESS_PAGER": "most", "PAGER": "more"]) == "most")
+        #expect(command(["PAGER": ""]) == nil, "set but empty: no pager")
+        #expect(command(["DEVACCESS_PAGER": "", "PAGER": "more"]) == nil)
+        #expect(command(["DEVACCESS_PAGER": " "]) == nil)
+    }
 }

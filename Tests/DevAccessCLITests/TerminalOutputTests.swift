@@ -78,4 +78,45 @@ struct TerminalOutputTests {
         let statusJSON = try fx.run(["status", "camera", "--user", fx.alice.name, "--json"], extra: berlin)
         #expect(statusJSON.stdout.contains("until \(until)"), "\(statusJSON.stdout)")
     }
+
+    /// A pager that marks every line it shows, so the test sees what went through it.
+    static let markingPager = "sed 's/^/paged: /'"
+
+    @Test func longListsGoThroughThePagerOnATerminalOnly() throws {
+        let fx = try AdminFixture("clipager")
+        try fx.camera("video0")
+        #expect(try fx.run(["grant", "camera", "--user", fx.alice.name]).status == 0)
+        #expect(try fx.run(["revoke", "camera", "--user", fx.alice.name]).status == 0)
+        func terminal(_ arguments: [String], _ extra: [String: String]) throws -> ProcessOutput {
+            // --offline where AdminFixture.run adds it: no devaccessd here.
+            try PseudoTerminalRun.run(TestProcess.devaccessBinary, AdminFixture.offline(arguments),
+                                      environment: terminalEnvironment(fx, extra))
+        }
+        let paged = try terminal(["list", "--all"], ["DEVACCESS_PAGER": Self.markingPager])
+        #expect(paged.status == 0, "\(paged.stderr)")
+        let lines = paged.stdout.split(separator: "\n")
+        #expect(lines.count == 2 && lines.allSatisfy { $0.hasPrefix("paged: ") }, "\(paged.stdout)")
+        #expect(paged.stdout.contains("paged: ID"), "\(paged.stdout)")
+
+        let viaPAGER = try terminal(["list", "--all"], ["PAGER": Self.markingPager])
+        #expect(viaPAGER.stdout.hasPrefix("paged: ID"), "\(viaPAGER.stdout)")
+        let audit = try terminal(["audit"], ["PAGER": Self.markingPager])
+        #expect(audit.status == 0, "\(audit.stderr)")
+        #expect(audit.stdout.split(separator: "\n").count > 2, "\(audit.stdout)")
+        #expect(audit.stdout.split(separator: "\n").allSatisfy { $0.hasPrefix("paged: ") }, "\(audit.stdout)")
+
+        for (arguments, extra) in [(["list", "--all", "--no-pager"], ["PAGER": Self.markingPager]),
+                                   (["audit", "--no-pager"], ["PAGER": Self.markingPager]),
+                                   (["list", "--all"], ["DEVACCESS_PAGER": "", "PAGER": Self.markingPager])] {
+            let plain = try terminal(arguments, extra)
+            #expect(plain.status == 0, "\(arguments): \(plain.stderr)")
+            let header = arguments[0] == "list" ? "ID " : "#  "
+            #expect(plain.stdout.hasPrefix(header) && !plain.stdout.contains("paged: "), "\(arguments) \(extra): \(plain.stdout)")
+        }
+        // Never into a pipe.
+        for arguments in [["list", "--all"], ["audit"]] {
+            let piped = try fx.run(arguments, extra: ["PAGER": Self.markingPager, "DEVACCESS_PAGER": Self.markingPager])
+            #expect(piped.status == 0 && !piped.stdout.isEmpty && !piped.stdout.contains("paged: "), "\(piped.stdout)")
+        }
+    }
 }
