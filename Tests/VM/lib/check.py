@@ -1157,9 +1157,14 @@ def check_gate(c):
         for node in sorted(m["capture"] for m in before.microphones.values()):
             c.expect(any(o.get("kind") == "group" and o.get("name") == "audio" for o in nodes.get(node, [])),
                      f"status --json: {node}: members of group audio", nodes.get(node))
+    # Who opens each node is node-level: the default text has the summary, -v the openers.
     text = c.text("before-status-text.out") or ""
+    c.expect(re.search(r"^without devaccess: \d+ of \d+ capture node\(s\) can be opened without devaccess", text,
+                       re.M) is not None and "'uaccess' tag" not in text,
+             "status (text): the gate's summary on one line, no node-level openers", text[-1500:])
+    text = c.text("before-status-verbose.out") or ""
     c.expect("without devaccess:" in text and "'uaccess' tag" in text and "group 'video' (vmuser" in text,
-             "status (text): names the seat user and group video's members", text[-1500:])
+             "status -v (text): names the seat user and group video's members", text[-1500:])
     doctor = c.command_json("before-doctor", "doctor --json")
     c.expect(doctor_check(doctor, "deny-default").get("status") == "warn",
              "doctor: deny-by-default not installed is a warning", doctor_check(doctor, "deny-default"))
