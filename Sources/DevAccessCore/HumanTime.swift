@@ -83,15 +83,16 @@ public struct HumanTime: Sendable {
 
     /// Text written for machines and people alike (a status reason, a broker's message)
     /// with its UTC ISO 8601 times (ISOTime's `2026-12-01T18:00:00Z`) told in local time:
-    /// an end ("until T") with the time left, any other time as the moment.
-    public func rewritingISOTimes(in text: String) -> String {
+    /// an end ("until T") with the time left, any other time as the moment. `ends: false`
+    /// for what has ended already (a revoked grant): its "until" is a moment, nothing is left.
+    public func rewritingISOTimes(in text: String, ends: Bool = true) -> String {
         let bytes = Array(text.utf8)
         var result: [UInt8] = []
         var index = 0
         let until = Array("until ".utf8)
         while index < bytes.count {
             if let seconds = Self.isoUTC(bytes, at: index) {
-                let isEnd = result.count >= until.count && Array(result.suffix(until.count)) == until
+                let isEnd = ends && result.count >= until.count && Array(result.suffix(until.count)) == until
                 result += Array((isEnd ? end(seconds) : moment(seconds)).utf8)
                 index += Self.isoLength
             } else {

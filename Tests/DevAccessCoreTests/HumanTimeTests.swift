@@ -40,6 +40,9 @@ struct HumanTimeTests {
                 == "grant 3 (until 18:00 CET, 58m left; decided on 16:00 CET)")
         #expect(time.rewritingISOTimes(in: "allowed until 2026-12-02T09:30:00Z (grant 5, consent)")
                 == "allowed until Wed 2 Dec 10:30 CET, 17h28m left (grant 5, consent)")
+        // What has ended (a revoked grant) has no time left: its "until" is a moment.
+        #expect(time.rewritingISOTimes(in: "grant 3: allow camera, until 2026-12-01T17:00:00Z", ends: false)
+                == "grant 3: allow camera, until 18:00 CET")
         for untouched in ["no time here", "2026-12-01T17:00Z", "2026-12-01 17:00:00Z", "2026-13-01T17:00:0xZ", "until "] {
             #expect(time.rewritingISOTimes(in: untouched) == untouched)
         }
