@@ -134,8 +134,10 @@ enum ResolveCommand {
             console.out(try JSONOutput.encode(ResolvedDocument(resolved)))
         } else {
             console.out("request \(resolved.pending) of \(resolved.user) (uid \(resolved.uid)) \(resolved.resolution.rawValue)")
+            let time = HumanTime.now()
             for result in resolved.results {
-                console.out("  \(result.permission.rawValue): \(TerminalText.block(result.message))")
+                console.out("  \(result.permission.rawValue): "
+                    + TerminalText.block(time.rewritingISOTimes(in: result.message)))
             }
         }
         return .success
