@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessSystem
 import DevAccessProtocol
 import FoundationEssentials
 import Glibc

@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessSystem
 import DevAccessEnforcement
 import DevAccessHardware
 import DevAccessInterface

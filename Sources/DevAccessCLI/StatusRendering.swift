@@ -1,6 +1,7 @@
 import DevAccessCore
 import DevAccessEnforcement
-import Foundation
+import DevAccessSystem
+import FoundationEssentials
 
 /// `status` as text. The default view is read at a glance: one line per permission (its
 /// status and summary), one per device (usable, blocked or denied), the decisions and

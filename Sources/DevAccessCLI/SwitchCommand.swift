@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessProtocol
 

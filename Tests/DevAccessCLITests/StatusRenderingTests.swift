@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessSystem
 import Foundation
 import Testing
 @testable import DevAccessCLI

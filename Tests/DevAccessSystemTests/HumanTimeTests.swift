@@ -1,4 +1,4 @@
-import DevAccessCore
+import DevAccessSystem
 import Testing
 
 /// Local time and time left, from fixed clocks in fixed zones.

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Glibc
 
 /// Times as people read them in text output: local time and, for an end, the time left
@@ -103,37 +104,23 @@ public struct HumanTime: Sendable {
         return String(decoding: result, as: UTF8.self)
     }
 
-    /// `YYYY-MM-DDTHH:MM:SSZ`, the form ISOTime writes, and nothing looser.
+    /// The length of `YYYY-MM-DDTHH:MM:SSZ`, the form ISOTime writes.
     static let isoLength = 20
 
+    /// The time ISOTime wrote at `start`, read back by ISOTime; only windows of its exact
+    /// shape are offered to it, so "until 2026-12-01T18:00Z" typed by a person stays as is.
     static func isoUTC(_ bytes: [UInt8], at start: Int) -> Double? {
         guard start + isoLength <= bytes.count else { return nil }
-        let text = bytes[start..<start + isoLength]
-        var numbers: [Int32] = []
-        var value: Int32 = 0
-        var digits = 0
-        for (offset, byte) in text.enumerated() {
-            let expected: UInt8? = [4: 0x2D, 7: 0x2D, 10: 0x54, 13: 0x3A, 16: 0x3A, 19: 0x5A][offset]
-            if let expected {
-                guard byte == expected, digits > 0 else { return nil }
-                numbers.append(value)
-                (value, digits) = (0, 0)
-            } else {
-                guard (0x30...0x39).contains(byte) else { return nil }
-                value = value * 10 + Int32(byte - 0x30)
-                digits += 1
+        let window = bytes[start..<start + isoLength]
+        let separators: [Int: UInt8] = [4: 0x2D, 7: 0x2D, 10: 0x54, 13: 0x3A, 16: 0x3A, 19: 0x5A]
+        for (offset, byte) in window.enumerated() {
+            if let separator = separators[offset] {
+                guard byte == separator else { return nil }
+            } else if !(0x30...0x39).contains(byte) {
+                return nil
             }
         }
-        guard numbers.count == 6 else { return nil }
-        var fields = tm()
-        fields.tm_year = numbers[0] - 1900
-        fields.tm_mon = numbers[1] - 1
-        fields.tm_mday = numbers[2]
-        fields.tm_hour = numbers[3]
-        fields.tm_min = numbers[4]
-        fields.tm_sec = numbers[5]
-        let seconds = timegm(&fields)
-        return seconds == -1 ? nil : Double(seconds)
+        return ISOTime.parse(String(decoding: window, as: UTF8.self))?.timeIntervalSince1970
     }
 
     static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
