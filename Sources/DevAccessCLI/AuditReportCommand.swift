@@ -24,6 +24,7 @@ enum AuditReportCommand {
         OptionSpec(long: "format", short: nil, value: "FORMAT",
                    help: "table (default), json, csv, or html (one self-contained page with a timeline)."),
         OptionSpec(long: "output", short: "o", value: "FILE", help: "Write the report to FILE (0600) instead of stdout."),
+        Pager.option,
         OptionSpec(long: "follow", short: "f", value: nil,
                    help: "Keep reading: print new events as they are written (JSON Lines with --format json)."),
     ]
@@ -62,7 +63,7 @@ enum AuditReportCommand {
         }
         let interface = try AdminAccess.interface(arguments, command: command, readOnly: true)
         let sink = try ReportSink(path: arguments.value("output"),
-                                  pageOnTerminal: format == .table && !arguments.has("follow"))
+                                  pager: format == .table && !arguments.has("follow") ? arguments : nil)
         defer { sink.finish() }
         if format == .html {
             return try await html(interface, query, arguments: arguments, sink: sink)

@@ -7,13 +7,14 @@ import DevAccessSystem
 
 /// Where a report goes: standard output, `--output FILE` (created 0600: audit data is
 /// private; an existing file is replaced, a symlink is refused), or, for a table on a
-/// terminal, a pager (`$PAGER`, else `less -FRX`, as git does: it exits at once when the report fits).
+/// terminal, a pager (Pager: `$DEVACCESS_PAGER`, `$PAGER`, else `less -FRX`).
 final class ReportSink {
     private var descriptor: CInt
     private let ownsDescriptor: Bool
-    private var pager: pid_t?
+    private var pager: Pager?
 
-    init(path: String?, pageOnTerminal: Bool = false) throws {
+    /// `pager`: page on a terminal (Pager decides whether and with what).
+    init(path: String?, pager arguments: ParsedArguments? = nil) throws {
         if let path {
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else {
@@ -24,50 +25,21 @@ final class ReportSink {
             ownsDescriptor = true
             return
         }
-        descriptor = STDOUT_FILENO
         ownsDescriptor = false
-        if pageOnTerminal && isatty(STDOUT_FILENO) == 1 { startPager() }
+        pager = arguments.flatMap(Pager.start)
+        descriptor = pager?.descriptor ?? STDOUT_FILENO
     }
 
     deinit { finish() }
 
     /// Closes the file or the pager's pipe, and waits for the pager to quit.
     func finish() {
-        if ownsDescriptor || pager != nil, descriptor != STDOUT_FILENO {
+        if ownsDescriptor, descriptor != STDOUT_FILENO {
             close(descriptor)
-            descriptor = STDOUT_FILENO
         }
-        if let pid = pager {
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-            pager = nil
-        }
-    }
-
-    private func startPager() {
-        let environment = ProcessInfo.processInfo.environment
-        let command = environment["PAGER"].flatMap { $0.isEmpty ? nil : $0 } ?? "less -FRX"
-        var fds: [CInt] = [-1, -1]
-        guard pipe(&fds) == 0 else { return }
-        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO)
-        let words = ["/bin/sh", "-c", command]
-        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid = pid_t()
-        guard posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ) == 0 else {
-            close(fds[0])
-            close(fds[1])
-            return
-        }
-        close(fds[0])
-        // Quitting the pager early closes the pipe: writes then fail (EPIPE) instead of killing us.
-        signal(SIGPIPE, SIG_IGN)
-        descriptor = fds[1]
-        pager = pid
+        descriptor = STDOUT_FILENO
+        pager?.finish()
+        pager = nil
     }
 
     /// Writes `text` as is; nothing is added.

@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessSystem
 import DevAccessProtocol
 @_spi(CLI) import DevAccess
 
@@ -62,13 +63,9 @@ enum BrokerStatus {
                                           permissions: reply.permissions.map(PermissionDocument.init))
             console.out(try JSONOutput.encode(document))
         } else {
-            // As for the local table: drift has its own lines, so it leaves the reasons.
-            let shown = reply.permissions.map { status in
-                var trimmed = status
-                trimmed.reasons.removeAll { $0.kind == .drift }
-                return trimmed
-            }
-            console.out(TableOutput.status(shown, user: user))
+            let rendering = StatusRendering(user: user, statuses: reply.permissions, gate: nil, time: HumanTime.now())
+            console.out(arguments.has("verbose") ? rendering.verbose() : rendering.summary(),
+                        style: try OutputStyle.resolve(arguments, command: command))
         }
         return .success
     }

@@ -10,6 +10,8 @@ enum CommonOptions {
                                  help: "Evaluate for this user name or uid (default: you).")
     static let json = OptionSpec(long: "json", short: nil, value: nil,
                                  help: "Print JSON (schema in docs/json.md) instead of a table.")
+    static let verbose = OptionSpec(long: "verbose", short: "v", value: nil,
+                                    help: "Also every node's reason, and the nodes that are no device of the permission.")
     static let gpsd = OptionSpec(long: "gpsd", short: nil, value: "HOST:PORT",
                                  help: "Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947).")
     static let gpsdTimeout = OptionSpec(long: "gpsd-timeout", short: nil, value: "MS",

@@ -61,7 +61,8 @@ enum CompletionCommand: Command {
 }
 
 /// The scripts themselves. Each option's completion comes from its placeholder: USER a
-/// user name, LEVEL an accuracy, PERMISSION a permission, FORMAT a report format, ID a
+/// user name, LEVEL an accuracy, PERMISSION a permission, FORMAT a report format, WHEN a
+/// --color choice, ID a
 /// device id, PATH/FILE/DIR a file; other values (durations, text) are left to the person.
 enum CompletionScript {
     /// What a command's positional arguments are.
@@ -71,7 +72,7 @@ enum CompletionScript {
 
     static func positional(_ command: String) -> Positional {
         switch command {
-        case "status", "check", "devices", "who", "request", "grant", "deny", "revoke", "reset": return .permissions
+        case "status", "explain", "check", "devices", "who", "request", "grant", "deny", "revoke", "reset": return .permissions
         case "switch": return .switchWords
         case "approve", "reject", "withdraw": return .pendingID
         case "run": return .program
@@ -81,7 +82,7 @@ enum CompletionScript {
     }
 
     enum Value {
-        case users, levels, permissions, formats, devices, files, directories, none
+        case users, levels, permissions, formats, colorChoices, devices, files, directories, none
     }
 
     static func value(_ placeholder: String?) -> Value? {
@@ -91,6 +92,7 @@ enum CompletionScript {
         case "LEVEL": return .levels
         case "PERMISSION", "P": return .permissions
         case "FORMAT": return .formats
+        case "WHEN": return .colorChoices
         case "ID": return .devices
         case "PATH", "FILE", "PROGRAM": return .files
         case "DIR": return .directories
@@ -115,6 +117,7 @@ enum CompletionScript {
         case .levels: return levels
         case .permissions: return permissions
         case .formats: return formats
+        case .colorChoices: return ["auto", "always", "never"]
         default: return []
         }
     }

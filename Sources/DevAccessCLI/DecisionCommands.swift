@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessLedger
 import DevAccessProtocol
@@ -107,9 +108,11 @@ enum DecisionCommand {
             EnforcementText.printProblems(outcome.report, console: console)
             return outcome.report.hasProblems ? .failure : .success
         }
-        var lines = ["recorded " + outcome.grant.line]
+        let time = HumanTime.now()
+        var lines = ["recorded " + time.rewritingISOTimes(in: outcome.grant.line)]
         for ended in outcome.ended {
-            lines.append("ended " + ended.line + (decision == .allow ? " (replaced)" : " (denied now)"))
+            lines.append("ended " + time.rewritingISOTimes(in: ended.line, ends: false)
+                + (decision == .allow ? " (replaced)" : " (denied now)"))
         }
         console.out(lines.joined(separator: "\n"))
         let code = EnforcementText.print(outcome.report, console: console, quietWhenUnchanged: true)

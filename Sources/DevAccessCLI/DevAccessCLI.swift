@@ -9,6 +9,7 @@ public enum DevAccessCLI {
 
     static let commands: [CommandEntry] = [
         CommandEntry(spec: StatusCommand.spec, run: StatusCommand.run),
+        CommandEntry(spec: ExplainCommand.spec, run: ExplainCommand.run),
         CommandEntry(spec: CheckCommand.spec, run: CheckCommand.run),
         CommandEntry(spec: DevicesCommand.spec, run: DevicesCommand.run),
         CommandEntry(spec: MonitorCommand.spec, run: MonitorCommand.run),
@@ -142,6 +143,12 @@ struct Console: Sendable {
 
     func error(_ text: String) {
         write(STDERR_FILENO, TerminalText.block(text + "\n"))
+    }
+
+    /// Text whose spans StyledText already made safe, with the colours `style` allows.
+    func out(_ text: StyledText, style: OutputStyle) {
+        let rendered = text.rendered(style)
+        write(STDOUT_FILENO, rendered.hasSuffix("\n") ? rendered : rendered + "\n")
     }
 
     private func write(_ fd: CInt, _ text: String) {

@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessProtocol
 import FoundationEssentials
@@ -8,12 +9,13 @@ enum ListCommand: Command {
     static let spec = CommandSpec(
         name: "list",
         abstract: "List the decisions in the ledger (yours; everyone's for an admin).",
-        usage: "devaccess list [--user USER] [--permission PERMISSION] [--all] [--json]",
+        usage: "devaccess list [--user USER] [--permission PERMISSION] [--all] [--json] [--no-pager]",
         options: [
             OptionSpec(long: "user", short: "u", value: "USER", help: "Only this user's decisions (name or uid)."),
             OptionSpec(long: "permission", short: "p", value: "PERMISSION", help: "Only this permission."),
             OptionSpec(long: "all", short: "a", value: nil, help: "Also decisions that ended (revoked, expired)."),
             CommonOptions.json,
+            Pager.option,
         ] + AdminAccess.options,
         discussion: """
         Standing decisions, newest first: id, user, permission, decision, device, term, and
@@ -48,17 +50,19 @@ enum ListCommand: Command {
             console.error("devaccess: no \(arguments.has("all") ? "" : "standing ")decisions"
                 + (arguments.value("user").map { " of \($0)" } ?? "") + " in \(list.ledger)")
         } else {
-            console.out(table(list.grants))
+            Pager.show(table(list.grants, time: HumanTime.now()), arguments, console: console)
         }
         return .success
     }
 
-    static func table(_ grants: [GrantDocument]) -> String {
+    /// Times in local time, an end with the time left; `--json` keeps them UTC.
+    static func table(_ grants: [GrantDocument], time: HumanTime) -> String {
         let header = ["ID", "USER", "PERMISSION", "DECISION", "DEVICE", "PROGRAM", "TERM", "STATE", "DECIDED BY"]
         let rows = grants.map { grant -> [String] in
-            let state = grant.active ? "standing" : grant.ended.map { "ended \($0)" } ?? "expired"
+            let state = grant.active ? "standing" : grant.ended.map { "ended " + time.rewritingISOTimes(in: $0) } ?? "expired"
             return [String(grant.id), "\(grant.user) (\(grant.uid))", grant.permissionText, grant.decision,
-                    grant.device ?? "(every)", grant.program ?? "(every)", grant.term, state, "\(grant.decidedBy) (\(grant.how))"].map(TerminalText.field)
+                    grant.device ?? "(every)", grant.program ?? "(every)",
+                    grant.active ? time.rewritingISOTimes(in: grant.term) : grant.term, state, "\(grant.decidedBy) (\(grant.how))"].map(TerminalText.field)
         }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         return ([header] + rows).map { row in

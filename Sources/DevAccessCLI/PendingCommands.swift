@@ -1,5 +1,6 @@
 @_spi(CLI) import DevAccess
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessProtocol
 
@@ -40,6 +41,7 @@ enum PendingCommand: Command {
             console.error("devaccess: no request \(AdminGroup.callerIsMember() ? "" : "of yours ")is waiting for approval")
             return .success
         }
+        let time = HumanTime.now()
         let rows = list.requests.map { item -> [String] in
             let term: String
             switch item.term {
@@ -50,7 +52,7 @@ enum PendingCommand: Command {
             return [String(item.pending), "\(item.user) (\(item.uid))",
                     item.permissions.map { $0 == .location && item.accuracy != nil
                         ? "location (\(item.accuracy?.rawValue ?? ""))" : $0.rawValue }.joined(separator: ","),
-                    term, item.created,
+                    term, time.rewritingISOTimes(in: item.created),
                     TerminalText.field(item.program ?? "-"), TerminalText.field(item.reason ?? "")]
         }
         let header = ["ID", "USER", "PERMISSIONS", "TERM", "REQUESTED", "PROGRAM", "REASON"]
@@ -134,8 +136,10 @@ enum ResolveCommand {
             console.out(try JSONOutput.encode(ResolvedDocument(resolved)))
         } else {
             console.out("request \(resolved.pending) of \(resolved.user) (uid \(resolved.uid)) \(resolved.resolution.rawValue)")
+            let time = HumanTime.now()
             for result in resolved.results {
-                console.out("  \(result.permission.rawValue): \(TerminalText.block(result.message))")
+                console.out("  \(result.permission.rawValue): "
+                    + TerminalText.block(time.rewritingISOTimes(in: result.message)))
             }
         }
         return .success

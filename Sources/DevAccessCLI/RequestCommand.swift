@@ -1,5 +1,6 @@
 @_spi(CLI) import DevAccess
 import DevAccessCore
+import DevAccessSystem
 import DevAccessProtocol
 import FoundationEssentials
 import Glibc
@@ -87,7 +88,8 @@ enum RequestCommand: Command {
         } catch let error as BrokerClientError {
             throw failure(error)
         }
-        let code = try report(decision, json: arguments.has("json"), console: console)
+        let code = try report(decision, json: arguments.has("json"), console: console,
+                              style: try OutputStyle.resolve(arguments, command: spec.name))
         if let interrupted = conversation.interrupted { signals?.raiseAgain(interrupted) }
         return conversation.prompts.noTerminal ? .failure : code
     }
@@ -113,20 +115,18 @@ enum RequestCommand: Command {
     }
 
     /// Prints what happened (stderr) and the statuses (stdout); returns the exit code.
-    static func report(_ decision: DecisionReply, json: Bool, console: Console) throws -> ExitCode {
+    static func report(_ decision: DecisionReply, json: Bool, console: Console, style: OutputStyle) throws -> ExitCode {
+        let time = HumanTime.now()
         for result in decision.results {
-            console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
+            console.error("devaccess: \(result.permission.rawValue): "
+                + TerminalText.block(time.rewritingISOTimes(in: result.message)))
         }
         if json {
             console.out(try JSONOutput.encode(RequestDocument(decision)))
         } else {
             let user = UserIdentity(uid: decision.uid, name: decision.user, primaryGID: 0, groups: [])
-            let shown = decision.permissions.map { status in
-                var trimmed = status
-                trimmed.reasons.removeAll { $0.kind == .drift }
-                return trimmed
-            }
-            console.out(TableOutput.status(shown, user: user))
+            console.out(StatusRendering(user: user, statuses: decision.permissions, gate: nil, time: HumanTime.now())
+                .summary(), style: style)
         }
         if let first = decision.permissions.first(where: { $0.status != .authorized }) {
             return ExitCode(first.status)

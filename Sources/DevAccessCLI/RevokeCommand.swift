@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessProtocol
 
@@ -52,7 +53,9 @@ enum RevokeCommand: Command {
             console.error("devaccess: \(user) has no standing \(permission.rawValue) grant"
                 + (deviceID.map { " for device \($0)" } ?? "") + "; nothing was revoked")
         } else {
-            console.out(outcome.revoked.map { "revoked " + $0.line }.joined(separator: "\n"))
+            let time = HumanTime.now()
+            console.out(outcome.revoked.map { "revoked " + time.rewritingISOTimes(in: $0.line, ends: false) }
+                .joined(separator: "\n"))
         }
         for grant in outcome.stillCovering {
             console.error("devaccess: note: \(grant.line) still covers that device; revoke "

@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessSystem
 import DevAccessEnforcement
 import DevAccessHardware
 import DevAccessInterface
@@ -12,16 +13,24 @@ enum StatusCommand: Command {
     static let spec = CommandSpec(
         name: "status",
         abstract: "Show the status of permissions for a user, and why.",
-        usage: "devaccess status [PERMISSION...] [--user USER] [--json] [--broker [--socket PATH]]",
-        options: [CommonOptions.user, CommonOptions.json, CommonOptions.gpsd, CommonOptions.gpsdTimeout,
-                  CommonOptions.stateDir, BrokerOptions.broker, BrokerOptions.socket],
+        usage: "devaccess status [PERMISSION...] [--user USER] [-v] [--json] [--broker [--socket PATH]]",
+        options: [CommonOptions.user, CommonOptions.verbose, CommonOptions.json, OutputStyle.colorOption,
+                  CommonOptions.gpsd, CommonOptions.gpsdTimeout, CommonOptions.stateDir, BrokerOptions.broker,
+                  BrokerOptions.socket],
         discussion: """
         \(CommonOptions.permissionsHelp) Without one, all are shown.
         Each status is computed now from the devices found, their nodes' owner, mode
         and ACL, the user's groups, and the ledger's decisions: authorized (every device
         opens), limited (some), notDetermined (none, nothing decided), denied (a recorded
         denial, even if a group still opens the node), restricted, unavailable.
-        Drift (the ledger and the nodes disagree) is listed with '! drift:'.
+        By default: one line per permission (status and summary), one per device (usable,
+        blocked or denied, its name and id), the decisions that apply (grant ends in local
+        time with the time left), and facts that hold for every permission once, after the
+        user. Drift (the ledger and the nodes disagree) is always listed with '! drift:'.
+        -v adds every node's reason, the nodes that are no device of the permission, and
+        who opens the capture nodes without devaccess ('devaccess explain PERMISSION' is
+        the same for one permission); --json always has all of it, times in UTC.
+        Colour and symbols only on a terminal (see --color; NO_COLOR is honoured).
         With --broker, devaccessd computes the same statuses for you as the kernel
         identifies you (--user only for yourself, or as root or devaccess-admin);
         exit 69 when it cannot be reached, 77 when it refuses.
@@ -29,6 +38,7 @@ enum StatusCommand: Command {
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
+        let style = try OutputStyle.resolve(arguments, command: spec.name)
         if arguments.has("broker") || arguments.value("socket") != nil {
             return try await BrokerStatus.run(permissions, arguments, console: console, command: spec.name)
         }
@@ -41,16 +51,44 @@ enum StatusCommand: Command {
                                           gate: gate.map(GateDocument.init))
             console.out(try JSONOutput.encode(document))
         } else {
-            // The table prints drift on its own lines; in the reasons it would show twice.
-            let shown = statuses.map { status in
-                var trimmed = status
-                trimmed.reasons.removeAll { $0.kind == .drift }
-                return trimmed
-            }
-            var text = TableOutput.status(shown, user: user)
-            if let gate { text += "\n" + TableOutput.gate(gate) }
-            console.out(text)
+            let rendering = StatusRendering(user: user, statuses: statuses, gate: gate, time: HumanTime.now())
+            console.out(arguments.has("verbose") ? rendering.verbose() : rendering.summary(), style: style)
         }
+        return .success
+    }
+}
+
+enum ExplainCommand: Command {
+    static let spec = CommandSpec(
+        name: "explain",
+        abstract: "Walk through why a permission has its status, node by node.",
+        usage: "devaccess explain PERMISSION [--user USER]",
+        options: [CommonOptions.user, OutputStyle.colorOption, CommonOptions.gpsd, CommonOptions.gpsdTimeout,
+                  CommonOptions.stateDir],
+        discussion: """
+        \(CommonOptions.permissionsHelp)
+        The long form of 'devaccess status PERMISSION -v': the status and its summary, each
+        device, the decisions and the policy, then every node: its owner, group, mode and
+        ACL, what the user may do with it and by which rule (owner, named ACL entry, group,
+        other), the nodes looked at and left out (radio, vbi, touch, output, metadata),
+        probes that fell back, drift, and for camera and microphone who opens the capture
+        nodes without devaccess. Exit codes: 0, 1 error, 64 usage error, 77 refused
+        (another user's status).
+        """)
+
+    static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        guard arguments.positionals.count == 1 else {
+            throw UsageError(message: arguments.positionals.isEmpty
+                ? "missing PERMISSION (one of: \(Permission.all.map(\.rawValue).joined(separator: ", ")))"
+                : "explain takes one PERMISSION, got \(arguments.positionals.count)", command: spec.name)
+        }
+        let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
+        let style = try OutputStyle.resolve(arguments, command: spec.name)
+        let computed = try await LocalStatus.compute(permissions, arguments, command: spec.name)
+        let gate = try await LocalStatus.gate(permissions, computed, arguments, command: spec.name)
+        let rendering = StatusRendering(user: computed.user, statuses: computed.statuses, gate: gate,
+                                        time: HumanTime.now())
+        console.out(rendering.verbose(), style: style)
         return .success
     }
 }
@@ -157,9 +195,14 @@ enum DevicesCommand: Command {
     static let spec = CommandSpec(
         name: "devices",
         abstract: "List the hardware behind each permission and the state of its nodes.",
-        usage: "devaccess devices [PERMISSION...] [--json]",
-        options: [CommonOptions.json, CommonOptions.gpsd, CommonOptions.gpsdTimeout],
-        discussion: "\(CommonOptions.permissionsHelp) Without one, all are listed.")
+        usage: "devaccess devices [PERMISSION...] [--all] [--json]",
+        options: [OptionSpec(long: "all", short: "a", value: nil,
+                             help: "Also the nodes looked at and left out (radio, vbi, touch, output, metadata)."),
+                  CommonOptions.json, CommonOptions.gpsd, CommonOptions.gpsdTimeout],
+        discussion: """
+        \(CommonOptions.permissionsHelp) Without one, all are listed. The nodes that are no
+        device of the permission are listed with --all (and always in --json, as notes).
+        """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
@@ -168,7 +211,7 @@ enum DevicesCommand: Command {
         if arguments.has("json") {
             console.out(try JSONOutput.encode(DevicesDocument(permissions: reports.map(InventoryDocument.init))))
         } else {
-            console.out(TableOutput.devices(reports))
+            console.out(TableOutput.devices(reports, skipped: arguments.has("all")))
         }
         return .success
     }

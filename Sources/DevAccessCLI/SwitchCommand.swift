@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import DevAccessCore
+import DevAccessSystem
 import DevAccessInterface
 import DevAccessProtocol
 
@@ -109,11 +110,14 @@ enum SwitchCommand: Command {
         return EnforcementText.print(enforcement, console: console, quietWhenUnchanged: true)
     }
 
-    /// `camera      off --hard  by root since 2026-...Z until ...: exam week`
+    /// `camera      off --hard by root since 09:12 CET until 18:00 CET, 1h58m left: exam week`
+    /// (local time; `--json` keeps UTC).
     static func line(_ state: SwitchesDocument.State) -> String {
         let name = state.permission.padded(to: 12)
         guard state.state == "off" else { return name + "on" }
-        return name + "off" + (state.hard == true ? " --hard" : "") + " by \(state.by ?? "?") since \(state.since ?? "?")"
-            + (state.until.map { " until \($0)" } ?? "") + (state.reason.map { ": \($0)" } ?? "")
+        let time = HumanTime.now()
+        return name + "off" + (state.hard == true ? " --hard" : "") + " by \(state.by ?? "?") since "
+            + time.rewritingISOTimes(in: state.since ?? "?")
+            + (state.until.map { time.rewritingISOTimes(in: " until \($0)") } ?? "") + (state.reason.map { ": \($0)" } ?? "")
     }
 }

@@ -1,26 +1,8 @@
 import DevAccessCore
 import DevAccessEnforcement
 
-/// Plain-text output for people. No color: it is read in terminals and logs alike.
+/// Plain-text tables for people (status has its own: StatusRendering).
 enum TableOutput {
-    static func status(_ statuses: [PermissionStatus], user: UserIdentity) -> String {
-        var text = "user \(user.name) (uid \(user.uid))\n\n"
-        for status in statuses {
-            text += pad(status.permission.rawValue, 12) + pad(status.status.rawValue, 15)
-            text += (status.reasons.first?.message ?? "") + "\n"
-            for device in status.devices {
-                text += "    \(device.usable ? "usable " : "blocked") \(device.device.name)  [\(device.device.id)]\n"
-            }
-            for reason in status.reasons.dropFirst() {
-                text += "      - \(reason.message)\n"
-            }
-            for drift in status.drift {
-                text += "      ! drift: \(drift.message)\n"
-            }
-        }
-        return text
-    }
-
     /// Who opens the capture nodes without devaccess, and the deny-by-default rules.
     static func gate(_ gate: GateReport) -> String {
         var text = "without devaccess: \(gate.summary)\n"
@@ -34,7 +16,8 @@ enum TableOutput {
         return text
     }
 
-    static func devices(_ reports: [AdapterReport]) -> String {
+    /// `skipped`: also the nodes looked at and left out as no device of the permission.
+    static func devices(_ reports: [AdapterReport], skipped: Bool = false) -> String {
         var text = ""
         for report in reports {
             text += "\(report.permission.rawValue):\n"
@@ -69,7 +52,7 @@ enum TableOutput {
                     text += "\n"
                 }
             }
-            for note in report.notes {
+            for note in report.notes where skipped || note.kind != .skipped {
                 text += "  - \(note.message)\n"
             }
         }

@@ -78,6 +78,11 @@ struct RequestApprovalTests {
         let approved = try carol.devaccess(["approve", "1", "--reason", "ok for the lab"] + setup.socket)
         #expect(approved.status == 0, "\(approved.stderr)")
         #expect(approved.stdout.contains("request 1 of \(erin.name) (uid \(erin.uid)) approved"))
+        // Its end in local time with the time left (HumanTime), not the UTC of --json.
+        #expect(approved.stdout.range(of: #"camera: allowed until \d\d:\d\d [^,]*, (1h59m|2h) left"#,
+                                      options: .regularExpression) != nil
+                || approved.stdout.range(of: #"camera: allowed until [A-Z][a-z]{2} \d+ [A-Z][a-z]{2} \d\d:\d\d [^,]*, (1h59m|2h) left"#,
+                                         options: .regularExpression) != nil, "\(approved.stdout)")
         #expect(try erin.canOpen(setup.camera, .readWrite), "approved: the ACL entry is there")
         let grant = try #require(try setup.grants(erin).first)
         #expect(grant.method == .admin && grant.decidedBy == Principal(uid: carol.uid, name: carol.name))

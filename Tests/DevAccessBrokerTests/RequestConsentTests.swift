@@ -269,6 +269,9 @@ extension LoginSessions {
                                          answers: [(Self.question, "for {code}\n")])
             #expect(asked.exitStatus == 0, "\(asked.output)")
             #expect(!asked.output.contains("Allow always") && asked.output.contains("Allow for 30m"), "\(asked.output)")
+            // The choice says when it would end, in local time (HumanTime).
+            #expect(asked.output.range(of: #"Allow for 30m \(the longest the policy allows\), until [^\r\n]*\d\d:\d\d"#,
+                                       options: .regularExpression) != nil, "\(asked.output)")
             let grant = try #require(try capped.grants(other).first)
             #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 1800) < 2)
         }

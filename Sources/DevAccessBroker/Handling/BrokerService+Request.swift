@@ -509,7 +509,9 @@ extension BrokerService {
         let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
         var choices = [PromptChoice(choice: .once, label: "Allow \(once.text(holder: context.holderName))"),
                        PromptChoice(choice: .forDuration, duration: forSeconds,
-                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest)")]
+                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest), until "
+                                        + HumanTime(now: Date().timeIntervalSince1970)
+                                            .moment(Date().timeIntervalSince1970 + Double(forSeconds)))]
         if cap == nil { choices.append(PromptChoice(choice: .always, label: "Allow always")) }
         choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
         number += 1

@@ -495,6 +495,7 @@ def check_access(c):
     uid = uid_of(c, "vmuser")
     steps = {
         "A": ({"camera": "notDetermined", "microphone": "notDetermined"}, None),
+        "V": ({"camera": "authorized", "microphone": "notDetermined"}, {"camera": "video"}),
         "B": ({"camera": "authorized", "microphone": "authorized"},
               {"camera": "video", "microphone": "audio"}),
         "C": ({"camera": "limited", "microphone": "limited"}, None),
@@ -512,6 +513,70 @@ def check_access(c):
         c.expect(bool(opens), f"[{step}] real open()s were recorded")
         check_opens_sane(c, step, opens)
         check_status(c, step, want, opens=opens, user="vmuser", uid=uid, reasons=reasons)
+    check_status_text(c, devices)
+
+
+def check_status_text(c, devices):
+    """[V] vmuser in group video only, as itself: the default status is read at a glance
+    (at most 10 lines: one per permission and per device, the ledger fact once), the
+    verbose form and explain have the node reasons and the nodes that are no camera, the
+    JSON parses and says the same statuses, devices lists those nodes only with --all."""
+    what = "[V] status as vmuser"
+    text = c.text("V-self-default.out")
+    if not c.expect(text is not None and c.rc("V-self-default") == 0, f"{what} ran", c.stderr_tail("V-self-default")):
+        return
+    lines = text.rstrip("\n").split("\n")
+    c.expect(len(lines) <= 10, f"{what}: at most 10 lines", f"{len(lines)}:\n" + text)
+    c.expect("\x1b" not in text and "●" not in text, f"{what}: no colour or symbols into a file", repr(text[:200]))
+    c.equal(lines[0], "user vmuser (uid %d); no ledger at /var/lib/devaccess/ledger.db: nothing has been decided"
+            % (uid_of(c, "vmuser") or -1), f"{what}: the user, and the ledger fact once, first")
+    c.equal(text.count("nothing has been decided"), 2,
+            f"{what}: 'nothing has been decided' in the fact and microphone's summary only")
+    wanted = [r"camera      authorized     vmuser can use all 2 camera device\(s\)",
+              r"microphone  notDetermined  vmuser cannot open any microphone device and nothing has been decided",
+              r"location    unavailable    .*",
+              r"without devaccess: \d+ of \d+ capture node\(s\) can be opened without devaccess .*"]
+    for pattern in wanted:
+        c.expect(any(re.fullmatch(pattern, line) for line in lines), f"{what}: a line {pattern!r}", text)
+    cams = [d for d in (perm_entry(c, devices, "camera", "devices --json") or {}).get("devices", [])]
+    mics = [d for d in (perm_entry(c, devices, "microphone", "devices --json") or {}).get("devices", [])]
+    for d in cams:
+        line = "  usable  %s  %s" % (d.get("name"), d.get("id", "").removeprefix("camera:"))
+        c.expect(line in lines, f"{what}: camera {d.get('name')} usable on one line", text)
+    for d in mics:
+        c.expect(any(l.startswith("  blocked ") and l.endswith(" " + d.get("id", "").removeprefix("microphone:"))
+                     for l in lines), f"{what}: microphone {d.get('id')} blocked on one line", text)
+    for noise in ("/dev/", "radio", "vbi", "touch", "could not open"):
+        c.expect(noise not in text, f"{what}: no node-level text ({noise!r}) by default", text)
+
+    verbose = c.text("V-self-verbose.out") or ""
+    c.expect(c.rc("V-self-verbose") == 0, f"{what} -v ran", c.stderr_tail("V-self-verbose"))
+    for d in cams:
+        node = next((n.get("path") for n in all_nodes(d) if n.get("role") == "capture"), "?")
+        c.expect(re.search(re.escape(node) + r" \(root:video 0660\): vmuser can open it readwrite "
+                           r"\(member of group 'video'\)", verbose) is not None,
+                 f"{what} -v: {node}'s reason names group video", verbose)
+    c.expect("a radio node, not a video node" in verbose and "a vbi node, not a video node" in verbose,
+             f"{what} -v: the radio and vbi nodes are named as no camera", verbose)
+    c.expect(re.search(r"could not open the control device of card \d: /dev/snd/controlC\d: Permission denied", verbose) is not None,
+             f"{what} -v: the control node vmuser may not open is EACCES", verbose)
+    c.equal(verbose.count("no ledger at"), 1, f"{what} -v: the ledger fact once")
+    own = c.command_json("V-self-json", f"{what} --json")
+    if own is not None:
+        for perm in ("camera", "microphone", "location"):
+            entry = perm_entry(c, own, perm, f"{what} --json") or {}
+            c.expect(any(re.match(r"%s\s+%s\s" % (perm, entry.get("status")), l) for l in lines),
+                     f"{what}: text and JSON agree on {perm}", f"{entry.get('status')} / {text}")
+        cam = perm_entry(c, own, "camera", f"{what} --json") or {}
+        kinds = {r.get("kind") for r in cam.get("reasons", [])}
+        c.expect({"access", "skipped"} <= kinds, f"{what} --json: node reasons and nodes left out, as before", kinds)
+    explain = c.text("V-self-explain.out") or ""
+    c.expect(c.rc("V-self-explain") == 0 and "camera      authorized" in explain and "microphone" not in explain
+             and "member of group 'video'" in explain and "a radio node, not a video node" in explain,
+             "[V] explain camera: camera alone, node by node", explain)
+    plain, full = c.text("V-devices.out") or "", c.text("V-devices-all.out") or ""
+    c.expect("not a video node" not in plain and "not a video node" in full,
+             "[V] devices lists the nodes that are no camera only with --all", plain)
 
 
 def parse_uevents(text):
@@ -1092,9 +1157,14 @@ def check_gate(c):
         for node in sorted(m["capture"] for m in before.microphones.values()):
             c.expect(any(o.get("kind") == "group" and o.get("name") == "audio" for o in nodes.get(node, [])),
                      f"status --json: {node}: members of group audio", nodes.get(node))
+    # Who opens each node is node-level: the default text has the summary, -v the openers.
     text = c.text("before-status-text.out") or ""
+    c.expect(re.search(r"^without devaccess: \d+ of \d+ capture node\(s\) can be opened without devaccess", text,
+                       re.M) is not None and "'uaccess' tag" not in text,
+             "status (text): the gate's summary on one line, no node-level openers", text[-1500:])
+    text = c.text("before-status-verbose.out") or ""
     c.expect("without devaccess:" in text and "'uaccess' tag" in text and "group 'video' (vmuser" in text,
-             "status (text): names the seat user and group video's members", text[-1500:])
+             "status -v (text): names the seat user and group video's members", text[-1500:])
     doctor = c.command_json("before-doctor", "doctor --json")
     c.expect(doctor_check(doctor, "deny-default").get("status") == "warn",
              "doctor: deny-by-default not installed is a warning", doctor_check(doctor, "deny-default"))

@@ -3,6 +3,9 @@
 # classification of two cameras, then one unprivileged user through four
 # access states, each compared with real open()s of the nodes as that user:
 #   A  nodes as udev leaves them (root:video / root:audio 0660)  -> notDetermined
+#   V  user in group video only                                  -> camera authorized,
+#      microphone notDetermined; status as the user itself in its default (golden:
+#      at most 10 lines), verbose, JSON and explain forms, devices with and without --all
 #   B  user in groups video and audio                            -> authorized
 #   C  out of the groups, ACL u:vmuser:rw on the first camera and
 #      on card 0's capture PCM + control                         -> limited
@@ -27,6 +30,18 @@ step A
 # As vmuser itself: alsa-lib's "No such file or directory" must not hide that the
 # control node is root:audio 0660 (EACCES).
 rec A-self-status setpriv --reuid=vmuser --regid=vmuser --init-groups -- "$VM_BIN" status microphone --json
+
+mark V
+usermod -a -G video vmuser
+step V
+as_vmuser() { setpriv --reuid=vmuser --regid=vmuser --init-groups -- "$VM_BIN" "$@"; }
+rec V-self-default as_vmuser status
+rec V-self-verbose as_vmuser status -v
+rec V-self-json as_vmuser status --json
+rec V-self-explain as_vmuser explain camera
+rec V-devices da devices
+rec V-devices-all da devices --all
+gpasswd -d vmuser video >/dev/null
 
 mark B
 usermod -a -G video,audio vmuser

@@ -16,6 +16,7 @@ mark before
 record_inventory before
 rec before-status da status camera microphone --json
 rec before-status-text da status camera microphone
+rec before-status-verbose da status camera microphone -v
 rec before-doctor da doctor --json
 
 mark install-rules
