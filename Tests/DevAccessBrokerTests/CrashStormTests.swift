@@ -49,8 +49,10 @@ struct CrashStormTests {
                 readyTime = Date().timeIntervalSince(daemon.spawned)
                 // It serves: its start-up reconcile has run on what the last kill left.
                 let convergence = try lab.convergence(spawned: daemon.spawned)
-                guard convergence.isEmpty else {
-                    let problems = convergence.joined(separator: "\n")
+                tally.judged += convergence.judged
+                tally.undecided += convergence.undecided
+                guard convergence.problems.isEmpty else {
+                    let problems = convergence.problems.joined(separator: "\n")
                     Issue.record("\(context): ACLs did not converge to the ledger after the start-up reconcile:\n\(problems)\n\(daemon.logTail)")
                     break
                 }
@@ -87,10 +89,43 @@ struct CrashStormTests {
         // The last kill's aftermath, checked like every other.
         let daemon = try lab.startDaemon()
         let convergence = try lab.convergence(spawned: daemon.spawned)
-        #expect(convergence.isEmpty, "after the last restart:\n\(convergence.joined(separator: "\n"))")
+        #expect(convergence.problems.isEmpty, "after the last restart:\n\(convergence.problems.joined(separator: "\n"))")
         #expect(daemon.stop() == 0, "devaccessd did not stop cleanly: \(daemon.logTail)")
         #expect(tally.iterations == settings.iterations)
         print(tally.summary(seed: settings.seed, seconds: Date().timeIntervalSince(started), acknowledged: acknowledged))
+    }
+
+    /// The storm's checks can fail: a standing grant's entry removed by hand, an entry no
+    /// grant stands behind, a grant acknowledged but not recorded, and a revocation
+    /// acknowledged for a grant that stands are each reported.
+    @Test func theStormsChecksSeeAMissingEntryAStrayEntryAndALostDecision() throws {
+        let lab = try StormLab()
+        let daemon = try lab.startDaemon()
+        let (alice, bob) = (lab.users[0], lab.users[1])
+        let result = try BrokerClient(socketPath: lab.socket).perform(
+            .decide(DecisionOrder(allow: true, permission: .camera, user: alice.name)))
+        let granted = try JSONDecoder().decode(DecisionDocument.self, from: Data(JSONWriter.bytes(result.document)))
+        #expect(try lab.convergence(spawned: daemon.spawned).problems.isEmpty)
+        let acknowledged = Acknowledged()
+        acknowledged.grant(granted.grant.id, .init(uid: alice.uid, permission: .camera, how: "grant"))
+        #expect(try lab.lostAcknowledgements(acknowledged).isEmpty)
+
+        let camera = lab.devices[0].nodes
+        #expect(try TestProcess.shell("setfacl -x u:\(alice.uid) \(camera[0]) && setfacl -m u:\(bob.uid):rw \(camera[1])")
+                    .status == 0)
+        let problems = try lab.convergence(spawned: daemon.spawned).problems
+        #expect(problems.contains { $0.contains(alice.name) && $0.contains(camera[0]) && $0.contains("entry is absent") },
+                "\(problems)")
+        #expect(problems.contains { $0.contains(bob.name) && $0.contains(camera[1]) && $0.contains("no grant stands") },
+                "\(problems)")
+
+        acknowledged.grant(granted.grant.id + 1000, .init(uid: alice.uid, permission: .camera, how: "request"))
+        acknowledged.revoked([granted.grant.id])
+        let lost = try lab.lostAcknowledgements(acknowledged)
+        #expect(lost.contains("grant \(granted.grant.id + 1000) (request, uid \(alice.uid), camera) is not in the ledger"),
+                "\(lost)")
+        #expect(lost.contains("grant \(granted.grant.id) was acknowledged as revoked but stands"), "\(lost)")
+        #expect(daemon.stop() == 0)
     }
 }
 
@@ -220,7 +255,7 @@ final class StormLab: @unchecked Sendable {
     /// looked at. A grant whose expiry falls between the spawn and the end of this check
     /// may be in either state (the expiry timer, not the start-up reconcile, ends it), so
     /// that user's entries on that device are not judged.
-    func convergence(spawned: Date) throws -> [String] {
+    func convergence(spawned: Date) throws -> Convergence {
         var entries: [String: [UInt32: AccessMode]] = [:]
         for node in devices.flatMap(\.nodes) {
             do {
@@ -228,17 +263,17 @@ final class StormLab: @unchecked Sendable {
                     if case .user(let uid) = entry.tag { entries[node, default: [:]][uid] = entry.permissions }
                 }
             } catch {
-                return ["cannot read the ACL of \(node): \(error)"]
+                return Convergence(problems: ["cannot read the ACL of \(node): \(error)"])
             }
         }
         let ledger = try ledger()
         let grants = try ledger.grants(includeInactive: true)
         let records = try ledger.aclEntries()
         let checked = Date()
-        var problems: [String] = []
+        var report = Convergence()
         for grant in grants where grant.revoked == nil {
             if let expires = grant.expires, expires <= spawned {
-                problems.append("grant \(grant.id) expired at \(expires) before the daemon started, still not ended")
+                report.problems.append("grant \(grant.id) expired at \(expires) before the daemon started, still not ended")
             }
         }
         for device in devices {
@@ -251,26 +286,37 @@ final class StormLab: @unchecked Sendable {
                     guard let expires = grant.expires else { return false }
                     return expires > spawned && expires <= checked
                 }
-                if undecided { continue }
+                if undecided {
+                    report.undecided += 1
+                    continue
+                }
+                report.judged += 1
                 let standing = relevant.filter { $0.isActive(at: checked) }
                 for node in device.nodes {
                     let entry = entries[node]?[user.uid]
                     let recorded = records.filter { $0.nodePath == node && $0.qualifier == .user(user.uid) }
                     let name = "\(user.name) (\(user.uid)) on \(node)"
                     if !standing.isEmpty && entry != .readWrite {
-                        problems.append("\(name): grants \(standing.map(\.id)) stand, entry is \(entry.map(\.word) ?? "absent")")
+                        report.problems.append("\(name): grants \(standing.map(\.id)) stand, entry is \(entry.map(\.word) ?? "absent")")
                     }
                     if standing.isEmpty && entry != nil {
-                        problems.append("\(name): no grant stands, entry \(entry.map(\.word) ?? "") remains "
+                        report.problems.append("\(name): no grant stands, entry \(entry.map(\.word) ?? "") remains "
                                         + "(last grants \(relevant.prefix(3).map(\.id)))")
                     }
                     if (entry != nil) != !recorded.isEmpty {
-                        problems.append("\(name): entry \(entry.map(\.word) ?? "absent"), records \(recorded.map(\.id))")
+                        report.problems.append("\(name): entry \(entry.map(\.word) ?? "absent"), records \(recorded.map(\.id))")
                     }
                 }
             }
         }
-        return problems
+        return report
+    }
+
+    /// What `convergence` found, and how many user-device pairs it judged or left alone.
+    struct Convergence {
+        var problems: [String] = []
+        var judged = 0
+        var undecided = 0
     }
 }
 
@@ -508,6 +554,10 @@ struct StormTally {
     /// Kill -> count, by what was in flight when it came.
     var kills: [String: Int] = [:]
     var killsWithExpiryDue = 0
+    /// User-device pairs the convergence checks judged, and left alone (an expiry fell
+    /// between the daemon's spawn and the check).
+    var judged = 0
+    var undecided = 0
 
     mutating func record(inFlight: [String], expiryDue: Bool) {
         let kinds = Set(inFlight)
@@ -520,7 +570,9 @@ struct StormTally {
         let counts = acknowledged.counts
         var lines = ["crash storm: \(iterations) iterations in \(String(format: "%.1f", seconds)) s, seed \(seed); "
                      + "\(operations) operations sent, \(counts.grants) grants and \(counts.revoked) revocations "
-                     + "acknowledged, \(killsWithExpiryDue) kills within 250 ms after a grant's term ran out"]
+                     + "acknowledged, \(killsWithExpiryDue) kills within 250 ms after a grant's term ran out; "
+                     + "ACL convergence judged \(judged) user-device pairs, left \(undecided) alone "
+                     + "(an expiry between the spawn and the check)"]
         for (phase, count) in kills.sorted(by: { $0.value > $1.value }) {
             lines.append("  \(count) kills: \(phase)")
         }
