@@ -25,74 +25,20 @@ struct CrashStormTests {
         let settings = StormSettings.fromEnvironment()
         print("crash storm: \(settings.iterations) iterations, seed \(settings.seed) "
               + "(replay: DEVACCESS_CRASH_STORM_SEED=\(settings.seed))")
-        let lab = try StormLab()
-        var random = SeededGenerator(seed: settings.seed)
-        var tally = StormTally()
-        let acknowledged = Acknowledged()
-        let started = Date()
-        var readyTime = 0.3
-
-        // Each iteration starts a daemon on the ledger the last one left and kills it.
-        for iteration in 1...settings.iterations {
-            let context = "iteration \(iteration), seed \(settings.seed)"
-            let daemon: StormDaemon
-            if Double.random(in: 0..<1, using: &random) < 0.1 {
-                // One kill in ten lands while the daemon starts: during its start-up reconcile.
-                daemon = try lab.startDaemon(waitForReady: false)
-                usleep(UInt32(Double.random(in: 0...(readyTime * 1.2), using: &random) * 1_000_000))
-                let serving = (try? BrokerClient(socketPath: lab.socket, timeout: .milliseconds(1)).hello()) != nil
-                kill(daemon.pid, SIGKILL)
-                _ = daemon.waitForExit(timeout: 30)
-                tally.kills[serving ? "start-up over, idle" : "start-up, before serving", default: 0] += 1
-            } else {
-                daemon = try lab.startDaemon()
-                readyTime = Date().timeIntervalSince(daemon.spawned)
-                // It serves: its start-up reconcile has run on what the last kill left.
-                let convergence = try lab.convergence(spawned: daemon.spawned)
-                tally.judged += convergence.judged
-                tally.undecided += convergence.undecided
-                guard convergence.problems.isEmpty else {
-                    let problems = convergence.problems.joined(separator: "\n")
-                    Issue.record("\(context): ACLs did not converge to the ledger after the start-up reconcile:\n\(problems)\n\(daemon.logTail)")
-                    break
-                }
-                let workers = StormWorkers(lab: lab, acknowledged: acknowledged,
-                                           seed: UInt64.random(in: 0...UInt64.max, using: &random))
-                workers.start()
-                usleep(UInt32(Double.random(in: 0...settings.window, using: &random) * 1_000_000))
-                let inFlight = workers.inFlight()
-                kill(daemon.pid, SIGKILL)
-                let killedAt = Date()
-                _ = daemon.waitForExit(timeout: 30)
-                workers.stopAndJoin()
-                tally.record(inFlight: inFlight, expiryDue: try lab.expiryDue(before: killedAt, within: 0.25))
-                tally.operations += workers.attempted
-                if let failure = workers.unexpected.first {
-                    Issue.record("\(context): a client saw what no kill explains: \(failure)\n\(daemon.logTail)")
-                    break
-                }
-            }
-            // The daemon is dead: what it acknowledged must be in the ledger, and the chain intact.
-            let lost = try lab.lostAcknowledgements(acknowledged)
-            guard lost.isEmpty else {
-                let missing = lost.joined(separator: "\n")
-                Issue.record("\(context): acknowledged decisions missing after kill -9:\n\(missing)\n\(daemon.logTail)")
-                break
-            }
-            let verify = try lab.verifyAuditOffline()
-            guard verify.isEmpty else {
-                Issue.record("\(context): audit --verify --offline failed: \(verify)\n\(daemon.logTail)")
-                break
-            }
-            tally.iterations += 1
+        fflush(nil)
+        var storm = CrashStorm(settings: settings)
+        // A fresh machine and ledger every `epoch` iterations: `audit --verify` walks the
+        // whole chain after every kill, so one ever-growing ledger would make the run quadratic.
+        var done = 0
+        while done < settings.iterations {
+            let count = min(settings.epoch, settings.iterations - done)
+            guard try storm.runEpoch(first: done + 1, count: count) else { break }
+            done += count
+            print("crash storm: \(done) of \(settings.iterations) iterations passed")
+            fflush(nil)
         }
-        // The last kill's aftermath, checked like every other.
-        let daemon = try lab.startDaemon()
-        let convergence = try lab.convergence(spawned: daemon.spawned)
-        #expect(convergence.problems.isEmpty, "after the last restart:\n\(convergence.problems.joined(separator: "\n"))")
-        #expect(daemon.stop() == 0, "devaccessd did not stop cleanly: \(daemon.logTail)")
-        #expect(tally.iterations == settings.iterations)
-        print(tally.summary(seed: settings.seed, seconds: Date().timeIntervalSince(started), acknowledged: acknowledged))
+        #expect(storm.tally.iterations == settings.iterations)
+        print(storm.tally.summary(seed: settings.seed, seconds: Date().timeIntervalSince(storm.started)))
     }
 
     /// The storm's checks can fail: a standing grant's entry removed by hand, an entry no
@@ -129,6 +75,100 @@ struct CrashStormTests {
     }
 }
 
+// MARK: - The run
+
+/// The storm's loop: each iteration starts a daemon on the ledger the last one left and
+/// kills it; the checks run in between.
+struct CrashStorm {
+    let settings: StormSettings
+    var random: SeededGenerator
+    var tally = StormTally()
+    let started = Date()
+    private var readyTime = 0.3
+
+    init(settings: StormSettings) {
+        self.settings = settings
+        random = SeededGenerator(seed: settings.seed)
+    }
+
+    /// Iterations `first` ..< `first + count` on a machine and ledger of their own; false
+    /// after recording the first failure.
+    mutating func runEpoch(first: Int, count: Int) throws -> Bool {
+        let lab = try StormLab()
+        let acknowledged = Acknowledged()
+        for iteration in first..<(first + count) {
+            let context = "iteration \(iteration), seed \(settings.seed)"
+            let daemon: StormDaemon
+            if Double.random(in: 0..<1, using: &random) < 0.1 {
+                // One kill in ten lands while the daemon starts: during its start-up reconcile.
+                daemon = try lab.startDaemon(waitForReady: false)
+                usleep(UInt32(Double.random(in: 0...(readyTime * 1.2), using: &random) * 1_000_000))
+                let serving = (try? BrokerClient(socketPath: lab.socket, timeout: .milliseconds(1)).hello()) != nil
+                kill(daemon.pid, SIGKILL)
+                _ = daemon.waitForExit(timeout: 30)
+                tally.kills[serving ? "start-up over, idle" : "start-up, before serving", default: 0] += 1
+            } else {
+                daemon = try lab.startDaemon()
+                readyTime = Date().timeIntervalSince(daemon.spawned)
+                // It serves: its start-up reconcile has run on what the last kill left.
+                guard try converged(lab, daemon, context) else { return false }
+                let workers = StormWorkers(lab: lab, acknowledged: acknowledged,
+                                           seed: UInt64.random(in: 0...UInt64.max, using: &random))
+                workers.start()
+                usleep(UInt32(Double.random(in: 0...settings.window, using: &random) * 1_000_000))
+                let inFlight = workers.inFlight()
+                kill(daemon.pid, SIGKILL)
+                let killedAt = Date()
+                _ = daemon.waitForExit(timeout: 30)
+                workers.stopAndJoin()
+                tally.record(inFlight: inFlight, expiryDue: try lab.expiryDue(before: killedAt, within: 0.25))
+                tally.operations += workers.attempted
+                if let failure = workers.unexpected.first {
+                    Issue.record("\(context): a client saw what no kill explains: \(failure)\n\(daemon.logTail)")
+                    return false
+                }
+            }
+            // The daemon is dead: what it acknowledged must be in the ledger, the ledger must
+            // tell one story, and the chain must be intact.
+            let lost = try lab.lostAcknowledgements(acknowledged) + lab.halfDoneApprovals()
+            guard lost.isEmpty else {
+                let missing = lost.joined(separator: "\n")
+                Issue.record("\(context): the ledger after kill -9:\n\(missing)\n\(daemon.logTail)")
+                return false
+            }
+            let verify = try lab.verifyAuditOffline()
+            guard verify.isEmpty else {
+                Issue.record("\(context): audit --verify --offline failed: \(verify)\n\(daemon.logTail)")
+                return false
+            }
+            tally.iterations += 1
+        }
+        // The last kill's aftermath, checked like every other.
+        let daemon = try lab.startDaemon()
+        guard try converged(lab, daemon, "after iteration \(first + count - 1), seed \(settings.seed)") else { return false }
+        #expect(daemon.stop() == 0, "devaccessd did not stop cleanly: \(daemon.logTail)")
+        let counts = acknowledged.counts
+        tally.acknowledgedGrants += counts.grants
+        tally.acknowledgedRevocations += counts.revoked
+        return true
+    }
+
+    /// The ACL check on a daemon that serves; records the failure.
+    private mutating func converged(_ lab: StormLab, _ daemon: StormDaemon, _ context: String) throws -> Bool {
+        let convergence = try lab.convergence(spawned: daemon.spawned)
+        tally.judged += convergence.judged
+        tally.undecided += convergence.undecided
+        guard convergence.problems.isEmpty else {
+            let problems = convergence.problems.joined(separator: "\n")
+            let text = "\(context): ACLs did not converge to the ledger after the start-up reconcile:\n"
+                + "\(problems)\n\(daemon.logTail)"
+            Issue.record(Comment(rawValue: text))
+            return false
+        }
+        return true
+    }
+}
+
 // MARK: - Settings
 
 struct StormSettings {
@@ -136,6 +176,8 @@ struct StormSettings {
     var seed: UInt64
     /// The longest a storm runs before its kill, in seconds (uniform in 0...window).
     var window: Double
+    /// Iterations per machine and ledger.
+    var epoch = 100
 
     static func fromEnvironment() -> StormSettings {
         let environment = ProcessInfo.processInfo.environment
@@ -233,6 +275,19 @@ final class StormLab: @unchecked Sendable {
             lost.append("grant \(id) was acknowledged as revoked but " + (rows[id] == nil ? "is not in the ledger" : "stands"))
         }
         return lost.sorted()
+    }
+
+    /// An approval is one decision: a request still waiting while a grant that approved it
+    /// stands (or ended) means the approver's grant was recorded and the request's
+    /// resolution was lost.
+    func halfDoneApprovals() throws -> [String] {
+        let ledger = try ledger()
+        let grants = try ledger.grants(includeInactive: true)
+        return try ledger.pendingRequests().compactMap { request in
+            let approving = grants.filter { $0.reason.hasPrefix("approved request \(request.id)") }
+            guard !approving.isEmpty else { return nil }
+            return "request \(request.id) is still waiting, though grants \(approving.map(\.id)) approved it"
+        }
     }
 
     /// Whether a grant's term ran out in the `seconds` before `moment` (the daemon dead,
@@ -554,6 +609,8 @@ struct StormTally {
     /// Kill -> count, by what was in flight when it came.
     var kills: [String: Int] = [:]
     var killsWithExpiryDue = 0
+    var acknowledgedGrants = 0
+    var acknowledgedRevocations = 0
     /// User-device pairs the convergence checks judged, and left alone (an expiry fell
     /// between the daemon's spawn and the check).
     var judged = 0
@@ -566,10 +623,9 @@ struct StormTally {
         if expiryDue { killsWithExpiryDue += 1 }
     }
 
-    func summary(seed: UInt64, seconds: Double, acknowledged: Acknowledged) -> String {
-        let counts = acknowledged.counts
+    func summary(seed: UInt64, seconds: Double) -> String {
         var lines = ["crash storm: \(iterations) iterations in \(String(format: "%.1f", seconds)) s, seed \(seed); "
-                     + "\(operations) operations sent, \(counts.grants) grants and \(counts.revoked) revocations "
+                     + "\(operations) operations sent, \(acknowledgedGrants) grants and \(acknowledgedRevocations) revocations "
                      + "acknowledged, \(killsWithExpiryDue) kills within 250 ms after a grant's term ran out; "
                      + "ACL convergence judged \(judged) user-device pairs, left \(undecided) alone "
                      + "(an expiry between the spawn and the check)"]
