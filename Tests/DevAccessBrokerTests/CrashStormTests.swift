@@ -96,6 +96,11 @@ struct CrashStorm {
     mutating func runEpoch(first: Int, count: Int) throws -> Bool {
         let lab = try StormLab()
         let acknowledged = Acknowledged()
+        defer {
+            let counts = acknowledged.counts
+            tally.acknowledgedGrants += counts.grants
+            tally.acknowledgedRevocations += counts.revoked
+        }
         for iteration in first..<(first + count) {
             let context = "iteration \(iteration), seed \(settings.seed)"
             let daemon: StormDaemon
@@ -152,9 +157,6 @@ struct CrashStorm {
         let daemon = try lab.startDaemon()
         guard try converged(lab, daemon, "after iteration \(first + count - 1), seed \(settings.seed)") else { return false }
         #expect(daemon.stop() == 0, "devaccessd did not stop cleanly: \(daemon.logTail)")
-        let counts = acknowledged.counts
-        tally.acknowledgedGrants += counts.grants
-        tally.acknowledgedRevocations += counts.revoked
         return true
     }
 
