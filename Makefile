@@ -3,7 +3,7 @@
 SWIFT ?= swift
 BIN := .build/debug/devaccess
 
-.PHONY: all build release status test lint unit-tests vm-tests fuzz fuzz-smoke clean
+.PHONY: all build release status test lint unit-tests vm-tests fuzz fuzz-smoke crash-storm clean
 
 all: build
 
@@ -44,6 +44,16 @@ fuzz:
 
 fuzz-smoke:
 	SWIFT=$(SWIFT) FUZZ_SECONDS=30 scripts/fuzz.sh
+
+# Crash storms (docs/robustness.md): kill -9 devaccessd ITERATIONS times at random moments
+# during a storm of grants, revokes, requests, approvals and expiries; SEED replays a run's
+# kill moments and operations. `make test` runs the 20-iteration smoke (CrashStormTests).
+ITERATIONS ?= 1000
+SEED ?=
+
+crash-storm:
+	DEVACCESS_CRASH_STORM_ITERATIONS=$(ITERATIONS) $(if $(SEED),DEVACCESS_CRASH_STORM_SEED=$(SEED)) \
+		$(SWIFT) test --filter CrashStormTests
 
 clean:
 	rm -rf .build

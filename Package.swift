@@ -86,7 +86,7 @@ let package = Package(
         .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore"]),
         .testTarget(name: "DevAccessBrokerTests",
                     dependencies: ["DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
-                                   "DevAccessSystem", "DevAccessTestSupport"]),
+                                   "DevAccessSystem", "DevAccessInterface", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessSystemTests", dependencies: ["DevAccessSystem", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEnforcementTests",
                     dependencies: ["DevAccessEnforcement", "DevAccessCore", "DevAccessSystem", "DevAccessLedger",

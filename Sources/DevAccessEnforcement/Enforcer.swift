@@ -129,15 +129,61 @@ public struct Enforcer: Sendable {
         }
     }
 
+    /// An administrator's approval or rejection (with denials) of pending request `id`: the
+    /// decisions and the request's resolution are written in one transaction
+    /// (`Ledger.recordResolution`), then applied. Like `decide` for each decision otherwise.
+    public func resolve(_ id: Int64, as resolution: PendingResolution, decisions requests: [DecisionRequest],
+                        note: String) throws(EnforcementError) -> (request: PendingRequest, outcomes: [DecisionOutcome]) {
+        for request in requests {
+            if let deviceID = request.deviceID { try requireDevice(deviceID, permission: request.permission) }
+            if request.decision == .allow, let forbidden = policyForbids(request.subject, request.permission) {
+                throw .policyForbids(forbidden)
+            }
+            try Self.validateTerm(request, now: clock())
+        }
+        let written: (request: PendingRequest, recorded: [(grant: Grant, ended: [Grant])])
+        do {
+            try recordUnrecordedEndings()
+            let now = clock()
+            let decisions = try requests.map { (request) throws(LedgerError) in
+                ResolutionDecision(grant: newGrant(request, now: now), ends: Set(try coveredAllows(request).map(\.id)))
+            }
+            written = try ledger.recordResolution(id, as: resolution, decisions: decisions, by: actor, note: note, at: now)
+        } catch {
+            // A denial ends access: that never waits for the ledger (an allow simply fails).
+            guard let denial = requests.last(where: { $0.decision == .deny }) else { throw .ledger(error) }
+            for other in requests where other.decision == .deny && other != denial {
+                _ = failClosed(.deny(other), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(other) }
+            }
+            throw failClosed(.deny(denial), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(denial) }
+        }
+        return try ledgerWork { () throws(LedgerError) -> (request: PendingRequest, outcomes: [DecisionOutcome]) in
+            let report = written.recorded.isEmpty ? EnforcementReport() : try run(scope: [written.request.subject.uid])
+            let outcomes = written.recorded.map { recorded in
+                var own = report
+                if !nodePermissions.contains(recorded.grant.permission) {
+                    own.notes.append(Self.serviceNote(recorded.grant.permission))
+                }
+                return DecisionOutcome(grant: recorded.grant, ended: recorded.ended, report: own)
+            }
+            return (written.request, outcomes)
+        }
+    }
+
+    /// The row a decision writes; `--for` counts from `now`, when it is written.
+    private func newGrant(_ request: DecisionRequest, now: Date) -> NewGrant {
+        let expires = request.lastingSeconds.map { now.addingTimeInterval(TimeInterval($0)) } ?? request.expires
+        return NewGrant(subject: request.subject, program: request.program, permission: request.permission,
+                        deviceID: request.deviceID,
+                        decision: request.decision, scope: request.scope, expires: expires,
+                        decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder,
+                        accuracy: request.accuracy)
+    }
+
     /// The ledger's part of `decide`: the new row, and the standing allows it ends.
     func recordDecision(_ request: DecisionRequest) throws(LedgerError) -> (grant: Grant, ended: [Grant]) {
         let now = clock()
-        let expires = request.lastingSeconds.map { now.addingTimeInterval(TimeInterval($0)) } ?? request.expires
-        let new = NewGrant(subject: request.subject, program: request.program, permission: request.permission,
-                           deviceID: request.deviceID,
-                           decision: request.decision, scope: request.scope, expires: expires,
-                           decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder,
-                           accuracy: request.accuracy)
+        let new = newGrant(request, now: now)
         var ended: [Grant] = []
         let grant: Grant
         let standing = try coveredAllows(request)

@@ -12,32 +12,38 @@ extension Ledger {
         let created = try Timestamp.microseconds(now)
         let expires = try new.expires.map { (date: Date) throws(LedgerError) in try Timestamp.microseconds(date) }
         return try write { db, audit throws(LedgerError) in
-            let insert = try db.prepare("""
-                INSERT INTO grants (subject_uid, user_name, program_path, program_sha256, permission, device_id,
-                    decision, scope, created_usec, expires_usec, decided_by_uid, decided_by_name, how, reason,
-                    holder_pid, holder_start, holder_boot, accuracy)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
-            try insert.run([
-                .uid(new.subject.uid), .text(new.subject.name), .optional(new.program?.path),
-                .optional(new.program?.sha256), .text(new.permission.rawValue), .optional(new.deviceID),
-                .text(new.decision.rawValue), .text(new.scope.rawValue), .integer(created), .optional(expires),
-                .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue),
-                .text(StoredText.capped(new.reason)),
-                new.holder.map { .integer(Int64($0.pid)) } ?? .null,
-                new.holder.map { .integer(Int64(clamping: $0.startTicks)) } ?? .null, .optional(new.holder?.bootID),
-                .optional(new.accuracy?.rawValue),
-            ])
-            let id = db.lastInsertRowID
-            guard let grant = try GrantRow.query(db, where: "id = ?", [.integer(id)]).first else {
-                throw .invalidRow(path: db.path, table: "grants", rowID: id, problem: "vanished right after insert")
-            }
-            try audit.append(AuditEvent(
-                type: new.method == .admin ? .grant : .decision, time: now, actor: new.decidedBy,
-                subject: new.subject, permission: new.permission, deviceID: new.deviceID,
-                program: new.program?.path, details: GrantRow.auditDetails(grant)))
-            return grant
+            try Self.insertGrant(new, created: created, expires: expires, now: now, db, &audit)
         }
+    }
+
+    /// `recordGrant`'s part inside an open write transaction (also an approval's).
+    static func insertGrant(_ new: NewGrant, created: Int64, expires: Int64?, now: Date, _ db: borrowing SQLiteDatabase,
+                            _ audit: inout AuditWriter) throws(LedgerError) -> Grant {
+        let insert = try db.prepare("""
+            INSERT INTO grants (subject_uid, user_name, program_path, program_sha256, permission, device_id,
+                decision, scope, created_usec, expires_usec, decided_by_uid, decided_by_name, how, reason,
+                holder_pid, holder_start, holder_boot, accuracy)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        try insert.run([
+            .uid(new.subject.uid), .text(new.subject.name), .optional(new.program?.path),
+            .optional(new.program?.sha256), .text(new.permission.rawValue), .optional(new.deviceID),
+            .text(new.decision.rawValue), .text(new.scope.rawValue), .integer(created), .optional(expires),
+            .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue),
+            .text(StoredText.capped(new.reason)),
+            new.holder.map { .integer(Int64($0.pid)) } ?? .null,
+            new.holder.map { .integer(Int64(clamping: $0.startTicks)) } ?? .null, .optional(new.holder?.bootID),
+            .optional(new.accuracy?.rawValue),
+        ])
+        let id = db.lastInsertRowID
+        guard let grant = try GrantRow.query(db, where: "id = ?", [.integer(id)]).first else {
+            throw .invalidRow(path: db.path, table: "grants", rowID: id, problem: "vanished right after insert")
+        }
+        try audit.append(AuditEvent(
+            type: new.method == .admin ? .grant : .decision, time: now, actor: new.decidedBy,
+            subject: new.subject, permission: new.permission, deviceID: new.deviceID,
+            program: new.program?.path, details: GrantRow.auditDetails(grant)))
+        return grant
     }
 
     /// Ends the active *allow* grants of `uid` for `permission` (only those for `deviceID`
@@ -49,31 +55,39 @@ extension Ledger {
                        reason: String = "", at now: Date = Date(), only: Set<Int64>? = nil) throws(LedgerError) -> [Grant] {
         let time = try Timestamp.microseconds(now)
         return try write { db, audit throws(LedgerError) in
-            var clause = """
-                subject_uid = ? AND permission = ? AND decision = 'allow' AND revoked_usec IS NULL \
-                AND (expires_usec IS NULL OR expires_usec > ?)
-                """
-            var values: [SQLValue] = [.uid(uid), .text(permission.rawValue), .integer(time)]
-            if let deviceID {
-                clause += " AND device_id = ?"
-                values.append(.text(deviceID))
-            }
-            if let only { Self.restrict(&clause, &values, to: only) }
-            let targets = try GrantRow.query(db, where: clause, values)
-            let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
-            var revoked: [Grant] = []
-            for var grant in targets {
-                try update.run([.integer(time), .integer(grant.id)])
-                grant.revoked = Timestamp.date(time)
-                var details = GrantRow.auditDetails(grant)
-                if !reason.isEmpty { details["revoke_reason"] = StoredText.capped(reason) }
-                try audit.append(AuditEvent(
-                    type: .revoke, time: now, actor: actor, subject: grant.subject, permission: permission,
-                    deviceID: grant.deviceID, program: grant.program?.path, details: details))
-                revoked.append(grant)
-            }
-            return revoked
+            try Self.endAllows(permission: permission, uid: uid, deviceID: deviceID, by: actor, reason: reason, now: now,
+                               time: time, only: only, db, &audit)
         }
+    }
+
+    /// `revoke`'s part inside an open write transaction (also an approval's).
+    static func endAllows(permission: Permission, uid: UInt32, deviceID: String?, by actor: Principal, reason: String,
+                          now: Date, time: Int64, only: Set<Int64>?, _ db: borrowing SQLiteDatabase,
+                          _ audit: inout AuditWriter) throws(LedgerError) -> [Grant] {
+        var clause = """
+            subject_uid = ? AND permission = ? AND decision = 'allow' AND revoked_usec IS NULL \
+            AND (expires_usec IS NULL OR expires_usec > ?)
+            """
+        var values: [SQLValue] = [.uid(uid), .text(permission.rawValue), .integer(time)]
+        if let deviceID {
+            clause += " AND device_id = ?"
+            values.append(.text(deviceID))
+        }
+        if let only { Self.restrict(&clause, &values, to: only) }
+        let targets = try GrantRow.query(db, where: clause, values)
+        let update = try db.prepare("UPDATE grants SET revoked_usec = ? WHERE id = ?")
+        var revoked: [Grant] = []
+        for var grant in targets {
+            try update.run([.integer(time), .integer(grant.id)])
+            grant.revoked = Timestamp.date(time)
+            var details = GrantRow.auditDetails(grant)
+            if !reason.isEmpty { details["revoke_reason"] = StoredText.capped(reason) }
+            try audit.append(AuditEvent(
+                type: .revoke, time: now, actor: actor, subject: grant.subject, permission: permission,
+                deviceID: grant.deviceID, program: grant.program?.path, details: details))
+            revoked.append(grant)
+        }
+        return revoked
     }
 
     /// Forgets every decision (allow or deny, active or not) of `subject`, for one

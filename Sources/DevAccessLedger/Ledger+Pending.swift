@@ -65,29 +65,103 @@ extension Ledger {
                                       note: String = "", at now: Date = Date()) throws(LedgerError) -> PendingRequest {
         let time = try Timestamp.microseconds(now)
         return try write { db, audit throws(LedgerError) in
-            guard var request = try PendingRow.query(db, where: "id = ?", [.integer(id)]).first else {
-                throw .invalidArgument("there is no pending request \(id)")
-            }
-            if let earlier = request.resolution {
-                throw .invalidArgument("request \(id) was already \(earlier.rawValue)"
-                    + (request.resolvedBy.map { " by \($0)" } ?? ""))
-            }
-            try db.prepare("""
-                UPDATE pending_requests SET resolved_usec = ?, resolution = ?, resolved_by_uid = ?, resolved_by_name = ?
-                WHERE id = ? AND resolved_usec IS NULL
-                """).run([.integer(time), .text(resolution.rawValue), .uid(actor.uid), .text(actor.name), .integer(id)])
-            request.resolution = resolution
-            request.resolved = Timestamp.date(time)
-            request.resolvedBy = actor
-            var details = PendingRow.auditDetails(request)
-            details["stage"] = resolution.rawValue
-            if !note.isEmpty { details["note"] = StoredText.capped(note) }
-            for permission in request.permissions {
-                try audit.append(AuditEvent(type: .request, time: now, actor: actor, subject: request.subject,
-                                            permission: permission, program: request.program, details: details))
-            }
-            return request
+            try Self.markResolved(id, as: resolution, by: actor, note: note, now: now, time: time, db, &audit)
         }
+    }
+
+    /// An approval or a rejection with a denial, as one transaction: each decision (an allow
+    /// ends the standing allows it replaces first; a denial is written before the allows it
+    /// ends), then the request marked resolved. A crash leaves all of it or none: never a
+    /// request still waiting beside the grant that approved it (which a later `decline`
+    /// or `withdraw` would contradict), nor an approved request without its grant.
+    public func recordResolution(_ id: Int64, as resolution: PendingResolution, decisions: [ResolutionDecision],
+                                 by actor: Principal, note: String = "", at now: Date = Date())
+        throws(LedgerError) -> (request: PendingRequest, recorded: [(grant: Grant, ended: [Grant])])
+    {
+        let time = try Timestamp.microseconds(now)
+        var stamps: [(created: Int64, expires: Int64?)] = []
+        for decision in decisions {
+            try Self.validate(decision.grant, now: now)
+            stamps.append((time, try decision.grant.expires.map { (date: Date) throws(LedgerError) in
+                try Timestamp.microseconds(date)
+            }))
+        }
+        return try write { db, audit throws(LedgerError) in
+            // Refused before anything is written when it was resolved meanwhile.
+            try Self.requireWaiting(id, db)
+            var recorded: [(grant: Grant, ended: [Grant])] = []
+            for (decision, stamp) in zip(decisions, stamps) {
+                let new = decision.grant
+                if new.decision == .allow {
+                    let ended = try Self.endAllows(permission: new.permission, uid: new.subject.uid,
+                                                   deviceID: new.deviceID, by: actor, reason: "replaced by a new grant",
+                                                   now: now, time: time, only: decision.ends, db, &audit)
+                    let grant = try Self.insertGrant(new, created: stamp.created, expires: stamp.expires, now: now, db,
+                                                     &audit)
+                    recorded.append((grant, ended))
+                } else {
+                    let grant = try Self.insertGrant(new, created: stamp.created, expires: stamp.expires, now: now, db,
+                                                     &audit)
+                    let ended = try Self.endAllows(permission: new.permission, uid: new.subject.uid,
+                                                   deviceID: new.deviceID, by: actor, reason: "denied by grant \(grant.id)",
+                                                   now: now, time: time, only: decision.ends, db, &audit)
+                    recorded.append((grant, ended))
+                }
+            }
+            let request = try Self.markResolved(id, as: resolution, by: actor, note: note, now: now, time: time, db,
+                                                &audit)
+            return (request, recorded)
+        }
+    }
+
+    private static func requireWaiting(_ id: Int64, _ db: borrowing SQLiteDatabase) throws(LedgerError) {
+        guard let request = try PendingRow.query(db, where: "id = ?", [.integer(id)]).first else {
+            throw .invalidArgument("there is no pending request \(id)")
+        }
+        if let earlier = request.resolution {
+            throw .invalidArgument("request \(id) was already \(earlier.rawValue)"
+                + (request.resolvedBy.map { " by \($0)" } ?? ""))
+        }
+    }
+
+    /// `resolvePendingRequest`'s part inside an open write transaction.
+    private static func markResolved(_ id: Int64, as resolution: PendingResolution, by actor: Principal, note: String,
+                                     now: Date, time: Int64, _ db: borrowing SQLiteDatabase,
+                                     _ audit: inout AuditWriter) throws(LedgerError) -> PendingRequest {
+        guard var request = try PendingRow.query(db, where: "id = ?", [.integer(id)]).first else {
+            throw .invalidArgument("there is no pending request \(id)")
+        }
+        if let earlier = request.resolution {
+            throw .invalidArgument("request \(id) was already \(earlier.rawValue)"
+                + (request.resolvedBy.map { " by \($0)" } ?? ""))
+        }
+        try db.prepare("""
+            UPDATE pending_requests SET resolved_usec = ?, resolution = ?, resolved_by_uid = ?, resolved_by_name = ?
+            WHERE id = ? AND resolved_usec IS NULL
+            """).run([.integer(time), .text(resolution.rawValue), .uid(actor.uid), .text(actor.name), .integer(id)])
+        request.resolution = resolution
+        request.resolved = Timestamp.date(time)
+        request.resolvedBy = actor
+        var details = PendingRow.auditDetails(request)
+        details["stage"] = resolution.rawValue
+        if !note.isEmpty { details["note"] = StoredText.capped(note) }
+        for permission in request.permissions {
+            try audit.append(AuditEvent(type: .request, time: now, actor: actor, subject: request.subject,
+                                        permission: permission, program: request.program, details: details))
+        }
+        return request
+    }
+}
+
+/// One decision of an approval or rejection (`recordResolution`): the row to write and the
+/// standing allow grants it ends (the ones the engine found covered).
+public struct ResolutionDecision: Sendable, Hashable {
+    public var grant: NewGrant
+    public var ends: Set<Int64>
+
+    public init(grant: NewGrant, ends: Set<Int64>) {
+        self.grant = grant
+        self.ends = ends
     }
 }
 

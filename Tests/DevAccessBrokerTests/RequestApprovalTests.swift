@@ -27,6 +27,40 @@ struct RequestApprovalTests {
         #expect(!table.stdout.contains("\u{1B}"), "an escape reached the admin's terminal")
     }
 
+    /// Found by the crash storm: devaccessd killed in the middle of an approval (the
+    /// approving grant written, its ACL entry not yet made; DEVACCESS_TEST_CRASH_AT) left the
+    /// request waiting beside the grant that approved it, so a later `reject` or `withdraw`
+    /// contradicted a grant that stood. An approval is one decision: after the restart the
+    /// request is approved, its grant stands, and the start-up reconcile made the entry.
+    @Test func anApprovalKilledMidwayIsWholeAfterTheRestart() throws {
+        let setup = try RequestSetup(policy: "[microphone]\nDefault=auth_admin\n",
+                                     firstDaemonEnvironment: ["DEVACCESS_TEST_CRASH_AT": "after-ledger-write"])
+        let erin = try TestUser("apkill")
+        let queued = try erin.withoutTerminal(["request", "microphone", "--for", "1h"] + setup.socket)
+        #expect(queued.status == 4, "\(queued.stdout) \(queued.stderr)")
+        let request = try #require(try setup.ledger().pendingRequests().first)
+
+        let approving = try setup.daemon.client()
+        #expect(throws: BrokerClientError.self) { try approving.resolve(request.id, approve: true) }
+        #expect(setup.daemon.waitForExit(timeout: 10) == 137, "the crash point should have ended devaccessd")
+        try setup.start()
+
+        let after = try #require(try setup.ledger().pendingRequest(id: request.id))
+        let grants = try setup.grants(erin)
+        let state = after.resolution?.rawValue ?? "still waiting"
+        #expect(after.resolution == .approved, "request \(request.id) is \(state) beside grants \(grants.map(\.id))")
+        #expect(grants.count == 1 && grants.first?.isActive(at: Date()) == true, "\(grants)")
+        #expect(try erin.canOpen(setup.microphone, .readWrite), "the start-up reconcile makes the approved entry")
+        let again = try setup.daemon.client().send(.approve(PendingAction(pending: request.id)))
+        guard case .error(let error) = again else {
+            Issue.record("a second approval was taken: \(again)")
+            return
+        }
+        #expect(error.reason.contains("already approved"), "\(error)")
+        #expect(try setup.grants(erin).count == 1)
+        #expect(try TestProcess.devaccess(["audit", "--verify"] + setup.socket).status == 0)
+    }
+
     @Test func queuedThenApprovedByAnAdminAndRefusedToOthers() throws {
         let carol = try TestUser("admin")
         let setup = try RequestSetup(policy: "[camera]\nDefault=auth_admin\n", admins: [carol])

@@ -42,6 +42,40 @@ struct PendingRequestTests {
         #expect(try ledger.verify().isIntact)
     }
 
+    /// An approval is one transaction: the grant it replaces ended, the new grant and the
+    /// request's resolution all written together; a request resolved meanwhile is refused
+    /// with nothing written, so no grant ever stands beside a request still waiting.
+    @Test func anApprovalWritesItsGrantsAndTheResolutionTogetherOrNothing() throws {
+        let dir = TemporaryLedgerDirectory()
+        let ledger = try openLedger(dir)
+        let root = Principal(uid: 0, name: "root")
+        let old = try ledger.recordGrant(NewGrant(subject: alice, permission: .camera, decision: .allow, scope: .always,
+                                                  decidedBy: root, method: .admin))
+        let queued = try ledger.queueRequest(NewPendingRequest(subject: alice, permissions: [.camera, .microphone],
+                                                               scope: .always))
+        let decisions = [Permission.camera, .microphone].map { permission in
+            ResolutionDecision(grant: NewGrant(subject: alice, permission: permission, decision: .allow, scope: .always,
+                                               decidedBy: root, method: .admin, reason: "approved request \(queued.id)"),
+                               ends: permission == .camera ? [old.id] : [])
+        }
+        let (request, recorded) = try ledger.recordResolution(queued.id, as: .approved, decisions: decisions, by: root)
+        #expect(request.resolution == .approved)
+        #expect(recorded.map(\.grant.permission) == [.camera, .microphone])
+        #expect(recorded.first?.ended.map(\.id) == [old.id])
+        #expect(try ledger.grants(uid: alice.uid).map(\.id).sorted() == recorded.map(\.grant.id).sorted())
+
+        // Resolved already: refused, and neither grants nor events are written.
+        let events = try ledger.eventCount()
+        let again = ResolutionDecision(grant: NewGrant(subject: alice, permission: .camera, decision: .allow,
+                                                       scope: .always, decidedBy: root, method: .admin), ends: [])
+        #expect(throws: LedgerError.self) {
+            try ledger.recordResolution(queued.id, as: .approved, decisions: [again], by: root)
+        }
+        #expect(try ledger.grants(uid: alice.uid, includeInactive: true).count == 3)
+        #expect(try ledger.eventCount() == events)
+        #expect(try ledger.verify().isIntact)
+    }
+
     /// A file exactly as version 2 left it, with a grant, an ACL entry record and chained
     /// events, opened by this code: migrated to 3, everything kept, the chain intact.
     @Test func versionTwoMigratesWithRowsIntact() throws {

@@ -233,9 +233,9 @@ extension BrokerService {
     }
 
     /// The engine operation behind `approve`/`reject`, on the enforcement queue: the
-    /// decisions (each written and applied by `Enforcer.decide`, as the administrator),
-    /// then the request marked resolved. A crash in between leaves the request waiting with
-    /// the grant in place; approving it again replaces that grant.
+    /// decisions and the request's resolution written in one transaction
+    /// (`Enforcer.resolve`, as the administrator), then applied. A crash leaves the request
+    /// waiting with no decision, or resolved with all of them.
     /// What an administrator decided about a pending request.
     enum Verdict: Sendable, Hashable {
         /// The term chosen (nil: as requested).
@@ -278,8 +278,14 @@ extension BrokerService {
             ?? UserIdentity(uid: request.subject.uid, name: request.subject.name, primaryGID: UInt32.max, groups: [])
         let verb = approve ? "approved" : "rejected"
         let reason = "\(verb) request \(request.id)" + (note.isEmpty ? "" : ": \(note)")
-        var results: [RequestResult] = []
-        var report = EnforcementReport()
+        // Each permission's answer: decided here (restricted, undecided), or by the decision at
+        // that index, written with the request's resolution in one transaction.
+        enum Answer {
+            case final(RequestResult)
+            case decision(Int, term: DecisionTerm, capNote: String)
+        }
+        var answers: [Answer] = []
+        var decisions: [Enforcer.DecisionRequest] = []
         let switches: [PrivacySwitch]
         do {
             switches = try ledger.switches()
@@ -289,43 +295,45 @@ extension BrokerService {
         for permission in request.permissions {
             let decision = policy.requestDecision(for: permission, user: user, program: request.program)
             if approve, let off = switches.first(where: { $0.permission == permission }) {
-                results.append(RequestResult(permission: permission, outcome: .restricted,
+                answers.append(.final(RequestResult(permission: permission, outcome: .restricted,
                     message: "\(permission.rawValue) is " + off.sentence(formatTime: ISOTime.format)
-                        + "; nothing was granted (turn it on with 'devaccess switch \(permission.rawValue) on' first)"))
+                        + "; nothing was granted (turn it on with 'devaccess switch \(permission.rawValue) on' first)")))
                 continue
             }
             if approve && decision.action == .deny {
-                results.append(RequestResult(permission: permission, outcome: .restricted,
-                    message: decision.explanation(permission, user: user) + " now; nothing was granted"))
+                answers.append(.final(RequestResult(permission: permission, outcome: .restricted,
+                    message: decision.explanation(permission, user: user) + " now; nothing was granted")))
                 continue
             }
             let term = approve ? DecisionTerm.resolve(chosen ?? request.scope, policy: decision) : .always
             let (scope, expires, holder) = term.grant(at: enforcer.clock(), holder: request.holder)
             if scope == .once && holder == nil {
                 // Queued before the requester's process was kept: there is no process to last for.
-                results.append(RequestResult(permission: permission, outcome: .undecided, why: .disconnected,
+                answers.append(.final(RequestResult(permission: permission, outcome: .undecided, why: .disconnected,
                     message: "'once' lasts while the process that asked runs, and request \(request.id) does not "
-                        + "name one; approve it with --for or --always; nothing was granted"))
+                        + "name one; approve it with --for or --always; nothing was granted")))
                 continue
             }
             // Location: the level the requester asked for, under the policy's cap now.
             let location = approve && permission == .location
                 ? request.locationLevel.map { LocationAsk(asked: $0, policy: decision) } : nil
-            let outcome = try enforcer.decide(Enforcer.DecisionRequest(
+            answers.append(.decision(decisions.count, term: term, capNote: location?.capNote ?? ""))
+            decisions.append(Enforcer.DecisionRequest(
                 subject: request.subject, permission: permission, decision: approve ? .allow : .deny, scope: scope,
                 expires: expires, reason: reason, holder: holder, accuracy: location?.granted))
-            report = outcome.report
-            var granted = result(for: outcome.grant, outcome: approve ? .granted : .denied, term: term.wire)
-            granted.message += location?.capNote ?? ""
-            results.append(granted)
         }
-        let resolved: PendingRequest
-        do {
-            resolved = try ledger.resolvePendingRequest(id: id, as: approve ? .approved : .rejected, by: admin, note: note)
-        } catch {
-            throw .ledger(error)
+        let (resolved, outcomes) = try enforcer.resolve(id, as: approve ? .approved : .rejected, decisions: decisions,
+                                                        note: note)
+        let results = answers.map { answer -> RequestResult in
+            switch answer {
+            case .final(let result): return result
+            case .decision(let index, let term, let capNote):
+                var granted = result(for: outcomes[index].grant, outcome: approve ? .granted : .denied, term: term.wire)
+                granted.message += capNote
+                return granted
+            }
         }
-        return (.done(resolved, results), report)
+        return (.done(resolved, results), outcomes.last?.report ?? EnforcementReport())
     }
 
     /// `reject` without `deny`: the request ends as declined; nothing is decided.
