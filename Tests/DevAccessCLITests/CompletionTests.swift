@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import DevAccessTestSupport
+@testable import DevAccessCLI
 
 /// `devaccess completion bash|zsh|fish`, loaded into the real shells: the scripts parse,
 /// register, and complete commands, options, permissions and option values from the one
@@ -42,6 +43,50 @@ import DevAccessTestSupport
         #expect(replies[0] == "complete -F _devaccess devaccess")
         #expect(Array(replies[1...lines.count]) == ["status", "location", "city country", "--user", "csv", "on off",
                                                    "neighborhood", ""], "\(result.stdout)")
+    }
+
+    /// A device id is what gpsd's port said a receiver's path was, and anyone may listen
+    /// there: the bash script must offer such a word as text, never expand it (compgen -W
+    /// would run `$(...)` in it as whoever pressed TAB, root included). The `devaccess`
+    /// the script calls here is a shell function printing the attacker's ids.
+    @Test func bashNeverExpandsTheWordsItIsGiven() throws {
+        let path = try Self.script("bash")
+        defer { unlink(path) }
+        let marks = NSTemporaryDirectory() + "devaccess-completion-marks-\(getpid())"
+        try FileManager.default.createDirectory(atPath: marks, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: marks) }
+        let result = try TestProcess.run("/bin/bash", ["-c", """
+            source "$1" || exit 3
+            marks=$2
+            devaccess() {
+              printf '%s\\n' 'location:gpsd:$(touch${IFS}'"$marks"'/ran)' 'location:gpsd:`touch '"$marks"'/ran2`' 'location:gpsd:/dev/ttyACM0'
+            }
+            for line in "devaccess deny camera --device loc" "devaccess approve "; do
+              read -ra COMP_WORDS <<< "$line"
+              [[ $line == *" " ]] && COMP_WORDS+=("")
+              COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+              COMPREPLY=()
+              _devaccess
+              printf '%s|' "${COMPREPLY[@]}"; echo
+            done
+            """, "bash", path, marks])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: marks + "/ran") && !FileManager.default.fileExists(atPath: marks + "/ran2"),
+                "a word was run as a command")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        try #require(lines.count == 2, "\(result.stdout)")
+        #expect(lines[0].contains("location:gpsd:/dev/ttyACM0|") && lines[0].contains("location:gpsd:$(touch${IFS}"),
+                "the words are offered as they are: \(lines[0])")
+    }
+
+    /// What `completion --words devices` may print: nothing a shell would expand or split.
+    @Test func onlyPlainWordsAreListed() {
+        for word in ["camera:pci-0000:00:14.0-usb-0:1:1.0", "location:gpsd:/dev/ttyACM0", "microphone:card1/pcmC1D0c"] {
+            #expect(CompletionCommand.isPlainWord(word), "\(word)")
+        }
+        for word in ["", "location:gpsd:$(id)", "a b", "a\nb", "x`id`", "x;id", "x'y", "x\"y", "x*", "x?", "x$y", "é"] {
+            #expect(!CompletionCommand.isPlainWord(word), "\(word)")
+        }
     }
 
     /// fish's own completer (`complete -C`) with the script loaded.
