@@ -242,6 +242,8 @@ enum SummaryRendering {
     }
 
     static func align(_ rows: [[String]]) -> String {
+        // Program paths and user names are whatever a user made them: each cell on one line.
+        let rows = rows.map { $0.map(TerminalText.field) }
         let widths = (rows.first ?? []).indices.map { column in rows.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }
         return rows.map { row in
             row.enumerated().map { index, cell in
@@ -277,7 +279,7 @@ enum EventRecordText {
                 : "event \(position.seq + 1) is chained to a different hash (broken link)" } ?? "none (newest)"))
         }
         let width = (lines.map(\.0.count).max() ?? 0) + 2
-        return TerminalText.block(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + $0.1 }
-            .joined(separator: "\n"))
+        return lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + TerminalText.field($0.1) }
+            .joined(separator: "\n")
     }
 }

@@ -59,6 +59,8 @@ enum Tone: Sendable {
 struct StyledText: Sendable {
     private enum Span: Sendable {
         case text(String, Tone?)
+        /// The end of a line: the only newline StyledText writes.
+        case lineEnd
         /// Shown only when styled (a symbol in a pipe is noise), followed by a space.
         case symbol(String, Tone?)
     }
@@ -81,8 +83,11 @@ struct StyledText: Sendable {
         add(String(padded.dropFirst(field.count)))
     }
 
+    /// `text` on one line (a newline in it, from a reason or a device name, is shown
+    /// escaped, never taken as the line's end), then the line's end.
     mutating func line(_ text: String, _ tone: Tone? = nil) {
-        add(text + "\n", tone)
+        add(text, tone)
+        spans.append(.lineEnd)
     }
 
     mutating func append(_ other: StyledText) {
@@ -94,7 +99,9 @@ struct StyledText: Sendable {
         for span in spans {
             switch span {
             case .text(let content, let tone):
-                text += Self.paint(TerminalText.block(content), tone, style)
+                text += Self.paint(TerminalText.field(content), tone, style)
+            case .lineEnd:
+                text += "\n"
             case .symbol(let symbol, let tone):
                 if style.styled { text += Self.paint(symbol, tone, style) + " " }
             }

@@ -99,7 +99,7 @@ struct StatusRendering {
 
     private func gateDetail(_ gate: GateReport) -> StyledText {
         var text = StyledText()
-        text.add(TableOutput.gate(gate))
+        for line in TableOutput.gateLines(gate) { text.line(line) }
         return text
     }
 }

@@ -5,15 +5,20 @@ import DevAccessEnforcement
 enum TableOutput {
     /// Who opens the capture nodes without devaccess, and the deny-by-default rules.
     static func gate(_ gate: GateReport) -> String {
-        var text = "without devaccess: \(gate.summary)\n"
-        text += "  deny-by-default udev rules: \(gate.denyByDefault.message)\n"
+        gateLines(gate).map { $0 + "\n" }.joined()
+    }
+
+    /// The gate section, a line each; what a line holds is on one line whatever it holds.
+    static func gateLines(_ gate: GateReport) -> [String] {
+        var lines = ["without devaccess: " + TerminalText.field(gate.summary),
+                     "  deny-by-default udev rules: " + TerminalText.field(gate.denyByDefault.message)]
         for node in gate.nodes where !node.openers.isEmpty {
-            text += "  \(node.path) (\(node.permission.rawValue)):\n"
+            lines.append("  \(TerminalText.field(node.path)) (\(node.permission.rawValue)):")
             for opener in node.openers {
-                text += "    - \(opener.message) [\(opener.access.word)]\n"
+                lines.append("    - \(TerminalText.field(opener.message)) [\(opener.access.word)]")
             }
         }
-        return text
+        return lines
     }
 
     /// `skipped`: also the nodes looked at and left out as no device of the permission.
@@ -22,22 +27,24 @@ enum TableOutput {
         for report in reports {
             text += "\(report.permission.rawValue):\n"
             if let why = report.unavailableReason {
-                text += "  unavailable: \(why)\n"
+                text += "  unavailable: \(TerminalText.field(why))\n"
             } else if report.devices.isEmpty {
                 text += "  no devices\n"
             }
             for device in report.devices {
-                var line = "  \(device.name)  [\(device.id)]"
-                if let driver = device.driver { line += "  driver \(driver)" }
+                // Names, ids, drivers and details come from hardware and from whoever answers
+                // on gpsd's port: each on one line.
+                var line = "  \(TerminalText.field(device.name))  [\(TerminalText.field(device.id))]"
+                if let driver = device.driver { line += "  driver \(TerminalText.field(driver))" }
                 text += line + "\n"
                 if case .service(let service) = device.route {
-                    text += "    via \(service.name) at \(service.endpoint)\n"
+                    text += "    via \(TerminalText.field(service.name)) at \(TerminalText.field(service.endpoint))\n"
                 }
                 for (key, value) in device.details.sorted(by: { $0.key < $1.key }) {
-                    text += "    \(key): \(value)\n"
+                    text += "    \(TerminalText.field(key)): \(TerminalText.field(value))\n"
                 }
                 for node in device.nodes {
-                    text += "    " + pad(node.role, 9) + node.path
+                    text += "    " + pad(node.role, 9) + TerminalText.field(node.path)
                     switch node.state {
                     case .present(let facts):
                         let owner = facts.ownerName ?? String(facts.ownerUID)
@@ -47,13 +54,13 @@ enum TableOutput {
                             text += "  acl " + acl.map(\.text).joined(separator: ",")
                         }
                     case .unusable(let why):
-                        text += "  (\(why))"
+                        text += "  (\(TerminalText.field(why)))"
                     }
                     text += "\n"
                 }
             }
             for note in report.notes where skipped || note.kind != .skipped {
-                text += "  - \(note.message)\n"
+                text += "  - \(TerminalText.field(note.message))\n"
             }
         }
         return text

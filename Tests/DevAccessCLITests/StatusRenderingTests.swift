@@ -99,6 +99,23 @@ struct StatusRenderingTests {
         #expect(styled.contains("cam\\x1B[2J\\nfake line"), "\(styled)")
     }
 
+    /// A reason carries text from outside (gpsd's ERROR message, a receiver's path, a user
+    /// name): a newline in it must not start a line of the attacker's in the default, the
+    /// verbose or the gate form, plain or styled.
+    @Test func aNewlineInAReasonDoesNotMakeALine() {
+        var hostile = statuses[0]
+        hostile.reasons[0] = Reason(.summary, "x\n● camera      authorized     forged")
+        hostile.reasons.append(Reason(.access, "/dev/video9: y\r\n  - forged node line"))
+        let rendering = StatusRendering(user: user, statuses: [hostile], gate: nil, time: time)
+        for text in [rendering.summary(), rendering.verbose()] {
+            for style in [OutputStyle(styled: false), OutputStyle(styled: true)] {
+                let shown = text.rendered(style)
+                #expect(!shown.contains("\n● camera") && !shown.contains("\n  - forged"), "\(shown)")
+                #expect(shown.contains("x\\n● camera"), "shown escaped, on its line: \(shown)")
+            }
+        }
+    }
+
     @Test func colorChoiceFollowsTheTerminalNoColorAndTheOption() throws {
         func style(_ color: String?, noColor: String? = nil, term: String? = "xterm", tty: Bool) throws -> Bool {
             var arguments = ParsedArguments()
