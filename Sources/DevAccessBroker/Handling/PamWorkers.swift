@@ -33,8 +33,7 @@ final class PamWorkers: Sendable {
 /// The jobs waiting for a PAM thread. Shared by the threads, so the pool can go away.
 private final class JobQueue: Sendable {
     private struct State {
-        var jobs: [(number: UInt64, job: PamWorkers.Job)] = []
-        var numbered: UInt64 = 0
+        var jobs: [PamWorkers.Job] = []
         var started = 0
         var closed = false
     }
@@ -43,34 +42,31 @@ private final class JobQueue: Sendable {
     private let available = DispatchSemaphore(value: 0)
 
     func push(_ job: @escaping PamWorkers.Job, limit: Int, threads: Int) -> Bool {
-        let (taken, startThread, number) = state.withLock { state -> (Bool, Bool, UInt64) in
-            guard !state.closed, state.jobs.count < limit else { return (false, false, 0) }
-            state.numbered += 1
-            state.jobs.append((state.numbered, job))
+        let (taken, startThread) = state.withLock { state -> (Bool, Bool) in
+            guard !state.closed, state.jobs.count < limit else { return (false, false) }
+            state.jobs.append(job)
             // Threads start with the first jobs, up to `threads`, and then stay.
             let start = state.started < threads
             if start { state.started += 1 }
-            return (true, start, state.numbered)
+            return (true, start)
         }
         guard taken else { return false }
-        if startThread {
-            do throws(Errno) {
-                try DetachedThread.start(name: "devaccessd pam") { [self] in
-                    while let next = pop() { next() }
-                }
-            } catch {
-                // No new thread: the job waits for one already started, or, with none, is refused.
-                let refused = state.withLock { state -> Bool in
-                    state.started -= 1
-                    guard state.started == 0 else { return false }
-                    state.jobs.removeAll { $0.number == number }
-                    return true
-                }
-                if refused { return false }
-            }
-        }
+        if startThread { startWorker() }
         available.signal()
         return true
+    }
+
+    /// Starts one of the threads. When none can be made now (a thread limit reached, maybe
+    /// by a program a user runs under devaccessd), the jobs wait and it is tried again
+    /// shortly: a job taken is never dropped, and never run on the caller's thread.
+    private func startWorker() {
+        do throws(Errno) {
+            try DetachedThread.start(name: "devaccessd pam") { [self] in
+                while let next = pop() { next() }
+            }
+        } catch {
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) { [self] in startWorker() }
+        }
     }
 
     /// The next job, waiting for one; nil once the pool is gone.
@@ -78,7 +74,7 @@ private final class JobQueue: Sendable {
         while true {
             available.wait()
             let (job, closed) = state.withLock { state -> (PamWorkers.Job?, Bool) in
-                (state.jobs.isEmpty ? nil : state.jobs.removeFirst().job, state.closed)
+                (state.jobs.isEmpty ? nil : state.jobs.removeFirst(), state.closed)
             }
             if let job { return job }
             if closed { return nil }
