@@ -543,3 +543,34 @@ extension GpsdWatcherTests {
         #expect(watcher.bestFix() == nil)
     }
 }
+
+extension GpsdWatcherTests {
+    /// The same for `status`'s one-shot query: a login user's listener on gpsd's port could
+    /// otherwise put a receiver path of its choosing (`$(...)`, a newline) into everyone's
+    /// status, devices list and shell completions.
+    @Test func aUsersFakeGpsdIsNotBelievedByStatus() throws {
+        let user = try TestUser("fakegpq")
+        let port = try freeLoopbackPort()
+        let fake = try BackgroundProcess("/usr/bin/setpriv", [
+            "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c", """
+            import socket, sys
+            s = socket.socket()
+            s.bind(("127.0.0.1", int(sys.argv[1])))
+            s.listen(8)
+            while True:
+                c, _ = s.accept()
+                c.sendall(b'{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}\\n')
+                c.recv(4096)
+                c.sendall(b'{"class":"DEVICES","devices":[{"class":"DEVICE","path":"$(id)",'
+                          b'"activated":"2026-01-01T00:00:00.000Z"}]}\\n')
+            """, String(port),
+        ])
+        defer { withExtendedLifetime(fake) {} }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !isListening(port: port), ContinuousClock.now < deadline { usleep(20_000) }
+        let client = GpsdClient(endpoint: GpsdEndpoint(host: "127.0.0.1", port: port))
+        #expect(throws: GpsdError.untrusted(GpsdEndpoint(host: "127.0.0.1", port: port), uid: user.uid)) {
+            try client.query()
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import Glibc
+import DevAccessSystem
 /// Asks gpsd which receivers it has and what fix they report, within a fixed time.
 ///
 /// This speaks gpsd's documented JSON protocol (gpsd_json(5)) over TCP itself instead of
@@ -41,6 +42,12 @@ public struct GpsdClient: Sendable {
         let deadline = ContinuousClock.now.advanced(by: timeout)
         var connection = try GpsdConnection.open(endpoint, deadline: deadline, budget: timeout,
                                                  maxLineLength: maxLineLength)
+        // Whoever listens on gpsd's port while gpsd is down could be any login user's
+        // program: what it says (receiver paths, error text) would reach status, devices
+        // and the shell completions of everyone else, root included. As GpsdWatcher does.
+        if let owner = connection.peerOwner, TCPSocketOwner.isUserAccount(owner) {
+            throw .untrusted(endpoint, uid: owner)
+        }
 
         // 1. The banner must come first: it is how we know this is gpsd at all.
         let version = try next(&connection, deadline, .banner).banner(from: endpoint)
