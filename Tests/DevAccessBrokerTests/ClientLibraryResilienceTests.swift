@@ -115,6 +115,39 @@ struct ClientLibraryResilienceTests {
         #expect(try setup.grants(erin).isEmpty, "a grant was made for a client that left")
         #expect(try !erin.canOpen(setup.camera, .read))
     }
+
+    /// The hostile review's case: the camera needs the user's password, the microphone an
+    /// administrator. A task cancelled while devaccessd asks for the password answers the
+    /// prompt "interrupted" and leaves; devaccessd used to queue the microphone for an
+    /// administrator all the same, so a cancelled request left one waiting.
+    @Test func aRequestCancelledAtItsPasswordPromptQueuesNothing() throws {
+        let carol = try TestUser("libpwadm")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=auth_self\n[microphone]\nDefault=auth_admin\n",
+                                     admins: [carol])
+        let frank = try TestUser("libpwmix")
+        let admin = try setup.daemon.client()
+        var cancelledRuns = 0
+        for round in 0..<20 {
+            let probe = try RunningProbe(frank, socket: setup.daemon.socketPath,
+                                         ["request", "--reason", "round \(round)", "camera", "microphone"],
+                                         environment: ["DEVACCESS_PROBE_READY": "1"])
+            _ = try probe.waitForLines(1)
+            usleep(useconds_t(round * 2_000))
+            probe.signal(SIGUSR1)
+            #expect(probe.waitForExit() != nil, "round \(round): the probe did not end: \(probe.text)")
+            let cancelled = probe.lines.last?["error"] as? String == "cancelled"
+            if cancelled { cancelledRuns += 1 }
+            // devaccessd may still be finishing the request: give it the moment it needs.
+            usleep(300_000)
+            let waiting = try admin.pending().requests
+            if cancelled {
+                #expect(waiting.isEmpty, "round \(round): a cancelled request left \(waiting.map(\.pending)) waiting")
+            }
+            for item in waiting { _ = try admin.resolve(item.pending, approve: false, reason: "test cleanup") }
+        }
+        #expect(cancelledRuns > 0, "no round was cancelled mid-request")
+        #expect(try setup.grants(frank).isEmpty, "a grant was made for a client that left")
+    }
 }
 
 extension LoginSessions {

@@ -289,8 +289,14 @@ extension BrokerService {
             }
         }
 
-        // 5. auth_admin: queued in the ledger; optionally wait for the administrator.
-        if let group = byAction[.authAdmin] {
+        // 5. auth_admin: queued in the ledger; optionally wait for the administrator. Not for
+        // a client that left or a person who interrupted the request (Ctrl-C, a cancelled
+        // library task): they asked for nothing more, and nothing waits in their name.
+        let stopped: UndecidedReason? = context.exchange?.departure.map(Self.reason)
+            ?? (ended == .interrupted ? .interrupted : nil)
+        if let group = byAction[.authAdmin], let stopped {
+            for permission in group { results[permission] = Self.undecided(permission, stopped) }
+        } else if let group = byAction[.authAdmin] {
             flushAudit(context)
             do {
                 // After a prompt ended unanswered the client is not listening for more: queue, do not wait.
