@@ -49,6 +49,8 @@ public final class BrokerClient {
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
     /// Descriptors that came with replies (an `opened`), not yet taken.
     private var receivedDescriptors: [CInt] = []
+    /// The most descriptors kept waiting to be taken; older ones beyond it are closed.
+    static let maxHeldDescriptors = 8
 
     /// `$DEVACCESS_SOCKET` when set and not empty, else /run/devaccess/broker.sock.
     public static var configuredSocketPath: String {
@@ -400,6 +402,11 @@ public final class BrokerClient {
                 devaccess_recv_with_fds(descriptor, raw.baseAddress, raw.count, 0, &passed, &passedCount, &truncated)
             }
             receivedDescriptors += passed.prefix(Int(passedCount))
+            // Only an `opened` brings one, and its caller takes it at once: a peer that sends
+            // more (not devaccessd) must not fill this process's descriptor table.
+            while receivedDescriptors.count > Self.maxHeldDescriptors {
+                _ = Glibc.close(receivedDescriptors.removeFirst())
+            }
             if received > 0 {
                 buffer.withUnsafeBytes { raw in framer.append(UnsafeRawBufferPointer(rebasing: raw[0..<received])) }
                 continue
