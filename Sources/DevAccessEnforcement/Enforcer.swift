@@ -150,6 +150,9 @@ public struct Enforcer: Sendable {
             }
             written = try ledger.recordResolution(id, as: resolution, decisions: decisions, by: actor, note: note, at: now)
         } catch {
+            // A refusal (no such request, already resolved) wrote nothing and says why; it is
+            // no ledger failure, and ends nobody's access.
+            if case .invalidArgument = error { throw .ledger(error) }
             // A denial ends access: that never waits for the ledger (an allow simply fails).
             guard let denial = requests.last(where: { $0.decision == .deny }) else { throw .ledger(error) }
             for other in requests where other.decision == .deny && other != denial {

@@ -355,3 +355,27 @@ struct EnforcementTests {
         #expect(try fx.engine().reconcile().notes.contains { $0.contains("location") })
     }
 }
+
+extension EnforcementTests {
+    /// A `reject --deny` of a request already resolved (an approval won the race) writes
+    /// nothing and says why: it is not a ledger failure, so it takes nobody's access away
+    /// and leaves no "unrecorded" denial to be written later (the hostile review's note).
+    @Test func denyingARequestAlreadyResolvedTakesNothingAway() throws {
+        let fixture = try EngineFixture("resolved")
+        let node = try fixture.camera("video0")
+        let engine = try fixture.engine()
+        let subject = fixture.principal(fixture.alice)
+        let queued = try fixture.ledger().queueRequest(NewPendingRequest(subject: subject, permissions: [.camera],
+                                                                         scope: .always))
+        let allow = Enforcer.DecisionRequest(subject: subject, permission: .camera, decision: .allow, scope: .always)
+        _ = try engine.resolve(queued.id, as: .approved, decisions: [allow], note: "approved")
+        #expect(try fixture.alice.canOpen(node, .read))
+
+        let deny = Enforcer.DecisionRequest(subject: subject, permission: .camera, decision: .deny, scope: .always)
+        #expect(throws: EnforcementError.self) {
+            try engine.resolve(queued.id, as: .rejected, decisions: [deny], note: "too late")
+        }
+        #expect(try fixture.alice.canOpen(node, .read), "a refused late denial took the standing grant's access away")
+        #expect(try fixture.ledger().grants(uid: fixture.alice.uid).map(\.decision) == [.allow])
+    }
+}
