@@ -20,12 +20,13 @@ struct RunLocationAttackTests {
         let requests: RequestSetup
         let marks: TemporaryDirectory
 
-        init() throws {
+        /// `program`: the one program the policy allows location (everyone else is asked).
+        init(program: String = RunLocationAttackTests.python) throws {
             gpsd = try GpsFakeProcess(cycling: LocationAttackTests.fixture)
             port = try freeLoopbackPort()
             requests = try RequestSetup(
                 policy: "[camera]\nDefault=allow\n[location]\nDefault=ask\n"
-                    + "[Rule]\nPermission=location\nProgram=\(RunLocationAttackTests.python)\nAction=allow\n",
+                    + "[Rule]\nPermission=location\nProgram=\(program)\nAction=allow\n",
                 daemonArguments: ["--gpsd", "127.0.0.1:\(gpsd.port)", "--gpsd-timeout", "2000",
                                   "--location-port", String(port)],
                 location: true)

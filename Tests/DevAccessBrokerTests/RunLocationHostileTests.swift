@@ -14,24 +14,8 @@ import DevAccessTestSupport
 struct RunLocationHostileTests {
     static let sleep = URL(fileURLWithPath: "/usr/bin/sleep").resolvingSymlinksInPath().path
 
-    final class Setup {
-        let gpsd: GpsFakeProcess
-        let port: UInt16
-        let requests: RequestSetup
-
-        init() throws {
-            gpsd = try GpsFakeProcess(cycling: LocationAttackTests.fixture)
-            port = try freeLoopbackPort()
-            requests = try RequestSetup(
-                policy: "[camera]\nDefault=allow\n[location]\nDefault=ask\n"
-                    + "[Rule]\nPermission=location\nProgram=\(RunLocationHostileTests.sleep)\nAction=allow\n",
-                daemonArguments: ["--gpsd", "127.0.0.1:\(gpsd.port)", "--gpsd-timeout", "2000",
-                                  "--location-port", String(port)],
-                location: true)
-        }
-
-        deinit { gpsd.stop() }
-    }
+    /// RunLocationAttackTests' setup, with location allowed to `sleep` alone.
+    typealias Setup = RunLocationAttackTests.Setup
 
     /// The attacker: starts `sleep 60` as a run with location, speaking the protocol itself,
     /// and gives it an unconnected TCP socket of its own as stdin (a program's stdin is
@@ -120,7 +104,7 @@ struct RunLocationHostileTests {
     /// forked, the `parked` and `thread` cases were served exact fixes (2 TPVs each).
     @Test(arguments: ["parked", "thread", "leader"])
     func aSocketHiddenFromTheScanIsNotServedAtTheRunsLevel(_ how: String) throws {
-        let setup = try Setup()
+        let setup = try Setup(program: Self.sleep)
         let user = try TestUser("rlochide")
         let marks = try TemporaryDirectory()
         chmod(marks.path, 0o777)

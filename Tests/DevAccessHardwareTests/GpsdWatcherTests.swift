@@ -516,24 +516,9 @@ extension GpsdWatcherTests {
     @Test func aUsersFakeGpsdIsNotBelieved() throws {
         let user = try TestUser("fakegps")
         let port = try freeLoopbackPort()
-        let fake = try BackgroundProcess("/usr/bin/setpriv", [
-            "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c", """
-            import socket, sys
-            s = socket.socket()
-            s.bind(("127.0.0.1", int(sys.argv[1])))
-            s.listen(8)
-            while True:
-                c, _ = s.accept()
-                c.sendall(b'{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}\\n')
-                c.recv(4096)
-                c.sendall(b'{"class":"DEVICES","devices":[{"class":"DEVICE","path":"/dev/ttyACM0",'
-                          b'"activated":"2026-01-01T00:00:00.000Z"}]}\\n'
-                          b'{"class":"TPV","device":"/dev/ttyACM0","mode":3,"lat":1.5,"lon":2.5}\\n')
-            """, String(port),
-        ])
+        let fake = try fakeGpsd(as: user, port: port, devices: #"{"class":"DEVICE","path":"/dev/ttyACM0","activated":"2026-01-01T00:00:00.000Z"}"#,
+                                then: #"{"class":"TPV","device":"/dev/ttyACM0","mode":3,"lat":1.5,"lon":2.5}"#)
         defer { withExtendedLifetime(fake) {} }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !isListening(port: port), ContinuousClock.now < deadline { usleep(20_000) }
         let watcher = GpsdWatcher(endpoint: GpsdEndpoint(host: "127.0.0.1", port: port))
         try watcher.start()
         defer { watcher.stop() }
@@ -551,26 +536,32 @@ extension GpsdWatcherTests {
     @Test func aUsersFakeGpsdIsNotBelievedByStatus() throws {
         let user = try TestUser("fakegpq")
         let port = try freeLoopbackPort()
-        let fake = try BackgroundProcess("/usr/bin/setpriv", [
-            "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c", """
-            import socket, sys
-            s = socket.socket()
-            s.bind(("127.0.0.1", int(sys.argv[1])))
-            s.listen(8)
-            while True:
-                c, _ = s.accept()
-                c.sendall(b'{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}\\n')
-                c.recv(4096)
-                c.sendall(b'{"class":"DEVICES","devices":[{"class":"DEVICE","path":"$(id)",'
-                          b'"activated":"2026-01-01T00:00:00.000Z"}]}\\n')
-            """, String(port),
-        ])
+        let fake = try fakeGpsd(as: user, port: port, devices: #"{"class":"DEVICE","path":"$(id)","activated":"2026-01-01T00:00:00.000Z"}"#)
         defer { withExtendedLifetime(fake) {} }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !isListening(port: port), ContinuousClock.now < deadline { usleep(20_000) }
         let client = GpsdClient(endpoint: GpsdEndpoint(host: "127.0.0.1", port: port))
         #expect(throws: GpsdError.untrusted(GpsdEndpoint(host: "127.0.0.1", port: port), uid: user.uid)) {
             try client.query()
         }
     }
+}
+
+/// A login user's listener on `port` that speaks like gpsd: the banner, then, after the
+/// client's WATCH, a DEVICES report with `devices` and the line `then`. Listening on return.
+func fakeGpsd(as user: TestUser, port: UInt16, devices: String, then: String = "") throws -> BackgroundProcess {
+    let fake = try BackgroundProcess("/usr/bin/setpriv", [
+        "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c", """
+        import socket, sys
+        s = socket.socket()
+        s.bind(("127.0.0.1", int(sys.argv[1])))
+        s.listen(8)
+        while True:
+            c, _ = s.accept()
+            c.sendall(b'{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}\\n')
+            c.recv(4096)
+            c.sendall(('{"class":"DEVICES","devices":[' + sys.argv[2] + ']}\\n' + sys.argv[3] + '\\n').encode())
+        """, String(port), devices, then,
+    ])
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !isListening(port: port), ContinuousClock.now < deadline { usleep(20_000) }
+    return fake
 }
