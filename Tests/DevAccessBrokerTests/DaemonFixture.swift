@@ -1,6 +1,8 @@
 import Foundation
+import Testing
 import Glibc
 import DevAccessProtocol
+import DevAccessLedger
 import DevAccessTestSupport
 
 /// The real `devaccessd` binary from the build directory, started for one test on a
@@ -16,6 +18,22 @@ final class RunningDaemon: @unchecked Sendable {
     let stateDirectory: String
     let logPath: String
     let process: Process
+
+    /// A run's group id is its row id in the ledger plus RunGroups' base: one devaccessd
+    /// hands each out once, but the daemons of parallel tests all start at 1, and ending one
+    /// test's run (`revoke --terminate`, a restart ending its runs) signals every process with
+    /// that group id, another test's program too. Each test ledger starts at an id of its own.
+    static func seedRunIDs(_ state: String) throws {
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        let path = state + "/" + Ledger.fileName
+        _ = try Ledger(path: path, journal: .disabled)
+        let start = UInt32.random(in: 1_000...15_000_000)
+        let seeded = try TestProcess.run("/usr/bin/sqlite3", [path,
+            "INSERT INTO sqlite_sequence(name, seq) SELECT 'runs', \(start) "
+                + "WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'runs')"])
+        try #require(seeded.status == 0, "seeding run ids: \(seeded.stderr)")
+    }
 
     /// Starts the daemon and waits until it answers `hello`. Location is probed at a
     /// closed loopback port so it is `unavailable` at once, and no gpsd endpoint listens. `leadsSession`: in a session of
@@ -44,6 +62,7 @@ final class RunningDaemon: @unchecked Sendable {
                 + "os.execv(sys.argv[1], sys.argv[1:])", Self.binary]
                 + (process.arguments ?? [])
         }
+        if !arguments.contains("--state-dir") { try Self.seedRunIDs(stateDirectory) }
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "NOTIFY_SOCKET")
         env.removeValue(forKey: "JOURNAL_STREAM")

@@ -117,6 +117,13 @@ struct RunLocationAttackTests {
         // The run's grant records the level asked, bound to the run.
         let grants = try setup.requests.grants(user).filter { $0.permission == .location }
         #expect(grants.count == 1 && grants.first?.accuracy == .street && grants.first?.program != nil, "\(grants)")
+        // The refused outsider is in the audit trail (the endpoint reports it; the lookup,
+        // repeated for the run's connections, audits no refusal itself).
+        let refusals = try setup.requests.ledger().events().map(\.event).filter {
+            $0.type == .refused && $0.details["operation"] == "location" && $0.subject?.uid == user.uid
+                && $0.details["program_problem"]?.contains("outside the user's runs") == true
+        }
+        #expect(refusals.count == 1, "\(refusals)")
     }
 
     /// (b) The run's program hands a socket to an outside process, which connects it: a new

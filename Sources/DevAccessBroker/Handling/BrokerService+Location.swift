@@ -105,7 +105,8 @@ extension BrokerService {
         }
         if !runs.isEmpty {
             // A refusal is not audited here: the runs' connections are served, and this is
-            // looked up every few seconds while they stay.
+            // looked up every few seconds while they stay. The endpoint reports each new
+            // connection it refuses instead (refusedUnaudited).
             do throws(InterfaceError) {
                 let level = try await userLevel(subject)
                 return GpsdCompatibleServer.UserLocation(
@@ -157,8 +158,17 @@ extension BrokerService {
         }
         guard !listeners.isEmpty else { return nil }
         do {
-            return try GpsdCompatibleServer(listeners: listeners, serving: locations, log: log, limits: limits) {
-                [self] uid, address in
+            return try GpsdCompatibleServer(listeners: listeners, serving: locations, log: log, limits: limits,
+                                            refusedUnaudited: { [self] uid, address, reason in
+                // Each refused connection, through the refusal throttle like every other, off
+                // the endpoint's loop (the ledger write syncs to disk).
+                Task {
+                    var peer = Peer(pid: 0, uid: uid, gid: 0, groups: [])
+                    peer.programProblem = "a TCP client of the gpsd endpoint from \(address), outside the user's runs"
+                    let subject = Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid))
+                    _ = refuse("location", id: 0, peer: peer, subject: subject, reason: reason)
+                }
+            }) { [self] uid, address in
                 await locationCheck(uid: uid, peer: address)
             }
         } catch {

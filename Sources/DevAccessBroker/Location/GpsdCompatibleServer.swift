@@ -70,6 +70,9 @@ public final class GpsdCompatibleServer: Sendable {
     private let listeners: [TCPListener]
     private let serving: LocationServing
     private let check: @Sendable (UInt32, TCPAddress) async -> UserLocation
+    /// Told of a new connection refused on a lookup that did not audit it (while the user
+    /// has runs with location, the lookup repeats for the runs' connections and audits none).
+    private let refusedUnaudited: @Sendable (UInt32, TCPAddress, String) -> Void
     private let log: BrokerLog
     private let limits: Limits
     private let wake: Int32
@@ -88,10 +91,12 @@ public final class GpsdCompatibleServer: Sendable {
     public var addresses: [TCPAddress] { listeners.map(\.address) }
 
     init(listeners: [TCPListener], serving: LocationServing, log: BrokerLog, limits: Limits = Limits(),
+         refusedUnaudited: @escaping @Sendable (UInt32, TCPAddress, String) -> Void = { _, _, _ in },
          check: @escaping @Sendable (UInt32, TCPAddress) async -> UserLocation) throws(Errno) {
         self.listeners = listeners
         self.serving = serving
         self.check = check
+        self.refusedUnaudited = refusedUnaudited
         self.log = log
         self.limits = limits
         wake = try Socket.makeEventFD()
@@ -279,7 +284,11 @@ public final class GpsdCompatibleServer: Sendable {
                 } else if answered.contains(client.uid) {
                     continue
                 }
-                apply(answer.check(forRun: client.holders.run), to: &client, snapshot: snapshot)
+                let decided = answer.check(forRun: client.holders.run)
+                if case .refused(let reason) = decided, !answer.runs.isEmpty {
+                    refusedUnaudited(client.uid, client.peer, reason)
+                }
+                apply(decided, to: &client, snapshot: snapshot)
                 clients[fd] = client
             }
             // Every uid still connected is looked up again now and then.
