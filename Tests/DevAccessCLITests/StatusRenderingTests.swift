@@ -116,6 +116,21 @@ struct StatusRenderingTests {
         }
     }
 
+    /// The devices list and the audit summary's rows hold text from hardware, from gpsd's
+    /// port and from program paths: none of it starts a line of its own.
+    @Test func devicesAndAuditRowsKeepOutsideTextOnItsLine() {
+        let fake = Device(permission: .location, id: "location:gpsd:/dev/x\nlocation:", name: "GPS\n  forged",
+                          driver: "u-blox\r\nforged", nodes: [], details: ["gpsdVersion": "3.25\nforged: yes"])
+        let listed = TableOutput.devices([AdapterReport(permission: .location, devices: [fake],
+                                                        notes: [Reason(.probe, "n\nforged")]),
+                                          AdapterReport(permission: .camera, devices: [],
+                                                        unavailableReason: "why\nforged")])
+        #expect(!listed.contains("\nforged") && !listed.contains("\n  forged") && !listed.contains("\nlocation:"),
+                "\(listed)")
+        let rows = SummaryRendering.align([["PROGRAM", "EVENTS"], ["/tmp/x\nroot (0)  9", "1"]])
+        #expect(rows.split(separator: "\n").count == 2, "\(rows)")
+    }
+
     @Test func colorChoiceFollowsTheTerminalNoColorAndTheOption() throws {
         func style(_ color: String?, noColor: String? = nil, term: String? = "xterm", tty: Bool) throws -> Bool {
             var arguments = ParsedArguments()
