@@ -74,8 +74,9 @@ extension DeviceAccess {
 /// Cancellation does not cut the connection at once: devaccessd may have queued the
 /// request without this call having read the `queued` reply yet, and a request whose
 /// requester only leaves stays queued. So a cancelled call waits up to ``grace`` for
-/// devaccessd's first reply, then withdraws what it queued (and answers an open prompt
-/// `interrupted`), and only then lets go. An `ask` prompt on the login terminal sends no
+/// devaccessd to say what it queued (a `queued` reply, or the decision; a prompt is
+/// answered `interrupted` and the wait goes on: devaccessd may queue after it), then
+/// withdraws what it queued, and only then lets go. An `ask` prompt on the login terminal sends no
 /// reply until decided: it closes after the grace, when the connection ends.
 struct RequestConversation {
     let socketPath: String
@@ -93,7 +94,8 @@ struct RequestConversation {
         var queued: Int64?
         /// When the task was cancelled; nil while it is not.
         var cancelledAt: ContinuousClock.Instant?
-        /// devaccessd answered something (after which it has told what it queued).
+        /// devaccessd said what it queued (a `queued` reply); a prompt does not count: after
+        /// it, devaccessd may still queue the administrator's part of the request.
         var answered = false
 
         struct Cancelled: Error {}
@@ -111,13 +113,13 @@ struct RequestConversation {
         mutating func watchedIsReady(waitingForAdmin: Bool) { cancelledAt = .now }
 
         mutating func prompt(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws {
-            answered = true
             try session.answer(prompt, cancelledAt == nil ? .cancel(.noTerminal) : .cancel(.interrupted), to: id)
         }
 
         mutating func queued(_ reply: QueuedReply) {
             answered = true
-            if reply.new && reply.waiting { queued = reply.pending }
+            // Ours to withdraw when the task is cancelled, whether or not the call waits for it.
+            if reply.new { queued = reply.pending }
         }
     }
 
@@ -131,7 +133,12 @@ struct RequestConversation {
                 : try BrokerSession(socketPath: socketPath, timeout: timeout)
             defer { cancellation.detach() }
             // Detached before the session (and its socket) goes.
-            return try withExtendedLifetime(session) { try DeviceAccess.converse(order, session: session, handler: &handler) }
+            let decision = try withExtendedLifetime(session) {
+                try DeviceAccess.converse(order, session: session, handler: &handler)
+            }
+            // Cancelled before the decision came: what it queued meanwhile is withdrawn (below).
+            if handler.cancelledAt != nil { throw Unattended.Cancelled() }
+            return decision
         } catch let error as BrokerClientError {
             if cancellation.isCancelled {
                 withdraw(handler.queued)
