@@ -6,6 +6,10 @@ import Glibc
 /// sizes, stripped (issue 17's goals: `--version` <= 3 ms, each <= 20 MB).
 struct StartupBench {
     let directory: String
+    /// The bench's one posix_spawn-and-wait (HotplugBench.spawn), used by every mode.
+    private func spawn(_ program: String, _ arguments: [String]) -> Bool {
+        HotplugBench().spawn(program, arguments)
+    }
 
     func run(samples: Int) {
         let devaccess = directory + "/devaccess", daemon = directory + "/devaccessd"
@@ -19,7 +23,7 @@ struct StartupBench {
         for round in 0..<(samples + 10) {
             for (index, entry) in cases.enumerated() {
                 let start = now()
-                guard Self.spawn(entry.1, entry.2) else { fail("\(entry.0) failed") }
+                guard spawn(entry.1, entry.2) else { fail("\(entry.0) failed") }
                 if round >= 10 { times[index].append(now() - start) }  // 10 warm-up rounds
             }
         }
@@ -35,7 +39,7 @@ struct StartupBench {
         for path in [devaccess, daemon] {
             let stripped = NSTemporaryDirectory() + "devaccessd-bench-stripped"
             defer { unlink(stripped) }
-            let size = Self.spawn("/usr/bin/strip", ["-o", stripped, path]) ? Self.size(stripped) : -1
+            let size = spawn("/usr/bin/strip", ["-o", stripped, path]) ? Self.size(stripped) : -1
             print(String(format: "  %@: %.1f MB, %.1f MB stripped", path as NSString,
                          Double(Self.size(path)) / 1_048_576, Double(size) / 1_048_576))
         }
@@ -49,21 +53,5 @@ struct StartupBench {
     func loadAverage() -> String {
         (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3)
             .joined(separator: " ") ?? "?"
-    }
-
-    /// posix_spawn + wait, output discarded. True when it exited 0.
-    static func spawn(_ program: String, _ arguments: [String]) -> Bool {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid = pid_t()
-        guard posix_spawn(&pid, program, &actions, nil, argv, environ) == 0 else { return false }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        return status & 0x7f == 0 && (status >> 8) & 0xff == 0
     }
 }
