@@ -86,14 +86,14 @@ struct AuditArchiveDaemonTests {
 
         // A copy of the archive with one event edited: root names any file; the event is named.
         let copy = elsewhere.path + "/tampered.db"
-        try TestProcess.shell("cp '\(path)' '\(copy)'")
+        try TestProcess.setup("cp", [path, copy])
         let edited = try TestProcess.run("/usr/bin/sqlite3", [copy, "UPDATE audit_events SET actor_name = 'x' WHERE seq = 3"])
         #expect(edited.status == 0, "\(edited.stderr)")
         let tampered = try TestProcess.devaccess(["audit", "--verify", "--archive-file", copy] + socket)
         #expect(tampered.status == 65, "\(tampered.stdout) \(tampered.stderr)")
         #expect(tampered.stdout.contains("archive chain broken: event 3 edited"), "\(tampered.stdout)")
         // One deleted in the middle.
-        try TestProcess.shell("cp '\(path)' '\(copy)2'")
+        try TestProcess.setup("cp", [path, "\(copy)2"])
         #expect(try TestProcess.run("/usr/bin/sqlite3", [copy + "2", "DELETE FROM audit_events WHERE seq = 4"]).status == 0)
         let gap = try TestProcess.devaccess(["audit", "--verify", "--archive-file", copy + "2", "--json"] + socket)
         #expect(gap.status == 65, "\(gap.stdout) \(gap.stderr)")

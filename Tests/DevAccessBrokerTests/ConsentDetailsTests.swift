@@ -230,8 +230,7 @@ struct ConsentDetailsTests {
     @Test func aLongerRequestExtendsAnAllowedGrant() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=auth_self\n")
         let user = try TestUser("extend")
-        let set = try TestProcess.shell("echo '\(user.name):longer please 7' | chpasswd")
-        try #require(set.status == 0, "chpasswd: \(set.stderr)")
+        try user.setPassword("longer please 7")
         let password = [(expect: "Password", type: "longer please 7\n")]
         let short = try user.onTerminal(["request", "camera", "--for", "10m"] + setup.socket, answers: password)
         #expect(short.exit == 0, "\(short.output)")
@@ -262,8 +261,7 @@ struct ConsentDetailsTests {
     @Test func alwaysUnderMaxDurationSaysItIsTheLongestThePolicyAllows() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=auth_self\nMaxDuration=8h\n")
         let user = try TestUser("longest")
-        let set = try TestProcess.shell("echo '\(user.name):eight hours 8' | chpasswd")
-        try #require(set.status == 0, "chpasswd: \(set.stderr)")
+        try user.setPassword("eight hours 8")
         let run = try user.onTerminal(["request", "camera", "--always", "--json"] + setup.socket,
                                       answers: [("Password", "eight hours 8\n")])
         #expect(run.exit == 0, "\(run.output)")

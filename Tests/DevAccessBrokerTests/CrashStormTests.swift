@@ -57,8 +57,8 @@ struct CrashStormTests {
         #expect(try lab.lostAcknowledgements(acknowledged).isEmpty)
 
         let camera = lab.devices[0].nodes
-        #expect(try TestProcess.shell("setfacl -x u:\(alice.uid) \(camera[0]) && setfacl -m u:\(bob.uid):rw \(camera[1])")
-                    .status == 0)
+        try TestProcess.setup("setfacl", ["-x", "u:\(alice.uid)", camera[0]])
+        try TestProcess.setup("setfacl", ["-m", "u:\(bob.uid):rw", camera[1]])
         let problems = try lab.convergence(spawned: daemon.spawned).problems
         #expect(problems.contains { $0.contains(alice.name) && $0.contains(camera[0]) && $0.contains("entry is absent") },
                 "\(problems)")

@@ -119,7 +119,8 @@ extension DaemonTests {
     @Test func aSocketDirectoryAnotherUserControlsIsRefused() throws {
         let directory = try TemporaryDirectory()
         let owned = directory.path + "/theirs"
-        #expect(try TestProcess.shell("mkdir -m 0755 '\(owned)' && chown nobody '\(owned)'").status == 0)
+        try TestProcess.setup("mkdir", ["-m", "0755", owned])
+        try TestProcess.setup("chown", ["nobody", owned])
         let daemon = try RunningDaemon(socket: owned + "/broker.sock", waitForReady: false)
         #expect(daemon.waitForExit(timeout: 10) == 1)
         #expect(daemon.log.contains("who could replace the socket"), "\(daemon.log)")

@@ -68,7 +68,7 @@ struct DeviceOpenAttackTests {
         let pid = setup.daemon.pid
         // A lower limit than the shipped 65536 (config/devaccessd.service), so that 8
         // connections show what 200 would do there.
-        try TestProcess.shell("prlimit --pid \(pid) --nofile=1024:1024")
+        try TestProcess.setup("prlimit", ["--pid", "\(pid)", "--nofile=1024:1024"])
         let before = Self.descriptorCount(pid)
         let connections = 8
         let started = Date()
@@ -251,7 +251,7 @@ struct DeviceOpenAttackTests {
         #expect(granted.allSatisfy { ($0["fds"] as? [[String: Any]])?.count == 1 }, "\(granted)")
         #expect(granted.allSatisfy { ($0["fds"] as? [[String: Any]])?.first?["rdev"] as? Int == (1 << 8) | 3 })
 
-        try TestProcess.shell("setfacl -m u:\(mallory.name):r-- '\(setup.camera)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(mallory.name):r--", setup.camera])
         let readOnly = try Self.ask(mallory, setup.daemon.socketPath, [Self.open(device), Self.open(device + ",\"access\":\"r--\"")])
         #expect(readOnly.allSatisfy { $0["code"] as? String == "permission-denied" && ($0["fds"] as? [Any])?.isEmpty == true },
                 "\(readOnly)")
@@ -264,12 +264,13 @@ struct DeviceOpenAttackTests {
         let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
         let mallory = try TestUser("opengroup")
         let group = try TestGroup("cam", members: [mallory])
-        try TestProcess.shell("chgrp \(group.name) '\(setup.camera)' && chmod 0660 '\(setup.camera)'")
+        try TestProcess.setup("chgrp", [group.name, setup.camera])
+        try TestProcess.setup("chmod", ["0660", setup.camera])
         let device = "\"permission\":\"camera\",\"device\":\"\(Self.camera)\""
         let member = try Self.ask(mallory, setup.daemon.socketPath, [Self.open(device)])
         #expect((member.first?["fds"] as? [Any])?.count == 1, "a member's own access did not open: \(member)")
 
-        #expect(try TestProcess.shell("gpasswd -d \(mallory.name) \(group.name)").status == 0)
+        try TestProcess.setup("gpasswd", ["-d", "\(mallory.name)", "\(group.name)"])
         let stale = try Self.ask(mallory, setup.daemon.socketPath, [Self.open(device)], groups: [group.gid])
         #expect(stale.first?["code"] as? String == "permission-denied" && (stale.first?["fds"] as? [Any])?.isEmpty == true,
                 "a group the user left still opened: \(stale)")
@@ -280,17 +281,17 @@ struct DeviceOpenAttackTests {
     @Test func aSwappedNodeIsRefusedAndClosed() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path + "/video0"
-        let swaps = [
-            "ln -s /etc/shadow '\(path)'",
-            "mknod -m 0666 '\(path)' c 1 5",
-            "mkfifo -m 0666 '\(path)'",
-            "mkdir '\(path)'",
-            "echo secret > '\(path)'",
-            "ln -s '\(try directory.makeNullNode("real"))' '\(path)'",
+        let swaps: [[String]] = [
+            ["ln", "-s", "/etc/shadow", path],
+            ["mknod", "-m", "0666", path, "c", "1", "5"],
+            ["mkfifo", "-m", "0666", path],
+            ["mkdir", path],
+            ["install", "-m", "0644", "/etc/hostname", path],
+            ["ln", "-s", try directory.makeNullNode("real"), path],
         ]
         for swap in swaps {
-            _ = try TestProcess.shell("rm -rf '\(path)'")
-            #expect(try TestProcess.shell(swap).status == 0, "\(swap)")
+            try TestProcess.setup("rm", ["-rf", path])
+            try TestProcess.setup(swap[0], Array(swap.dropFirst()))
             for access in [AccessMode.read, .readWrite] {
                 #expect(throws: NodeOpener.Problem.self, "\(swap) opened for \(access.symbolic)") {
                     let fd = try NodeOpener.open(path, access: access, major: 1, minor: 3)
@@ -298,7 +299,7 @@ struct DeviceOpenAttackTests {
                 }
             }
         }
-        _ = try TestProcess.shell("rm -rf '\(path)'")
+        try TestProcess.setup("rm", ["-rf", path])
         let node = try directory.makeNullNode("video0")
         let fd = try NodeOpener.open(node, access: .readWrite, major: 1, minor: 3)
         #expect(fcntl(fd, F_GETFL) & O_NONBLOCK == 0, "the descriptor was left non-blocking")

@@ -13,7 +13,7 @@ struct ExampleProgramTests {
         let setup = try RequestSetup(policy: "[camera]\nDefault=deny\n")
         let erin = try TestUser("snapno")
         let output = try TemporaryDirectory()
-        try TestProcess.shell("chown \(erin.uid) '\(output.path)'")
+        try TestProcess.setup("chown", ["\(erin.uid)", output.path])
         let run = try erin.run(LibraryProbe.built("snapshot"), [output.path + "/frame.ppm"],
                                environment: ["DEVACCESS_SOCKET": setup.daemon.socketPath])
         #expect(run.status == 77, "\(run.stdout) \(run.stderr)")
@@ -28,7 +28,7 @@ struct ExampleProgramTests {
         let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
         let erin = try TestUser("snapyes")
         let output = try TemporaryDirectory()
-        try TestProcess.shell("chown \(erin.uid) '\(output.path)'")
+        try TestProcess.setup("chown", ["\(erin.uid)", output.path])
         let run = try erin.run(LibraryProbe.built("snapshot"), [output.path + "/frame.ppm"],
                                environment: ["DEVACCESS_SOCKET": setup.daemon.socketPath])
         #expect(run.status == 74 && run.stderr.contains("not a V4L2 device"), "\(run.stdout) \(run.stderr)")
@@ -46,7 +46,7 @@ struct ExampleProgramTests {
         let daemon = try RunningDaemon(arguments: ["--config-dir", config.path])
         let erin = try TestUser("snapvivid")
         let output = try TemporaryDirectory()
-        try TestProcess.shell("chown \(erin.uid) '\(output.path)'")
+        try TestProcess.setup("chown", ["\(erin.uid)", output.path])
         let frame = output.path + "/frame.ppm"
         let run = try erin.run(LibraryProbe.built("snapshot"), [frame], environment: ["DEVACCESS_SOCKET": daemon.socketPath])
         #expect(run.status == 0, "\(run.stdout) \(run.stderr)")

@@ -207,7 +207,7 @@ struct LiveEnforcementTests {
         let daemon = try setup.daemon(["--reconcile-interval", "1"])
         try setup.grant([], through: daemon)
         // An ACL edit makes no event the daemon watches: only the periodic run sees it.
-        #expect(try TestProcess.shell("setfacl -x u:\(setup.user.uid) '\(setup.node)'").status == 0)
+        try TestProcess.setup("setfacl", ["-x", "u:\(setup.user.uid)", setup.node])
         // Not checked absent here: with a 1 s period the run may repair it before this line
         // (a loaded CI machine did). The periodic run's own log line below says it did the repair.
         #expect(Self.waitFor(3) { setup.hasEntry } != nil, "\(daemon.log)")
@@ -222,7 +222,7 @@ struct LiveEnforcementTests {
         let setup = try Setup("liveoff")
         let daemon = try setup.daemon(["--reconcile-interval", "0"])
         try setup.grant([], through: daemon)
-        #expect(try TestProcess.shell("setfacl -x u:\(setup.user.uid) '\(setup.node)'").status == 0)
+        try TestProcess.setup("setfacl", ["-x", "u:\(setup.user.uid)", setup.node])
         Thread.sleep(forTimeInterval: 1.5)
         #expect(!setup.hasEntry)
         #expect(!daemon.log.contains("trigger=periodic"))

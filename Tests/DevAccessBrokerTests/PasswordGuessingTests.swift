@@ -104,8 +104,7 @@ struct PasswordGuessingTests {
     @Test func parallelGuessersGetAtMostOneCheckASecondAndTheDaemonStaysSmall() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=auth_self\n")
         let mallory = try TestUser("guess")
-        let set = try TestProcess.shell("echo '\(mallory.name):correct horse 42' | chpasswd")
-        try #require(set.status == 0, "chpasswd: \(set.stderr)")
+        try mallory.setPassword("correct horse 42")
         let before = Footprint.of(setup.daemon.pid)
 
         let seconds = 8.0

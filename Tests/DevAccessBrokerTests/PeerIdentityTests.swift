@@ -19,9 +19,7 @@ extension DaemonTests {
         init(aclFor owner: TestUser, arguments: [String] = []) throws {
             nodes = try TemporaryDirectory()
             node = try nodes.makeNullNode("video0", mode: "0600")
-            guard try TestProcess.shell("setfacl -m u:\(owner.uid):rw '\(node)'").status == 0 else {
-                throw SetupError("setfacl failed")
-            }
+            try TestProcess.setup("setfacl", ["-m", "u:\(owner.uid):rw", node])
             let devices = try declareDevices([[
                 "permission": "camera", "id": "camera:test-video-index0", "name": "Test Camera",
                 "nodes": [["path": node, "major": 1, "minor": 3]],
@@ -229,24 +227,22 @@ final class AdminGroup {
     private var members: [String] = []
 
     init() throws {
-        if try TestProcess.shell("getent group \(name)").status == 0 {
+        if try TestProcess.run("/usr/bin/getent", ["group", name]).status == 0 {
             created = false
         } else {
-            guard try TestProcess.shell("groupadd -r \(name)").status == 0 else { throw SetupError("groupadd \(name)") }
+            try TestProcess.setup("groupadd", ["-r", name])
             created = true
         }
     }
 
     func add(_ user: TestUser) throws {
-        guard try TestProcess.shell("usermod -a -G \(name) \(user.name)").status == 0 else {
-            throw SetupError("usermod -a -G \(name) \(user.name)")
-        }
+        try TestProcess.setup("usermod", ["-a", "-G", name, user.name])
         members.append(user.name)
     }
 
     deinit {
-        for member in members { _ = try? TestProcess.shell("gpasswd -d \(member) \(name) >/dev/null 2>&1") }
-        if created { _ = try? TestProcess.shell("groupdel \(name)") }
+        for member in members { TestProcess.cleanup("gpasswd", ["-d", member, name]) }
+        if created { TestProcess.cleanup("groupdel", [name]) }
     }
 }
 

@@ -20,7 +20,8 @@ struct PrivacySwitchAttackTests {
         let setup = try RequestSetup(policy: PrivacySwitchTests.policy)
         let owner = try TestUser("swown")
         let camera = setup.camera
-        #expect(try TestProcess.shell("chown \(owner.name) '\(camera)' && chmod 0660 '\(camera)'").status == 0)
+        try TestProcess.setup("chown", [owner.name, camera])
+        try TestProcess.setup("chmod", ["0660", camera])
         #expect(try owner.canOpen(camera, .readWrite))
         let before = try PrivacySwitchTests.access(camera)
 
@@ -65,7 +66,8 @@ struct PrivacySwitchAttackTests {
         let setup = try RequestSetup(policy: PrivacySwitchTests.policy)
         let foreign = try TestUser("swother")
         let camera = setup.camera
-        #expect(try TestProcess.shell("chmod 0660 '\(camera)' && setfacl -m u:\(foreign.name):rw '\(camera)'").status == 0)
+        try TestProcess.setup("chmod", ["0660", camera])
+        try TestProcess.setup("setfacl", ["-m", "u:\(foreign.name):rw", camera])
         #expect(try foreign.canOpen(camera, .readWrite))
         let off = try Self.root(["switch", "camera", "off", "--hard"], setup)
         #expect(off.status == 0, "\(off.stdout) \(off.stderr)")
@@ -73,8 +75,8 @@ struct PrivacySwitchAttackTests {
 
         // 1:5 (/dev/zero's numbers), root's, 0600, made aside and renamed into place.
         #expect(unlink(camera) == 0)
-        #expect(try TestProcess.shell("mknod '\(camera).other' c 1 5 && chmod 0600 '\(camera).other' && "
-            + "mv '\(camera).other' '\(camera)'").status == 0)
+        try TestProcess.setup("mknod", ["-m", "0600", "\(camera).other", "c", "1", "5"])
+        try TestProcess.setup("mv", ["\(camera).other", camera])
         let other = try PrivacySwitchTests.access(camera)
         _ = try Self.root(["switch", "camera", "on"], setup)
         #expect(try !foreign.canOpen(camera, .read), "the old node's ACL entry was put on 1:5")
@@ -90,7 +92,8 @@ struct PrivacySwitchAttackTests {
                                      firstDaemonEnvironment: ["DEVACCESS_TEST_CRASH_AT": "after-ledger-write"])
         let foreign = try TestUser("swcrash")
         let camera = setup.camera
-        #expect(try TestProcess.shell("chmod 0660 '\(camera)' && setfacl -m u:\(foreign.name):rw '\(camera)'").status == 0)
+        try TestProcess.setup("chmod", ["0660", camera])
+        try TestProcess.setup("setfacl", ["-m", "u:\(foreign.name):rw", camera])
         let before = try PrivacySwitchTests.access(camera)
 
         _ = try Self.root(["switch", "camera", "off", "--hard"], setup)

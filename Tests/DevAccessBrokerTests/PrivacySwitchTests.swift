@@ -42,8 +42,9 @@ struct PrivacySwitchTests {
         func likeUdev(_ path: String? = nil) throws {
             // What udev and logind would set up: group video 0660, a uaccess-style entry.
             let node = path ?? camera
-            #expect(try TestProcess.shell("chgrp \(video.name) '\(node)' && chmod 0660 '\(node)' && "
-                + "setfacl -m u:\(foreign.name):rw '\(node)'").status == 0)
+            try TestProcess.setup("chgrp", [video.name, node])
+            try TestProcess.setup("chmod", ["0660", node])
+            try TestProcess.setup("setfacl", ["-m", "u:\(foreign.name):rw", node])
         }
         try likeUdev()
         for permission in ["camera", "microphone"] {
@@ -155,7 +156,7 @@ struct PrivacySwitchTests {
         let granted = try TestUser("swsoft")
         let foreign = try TestUser("swsoftf")
         #expect(try Self.root(["grant", "camera", "--user", granted.name], setup).status == 0)
-        #expect(try TestProcess.shell("setfacl -m u:\(foreign.name):r '\(setup.camera)'").status == 0)
+        try TestProcess.setup("setfacl", ["-m", "u:\(foreign.name):r", setup.camera])
         #expect(try Self.root(["switch", "camera", "off"], setup).status == 0)
         #expect(try !granted.canOpen(setup.camera, .read))
         #expect(try foreign.canOpen(setup.camera, .read))

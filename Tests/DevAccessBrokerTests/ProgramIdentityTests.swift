@@ -21,9 +21,7 @@ struct ProgramIdentityTests {
     /// A directory the user owns, as their home or /tmp would be: what they put there is theirs.
     static func userDirectory(_ user: TestUser) throws -> TemporaryDirectory {
         let directory = try TemporaryDirectory()
-        guard try TestProcess.shell("chown \(user.uid):\(user.gid) '\(directory.path)'").status == 0 else {
-            throw SetupError("chown \(directory.path) failed")
-        }
+        try TestProcess.setup("chown", ["\(user.uid):\(user.gid)", directory.path])
         return directory
     }
 
@@ -40,7 +38,7 @@ struct ProgramIdentityTests {
             let file = directory.path + "/evil.c"
             try Data((source.isEmpty ? "__attribute__((constructor)) static void evil(void) {}\n" : source).utf8)
                 .write(to: URL(fileURLWithPath: file))
-            _ = try TestProcess.shell("chown \(user.uid):\(user.gid) '\(file)'")
+            try TestProcess.setup("chown", ["\(user.uid):\(user.gid)", file])
             let built = try user.run(compiler, ["-shared", "-fPIC", "-o", library, file])
             guard built.status == 0 else { throw SetupError("cc failed: \(built.stderr)") }
         } else {
@@ -209,8 +207,8 @@ struct ProgramIdentityTests {
 
         // Typed at a shell (`; true`: so the shell does not exec devaccess in its place).
         let shell = DaemonTests.realPath("/bin/sh")
-        let typed = try erin.run("/bin/sh", ["-c", "'\(TestProcess.devaccessBinary)' request microphone --socket "
-                                             + "'\(setup.daemon.socketPath)'; true"])
+        let typed = try erin.run("/bin/sh", ["-c", #""$1" request microphone --socket "$2"; true"#,
+                                             "sh", TestProcess.devaccessBinary, setup.daemon.socketPath])
         #expect(typed.stderr.contains("queued"), "\(typed.stdout) \(typed.stderr)")
         let events = try setup.requestEvents(erin).filter { $0.details["stage"] == "received" && $0.permission == .microphone }
         #expect(events.first?.program == shell, "\(events.map(\.program))")

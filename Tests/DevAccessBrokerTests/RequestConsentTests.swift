@@ -37,8 +37,7 @@ struct RequestConsentTests {
     @Test func authSelfTakesTheRightPasswordAndNeverRecordsAWrongOneAsDenial() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=auth_self\n")
         let user = try TestUser("self")
-        let set = try TestProcess.shell("echo '\(user.name):correct horse 42' | chpasswd")
-        try #require(set.status == 0, "chpasswd: \(set.stderr)")
+        try user.setPassword("correct horse 42")
         let arguments = ["request", "camera", "--for", "1h"] + setup.socket
 
         let wrong = try user.onTerminal(arguments, answers: [("Password", "guess one\n"), ("attempt 2", "guess two\n"),

@@ -57,7 +57,7 @@ final class RequestSetup: @unchecked Sendable {
         pamService = "devaccess-test-req\(getpid() % 100_000)"
         let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../config/pam.d/devaccess").standardized.path
-        try TestProcess.shell("cp '\(shipped)' /etc/pam.d/\(pamService)")
+        try TestProcess.setup("cp", [shipped, "/etc/pam.d/\(pamService)"])
         var arguments = ["--config-dir", config.path]
         if let group = self.admins { arguments += ["--admin-group", group.name] }
         arguments += daemonArguments
@@ -95,7 +95,7 @@ final class RequestSetup: @unchecked Sendable {
                                    socket: daemon.socketPath)
     }
 
-    deinit { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(pamService)") }
+    deinit { TestProcess.cleanup("rm", ["-f", "/etc/pam.d/\(pamService)"]) }
 
     var socket: [String] { ["--socket", daemon.socketPath] }
 

@@ -40,8 +40,8 @@ struct AuditArchiveCommandTests {
         #expect(verify.stdout.contains("older ones are archived"), "\(verify.stdout)")
         // A relative --archive-file is the caller's, made absolute before it is sent.
         let name = String(path.split(separator: "/").last ?? "")
-        let relative = try TestProcess.run("/bin/sh", ["-c", "cd '\(fx.state.path)' && exec '\(TestProcess.devaccessBinary)' "
-                                                    + "audit --verify --archive-file '\(name)' --offline"],
+        let relative = try TestProcess.run("/bin/sh", ["-c", #"cd "$1" && exec "$2" audit --verify --archive-file "$3" --offline"#,
+                                                       "sh", fx.state.path, TestProcess.devaccessBinary, name],
                                            environment: fx.environment)
         #expect(relative.status == 0, "\(relative.stdout) \(relative.stderr)")
         #expect(relative.stdout.contains("archive intact"), "\(relative.stdout)")

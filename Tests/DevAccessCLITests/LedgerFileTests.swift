@@ -85,8 +85,8 @@ struct LedgerFileTests {
         let fx = try AdminFixture("readonly")
         try seed(fx)
         let before = fx.fileBytes(fx.ledgerPath)
-        try TestProcess.shell("chattr +i '\(fx.ledgerPath)'")
-        defer { _ = try? TestProcess.shell("chattr -i '\(fx.ledgerPath)'") }
+        try TestProcess.setup("chattr", ["+i", fx.ledgerPath])
+        defer { TestProcess.cleanup("chattr", ["-i", fx.ledgerPath]) }
         let result = try fx.run(["grant", "camera", "--user", fx.alice.name])
         #expect(result.status == 74, "\(result.stderr)")
         #expect(result.stderr.contains("ledger \(fx.ledgerPath) cannot be written"))

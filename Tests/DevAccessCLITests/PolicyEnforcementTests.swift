@@ -119,7 +119,7 @@ struct GateReportTests {
         let crew = try TestGroup("gate", members: [fx.alice])
         let node = try fx.camera("video0", group: crew.name, mode: "0660")
         #expect(try fx.run(["grant", "camera", "--user", bob.name]).status == 0)
-        #expect(try TestProcess.shell("setfacl -m u:\(carol.name):rw '\(node)'").status == 0)
+        try TestProcess.setup("setfacl", ["-m", "u:\(carol.name):rw", node])
 
         let status = try fx.json(try fx.run(["status", "camera", "--json"]))
         let gate = try #require(status["gate"] as? [String: Any], "\(status)")
@@ -156,7 +156,8 @@ struct GateReportTests {
         #expect(checks.first { $0["name"] as? String == "deny-default" }?["status"] as? String == "warn")
 
         // Closed to everyone but devaccess: the group loses its bits, carol's entry goes.
-        #expect(try TestProcess.shell("setfacl -x u:\(carol.name) '\(node)' && chmod g-rw '\(node)'").status == 0)
+        try TestProcess.setup("setfacl", ["-x", "u:\(carol.name)", node])
+        try TestProcess.setup("chmod", ["g-rw", node])
         let closed = try fx.json(try fx.run(["status", "camera", "--json"]))
         #expect((closed["gate"] as? [String: Any])?["effective"] as? Bool == true, "\(closed)")
     }

@@ -146,7 +146,7 @@ struct EnforcementTests {
         #expect(try fx.alice.canOpen(node, .readWrite))
 
         // Unplug and plug back: the node is a new inode with no ACL.
-        try TestProcess.shell("rm -f '\(node)'")
+        try TestProcess.setup("rm", ["-f", node])
         _ = try fx.nodes.makeNullNode("video0")
         #expect(try !fx.alice.canOpen(node, .read))
         #expect(try fx.status(fx.alice).drift.count == 1)
@@ -162,7 +162,7 @@ struct EnforcementTests {
         let fx = try EngineFixture("unplug")
         let node = try fx.camera("video0")
         _ = try fx.allow(fx.alice)
-        try TestProcess.shell("rm -f '\(node)'")
+        try TestProcess.setup("rm", ["-f", node])
         // The device is gone from the list altogether (udev removed it).
         let report = try fx.engine(devices: FixedDeviceSource([])).reconcile()
         #expect(report.changes.isEmpty && report.problems.isEmpty)
@@ -242,7 +242,7 @@ struct EnforcementTests {
     @Test func foreignEntriesAreNeverRemoved() throws {
         let fx = try EngineFixture("foreign")
         let node = try fx.camera("video0")
-        try TestProcess.shell("setfacl -m u:\(fx.bob.name):rw '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(fx.bob.name):rw", node])
         let before = try fx.getfacl(node)
 
         _ = try fx.allow(fx.alice)
@@ -258,7 +258,7 @@ struct EnforcementTests {
     @Test func grantedUsersOwnHandMadeEntryIsLeftAlone() throws {
         let fx = try EngineFixture("handmade")
         let node = try fx.camera("video0")
-        try TestProcess.shell("setfacl -m u:\(fx.alice.name):r '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(fx.alice.name):r", node])
         let before = try fx.getfacl(node)
         let outcome = try fx.allow(fx.alice)
         // Not widened, not recorded: devaccess did not make it.
@@ -276,9 +276,9 @@ struct EnforcementTests {
         let target = try fx.nodes.makeNullNode("target")
         let targetBefore = try fx.getfacl(target)
         let link = fx.nodes.path + "/video0"
-        try TestProcess.shell("ln -s '\(target)' '\(link)'")
+        try TestProcess.setup("ln", ["-s", target, link])
         let file = fx.nodes.path + "/video1"
-        try TestProcess.shell("install -m 0600 /dev/null '\(file)'")
+        try TestProcess.setup("install", ["-m", "0600", "/dev/null", file])
         for (name, path) in [("video0", link), ("video1", file)] {
             fx.declare(DeclaredDevice(permission: .camera, id: "camera:test-\(name)", name: name,
                                       nodes: [DeclaredNode(path: path, major: 1, minor: 3)]))
@@ -302,7 +302,7 @@ struct EnforcementTests {
         let stale = DeclaredDeviceSource(devices: try #require(Optional(fx.declared))).report(for: .camera)
         let target = try fx.nodes.makeNullNode("target")
         let targetBefore = try fx.getfacl(target)
-        try TestProcess.shell("rm -f '\(node)' && ln -s '\(target)' '\(node)'")
+        try TestProcess.setup("ln", ["-sf", target, node])
 
         let outcome = try fx.allow(fx.alice, engine: try fx.engine(devices: FixedDeviceSource([stale])))
         #expect(outcome.report.problems.map(\.kind) == [.refused])
@@ -319,7 +319,7 @@ struct EnforcementTests {
         _ = try fx.allow(fx.alice)
         let target = try fx.nodes.makeNullNode("target")
         let targetBefore = try fx.getfacl(target)
-        try TestProcess.shell("rm -f '\(node)' && ln -s '\(target)' '\(node)'")
+        try TestProcess.setup("ln", ["-sf", target, node])
         let revoked = try fx.engine().revoke(permission: .camera, subject: fx.principal(fx.alice))
         #expect(revoked.report.problems.map(\.kind) == [.refused])
         #expect(try fx.getfacl(target) == targetBefore)

@@ -22,7 +22,7 @@ struct ForeignEntryAndMaskTests {
         let probed = DeclaredDeviceSource(devices: fx.declared).report(for: .camera)
         #expect(probed.devices.first?.nodes.first?.facts?.acl == nil)
         // ...then the entry appears, then the engine edits from what it probed.
-        try TestProcess.shell("setfacl -m u:\(fx.alice.name):r '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(fx.alice.name):r", node])
         let planted = try fx.getfacl(node)
         #expect(planted.contains("user:\(fx.alice.uid):r--"))
 
@@ -59,7 +59,7 @@ struct ForeignEntryAndMaskTests {
         let fx = try EngineFixture("racerw")
         let node = try fx.camera("video0")
         let probed = DeclaredDeviceSource(devices: fx.declared).report(for: .camera)
-        try TestProcess.shell("setfacl -m u:\(fx.alice.name):rw '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(fx.alice.name):rw", node])
         let planted = try fx.getfacl(node)
 
         let outcome = try fx.allow(fx.alice, engine: try fx.engine(devices: FixedDeviceSource([probed])))
@@ -81,7 +81,7 @@ struct ForeignEntryAndMaskTests {
         let carol = try TestUser("maskc")
         let owners = try TestGroup("mask", members: [carol])
         let node = try fx.camera("video0", group: owners.name, mode: "0660")
-        try TestProcess.shell("setfacl -m u:\(fx.bob.name):rw,m::r '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(fx.bob.name):rw,m::r", node])
         for user in [carol, fx.bob] {
             #expect(try user.canOpen(node, .read))
             #expect(try !user.canOpen(node, .write))
@@ -95,7 +95,7 @@ struct ForeignEntryAndMaskTests {
             #expect(try !user.canOpen(node, .write), "\(user.name) after the grant")
         }
 
-        try TestProcess.shell("chmod g-w '\(node)'")
+        try TestProcess.setup("chmod", ["g-w", node])
         #expect(try !fx.alice.canOpen(node, .write))
         let restored = try fx.engine().reconcile()
         #expect(restored.changes.map(\.action) == [.aclAdded])

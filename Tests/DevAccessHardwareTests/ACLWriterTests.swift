@@ -77,7 +77,7 @@ struct ACLWriterTests {
 
     @Test func foreignEntrySurvivesOurAddAndRemove() throws {
         let path = try node("foreign")
-        try TestProcess.shell("setfacl -m u:\(bob.name):rw '\(path)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(bob.name):rw", path])
         try ACLWriter.addUserEntry(path: path, expectedMajor: 1, expectedMinor: 3, uid: alice.uid)
         let both = try #require(try entries(path))
         #expect(both.contains(ACLEntry(tag: .user(bob.uid), permissions: .readWrite, qualifierName: bob.name)))
@@ -96,7 +96,7 @@ struct ACLWriterTests {
     /// effective again, not report "no change".
     @Test func narrowedMaskIsRecalculated() throws {
         let path = try node("mask")
-        try TestProcess.shell("setfacl -m u:\(alice.name):rw,m::r '\(path)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(alice.name):rw,m::r", path])
         #expect(try !alice.canOpen(path, .write))
         #expect(try ACLWriter.addUserEntry(path: path, expectedMajor: 1, expectedMinor: 3, uid: alice.uid))
         #expect(try alice.canOpen(path, .readWrite))
@@ -138,7 +138,7 @@ struct ACLWriterTests {
     @Test func narrowedMaskStillLimitsEveryoneElse() throws {
         let others = try Others()
         let path = try directory.makeNullNode("narrowed", group: others.owners.name, mode: "0660")
-        try TestProcess.shell("setfacl -m g:\(others.crew.name):rw,u:\(others.named.name):rw,m::r '\(path)'")
+        try TestProcess.setup("setfacl", ["-m", "g:\(others.crew.name):rw,u:\(others.named.name):rw,m::r", path])
         try expectReadOnly(others.users, path, "before the add")
 
         #expect(try ACLWriter.addUserEntry(path: path, expectedMajor: 1, expectedMinor: 3, uid: alice.uid))
@@ -161,7 +161,8 @@ struct ACLWriterTests {
     @Test func maskNarrowedByChmodStillLimitsEveryoneElse() throws {
         let others = try Others()
         let path = try directory.makeNullNode("chmod", group: others.owners.name, mode: "0660")
-        try TestProcess.shell("setfacl -m g:\(others.crew.name):rw,u:\(others.named.name):rw '\(path)' && chmod g-w '\(path)'")
+        try TestProcess.setup("setfacl", ["-m", "g:\(others.crew.name):rw,u:\(others.named.name):rw", path])
+        try TestProcess.setup("chmod", ["g-w", path])
         try expectReadOnly(others.users, path, "before the add")
 
         try ACLWriter.addUserEntry(path: path, expectedMajor: 1, expectedMinor: 3, uid: alice.uid)
@@ -178,7 +179,7 @@ struct ACLWriterTests {
     @Test func droppedMaskDoesNotWidenTheOwningGroup() throws {
         let others = try Others()
         let path = try directory.makeNullNode("dropped", group: others.owners.name, mode: "0660")
-        try TestProcess.shell("setfacl -m m::r '\(path)'")
+        try TestProcess.setup("setfacl", ["-m", "m::r", path])
         try expectReadOnly([others.owner], path, "before the add")
 
         try ACLWriter.addUserEntry(path: path, expectedMajor: 1, expectedMinor: 3, uid: alice.uid)
@@ -229,7 +230,7 @@ struct ACLWriterTests {
     /// it is (no widening, no mask change, no write at all).
     @Test func createOnlyNeverTouchesAnExistingEntry() throws {
         let path = try node("existing")
-        try TestProcess.shell("setfacl -m u:\(alice.name):r '\(path)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(alice.name):r", path])
         let before = try fingerprint(path)
         #expect(try ACLWriter.createUserEntry(path: path, expectedMajor: 1, expectedMinor: 3, uid: alice.uid)
                 == .alreadyPresent(permissions: .read, effective: .read))
@@ -238,7 +239,7 @@ struct ACLWriterTests {
         #expect(try !alice.canOpen(path, .write))
 
         let masked = try node("masked")
-        try TestProcess.shell("setfacl -m u:\(alice.name):rw,m::r '\(masked)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(alice.name):rw,m::r", masked])
         let maskedBefore = try fingerprint(masked)
         #expect(try ACLWriter.createUserEntry(path: masked, expectedMajor: 1, expectedMinor: 3, uid: alice.uid)
                 == .alreadyPresent(permissions: .readWrite, effective: .read))
@@ -249,9 +250,9 @@ struct ACLWriterTests {
     @Test func createOnlyKeepsTheNodeChecks() throws {
         let target = try node("ctarget")
         let link = directory.path + "/clink"
-        try TestProcess.shell("ln -s '\(target)' '\(link)'")
+        try TestProcess.setup("ln", ["-s", target, link])
         let planted = directory.path + "/czero"
-        try TestProcess.shell("mknod -m 0600 '\(planted)' c 1 5")
+        try TestProcess.setup("mknod", ["-m", "0600", planted, "c", "1", "5"])
         let before = (try fingerprint(target), try fingerprint(planted))
         #expect(throws: ACLWriter.WriteError.notCharacterDevice(link, found: .symlink)) {
             try ACLWriter.createUserEntry(path: link, expectedMajor: 1, expectedMinor: 3, uid: alice.uid)
@@ -267,7 +268,7 @@ struct ACLWriterTests {
     @Test func symlinkIsRefusedAndTargetUntouched() throws {
         let target = try node("target")
         let link = directory.path + "/link"
-        try TestProcess.shell("ln -s '\(target)' '\(link)'")
+        try TestProcess.setup("ln", ["-s", target, link])
         let before = try fingerprint(target)
         #expect(throws: ACLWriter.WriteError.notCharacterDevice(link, found: .symlink)) {
             try ACLWriter.addUserEntry(path: link, expectedMajor: 1, expectedMinor: 3, uid: alice.uid)
@@ -281,7 +282,7 @@ struct ACLWriterTests {
 
     @Test func regularFileIsRefusedAndUntouched() throws {
         let file = directory.path + "/plain"
-        try TestProcess.shell("install -m 0600 /dev/null '\(file)'")
+        try TestProcess.setup("install", ["-m", "0600", "/dev/null", file])
         let before = try fingerprint(file)
         #expect(throws: ACLWriter.WriteError.notCharacterDevice(file, found: .regular)) {
             try ACLWriter.addUserEntry(path: file, expectedMajor: 1, expectedMinor: 3, uid: alice.uid)
@@ -293,7 +294,7 @@ struct ACLWriterTests {
     @Test func otherDeviceIsRefusedAndUntouched() throws {
         let planted = directory.path + "/zero"
         // /dev/zero's numbers where /dev/null's were expected.
-        try TestProcess.shell("mknod -m 0600 '\(planted)' c 1 5")
+        try TestProcess.setup("mknod", ["-m", "0600", planted, "c", "1", "5"])
         let before = try fingerprint(planted)
         #expect(throws: ACLWriter.WriteError.wrongDevice(planted, expectedMajor: 1, expectedMinor: 3,
                                                           foundMajor: 1, foundMinor: 5)) {

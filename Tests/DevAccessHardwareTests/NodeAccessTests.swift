@@ -56,21 +56,21 @@ struct NodeAccessTests {
 
     @Test func namedUserEntry() throws {
         let node = try directory.makeNullNode("named-user", group: "root", mode: "0600")
-        try TestProcess.shell("setfacl -m u:\(bob.name):rw '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(bob.name):rw", node])
         try expectAgreement(node, bob, expected: .readWrite)
         try expectAgreement(node, alice, expected: .none)
     }
 
     @Test func namedGroupEntry() throws {
         let node = try directory.makeNullNode("named-group", mode: "0600")
-        try TestProcess.shell("setfacl -m g:\(crew.name):rw '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "g:\(crew.name):rw", node])
         try expectAgreement(node, alice, expected: .readWrite)
         try expectAgreement(node, bob, expected: .none)
     }
 
     @Test func maskLimitsNamedEntries() throws {
         let node = try directory.makeNullNode("mask", mode: "0600")
-        try TestProcess.shell("setfacl -m u:\(bob.name):rw,g:\(crew.name):rw,m::r '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(bob.name):rw,g:\(crew.name):rw,m::r", node])
         let facts = try NodeInspector.inspect(node)
         #expect(facts.acl?.contains { $0.tag == .mask && $0.permissions == .read } == true)
         try expectAgreement(node, bob, expected: .read)
@@ -79,7 +79,7 @@ struct NodeAccessTests {
 
     @Test func emptyMaskSendsNamedEntriesToTheModeBits() throws {
         let node = try directory.makeNullNode("empty-mask", mode: "0604")
-        try TestProcess.shell("setfacl -m u:\(bob.name):rw,g:\(crew.name):rw,m::--- '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(bob.name):rw,g:\(crew.name):rw,m::---", node])
         try expectAgreement(node, bob, expected: .read)
         try expectAgreement(node, alice, expected: .read)
     }
@@ -94,7 +94,7 @@ struct NodeAccessTests {
     @Test func readAndWriteFromDifferentGroupsIsNotReadWrite() throws {
         let second = try TestGroup("second", members: [alice])
         let node = try directory.makeNullNode("split", group: crew.name, mode: "0640")
-        try TestProcess.shell("setfacl -m g:\(second.name):w '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "g:\(second.name):w", node])
         try expectAgreement(node, alice, expected: .read)
         let facts = try NodeInspector.inspect(node)
         let identity = try UserDatabase.identity(for: alice.name)
@@ -104,7 +104,7 @@ struct NodeAccessTests {
 
     @Test func inspectorReportsOwnerGroupModeAndACL() throws {
         let node = try directory.makeNullNode("facts", owner: alice.name, group: crew.name, mode: "0640")
-        try TestProcess.shell("setfacl -m u:\(bob.name):r '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "u:\(bob.name):r", node])
         let facts = try NodeInspector.inspect(node)
         #expect(facts.kind == .characterDevice)
         #expect((facts.major, facts.minor) == (1, 3))
@@ -114,7 +114,7 @@ struct NodeAccessTests {
 
     @Test func inspectorRefusesToFollowSymlinksAndReportsVanishedNodes() throws {
         let node = try directory.makeNullNode("target", mode: "0666")
-        try TestProcess.shell("ln -s '\(node)' '\(directory.path)/link'")
+        try TestProcess.setup("ln", ["-s", node, "\(directory.path)/link"])
         #expect(try NodeInspector.inspect("\(directory.path)/link").kind == .symlink)
         #expect(throws: NodeInspector.InspectionError.vanished("\(directory.path)/gone")) {
             try NodeInspector.inspect("\(directory.path)/gone")

@@ -70,12 +70,13 @@ struct NodeHoldersTests {
     @Test func aDeletedProgramIsReportedAsSuch() throws {
         let camera = try directory.makeNode("video0", major: 1, minor: 7)
         let copy = directory.path + "/sleeper (deleted)"
-        try TestProcess.shell("cp /usr/bin/sleep '\(copy)'; cp /usr/bin/sleep '\(directory.path)/gone'")
+        try TestProcess.setup("cp", ["/usr/bin/sleep", copy])
+        try TestProcess.setup("cp", ["/usr/bin/sleep", "\(directory.path)/gone"])
         let named = try BackgroundProcess(shell: "exec 3<'\(camera)'; exec '\(copy)' 60", as: alice)
         let gone = try BackgroundProcess(shell: "exec 3<'\(camera)'; exec '\(directory.path)/gone' 60", as: alice)
         try named.waitUntilRunning(copy)
         try gone.waitUntilRunning(directory.path + "/gone")
-        try TestProcess.shell("rm '\(directory.path)/gone'")
+        try TestProcess.setup("rm", ["\(directory.path)/gone"])
         let holders = NodeHolders.scan(for: [WatchedNode(path: camera, major: 1, minor: 7)]).holders
         let byNamed = try #require(holders.first { $0.pid == named.pid })
         #expect(byNamed.program == copy && !byNamed.programDeleted)

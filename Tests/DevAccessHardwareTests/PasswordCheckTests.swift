@@ -18,12 +18,11 @@ struct PasswordCheckTests {
         // Without the service file PAM would silently use /etc/pam.d/other instead.
         let copied = try TestProcess.run("/bin/cp", [shipped, "/etc/pam.d/\(service)"])
         try #require(copied.status == 0, "cp \(shipped): \(copied.stderr)")
-        let set = try TestProcess.shell("echo '\(user.name):correct horse 42' | chpasswd")
-        try #require(set.status == 0, "chpasswd: \(set.stderr)")
+        try user.setPassword("correct horse 42")
     }
 
     @Test func rightPasswordPassesWrongOneIsRejected() throws {
-        defer { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(service)") }
+        defer { TestProcess.cleanup("rm", ["-f", "/etc/pam.d/\(service)"]) }
         try PasswordCheck.verify(user: user.name, password: "correct horse 42", service: service)
         do {
             try PasswordCheck.verify(user: user.name, password: "wrong", service: service)
@@ -35,7 +34,7 @@ struct PasswordCheckTests {
     }
 
     @Test func lockedAccountIsRejected() throws {
-        defer { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(service)") }
+        defer { TestProcess.cleanup("rm", ["-f", "/etc/pam.d/\(service)"]) }
         try PasswordCheck.verify(user: user.name, password: "correct horse 42", service: service)
         try #require(try TestProcess.run("/usr/sbin/usermod", ["-L", user.name]).status == 0)
         do {
@@ -51,7 +50,7 @@ struct PasswordCheckTests {
     /// pam_faillock in the shipped file: ten wrong passwords lock the user out of the
     /// service, the right one included, until the lock ends or an administrator resets it.
     @Test func tenWrongPasswordsLockTheUserUntilReset() throws {
-        defer { _ = try? TestProcess.shell("rm -f /etc/pam.d/\(service)") }
+        defer { TestProcess.cleanup("rm", ["-f", "/etc/pam.d/\(service)"]) }
         for _ in 0..<10 {
             #expect(throws: PasswordCheck.Failure.self) {
                 try PasswordCheck.verify(user: user.name, password: "guess", service: service)

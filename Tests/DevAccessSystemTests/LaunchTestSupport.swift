@@ -147,12 +147,12 @@ final class DeviceDirectory {
     /// A /dev/null twin (1:3), 0600 root, with `group:<gid>:rw` in its ACL.
     func makeNode(_ name: String, aclGroup: UInt32) throws -> String {
         let node = "\(path)/\(name)"
-        let result = try TestProcess.shell("mknod -m 0600 '\(node)' c 1 3 && setfacl -m g:\(aclGroup):rw '\(node)'")
-        guard result.status == 0 else { throw SetupError("mknod/setfacl \(node): \(result.stderr)") }
+        try TestProcess.setup("mknod", ["-m", "0600", node, "c", "1", "3"])
+        try TestProcess.setup("setfacl", ["-m", "g:\(aclGroup):rw", node])
         return node
     }
 
-    deinit { _ = try? TestProcess.shell("rm -rf '\(path)'") }
+    deinit { TestProcess.cleanup("rm", ["-rf", path]) }
 }
 
 /// The file descriptors open in process `pid`, by number.

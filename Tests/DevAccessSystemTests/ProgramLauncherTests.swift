@@ -60,7 +60,7 @@ struct ProgramLauncherTests {
     /// The run group is what opens the node: the same user without it gets EACCES.
     @Test func theRunGroupOpensANodeItsACLNames() throws {
         let node = try directory.makeNullNode("camera")
-        try TestProcess.shell("setfacl -m g:\(runGroup):rw '\(node)'")
+        try TestProcess.setup("setfacl", ["-m", "g:\(runGroup):rw", node])
         let open = """
             import os, sys, errno
             try:

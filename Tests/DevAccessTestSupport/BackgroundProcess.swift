@@ -97,8 +97,7 @@ extension TemporaryDirectory {
     /// open, and unlike /dev/null (1:3) no other process on the machine is likely to hold them).
     public func makeNode(_ name: String, major: UInt32, minor: UInt32, mode: String = "0666") throws -> String {
         let node = "\(path)/\(name)"
-        let result = try TestProcess.shell("mknod -m \(mode) '\(node)' c \(major) \(minor)")
-        guard result.status == 0 else { throw SetupError("mknod \(node): \(result.stderr)") }
+        try TestProcess.setup("mknod", ["-m", mode, node, "c", String(major), String(minor)])
         return node
     }
 }

@@ -11,7 +11,7 @@ public enum TestProcess {
     /// Runs a program to completion and captures its output. Test-only: it reads
     /// both pipes fully, so the child cannot block on a full pipe.
     public static func run(_ executable: String, _ arguments: [String],
-                           environment: [String: String]? = nil) throws -> ProcessOutput {
+                           environment: [String: String]? = nil, input: String? = nil) throws -> ProcessOutput {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -21,8 +21,13 @@ public enum TestProcess {
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle.nullDevice
+        let stdin = input.map { _ in Pipe() }
+        process.standardInput = stdin ?? FileHandle.nullDevice
         try process.run()
+        if let stdin, let input {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try stdin.fileHandleForWriting.close()
+        }
         // Read stderr on another thread while stdout is read here.
         let errData = ErrBox()
         let reader = Thread { errData.data = err.fileHandleForReading.readDataToEndOfFile() }
@@ -35,10 +40,34 @@ public enum TestProcess {
                              stderr: String(decoding: errData.data, as: UTF8.self))
     }
 
-    /// Runs a shell command line, for setup steps (`useradd`, `mknod`, `setfacl`).
+    /// Runs one setup step (`useradd`, `mknod`, `setfacl`, ...) with its arguments passed
+    /// as they are, no shell between: a name or path cannot turn into syntax. A step that
+    /// fails throws (with its stderr), so a test never goes on from a setup that did not happen.
+    /// `input` goes to the step's stdin (`chpasswd`).
     @discardableResult
-    public static func shell(_ command: String) throws -> ProcessOutput {
-        try run("/bin/sh", ["-c", command])
+    public static func setup(_ program: String, _ arguments: [String], input: String? = nil) throws -> ProcessOutput {
+        let result = try run(try executablePath(program), arguments, input: input)
+        guard result.status == 0 else {
+            throw SetupError("\(([program] + arguments).joined(separator: " ")) exited with \(result.status): "
+                + result.stderr.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        return result
+    }
+
+    /// A clean-up step (`userdel`, `groupdel`, `rm`): best effort, its failure is not the
+    /// test's (the thing may already be gone).
+    public static func cleanup(_ program: String, _ arguments: [String]) {
+        _ = try? run(try executablePath(program), arguments)
+    }
+
+    /// `program` as given when it is a path, else found in the administrator's PATH.
+    static func executablePath(_ program: String) throws -> String {
+        if program.contains("/") { return program }
+        for directory in ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
+            let path = "\(directory)/\(program)"
+            if access(path, X_OK) == 0 { return path }
+        }
+        throw SetupError("no program '\(program)' in /usr/sbin, /usr/bin, /sbin or /bin")
     }
 
     /// The freshly built `devaccess` next to the test binary (or $DEVACCESS_BIN).

@@ -33,13 +33,15 @@ public final class TestUser: @unchecked Sendable {
             if made.status != 4 { break }  // 4: uid already in use; take the next one
         }
         guard made.status == 0 else { throw SetupError("useradd \(name): \(made.stderr)") }
-        let ids = try TestProcess.shell("id -u \(name); id -g \(name)").stdout.split(separator: "\n")
-        guard ids.count == 2, let uid = UInt32(ids[0]), let gid = UInt32(ids[1]) else {
+        let uidText = try TestProcess.setup("id", ["-u", name]).stdout
+        let gidText = try TestProcess.setup("id", ["-g", name]).stdout
+        guard let uid = UInt32(uidText.trimmingCharacters(in: .whitespacesAndNewlines)),
+              let gid = UInt32(gidText.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw SetupError("cannot read the ids of \(name)")
         }
         if let homeDirectory, chown(homeDirectory.path, uid, gid) != 0 {
             let reason = String(cString: strerror(errno))
-            _ = try? TestProcess.shell("userdel \(name) 2>/dev/null")
+            TestProcess.cleanup("userdel", [name])
             throw SetupError("chown \(homeDirectory.path): \(reason)")
         }
         self.uid = uid
@@ -49,8 +51,16 @@ public final class TestUser: @unchecked Sendable {
         self.homeDirectory = homeDirectory
     }
 
+    /// Sets the user's password (chpasswd), for the PAM checks.
+    public func setPassword(_ password: String) throws {
+        try TestProcess.setup("chpasswd", [], input: "\(name):\(password)\n")
+    }
+
     /// The user, and pam_faillock's count of its wrong passwords (userdel leaves it).
-    deinit { _ = try? TestProcess.shell("userdel \(name) 2>/dev/null; rm -f /run/faillock/\(name)") }
+    deinit {
+        TestProcess.cleanup("userdel", [name])
+        TestProcess.cleanup("rm", ["-f", "/run/faillock/\(name)"])
+    }
 
     private static let uidCounter = Mutex<UInt32>(0)
 
@@ -87,20 +97,19 @@ public final class TestGroup: @unchecked Sendable {
 
     public init(_ tag: String, members: [TestUser]) throws {
         name = String("dg\(tag)\(getpid() % 100_000)\(UInt32.random(in: 0..<1000))".prefix(31))
-        guard try TestProcess.shell("groupadd -r \(name)").status == 0 else { throw SetupError("groupadd \(name)") }
+        try TestProcess.setup("groupadd", ["-r", name])
         for member in members {
-            guard try TestProcess.shell("usermod -a -G \(name) \(member.name)").status == 0 else {
-                throw SetupError("usermod -a -G \(name) \(member.name)")
-            }
+            try TestProcess.setup("usermod", ["-a", "-G", name, member.name])
         }
-        let out = try TestProcess.shell("getent group \(name) | cut -d: -f3").stdout
-        guard let gid = UInt32(out.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        // getent: name:password:GID:members
+        let entry = try TestProcess.setup("getent", ["group", name]).stdout.split(separator: ":", omittingEmptySubsequences: false)
+        guard entry.count >= 3, let gid = UInt32(entry[2]) else {
             throw SetupError("cannot read the gid of \(name)")
         }
         self.gid = gid
     }
 
-    deinit { _ = try? TestProcess.shell("groupdel \(name) 2>/dev/null") }
+    deinit { TestProcess.cleanup("groupdel", [name]) }
 }
 
 public struct SetupError: Error, CustomStringConvertible {
@@ -127,8 +136,8 @@ public final class TemporaryDirectory: @unchecked Sendable {
     public func makeNullNode(_ name: String, owner: String = "root", group: String = "root",
                              mode: String = "0600") throws -> String {
         let node = "\(path)/\(name)"
-        let result = try TestProcess.shell("mknod -m \(mode) '\(node)' c 1 3 && chown \(owner):\(group) '\(node)'")
-        guard result.status == 0 else { throw SetupError("mknod \(node): \(result.stderr)") }
+        try TestProcess.setup("mknod", ["-m", mode, node, "c", "1", "3"])
+        try TestProcess.setup("chown", ["\(owner):\(group)", node])
         return node
     }
 }
