@@ -29,6 +29,8 @@ let package = Package(
 
         // The model: permissions, statuses, reasons, access evaluation. Pure, no I/O.
         .target(name: "DevAccessCore"),
+        // The command-line parser of both executables: options, help text, usage errors.
+        .target(name: "DevAccessArguments"),
         // Thin typed layer over libc, libacl and PAM: errno, stat, users, groups, ACLs, passwords.
         // Also: starting `devaccess run`'s program (CSpawn), its environment, Landlock rulesets.
         .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux", "CPam", "CSpawn"]),
@@ -47,14 +49,14 @@ let package = Package(
                                "DevAccessProtocol"]),
         // Commands, argument parsing and output; the executable only calls into it.
         .target(name: "DevAccessCLI",
-                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
+                dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "DevAccess"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
         .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "CLinux"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
-                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
+                dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd", "CLinux",
                                "CSpawn"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
@@ -81,11 +83,11 @@ let package = Package(
                     dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessTestSupport"],
                     exclude: ["Fixtures"]),
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore", "DevAccessTestSupport"]),
-        .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessSystem",
+        .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessArguments", "DevAccessCLI", "DevAccessCore", "DevAccessSystem",
                                                              "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore"]),
         .testTarget(name: "DevAccessBrokerTests",
-                    dependencies: ["DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
+                    dependencies: ["DevAccessArguments", "DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
                                    "DevAccessSystem", "DevAccessInterface", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessSystemTests", dependencies: ["DevAccessSystem", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEnforcementTests",

@@ -1,3 +1,4 @@
+import DevAccessArguments
 import DevAccessSystem
 import FoundationEssentials
 import DevAccessCore

@@ -1,3 +1,4 @@
+import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface

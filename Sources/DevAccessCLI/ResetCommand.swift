@@ -1,3 +1,4 @@
+import DevAccessArguments
 import FoundationEssentials
 import Glibc
 import DevAccessCore

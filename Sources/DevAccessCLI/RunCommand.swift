@@ -1,3 +1,4 @@
+import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessProtocol

@@ -1,3 +1,4 @@
+import DevAccessArguments
 import Testing
 @testable import DevAccessCLI
 import DevAccessCore

@@ -1,4 +1,5 @@
 import Glibc
+import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
 import DevAccessHardware
@@ -36,73 +37,72 @@ public struct DaemonOptions: Sendable {
         case version
     }
 
-    public struct UsageError: Error, Sendable, CustomStringConvertible {
-        public var message: String
-        public var description: String { message }
-    }
+    /// A bad command line (the parser shared with `devaccess`).
+    public typealias UsageError = DevAccessArguments.UsageError
 
     public init() {}
 
-    public static let help = """
-        devaccessd \(Daemon.version) - the devaccess broker: answers status and requests over a Unix socket
+    private static func option(_ long: String, _ value: String? = nil, _ help: String) -> OptionSpec {
+        OptionSpec(long: long, short: nil, value: value, help: help)
+    }
 
-        Usage: devaccessd [OPTIONS]
+    public static let spec = CommandSpec(
+        name: "devaccessd",
+        abstract: "devaccessd \(Daemon.version) - the devaccess broker: answers status and requests over a Unix socket",
+        usage: "devaccessd [OPTIONS]",
+        options: [
+            option("socket", "PATH", "Listen here (default: \(BrokerProtocol.defaultSocketPath))."),
+            option("state-dir", "DIR", "Ledger directory (default: $DEVACCESS_STATE_DIR or \(Ledger.systemStateDirectory))."),
+            option("config-dir", "DIR", "Policy: DIR/devaccess.conf and DIR/conf.d/*.conf, read for every status "
+                   + "(default: $DEVACCESS_CONFIG_DIR or /etc/devaccess)."),
+            option("admin-group", "NAME", "Members may act for other users (default: devaccess-admin)."),
+            option("gpsd", "HOST:PORT", "Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947)."),
+            option("gpsd-timeout", "MS", "Give up on gpsd after MS milliseconds (default: 500)."),
+            option("no-location", nil, "Serve no location: no gpsd connection, 'location' answers 'unavailable', "
+                   + "no gpsd endpoint."),
+            option("location-port", "PORT", "gpsd's JSON protocol on 127.0.0.1:PORT and [::1]:PORT for gpsd clients, "
+                   + "each served at its user's location grant; 0: none (default: 947)."),
+            option("location-recheck", "SEC", "Also look every connected endpoint client's grant up again every SEC "
+                   + "seconds (a revoke, expiry, switch or policy reload does at once; default: 2)."),
+            option("max-connections", "N", "Clients served at once; more are told 'busy' (default: 1024)."),
+            option("max-connections-per-user", "N", "Connections one user may hold (root and admins: no limit; "
+                   + "default: 256)."),
+            option("reserved-connections", "N", "Of --max-connections, the slots kept for root and admins "
+                   + "(default: one in 16, 64 of 1024)."),
+            option("idle-timeout", "SEC", "Close idle connections after SEC seconds (default: 60)."),
+            option("message-timeout", "SEC", "A message must be complete SEC seconds after its first byte "
+                   + "(default: 10)."),
+            option("max-prompts-per-user", "N", "Requests of one user with a prompt open at once (root and admins: "
+                   + "no limit; default: 4)."),
+            option("max-waiting-per-user", "N", "Clients of one user waiting for an administrator at once (root and "
+                   + "admins: no limit; default: 16)."),
+            option("max-changes-per-user", "N", "Requests of one user that ask, queue or decide, and their own "
+                   + "revokes, resets and withdraws, per minute (root and admins: no limit; default: 60)."),
+            option("reconcile-interval", "SEC", "Also apply the whole ledger to the machine every SEC seconds, "
+                   + "besides at start-up, on hotplug and at each expiry; 0: never (default: 60)."),
+            option("log-level", "LEVEL", "error, warning, notice, info or debug (default: info)."),
+            option("log-target", "TARGET", "auto, journal or stderr (default: auto: the journal when stderr is "
+                   + "connected to it)."),
+            OptionSpec(long: "version", short: nil, value: nil, help: "Print the version and exit.", endsParsing: true),
+        ],
+        discussion: """
+            Runs in the foreground as root (see devaccessd.service); reports readiness with
+            sd_notify(3) and stops cleanly on SIGTERM or SIGINT. See devaccessd(8).
+            """)
 
-        Options:
-          --socket PATH          Listen here (default: \(BrokerProtocol.defaultSocketPath)).
-          --state-dir DIR        Ledger directory (default: $DEVACCESS_STATE_DIR or \(Ledger.systemStateDirectory)).
-          --config-dir DIR       Policy: DIR/devaccess.conf and DIR/conf.d/*.conf, read for every
-                                 status (default: $DEVACCESS_CONFIG_DIR or /etc/devaccess).
-          --admin-group NAME     Members may act for other users (default: devaccess-admin).
-          --gpsd HOST:PORT       Where gpsd listens (default: $DEVACCESS_GPSD or 127.0.0.1:2947).
-          --gpsd-timeout MS      Give up on gpsd after MS milliseconds (default: 500).
-          --no-location          Serve no location: no gpsd connection, 'location' answers
-                                 'unavailable', no gpsd endpoint.
-          --location-port PORT   gpsd's JSON protocol on 127.0.0.1:PORT and [::1]:PORT for
-                                 gpsd clients, each served at its user's location grant;
-                                 0: none (default: 947).
-          --location-recheck SEC Also look every connected endpoint client's grant up again
-                                 every SEC seconds (a revoke, expiry, switch or policy
-                                 reload does at once; default: 2).
-          --max-connections N    Clients served at once; more are told 'busy' (default: 1024).
-          --max-connections-per-user N
-                                 Connections one user may hold (root and admins: no limit;
-                                 default: 256).
-          --reserved-connections N
-                                 Of --max-connections, the slots kept for root and admins
-                                 (default: one in 16, 64 of 1024).
-          --idle-timeout SEC     Close idle connections after SEC seconds (default: 60).
-          --message-timeout SEC  A message must be complete SEC seconds after its first
-                                 byte (default: 10).
-          --max-prompts-per-user N
-                                 Requests of one user with a prompt open at once (root and
-                                 admins: no limit; default: 4).
-          --max-waiting-per-user N
-                                 Clients of one user waiting for an administrator at once
-                                 (root and admins: no limit; default: 16).
-          --max-changes-per-user N
-                                 Requests of one user that ask, queue or decide, and their
-                                 own revokes, resets and withdraws, per minute (root and
-                                 admins: no limit; default: 60).
-          --reconcile-interval SEC
-                                 Also apply the whole ledger to the machine every SEC seconds,
-                                 besides at start-up, on hotplug and at each expiry; 0: never
-                                 (default: 60).
-          --log-level LEVEL      error, warning, notice, info or debug (default: info).
-          --log-target TARGET    auto, journal or stderr (default: auto: the journal when
-                                 stderr is connected to it).
-          -h, --help             Show this help and exit.
-          --version              Print the version and exit.
+    public static var help: String { spec.helpText }
 
-        Runs in the foreground as root (see devaccessd.service); reports readiness with
-        sd_notify(3) and stops cleanly on SIGTERM or SIGINT. See devaccessd(8).
-        """
-
-    /// Parses `arguments` (without the program name).
+    /// Parses `arguments` (without the program name). `environment` gives the defaults
+    /// of the state and configuration directories and of gpsd's address.
     public static func parse(_ arguments: [String],
                              environment: [String: String]) throws(UsageError) -> (DaemonOptions, Action) {
+        let parsed = try ArgumentParser.parse(arguments, for: spec)
+        if parsed.has("help") { return (DaemonOptions(), .help) }
+        if parsed.has("version") { return (DaemonOptions(), .version) }
+        if let word = parsed.positionals.first {
+            throw UsageError(message: "unexpected argument '\(word)'")
+        }
         var options = DaemonOptions()
-        var reservedGiven = false
         if let directory = environment["DEVACCESS_STATE_DIR"], !directory.isEmpty { options.stateDirectory = directory }
         if let directory = environment["DEVACCESS_CONFIG_DIR"], !directory.isEmpty { options.configDirectory = directory }
         if let text = environment[GpsdEndpoint.environmentVariable], !text.isEmpty {
@@ -112,104 +112,59 @@ public struct DaemonOptions: Sendable {
                 throw UsageError(message: "\(GpsdEndpoint.environmentVariable): \(error)")
             }
         }
-        var index = 0
-        func value(_ name: String, inline: String?) throws(UsageError) -> String {
-            if let inline { return inline }
-            guard index < arguments.count else { throw UsageError(message: "missing value for '\(name)'") }
-            index += 1
-            return arguments[index - 1]
+        func nonEmpty(_ option: String, _ what: String) throws(UsageError) -> String? {
+            guard let text = parsed.value(option) else { return nil }
+            guard !text.isEmpty else { throw UsageError(message: "'--\(option)' needs \(what)") }
+            return text
         }
-        func number(_ name: String, _ text: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int {
-            guard let number = Int(text), range.contains(number) else {
-                throw UsageError(message: "'\(text)' is not a number in \(range.lowerBound)...\(range.upperBound) for '\(name)'")
-            }
-            return number
+        func number(_ option: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int? {
+            try parsed.integer(option, in: range)
         }
-        while index < arguments.count {
-            let word = arguments[index]
-            index += 1
-            var name = word
-            var inline: String?
-            if word.hasPrefix("--"), let equals = word.firstIndex(of: "=") {
-                name = String(word[..<equals])
-                inline = String(word[word.index(after: equals)...])
-            }
-            switch name {
-            case "-h", "--help":
-                return (options, .help)
-            case "--version":
-                return (options, .version)
-            case "--socket":
-                let path = try value(name, inline: inline)
-                guard path.hasPrefix("/") else { throw UsageError(message: "'--socket' needs an absolute path, got '\(path)'") }
-                options.socketPath = path
-            case "--state-dir":
-                let path = try value(name, inline: inline)
-                guard !path.isEmpty else { throw UsageError(message: "'--state-dir' needs a directory") }
-                options.stateDirectory = path
-            case "--config-dir":
-                let path = try value(name, inline: inline)
-                guard !path.isEmpty else { throw UsageError(message: "'--config-dir' needs a directory") }
-                options.configDirectory = path
-            case "--admin-group":
-                let group = try value(name, inline: inline)
-                guard !group.isEmpty else { throw UsageError(message: "'--admin-group' needs a group name") }
-                options.adminGroup = group
-            case "--gpsd":
-                let text = try value(name, inline: inline)
-                do {
-                    options.probe.gpsd = try GpsdEndpoint(parsing: text)
-                } catch {
-                    throw UsageError(message: "\(error)")
-                }
-            case "--no-location":
-                guard inline == nil else { throw UsageError(message: "'--no-location' takes no value") }
-                options.servesLocation = false
-            case "--location-port":
-                let port = try number(name, try value(name, inline: inline), 0...65_535)
-                options.locationPort = port == 0 ? nil : UInt16(port)
-            case "--location-recheck":
-                options.locationRecheck = .seconds(try number(name, try value(name, inline: inline), 1...3600))
-            case "--gpsd-timeout":
-                options.probe.gpsdTimeout = .milliseconds(try number(name, try value(name, inline: inline), 1...60_000))
-            case "--max-connections":
-                options.limits.maxConnections = try number(name, try value(name, inline: inline), 1...1_000_000)
-            case "--max-connections-per-user":
-                options.limits.maxConnectionsPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
-            case "--reserved-connections":
-                options.limits.reservedConnections = try number(name, try value(name, inline: inline), 0...1_000_000)
-                reservedGiven = true
-            case "--idle-timeout":
-                options.limits.idleTimeout = .seconds(try number(name, try value(name, inline: inline), 1...86_400))
-            case "--message-timeout":
-                options.limits.messageTimeout = .seconds(try number(name, try value(name, inline: inline), 1...3600))
-            case "--max-prompts-per-user":
-                options.maxPromptsPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
-            case "--max-waiting-per-user":
-                options.maxWaitingPerUser = try number(name, try value(name, inline: inline), 1...1_000_000)
-            case "--max-changes-per-user":
-                options.maxChangesPerMinute = try number(name, try value(name, inline: inline), 1...1_000_000)
-            case "--reconcile-interval":
-                let seconds = try number(name, try value(name, inline: inline), 0...86_400)
-                options.reconcileInterval = seconds == 0 ? nil : .seconds(seconds)
-            case "--log-level":
-                let text = try value(name, inline: inline)
-                guard let level = BrokerLog.Level(name: text) else {
-                    throw UsageError(message: "'\(text)' is not a log level (error, warning, notice, info, debug)")
-                }
-                options.logLevel = level
-            case "--log-target":
-                let text = try value(name, inline: inline)
-                switch text {
-                case "auto": options.logTarget = nil
-                case "journal": options.logTarget = .journal
-                case "stderr": options.logTarget = .stderr
-                default: throw UsageError(message: "'\(text)' is not a log target (auto, journal, stderr)")
-                }
-            default:
-                throw UsageError(message: word.hasPrefix("-") ? "unknown option '\(word)'" : "unexpected argument '\(word)'")
+        if let path = parsed.value("socket") {
+            guard path.hasPrefix("/") else { throw UsageError(message: "'--socket' needs an absolute path, got '\(path)'") }
+            options.socketPath = path
+        }
+        if let path = try nonEmpty("state-dir", "a directory") { options.stateDirectory = path }
+        if let path = try nonEmpty("config-dir", "a directory") { options.configDirectory = path }
+        if let group = try nonEmpty("admin-group", "a group name") { options.adminGroup = group }
+        if let text = parsed.value("gpsd") {
+            do {
+                options.probe.gpsd = try GpsdEndpoint(parsing: text)
+            } catch {
+                throw UsageError(message: "\(error)")
             }
         }
+        if parsed.has("no-location") { options.servesLocation = false }
+        if let port = try number("location-port", 0...65_535) { options.locationPort = port == 0 ? nil : UInt16(port) }
+        if let seconds = try number("location-recheck", 1...3600) { options.locationRecheck = .seconds(seconds) }
+        if let milliseconds = try number("gpsd-timeout", 1...60_000) { options.probe.gpsdTimeout = .milliseconds(milliseconds) }
+        if let count = try number("max-connections", 1...1_000_000) { options.limits.maxConnections = count }
+        if let count = try number("max-connections-per-user", 1...1_000_000) { options.limits.maxConnectionsPerUser = count }
+        let reserved = try number("reserved-connections", 0...1_000_000)
+        if let reserved { options.limits.reservedConnections = reserved }
+        if let seconds = try number("idle-timeout", 1...86_400) { options.limits.idleTimeout = .seconds(seconds) }
+        if let seconds = try number("message-timeout", 1...3600) { options.limits.messageTimeout = .seconds(seconds) }
+        if let count = try number("max-prompts-per-user", 1...1_000_000) { options.maxPromptsPerUser = count }
+        if let count = try number("max-waiting-per-user", 1...1_000_000) { options.maxWaitingPerUser = count }
+        if let count = try number("max-changes-per-user", 1...1_000_000) { options.maxChangesPerMinute = count }
+        if let seconds = try number("reconcile-interval", 0...86_400) {
+            options.reconcileInterval = seconds == 0 ? nil : .seconds(seconds)
+        }
+        if let text = parsed.value("log-level") {
+            guard let level = BrokerLog.Level(name: text) else {
+                throw UsageError(message: "'\(text)' is not a log level (error, warning, notice, info, debug)")
+            }
+            options.logLevel = level
+        }
+        if let text = parsed.value("log-target") {
+            switch text {
+            case "auto": options.logTarget = nil
+            case "journal": options.logTarget = .journal
+            case "stderr": options.logTarget = .stderr
+            default: throw UsageError(message: "'\(text)' is not a log target (auto, journal, stderr)")
+            }
+        }
+        let reservedGiven = reserved != nil
         if !reservedGiven {
             // The default keeps 1 slot in 16 for administrators (64 of 1024), fewer with fewer slots.
             options.limits.reservedConnections = min(options.limits.reservedConnections, options.limits.maxConnections / 16)
