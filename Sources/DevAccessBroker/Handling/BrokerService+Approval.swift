@@ -296,9 +296,7 @@ extension BrokerService {
                 continue
             }
             let term = approve ? decision.term(chosen ?? request.scope) : ResolvedTerm(.always)
-            let (scope, expires) = term.recorded(at: enforcer.clock())
-            let holder = scope == .once ? request.holder : nil
-            if scope == .once && holder == nil {
+            if term.term == .once && request.holder == nil {
                 // Queued before the requester's process was kept: there is no process to last for.
                 answers.append(.final(RequestResult(permission: permission, outcome: .undecided, why: .disconnected,
                     message: "'once' lasts while the process that asked runs, and request \(request.id) does not "
@@ -310,8 +308,8 @@ extension BrokerService {
                 ? request.locationLevel.map { LocationAsk(asked: $0, policy: decision) } : nil
             answers.append(.decision(decisions.count, term: term, capNote: location?.capNote ?? ""))
             decisions.append(Enforcer.DecisionRequest(
-                subject: request.subject, permission: permission, decision: approve ? .allow : .deny, scope: scope,
-                expires: expires, reason: reason, holder: holder, accuracy: location?.granted))
+                subject: request.subject, permission: permission, decision: approve ? .allow : .deny, term: term,
+                from: enforcer.clock(), holder: request.holder, reason: reason, accuracy: location?.granted))
         }
         let (resolved, outcomes) = try enforcer.resolve(id, as: approve ? .approved : .rejected, decisions: decisions,
                                                         note: note)

@@ -734,7 +734,11 @@ extension BrokerService {
 
     // MARK: Recording
 
-    /// Writes the decisions (ledger first) and applies them (ACLs), as one engine operation.
+    /// Writes the decisions (ledger first) and applies them (ACLs), as one engine operation,
+    /// through the engine's one decide path (`Enforcer.decide`): an allow first ends the
+    /// user's standing allows (so `for 1h` after `always` really ends), a denial is written
+    /// first and then ends them, a denial the ledger cannot take still ends access; each
+    /// grant keeps who decided and how (consent, auth_self, policy).
     func record(_ plans: [GrantPlan], context: RequestContext,
                 enforcement: any DecisionEnforcement) async throws(DecisionEnforcementFailure) -> [(Permission, Grant)] {
         let subject = context.subject
@@ -743,49 +747,16 @@ extension BrokerService {
         let level = context.location?.granted
         return try await enforcement.perform("request") { (enforcer) throws(EnforcementError) -> ([(Permission, Grant)], EnforcementReport) in
             let now = enforcer.clock()
-            var grants: [(Permission, Grant)] = []
-            do throws(LedgerError) {
-                for plan in plans {
-                    grants.append((plan.permission, try Self.record(plan, subject: subject, reason: reason,
-                                                                    holder: holder, accuracy: plan.accuracy ?? level,
-                                                                    ledger: enforcer.ledger, now: now)))
-                }
-            } catch {
-                throw .ledger(error)
-            }
-            return (grants, try enforcer.reconcile())
+            let outcomes = try enforcer.decide(plans.map { plan in
+                Enforcer.DecisionRequest(
+                    subject: subject, permission: plan.permission, decision: plan.decision, term: plan.term, from: now,
+                    holder: holder, reason: reason,
+                    // Every allow of location records its level, exact included, so the row says what was decided.
+                    accuracy: plan.permission == .location && plan.decision == .allow ? plan.accuracy ?? level ?? .exact : nil,
+                    decidedBy: plan.decidedBy, method: plan.method)
+            })
+            return (zip(plans, outcomes).map { ($0.permission, $1.grant) }, outcomes.last?.report ?? EnforcementReport())
         }
-    }
-
-    /// One decision, as `Enforcer.decide` writes an admin's: an allow first ends the
-    /// user's standing allows (so `for 1h` after `always` really ends); a denial is written
-    /// first and then ends them. Unlike `decide`, the grant keeps who decided and how
-    /// (consent, auth_self, policy).
-    static func record(_ plan: GrantPlan, subject: Principal, reason: String, holder: ProcessHolder?,
-                       accuracy: LocationAccuracy? = nil, ledger: Ledger, now: Date) throws(LedgerError) -> Grant {
-        let (scope, expires) = plan.term.recorded(at: now)
-        // A `once` lasts while `holder` runs (`BrokerService.request` records none without one).
-        let bound = scope == .once ? holder : nil
-        // Every allow of location records its level, exact included, so the row says what was decided.
-        let level = plan.permission == .location && plan.decision == .allow ? accuracy ?? .exact : nil
-        let new = NewGrant(subject: subject, permission: plan.permission, decision: plan.decision, scope: scope,
-                           expires: expires, decidedBy: plan.decidedBy, method: plan.method, reason: reason,
-                           holder: bound, accuracy: level)
-        let standing = try ledger.activeGrants(uid: subject.uid, permission: plan.permission, now: now)
-            .filter { $0.decision == .allow && $0.program == nil }
-        if plan.decision == .allow {
-            if !standing.isEmpty {
-                try ledger.revoke(permission: plan.permission, uid: subject.uid, by: plan.decidedBy,
-                                  reason: "replaced by a new grant", at: now)
-            }
-            return try ledger.recordGrant(new, at: now)
-        }
-        let grant = try ledger.recordGrant(new, at: now)
-        if !standing.isEmpty {
-            try ledger.revoke(permission: plan.permission, uid: subject.uid, by: plan.decidedBy,
-                              reason: "denied by grant \(grant.id)", at: now)
-        }
-        return grant
     }
 
     // MARK: Audit
