@@ -78,18 +78,6 @@ extension ResolvedTerm {
     }
 }
 
-/// Who or what made the decision.
-public enum DecisionMethod: String, Sendable, Hashable, CaseIterable {
-    /// The subject answered a prompt.
-    case consent
-    /// The subject proved presence with their password (PAM).
-    case authSelf = "auth_self"
-    /// An administrator decided (`devaccess grant`, `approve`).
-    case admin
-    /// Configured policy decided without asking.
-    case policy
-}
-
 /// A decision to record.
 public struct NewGrant: Sendable, Hashable {
     public var subject: Principal

@@ -442,15 +442,6 @@ extension BrokerService {
                              message: "no decision: \(text); nothing was recorded, the next request asks again")
     }
 
-    static func decidedBy(_ method: DecisionMethod) -> DecidedBy {
-        switch method {
-        case .consent: return .consent
-        case .authSelf: return .authSelf
-        case .admin: return .admin
-        case .policy: return .policy
-        }
-    }
-
     /// The result a grant stands for. `term` is what was decided (a one-use grant is stored
     /// as `until`); nil reads it from the grant.
     static func result(for grant: Grant, outcome: RequestOutcome, term: GrantTerm.Word?) -> RequestResult {
@@ -463,7 +454,7 @@ extension BrokerService {
             terms = "while process \(holder.pid) runs" + (ends.map { ", until \($0) at most" } ?? "")
         }
         let level = grant.locationLevel.map { " at \($0.rawValue) accuracy, \($0.approximately)," } ?? ""
-        return RequestResult(permission: grant.permission, outcome: outcome, how: decidedBy(grant.method), grant: grant.id,
+        return RequestResult(permission: grant.permission, outcome: outcome, how: grant.method, grant: grant.id,
                              term: term ?? stored, expires: ends, accuracy: grant.locationLevel,
                              message: "\(verb)\(level) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
     }

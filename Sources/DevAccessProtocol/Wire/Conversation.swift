@@ -214,19 +214,11 @@ public enum UndecidedReason: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// Who decided a granted or denied permission.
-public enum DecidedBy: String, Sendable, Hashable, CaseIterable {
-    case consent
-    case authSelf = "auth_self"
-    case admin
-    case policy
-}
-
 public struct RequestResult: Sendable, Hashable {
     public var permission: Permission
     public var outcome: RequestOutcome
     /// granted, denied, already-*: how the deciding grant was made.
-    public var how: DecidedBy?
+    public var how: DecisionMethod?
     /// The ledger's grant id of the deciding grant.
     public var grant: Int64?
     public var term: GrantTerm.Word?
@@ -241,7 +233,7 @@ public struct RequestResult: Sendable, Hashable {
     /// One sentence for people.
     public var message: String
 
-    public init(permission: Permission, outcome: RequestOutcome, how: DecidedBy? = nil, grant: Int64? = nil,
+    public init(permission: Permission, outcome: RequestOutcome, how: DecisionMethod? = nil, grant: Int64? = nil,
                 term: GrantTerm.Word? = nil, expires: String? = nil, pending: Int64? = nil, why: UndecidedReason? = nil,
                 accuracy: LocationAccuracy? = nil, message: String) {
         self.accuracy = accuracy

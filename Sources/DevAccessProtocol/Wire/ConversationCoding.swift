@@ -254,7 +254,7 @@ enum ConversationCoding {
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
             let outcome = try reader.word("outcome", words(RequestOutcome.self))
             let how = try reader.optional("how").map { (value) throws(ProtocolError) in
-                try Strict.word(value, path: reader.childPath("how"), words(DecidedBy.self))
+                try Strict.word(value, path: reader.childPath("how"), words(DecisionMethod.self))
             }
             let grant = try reader.optionalInteger("grant", in: 1...BrokerProtocol.requestIDs.upperBound)
             let term = try reader.optional("term").map { (value) throws(ProtocolError) in
