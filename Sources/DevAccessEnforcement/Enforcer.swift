@@ -134,6 +134,11 @@ public struct Enforcer: Sendable {
             try recordUnrecordedEndings()
             for request in requests { recorded.append(try recordDecision(request)) }
         } catch {
+            // What was written before the failure holds: applied now as far as the engine can
+            // (a written denial must not wait for the next run); the failure is the answer.
+            if !recorded.isEmpty {
+                _ = try? ledgerWork { () throws(LedgerError) in try run(scope: Set(requests.map(\.subject.uid))) }
+            }
             // A denial ends access: that never waits for the ledger (an allow simply fails).
             let unwritten = requests.dropFirst(recorded.count).filter { $0.decision == .deny }
             guard let denial = unwritten.last else { throw .ledger(error) }
