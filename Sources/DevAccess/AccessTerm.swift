@@ -11,7 +11,7 @@ public enum AccessTerm: Sendable, Hashable {
     /// Until revoked.
     case always
 
-    var scope: RequestScope {
+    var scope: GrantTerm {
         switch self {
         case .once:
             return .once
@@ -20,7 +20,7 @@ public enum AccessTerm: Sendable, Hashable {
         case .for(let duration):
             // Whole seconds, at least one, at most what the protocol takes.
             let seconds = duration.components.seconds + (duration.components.attoseconds > 0 ? 1 : 0)
-            return .duration(seconds: min(max(seconds, 1), RequestScope.maxDurationSeconds))
+            return .duration(seconds: min(max(seconds, 1), GrantTerm.maxDurationSeconds))
         }
     }
 }

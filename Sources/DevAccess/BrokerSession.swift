@@ -49,7 +49,7 @@ import DevAccessProtocol
     public func pending() throws(BrokerClientError) -> PendingListReply { try client.pending() }
 
     /// Approves (`approve: true`) or rejects pending request `pending` (admin).
-    public func resolve(_ pending: Int64, approve: Bool, reason: String? = nil, scope: RequestScope? = nil,
+    public func resolve(_ pending: Int64, approve: Bool, reason: String? = nil, scope: GrantTerm? = nil,
                         deny: Bool = false) throws(BrokerClientError) -> ResolvedReply {
         try client.resolve(pending, approve: approve, reason: reason, scope: scope, deny: deny)
     }

@@ -63,7 +63,7 @@ public struct PermissionResult: Sendable, Hashable {
         switch result.term {
         case .once?: term = .once
         case .always?: term = .always
-        case .forDuration?:
+        case .duration?:
             term = nil
             if let text = result.expires, let end = ISOTime.parse(text) {
                 expires = end

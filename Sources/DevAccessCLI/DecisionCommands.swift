@@ -49,7 +49,7 @@ enum DecisionCommand {
                 : "Forbid a user a permission (admin): record a sticky denial and remove devaccess's entries.",
             usage: "devaccess \(name) PERMISSION --user USER [--device ID] [--program PATH] "
                 + (decision == .allow ? "[--accuracy LEVEL] " : "") + "[--for DURATION | --until TIME | --always]",
-            options: [adminUser, device, program] + (decision == .allow ? [accuracy] : []) + GrantTerm.options
+            options: [adminUser, device, program] + (decision == .allow ? [accuracy] : []) + TermOptions.options
                 + [reason, CommonOptions.json] + AdminAccess.options,
             discussion: """
             \(CommonOptions.permissionsHelp)
@@ -89,7 +89,7 @@ enum DecisionCommand {
         let permission = try CommonOptions.permissions(arguments.positionals, command: name)[0]
         let accuracy = try accuracyLevel(arguments, permission: permission, command: name)
         let now = Date()
-        let term = try GrantTerm.parse(arguments, command: name, now: now)
+        let term = try TermOptions.parse(arguments, command: name, now: now)
         if let deviceID = arguments.value("device"), deviceID.isEmpty {
             throw UsageError(message: "'--device' needs a device id", command: name)
         }

@@ -44,12 +44,9 @@ enum PendingCommand: Command {
         }
         let time = HumanTime.now()
         let rows = list.requests.map { item -> [String] in
-            let term: String
-            switch item.term {
-            case nil: term = "default"
-            case .forDuration?: term = "for " + DurationText.format(seconds: item.duration ?? 0)
-            case let other?: term = other.rawValue
-            }
+            let term = item.term.map { term in
+                term.seconds.map { "for " + DurationText.format(seconds: $0) } ?? term.word.rawValue
+            } ?? "default"
             return [String(item.pending), "\(item.user) (\(item.uid))",
                     item.permissions.map { $0 == .location && item.accuracy != nil
                         ? "location (\(item.accuracy?.rawValue ?? ""))" : $0.rawValue }.joined(separator: ","),
@@ -188,8 +185,8 @@ struct PendingItemDocument: Encodable {
         program = item.program
         permissions = item.permissions.map(\.rawValue)
         reason = item.reason
-        term = item.term?.rawValue
-        duration = item.duration
+        term = item.term?.word.rawValue
+        duration = item.term?.seconds
         created = item.created
     }
 }

@@ -95,7 +95,7 @@ enum RequestCommand: Command {
         return conversation.prompts.noTerminal ? .failure : code
     }
 
-    static func requestedScope(_ arguments: ParsedArguments) throws(UsageError) -> RequestScope? {
+    static func requestedScope(_ arguments: ParsedArguments) throws(UsageError) -> GrantTerm? {
         let given = ["once", "for", "always"].filter { arguments.has($0) || arguments.value($0) != nil }
         if given.count > 1 {
             throw UsageError(message: "'--\(given[0])' and '--\(given[1])' cannot be combined", command: spec.name)
@@ -109,7 +109,7 @@ enum RequestCommand: Command {
         } catch {
             throw UsageError(message: "\(error.description) for '--for'", command: spec.name)
         }
-        guard seconds <= RequestScope.maxDurationSeconds else {
+        guard seconds <= GrantTerm.maxDurationSeconds else {
             throw UsageError(message: "'--for \(text)' is longer than 366 days; use --always", command: spec.name)
         }
         return .duration(seconds: seconds)
@@ -222,7 +222,8 @@ struct PromptSession {
         case ended
     }
 
-    static let keys: [ConsentChoice: String] = [.once: "o", .forDuration: "f", .always: "a", .deny: "d"]
+    static let keys: [ConsentChoice: String] = [.allow(.once): "o", .allow(.duration): "f", .allow(.always): "a",
+                                                .deny: "d"]
 
     mutating func show(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws -> Outcome {
         if terminal == nil {
@@ -250,7 +251,7 @@ struct PromptSession {
                 let input = read(terminal, session)
                 guard case .line(let text) = input else { return try finish(prompt, input, terminal, session, id) }
                 let word = text.trimmingWhitespace().lowercased()
-                if let choice = prompt.choices.first(where: { Self.keys[$0.choice] == word || $0.choice.rawValue == word }) {
+                if let choice = prompt.choices.first(where: { Self.keys[$0.choice] == word || $0.choice.word == word }) {
                     try answer(prompt, .choice(choice.choice), session, id)
                     return .answered
                 }

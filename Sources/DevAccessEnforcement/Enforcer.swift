@@ -55,7 +55,8 @@ public struct Enforcer: Sendable {
 
     // MARK: - Decisions
 
-    /// An admin decision to record and enforce.
+    /// A decision to record and enforce: an administrator's, or one a request produced
+    /// (a prompt, a password, the policy), which keeps who decided and how.
     public struct DecisionRequest: Sendable, Hashable {
         public var subject: Principal
         public var permission: Permission
@@ -74,10 +75,18 @@ public struct Enforcer: Sendable {
         /// An allow of location: how precisely the user is told where the machine is (nil:
         /// exact). Refused with any other permission and with a denial.
         public var accuracy: LocationAccuracy?
+        /// Who decided: nil, the engine's actor (the administrator); else the person who
+        /// answered a prompt or confirmed with their password, or devaccessd for the policy.
+        public var decidedBy: Principal?
+        /// How it was decided (`admin` unless a request decided it).
+        public var method: DecisionMethod
 
         public init(subject: Principal, permission: Permission, deviceID: String? = nil, decision: Decision,
                     scope: GrantScope, expires: Date? = nil, lastingSeconds: Int64? = nil, reason: String = "",
-                    holder: ProcessHolder? = nil, program: Program? = nil, accuracy: LocationAccuracy? = nil) {
+                    holder: ProcessHolder? = nil, program: Program? = nil, accuracy: LocationAccuracy? = nil,
+                    decidedBy: Principal? = nil, method: DecisionMethod = .admin) {
+            self.decidedBy = decidedBy
+            self.method = method
             self.accuracy = accuracy
             self.program = program
             self.lastingSeconds = lastingSeconds
@@ -104,28 +113,49 @@ public struct Enforcer: Sendable {
     /// denial ends the allow grants it covers. A denial recorded earlier stays in the ledger
     /// but no longer applies: the newest decision wins (see `Decisions`).
     public func decide(_ request: DecisionRequest) throws(EnforcementError) -> DecisionOutcome {
-        if let deviceID = request.deviceID { try requireDevice(deviceID, permission: request.permission) }
-        if request.decision == .allow, let forbidden = policyForbids(request.subject, request.permission) {
-            // The run would end it at once; say so instead of recording a grant that never holds.
-            throw .policyForbids(forbidden)
+        guard let outcome = try decide([request]).first else { throw .ledger(.invalidArgument("nothing was decided")) }
+        return outcome
+    }
+
+    /// Records the decisions in order, as `decide` does each, then applies them in one run
+    /// (a request's permissions, decided together).
+    public func decide(_ requests: [DecisionRequest]) throws(EnforcementError) -> [DecisionOutcome] {
+        for request in requests {
+            if let deviceID = request.deviceID { try requireDevice(deviceID, permission: request.permission) }
+            if request.decision == .allow, let forbidden = policyForbids(request.subject, request.permission) {
+                // The run would end it at once; say so instead of recording a grant that never holds.
+                throw .policyForbids(forbidden)
+            }
+            try Self.validateTerm(request, now: clock())
         }
-        try Self.validateTerm(request, now: clock())
-        let recorded: (grant: Grant, ended: [Grant])
+        var recorded: [(grant: Grant, ended: [Grant])] = []
         do {
             // Earlier endings first, so the ledger keeps the order things happened in.
             try recordUnrecordedEndings()
-            recorded = try recordDecision(request)
+            for request in requests { recorded.append(try recordDecision(request)) }
         } catch {
-            // A denial ends access: that never waits for the ledger (an allow simply fails).
-            guard request.decision == .deny else { throw .ledger(error) }
-            throw failClosed(.deny(request), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(request) }
-        }
-        return try ledgerWork { () throws(LedgerError) -> DecisionOutcome in
-            var report = try run(scope: [request.subject.uid])
-            if !nodePermissions.contains(request.permission) {
-                report.notes.append(Self.serviceNote(request.permission))
+            // What was written before the failure holds: applied now as far as the engine can
+            // (a written denial must not wait for the next run); the failure is the answer.
+            if !recorded.isEmpty {
+                _ = try? ledgerWork { () throws(LedgerError) in try run(scope: Set(requests.map(\.subject.uid))) }
             }
-            return DecisionOutcome(grant: recorded.grant, ended: recorded.ended, report: report)
+            // A denial ends access: that never waits for the ledger (an allow simply fails).
+            let unwritten = requests.dropFirst(recorded.count).filter { $0.decision == .deny }
+            guard let denial = unwritten.last else { throw .ledger(error) }
+            for other in unwritten.dropLast() {
+                _ = failClosed(.deny(other), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(other) }
+            }
+            throw failClosed(.deny(denial), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(denial) }
+        }
+        return try ledgerWork { () throws(LedgerError) -> [DecisionOutcome] in
+            let report = recorded.isEmpty ? EnforcementReport() : try run(scope: Set(requests.map(\.subject.uid)))
+            return recorded.map { recorded in
+                var own = report
+                if !nodePermissions.contains(recorded.grant.permission) {
+                    own.notes.append(Self.serviceNote(recorded.grant.permission))
+                }
+                return DecisionOutcome(grant: recorded.grant, ended: recorded.ended, report: own)
+            }
         }
     }
 
@@ -179,7 +209,8 @@ public struct Enforcer: Sendable {
         return NewGrant(subject: request.subject, program: request.program, permission: request.permission,
                         deviceID: request.deviceID,
                         decision: request.decision, scope: request.scope, expires: expires,
-                        decidedBy: actor, method: .admin, reason: request.reason, holder: request.holder,
+                        decidedBy: request.decidedBy ?? actor, method: request.method, reason: request.reason,
+                        holder: request.holder,
                         accuracy: request.accuracy)
     }
 
@@ -187,6 +218,7 @@ public struct Enforcer: Sendable {
     func recordDecision(_ request: DecisionRequest) throws(LedgerError) -> (grant: Grant, ended: [Grant]) {
         let now = clock()
         let new = newGrant(request, now: now)
+        let actor = new.decidedBy
         var ended: [Grant] = []
         let grant: Grant
         let standing = try coveredAllows(request)
@@ -350,5 +382,18 @@ public struct Enforcer: Sendable {
 
     private func ledgerWork<R>(_ body: () throws(LedgerError) -> R) throws(EnforcementError) -> R {
         try EnforcementError.ledgerWork(body)
+    }
+}
+
+extension Enforcer.DecisionRequest {
+    /// A decision for `term` from `now` (`ResolvedTerm.recorded(at:)`): a `for` ends its
+    /// seconds later; a `once` lasts while `holder` runs, and until its cap at the latest.
+    public init(subject: Principal, permission: Permission, decision: Decision, term: ResolvedTerm, from now: Date,
+                holder: ProcessHolder?, reason: String = "", accuracy: LocationAccuracy? = nil,
+                decidedBy: Principal? = nil, method: DecisionMethod = .admin) {
+        let (scope, expires) = term.recorded(at: now)
+        self.init(subject: subject, permission: permission, decision: decision, scope: scope, expires: expires,
+                  reason: reason, holder: scope == .once ? holder : nil, accuracy: accuracy, decidedBy: decidedBy,
+                  method: method)
     }
 }

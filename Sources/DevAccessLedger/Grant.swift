@@ -49,22 +49,33 @@ public struct ProcessHolder: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "pid \(pid)" }
 }
 
-/// How long a decision holds: one `devaccess run` or (with a holder) while the process
-/// that asked runs, until `expires`, or until revoked.
+/// How long a recorded decision holds, as the ledger's `scope` column says it: one
+/// `devaccess run` or (with a holder) while the process that asked runs, until `expires`,
+/// or until revoked. A `GrantTerm` is recorded as one (`ResolvedTerm.recorded(at:)`): its
+/// `for` counts from the moment it is written, so the row keeps the time it ends.
 public enum GrantScope: String, Sendable, Hashable, CaseIterable {
     case once, until, always
+
+    /// The term's word for a grant so recorded: `until` is a `for` that ends at `expires`.
+    public var word: GrantTerm.Word {
+        switch self {
+        case .once: return .once
+        case .until: return .duration
+        case .always: return .always
+        }
+    }
 }
 
-/// Who or what made the decision.
-public enum DecisionMethod: String, Sendable, Hashable, CaseIterable {
-    /// The subject answered a prompt.
-    case consent
-    /// The subject proved presence with their password (PAM).
-    case authSelf = "auth_self"
-    /// An administrator decided (`devaccess grant`, `approve`).
-    case admin
-    /// Configured policy decided without asking.
-    case policy
+extension ResolvedTerm {
+    /// The ledger's scope and expiry for this term recorded at `now`: a `for` ends `seconds`
+    /// later, a `once` at its cap at the latest.
+    public func recorded(at now: Date) -> (scope: GrantScope, expires: Date?) {
+        switch term {
+        case .once: return (.once, cap.map { now.addingTimeInterval(TimeInterval($0)) })
+        case .duration(let seconds): return (.until, now.addingTimeInterval(TimeInterval(seconds)))
+        case .always: return (.always, nil)
+        }
+    }
 }
 
 /// A decision to record.

@@ -191,13 +191,9 @@ enum PendingRow {
         }
     }
 
-    static func columns(_ scope: PendingScope?) -> (String?, Int64?) {
-        switch scope {
-        case nil: return (nil, nil)
-        case .once: return ("once", nil)
-        case .always: return ("always", nil)
-        case .duration(let seconds): return ("for", seconds)
-        }
+    /// The `scope` and `duration_sec` columns: the term's word, and its seconds with `for`.
+    static func columns(_ scope: GrantTerm?) -> (String?, Int64?) {
+        (scope?.word.rawValue, scope?.seconds)
     }
 
     static func read(_ row: borrowing SQLiteStatement, path: String) throws(LedgerError) -> PendingRequest {
@@ -208,12 +204,14 @@ enum PendingRow {
         guard let uid = row.int64(1).flatMap(UInt32.init(exactly:)) else { throw bad("subject_uid is not a uid") }
         guard let name = row.text(2) else { throw bad("user_name is NULL") }
         guard let list = row.text(4), !list.isEmpty else { throw bad("permissions is empty") }
-        let scope: PendingScope?
+        let scope: GrantTerm?
         switch (row.text(5), row.int64(6)) {
         case (nil, nil): scope = nil
-        case ("once"?, nil): scope = .once
-        case ("always"?, nil): scope = .always
-        case ("for"?, let seconds?) where seconds > 0: scope = .duration(seconds: seconds)
+        case (let word?, let seconds):
+            guard let term = GrantTerm.Word(rawValue: word).flatMap({ GrantTerm(word: $0, seconds: seconds) }) else {
+                throw bad("scope and duration_sec do not fit together")
+            }
+            scope = term
         default: throw bad("scope and duration_sec do not fit together")
         }
         guard let created = row.int64(8) else { throw bad("created_usec is NULL") }
@@ -255,14 +253,7 @@ enum PendingRow {
     static func auditDetails(_ request: PendingRequest) -> [String: String] {
         var details = ["pending_id": String(request.id),
                        "permissions": request.permissions.map(\.rawValue).joined(separator: " ")]
-        switch request.scope {
-        case nil: details["scope"] = "default"
-        case .once: details["scope"] = "once"
-        case .always: details["scope"] = "always"
-        case .duration(let seconds):
-            details["scope"] = "for"
-            details["duration_sec"] = String(seconds)
-        }
+        details.merge(GrantTerm.auditDetails(request.scope)) { $1 }
         if !request.reason.isEmpty { details["reason"] = request.reason }
         if let accuracy = request.accuracy { details["accuracy"] = accuracy.rawValue }
         return details

@@ -2,12 +2,14 @@ import FoundationEssentials
 import Glibc
 import DevAccessCore
 
-/// The term a requester asked for, kept as asked: the policy that applies when an
-/// administrator approves (Keep=, MaxDuration=) is read at that moment.
-public enum PendingScope: Sendable, Hashable {
-    case once
-    case duration(seconds: Int64)
-    case always
+extension GrantTerm {
+    /// A request's term in audit details: `scope`, its word (`default`: none named, the
+    /// policy's Keep= applies), and `duration_sec` with `for`.
+    public static func auditDetails(_ term: GrantTerm?) -> [String: String] {
+        var details = ["scope": term?.word.rawValue ?? "default"]
+        if let seconds = term?.seconds { details["duration_sec"] = String(seconds) }
+        return details
+    }
 }
 
 /// How a pending request ended.
@@ -28,8 +30,9 @@ public struct NewPendingRequest: Sendable, Hashable {
     public var program: String?
     /// Non-empty, no duplicates.
     public var permissions: [Permission]
-    /// nil: the policy's Keep= at approval, else once.
-    public var scope: PendingScope?
+    /// As asked; nil: the policy's Keep= at approval, else once. The policy that applies
+    /// (Keep=, MaxDuration=) is read when an administrator approves.
+    public var scope: GrantTerm?
     public var reason: String
     /// The process that asked, for an approval `once` (the grant lasts while it runs).
     public var holder: ProcessHolder?
@@ -37,7 +40,7 @@ public struct NewPendingRequest: Sendable, Hashable {
     /// approval grants this level, under the policy's cap then.
     public var accuracy: LocationAccuracy?
 
-    public init(subject: Principal, program: String? = nil, permissions: [Permission], scope: PendingScope? = nil,
+    public init(subject: Principal, program: String? = nil, permissions: [Permission], scope: GrantTerm? = nil,
                 reason: String = "", holder: ProcessHolder? = nil, accuracy: LocationAccuracy? = nil) {
         self.accuracy = accuracy
         self.holder = holder
@@ -55,7 +58,7 @@ public struct PendingRequest: Sendable, Hashable, Identifiable {
     public var subject: Principal
     public var program: String?
     public var permissions: [Permission]
-    public var scope: PendingScope?
+    public var scope: GrantTerm?
     public var reason: String
     public var created: Date
     /// nil while it waits.
@@ -68,7 +71,7 @@ public struct PendingRequest: Sendable, Hashable, Identifiable {
     /// existed (exact, `locationLevel`).
     public var accuracy: LocationAccuracy?
 
-    public init(id: Int64, subject: Principal, program: String?, permissions: [Permission], scope: PendingScope?,
+    public init(id: Int64, subject: Principal, program: String?, permissions: [Permission], scope: GrantTerm?,
                 reason: String, created: Date, resolution: PendingResolution? = nil, resolved: Date? = nil,
                 resolvedBy: Principal? = nil, holder: ProcessHolder? = nil, accuracy: LocationAccuracy? = nil) {
         self.accuracy = accuracy

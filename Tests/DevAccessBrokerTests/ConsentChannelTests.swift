@@ -24,11 +24,11 @@ struct ConsentChannelUnitTests {
     /// An answer is a word that says what it does, and the question's code: a program that
     /// redraws the screen could relabel a number, not the meaning of "deny".
     @Test func anAnswerIsTheChoicesWordAndTheQuestionsCode() {
-        let choices = [PromptChoice(choice: .once, label: "Allow once"),
-                       PromptChoice(choice: .forDuration, duration: 3600, label: "Allow for 1h"),
+        let choices = [PromptChoice(allow: .once, label: "Allow once"),
+                       PromptChoice(allow: .duration(seconds: 3600), label: "Allow for 1h"),
                        PromptChoice(choice: .deny, label: "Deny")]
-        #expect(TerminalPrompt.answer("once 417", code: "417", among: choices)?.choice.choice == .once)
-        #expect(TerminalPrompt.answer("for 417", code: "417", among: choices)?.choice.choice == .forDuration)
+        #expect(TerminalPrompt.answer("once 417", code: "417", among: choices)?.choice.choice == .allow(.once))
+        #expect(TerminalPrompt.answer("for 417", code: "417", among: choices)?.choice.choice == .allow(.duration))
         #expect(TerminalPrompt.answer("deny 417", code: "417", among: choices)?.choice.choice == .deny)
         #expect(TerminalPrompt.answer("always 417", code: "417", among: choices) == nil, "not offered")
         #expect(TerminalPrompt.answer("1 417", code: "417", among: choices) == nil, "no numbers")
@@ -42,10 +42,10 @@ struct ConsentChannelUnitTests {
     /// A location answer may add a coarser level between the word and the code; only the
     /// levels offered, never with deny, never a level the request could not have.
     @Test func aLocationAnswerMayNameACoarserLevel() {
-        let choices = [PromptChoice(choice: .once, label: "Allow once"), PromptChoice(choice: .deny, label: "Deny")]
+        let choices = [PromptChoice(allow: .once, label: "Allow once"), PromptChoice(choice: .deny, label: "Deny")]
         let levels: [LocationAccuracy] = [.neighborhood, .city, .country]
         let city = TerminalPrompt.answer("once city 417", code: "417", among: choices, levels: levels)
-        #expect(city?.choice.choice == .once && city?.level == .city)
+        #expect(city?.choice.choice == .allow(.once) && city?.level == .city)
         #expect(TerminalPrompt.answer("once 417", code: "417", among: choices, levels: levels)?.level == nil)
         #expect(TerminalPrompt.answer("once exact 417", code: "417", among: choices, levels: levels) == nil, "finer than offered")
         #expect(TerminalPrompt.answer("once street 417", code: "417", among: choices, levels: levels) == nil, "not offered")

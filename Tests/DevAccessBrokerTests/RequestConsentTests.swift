@@ -105,6 +105,28 @@ struct RequestConsentTests {
         #expect(try !user.canOpen(setup.microphone, .read))
     }
 
+    /// A request's allow goes the engine's one decide path: a user-wide allow replaces the
+    /// user's user-wide allows and leaves an administrator's program grant, as an
+    /// administrator's user-wide grant does (the broker's own copy of that path ended it).
+    @Test func aRequestsAllowLeavesTheUsersProgramGrants() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
+        let user = try TestUser("keepprog")
+        let program = try TestProcess.devaccess(["grant", "camera", "--user", user.name, "--program", "/bin/sh"]
+            + setup.socket, environment: ["DEVACCESS_TEST_DEVICES": setup.devices])
+        #expect(program.status == 0, "\(program.stderr)")
+        let first = try user.onTerminal(["request", "camera", "--for", "1h"] + setup.socket)
+        #expect(first.exit == 0, "\(first.output)")
+        let second = try user.onTerminal(["request", "camera", "--always"] + setup.socket)
+        #expect(second.exit == 0, "\(second.output)")
+        let grants = try setup.grants(user)
+        let standing = grants.filter { $0.revoked == nil }
+        #expect(standing.count == 2, "\(grants)")
+        #expect(standing.contains { $0.program != nil && $0.method == .admin }, "the program grant stands: \(grants)")
+        #expect(standing.contains { $0.program == nil && $0.scope == .always && $0.method == .policy })
+        #expect(grants.filter { $0.revoked != nil }.map(\.scope) == [.until], "the 1h grant was replaced")
+        #expect(try user.canOpen(setup.camera, .readWrite))
+    }
+
     @Test func maxDurationCapsAlwaysAndKeepIsTheDefaultTerm() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=allow\nMaxDuration=1h\n[microphone]\nDefault=allow\nKeep=2h\n")
         let user = try TestUser("cap")

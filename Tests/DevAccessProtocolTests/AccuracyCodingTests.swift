@@ -24,7 +24,7 @@ struct AccuracyCodingTests {
         let result = RequestResult(permission: .location, outcome: .granted, how: .policy, grant: 3, term: .always,
                                    accuracy: .city, message: "allowed at city accuracy")
         let item = PendingItem(pending: 2, user: "a", uid: 1, program: nil, permissions: [.location], reason: nil,
-                               term: nil, duration: nil, accuracy: .street, created: "2026-11-29T10:00:00Z")
+                               term: nil, accuracy: .street, created: "2026-11-29T10:00:00Z")
         for reply in [Reply.decision(DecisionReply(user: "a", uid: 1, results: [result], permissions: [status])),
                       .pending(PendingListReply(requests: [item]))] {
             let envelope = ReplyEnvelope(id: 4, reply: reply)

@@ -9,9 +9,9 @@ struct ConversationCodingTests {
         prompt: 1, kind: .ask, permissions: [.camera, .microphone], user: "alice", program: "/usr/bin/cheese",
         reason: "video call", devices: [PromptDevice(permission: .camera, id: "camera:x", name: "Integrated Camera")],
         text: "Allow /usr/bin/cheese to use the camera and the microphone?\n  reason: video call",
-        choices: [PromptChoice(choice: .once, label: "Allow once"),
-                  PromptChoice(choice: .forDuration, duration: 3600, label: "Allow for 1h"),
-                  PromptChoice(choice: .always, label: "Allow always"),
+        choices: [PromptChoice(allow: .once, label: "Allow once"),
+                  PromptChoice(allow: .duration(seconds: 3600), label: "Allow for 1h"),
+                  PromptChoice(allow: .always, label: "Allow always"),
                   PromptChoice(choice: .deny, label: "Deny")],
         timeout: 60)
 
@@ -20,7 +20,7 @@ struct ConversationCodingTests {
         text: "Policy asks alice to confirm with their password.", choices: [], timeout: 60, attempt: 1, attempts: 3)
 
     static let results = [
-        RequestResult(permission: .camera, outcome: .granted, how: .consent, grant: 12, term: .forDuration,
+        RequestResult(permission: .camera, outcome: .granted, how: .consent, grant: 12, term: .duration,
                       expires: "2026-12-01T10:00:00Z", message: "camera allowed until 2026-12-01T10:00:00Z"),
         RequestResult(permission: .microphone, outcome: .undecided, why: .timeout, message: "no decision"),
         RequestResult(permission: .location, outcome: .pending, pending: 4, message: "waiting"),
@@ -34,9 +34,9 @@ struct ConversationCodingTests {
                                                             permissions: ReplyCodingTests.richStatus))),
         ReplyEnvelope(id: 8, reply: .pending(PendingListReply(requests: [
             PendingItem(pending: 4, user: "alice", uid: 1000, program: "/usr/bin/cheese", permissions: [.location],
-                        reason: "maps", term: .forDuration, duration: 600, created: "2026-11-29T10:00:00Z"),
+                        reason: "maps", term: .duration(seconds: 600), created: "2026-11-29T10:00:00Z"),
             PendingItem(pending: 5, user: "bob", uid: 1001, program: nil, permissions: [.camera], reason: nil,
-                        term: nil, duration: nil, created: "2026-11-29T10:01:00Z"),
+                        term: nil, created: "2026-11-29T10:01:00Z"),
         ]))),
         ReplyEnvelope(id: 9, reply: .resolved(ResolvedReply(pending: 4, resolution: .rejected, user: "alice", uid: 1000,
                                                              results: [RequestResult(permission: .location, outcome: .denied,
@@ -54,7 +54,7 @@ struct ConversationCodingTests {
 
     @Test func requestsRoundTripExactly() throws {
         let envelopes = [
-            RequestEnvelope(id: 3, request: .promptAnswer(PromptAnswer(prompt: 1, answer: .choice(.forDuration)))),
+            RequestEnvelope(id: 3, request: .promptAnswer(PromptAnswer(prompt: 1, answer: .choice(.allow(.duration))))),
             RequestEnvelope(id: 3, request: .promptAnswer(PromptAnswer(prompt: 2, answer: .password("pa\"ss\\w\nörd")))),
             RequestEnvelope(id: 3, request: .promptAnswer(PromptAnswer(prompt: 1, answer: .cancel(.endOfInput)))),
             RequestEnvelope(id: 4, request: .pending),

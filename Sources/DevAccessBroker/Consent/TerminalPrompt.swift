@@ -98,11 +98,11 @@ final class TerminalPrompt: Sendable {
         let code = String(UInt32.random(in: 100...999))
         // The answer is a word that says what it does, not a number or a letter: a program
         // that redraws the screen could relabel "1)" but cannot change what "deny" means.
-        let words = choices.map(\.choice.rawValue)
+        let words = choices.map(\.choice.word)
         let width = words.map(\.count).max() ?? 0
         var prompt = "\r\n" + Self.terminalText(text) + "\r\n"
         for choice in choices {
-            let word = choice.choice.rawValue
+            let word = choice.choice.word
             prompt += "  " + word + String(repeating: " ", count: width - word.count + 2)
                 + Self.terminalText(choice.label) + "\r\n"
         }
@@ -210,7 +210,7 @@ final class TerminalPrompt: Sendable {
 
     /// An offered choice by its word ("once", "for", "always", "deny").
     static func choice(_ word: String, among choices: [PromptChoice]) -> PromptChoice? {
-        choices.first { $0.choice.rawValue == word }
+        choices.first { $0.choice.word == word }
     }
 
     /// Text from hardware names and requesters goes to a person's terminal: control

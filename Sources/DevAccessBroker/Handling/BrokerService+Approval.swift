@@ -34,7 +34,7 @@ extension BrokerService {
             // The level as asked: the cap is the policy's at approval, which applies it then.
             let queued = try ledger.queueRequest(NewPendingRequest(
                 subject: context.subject, program: context.requester.policyProgram, permissions: uncovered,
-                scope: context.request.scope?.pending, reason: context.reason, holder: context.holder,
+                scope: context.request.scope, reason: context.reason, holder: context.holder,
                 accuracy: uncovered.contains(.location) ? context.location?.asked : nil))
             fresh.insert(queued.id)
             for permission in uncovered { pendingOf[permission] = queued.id }
@@ -145,19 +145,9 @@ extension BrokerService {
     }
 
     static func item(_ request: PendingRequest) -> PendingItem {
-        var term: RequestTerm?
-        var duration: Int64?
-        switch request.scope {
-        case nil: break
-        case .once: term = .once
-        case .always: term = .always
-        case .duration(let seconds):
-            term = .forDuration
-            duration = seconds
-        }
-        return PendingItem(pending: request.id, user: request.subject.name, uid: request.subject.uid,
+        PendingItem(pending: request.id, user: request.subject.name, uid: request.subject.uid,
                            program: request.program, permissions: request.permissions,
-                           reason: request.reason.isEmpty ? nil : request.reason, term: term, duration: duration,
+                           reason: request.reason.isEmpty ? nil : request.reason, term: request.scope,
                            accuracy: request.locationLevel, created: ISOTime.format(request.created))
     }
 
@@ -200,7 +190,7 @@ extension BrokerService {
         }
         let admin = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
         let note = action.reason ?? ""
-        let verdict: Verdict = approve ? .approve(action.scope?.pending) : action.deny ? .deny : .decline
+        let verdict: Verdict = approve ? .approve(action.scope) : action.deny ? .deny : .decline
         let resolving: Resolving
         do {
             resolving = try await enforcement.perform(operation.rawValue) {
@@ -239,7 +229,7 @@ extension BrokerService {
     /// What an administrator decided about a pending request.
     enum Verdict: Sendable, Hashable {
         /// The term chosen (nil: as requested).
-        case approve(PendingScope?)
+        case approve(GrantTerm?)
         case deny
         case decline
 
@@ -255,7 +245,7 @@ extension BrokerService {
     static func resolve(_ id: Int64, verdict: Verdict, note: String, admin: Principal, policy: Policy,
                         enforcer engine: Enforcer) throws(EnforcementError) -> (Resolving, EnforcementReport) {
         let approve: Bool
-        var chosen: PendingScope?
+        var chosen: GrantTerm?
         switch verdict {
         case .approve(let scope):
             approve = true
@@ -282,7 +272,7 @@ extension BrokerService {
         // that index, written with the request's resolution in one transaction.
         enum Answer {
             case final(RequestResult)
-            case decision(Int, term: DecisionTerm, capNote: String)
+            case decision(Int, term: ResolvedTerm, capNote: String)
         }
         var answers: [Answer] = []
         var decisions: [Enforcer.DecisionRequest] = []
@@ -305,9 +295,8 @@ extension BrokerService {
                     message: decision.explanation(permission, user: user) + " now; nothing was granted")))
                 continue
             }
-            let term = approve ? DecisionTerm.resolve(chosen ?? request.scope, policy: decision) : .always
-            let (scope, expires, holder) = term.grant(at: enforcer.clock(), holder: request.holder)
-            if scope == .once && holder == nil {
+            let term = approve ? decision.term(chosen ?? request.scope) : ResolvedTerm(.always)
+            if term.term == .once && request.holder == nil {
                 // Queued before the requester's process was kept: there is no process to last for.
                 answers.append(.final(RequestResult(permission: permission, outcome: .undecided, why: .disconnected,
                     message: "'once' lasts while the process that asked runs, and request \(request.id) does not "
@@ -319,8 +308,8 @@ extension BrokerService {
                 ? request.locationLevel.map { LocationAsk(asked: $0, policy: decision) } : nil
             answers.append(.decision(decisions.count, term: term, capNote: location?.capNote ?? ""))
             decisions.append(Enforcer.DecisionRequest(
-                subject: request.subject, permission: permission, decision: approve ? .allow : .deny, scope: scope,
-                expires: expires, reason: reason, holder: holder, accuracy: location?.granted))
+                subject: request.subject, permission: permission, decision: approve ? .allow : .deny, term: term,
+                from: enforcer.clock(), holder: request.holder, reason: reason, accuracy: location?.granted))
         }
         let (resolved, outcomes) = try enforcer.resolve(id, as: approve ? .approved : .rejected, decisions: decisions,
                                                         note: note)
@@ -328,7 +317,7 @@ extension BrokerService {
             switch answer {
             case .final(let result): return result
             case .decision(let index, let term, let capNote):
-                var granted = result(for: outcomes[index].grant, outcome: approve ? .granted : .denied, term: term.wire)
+                var granted = result(for: outcomes[index].grant, outcome: approve ? .granted : .denied, term: term.term.word)
                 granted.message += capNote
                 return granted
             }

@@ -11,7 +11,7 @@ import DevAccessProtocol
 struct GrantPlan: Sendable {
     var permission: Permission
     var decision: Decision
-    var term: DecisionTerm
+    var term: ResolvedTerm
     var method: DecisionMethod
     var decidedBy: Principal
     /// A location level the person chose below the request's (nil: as the request gets it).
@@ -145,7 +145,7 @@ extension BrokerService {
                                                      requester: requester)
             if let skipped { received[permission]?["program_rule_not_applied"] = skipped }
             // Only a term the request names can extend a standing grant; the default never does.
-            let requested = request.scope.map { DecisionTerm.resolve($0, policy: decision) }
+            let requested = request.scope.map { decision.term($0) }
             if let off = read.switchedOff(permission) {
                 // Nobody is asked while a permission is switched off for everyone.
                 received[permission]?["switched_off"] = off.sentence(formatTime: ISOTime.format)
@@ -219,7 +219,7 @@ extension BrokerService {
         var plans: [GrantPlan] = []
         for permission in byAction[.allow] ?? [] {
             plans.append(GrantPlan(permission: permission, decision: .allow,
-                                   term: DecisionTerm.resolve(request.scope, policy: policies(permission)),
+                                   term: policies(permission).term(request.scope),
                                    method: .policy, decidedBy: brokerPrincipal))
         }
         var promptNumber: Int64 = 0
@@ -261,7 +261,7 @@ extension BrokerService {
         if context.holder == nil {
             // `once` lasts while the process that asked runs; it has exited already.
             for plan in plans where plan.decision == .allow {
-                if case .once = plan.term {
+                if case .once = plan.term.term {
                     results[plan.permission] = RequestResult(
                         permission: plan.permission, outcome: .undecided, why: .disconnected,
                         message: "no decision: the process that asked has exited, and 'once' lasts only while it "
@@ -269,7 +269,7 @@ extension BrokerService {
                 }
             }
             plans.removeAll { plan in
-                if case .once = plan.term { return plan.decision == .allow }
+                if case .once = plan.term.term { return plan.decision == .allow }
                 return false
             }
         }
@@ -278,7 +278,7 @@ extension BrokerService {
             do {
                 for (permission, grant) in try await record(plans, context: context, enforcement: enforcement) {
                     var result = Self.result(for: grant, outcome: grant.decision == .allow ? .granted : .denied,
-                                             term: plans.first { $0.permission == permission }?.term.wire)
+                                             term: plans.first { $0.permission == permission }?.term.term.word)
                     if grant.locationLevel != nil, let location = context.location { result.message += location.capNote }
                     results[permission] = result
                 }
@@ -353,7 +353,7 @@ extension BrokerService {
     /// Policy deny, no device, a standing decision, or access the user already has:
     /// nothing to ask. Nil when someone has to decide.
     static func answeredAtOnce(_ permission: Permission, status: PermissionStatus, policy: PolicyDecision,
-                               user: UserIdentity, standing: [Grant], requested: DecisionTerm? = nil,
+                               user: UserIdentity, standing: [Grant], requested: ResolvedTerm? = nil,
                                location: LocationAsk? = nil, now: Date = Date()) -> RequestResult? {
         if policy.action == .deny {
             return RequestResult(permission: permission, outcome: .restricted,
@@ -442,24 +442,10 @@ extension BrokerService {
                              message: "no decision: \(text); nothing was recorded, the next request asks again")
     }
 
-    static func decidedBy(_ method: DecisionMethod) -> DecidedBy {
-        switch method {
-        case .consent: return .consent
-        case .authSelf: return .authSelf
-        case .admin: return .admin
-        case .policy: return .policy
-        }
-    }
-
     /// The result a grant stands for. `term` is what was decided (a one-use grant is stored
     /// as `until`); nil reads it from the grant.
-    static func result(for grant: Grant, outcome: RequestOutcome, term: RequestTerm?) -> RequestResult {
-        let stored: RequestTerm
-        switch grant.scope {
-        case .always: stored = .always
-        case .until: stored = .forDuration
-        case .once: stored = .once
-        }
+    static func result(for grant: Grant, outcome: RequestOutcome, term: GrantTerm.Word?) -> RequestResult {
+        let stored = grant.scope.word
         let ends = grant.expires.map { ISOTime.format($0) }
         let verb = grant.decision == .allow ? "allowed" : "denied"
         var terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
@@ -468,7 +454,7 @@ extension BrokerService {
             terms = "while process \(holder.pid) runs" + (ends.map { ", until \($0) at most" } ?? "")
         }
         let level = grant.locationLevel.map { " at \($0.rawValue) accuracy, \($0.approximately)," } ?? ""
-        return RequestResult(permission: grant.permission, outcome: outcome, how: decidedBy(grant.method), grant: grant.id,
+        return RequestResult(permission: grant.permission, outcome: outcome, how: grant.method, grant: grant.id,
                              term: term ?? stored, expires: ends, accuracy: grant.locationLevel,
                              message: "\(verb)\(level) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
     }
@@ -507,18 +493,18 @@ extension BrokerService {
         switch context.request.scope {
         case .duration(let seconds)?: forSeconds = seconds
         // 'always' where MaxDuration= applies: offer the longest time instead, and say so.
-        case .always? where cap != nil: forSeconds = cap ?? DecisionTerm.defaultAskSeconds
-        default: forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? DecisionTerm.defaultAskSeconds
+        case .always? where cap != nil: forSeconds = cap ?? GrantTerm.defaultAskSeconds
+        default: forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? GrantTerm.defaultAskSeconds
         }
         if let cap { forSeconds = min(forSeconds, cap) }
-        let once = DecisionTerm.once(limit: nil).capped(cap)
+        let once = ResolvedTerm(.once).capped(cap)
         let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
-        var choices = [PromptChoice(choice: .once, label: "Allow \(once.text(holder: context.holderName))"),
-                       PromptChoice(choice: .forDuration, duration: forSeconds,
+        var choices = [PromptChoice(allow: .once, label: "Allow \(once.text(holder: context.holderName))"),
+                       PromptChoice(allow: .duration(seconds: forSeconds),
                                     label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest), until "
                                         + HumanTime(now: Date().timeIntervalSince1970)
                                             .moment(Date().timeIntervalSince1970 + Double(forSeconds)))]
-        if cap == nil { choices.append(PromptChoice(choice: .always, label: "Allow always")) }
+        if cap == nil { choices.append(PromptChoice(allow: .always, label: "Allow always")) }
         choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
         number += 1
         flushAudit(context)
@@ -551,24 +537,17 @@ extension BrokerService {
         case .chose(let choice, let level):
             // TerminalPrompt takes only offered words.
             guard let offered = choices.first(where: { $0.choice == choice }) else { return .undecided(.dismissed) }
-            outcome["outcome"] = choice.rawValue
+            outcome["outcome"] = choice.word
             if let level { outcome["accuracy_chosen"] = level.rawValue }
             log.info("answered on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
-                                                         "source": terminal.source, "answer": choice.rawValue])
+                                                         "source": terminal.source, "answer": choice.word])
             let subject = context.subject
             return .decided(group.map { permission in
-                let decision = policies(permission)
-                let term: DecisionTerm
-                switch offered.choice {
-                case .once: term = DecisionTerm.resolve(RequestScope.once, policy: decision)
-                case .forDuration:
-                    term = DecisionTerm.resolve(RequestScope.duration(seconds: offered.duration ?? forSeconds),
-                                                policy: decision)
-                case .always: term = DecisionTerm.resolve(RequestScope.always, policy: decision)
-                case .deny: term = .always
-                }
-                return GrantPlan(permission: permission, decision: offered.choice == .deny ? .deny : .allow, term: term,
-                                 method: .consent, decidedBy: subject, accuracy: permission == .location ? level : nil)
+                // An allow for the term offered, under this permission's policy; a denial holds until reset.
+                let allowed = offered.term.map { policies(permission).term($0) }
+                return GrantPlan(permission: permission, decision: allowed == nil ? .deny : .allow,
+                                 term: allowed ?? ResolvedTerm(.always), method: .consent, decidedBy: subject,
+                                 accuracy: permission == .location ? level : nil)
             })
         case .dismissed:
             outcome["outcome"] = "cancel:dismissed"
@@ -608,7 +587,7 @@ extension BrokerService {
     /// `auth_self`: the user's password through PAM, up to `passwordAttempts` tries.
     func confirmPassword(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                          number: inout Int64, instead: String? = nil) async -> GroupOutcome {
-        let terms = group.map { DecisionTerm.resolve(context.request.scope, policy: policies($0)) }
+        let terms = group.map { policies($0).term(context.request.scope) }
         let texts = terms.map { $0.text(holder: context.holderName) }
         let termText = Set(texts).count == 1 ? texts.first : nil
         let attempts = Int64(max(1, settings.passwordAttempts))
@@ -746,7 +725,11 @@ extension BrokerService {
 
     // MARK: Recording
 
-    /// Writes the decisions (ledger first) and applies them (ACLs), as one engine operation.
+    /// Writes the decisions (ledger first) and applies them (ACLs), as one engine operation,
+    /// through the engine's one decide path (`Enforcer.decide`): an allow first ends the
+    /// user's standing allows (so `for 1h` after `always` really ends), a denial is written
+    /// first and then ends them, a denial the ledger cannot take still ends access; each
+    /// grant keeps who decided and how (consent, auth_self, policy).
     func record(_ plans: [GrantPlan], context: RequestContext,
                 enforcement: any DecisionEnforcement) async throws(DecisionEnforcementFailure) -> [(Permission, Grant)] {
         let subject = context.subject
@@ -755,47 +738,16 @@ extension BrokerService {
         let level = context.location?.granted
         return try await enforcement.perform("request") { (enforcer) throws(EnforcementError) -> ([(Permission, Grant)], EnforcementReport) in
             let now = enforcer.clock()
-            var grants: [(Permission, Grant)] = []
-            do throws(LedgerError) {
-                for plan in plans {
-                    grants.append((plan.permission, try Self.record(plan, subject: subject, reason: reason,
-                                                                    holder: holder, accuracy: plan.accuracy ?? level,
-                                                                    ledger: enforcer.ledger, now: now)))
-                }
-            } catch {
-                throw .ledger(error)
-            }
-            return (grants, try enforcer.reconcile())
+            let outcomes = try enforcer.decide(plans.map { plan in
+                Enforcer.DecisionRequest(
+                    subject: subject, permission: plan.permission, decision: plan.decision, term: plan.term, from: now,
+                    holder: holder, reason: reason,
+                    // Every allow of location records its level, exact included, so the row says what was decided.
+                    accuracy: plan.permission == .location && plan.decision == .allow ? plan.accuracy ?? level ?? .exact : nil,
+                    decidedBy: plan.decidedBy, method: plan.method)
+            })
+            return (zip(plans, outcomes).map { ($0.permission, $1.grant) }, outcomes.last?.report ?? EnforcementReport())
         }
-    }
-
-    /// One decision, as `Enforcer.decide` writes an admin's: an allow first ends the
-    /// user's standing allows (so `for 1h` after `always` really ends); a denial is written
-    /// first and then ends them. Unlike `decide`, the grant keeps who decided and how
-    /// (consent, auth_self, policy).
-    static func record(_ plan: GrantPlan, subject: Principal, reason: String, holder: ProcessHolder?,
-                       accuracy: LocationAccuracy? = nil, ledger: Ledger, now: Date) throws(LedgerError) -> Grant {
-        let (scope, expires, bound) = plan.term.grant(at: now, holder: holder)
-        // Every allow of location records its level, exact included, so the row says what was decided.
-        let level = plan.permission == .location && plan.decision == .allow ? accuracy ?? .exact : nil
-        let new = NewGrant(subject: subject, permission: plan.permission, decision: plan.decision, scope: scope,
-                           expires: expires, decidedBy: plan.decidedBy, method: plan.method, reason: reason,
-                           holder: bound, accuracy: level)
-        let standing = try ledger.activeGrants(uid: subject.uid, permission: plan.permission, now: now)
-            .filter { $0.decision == .allow && $0.program == nil }
-        if plan.decision == .allow {
-            if !standing.isEmpty {
-                try ledger.revoke(permission: plan.permission, uid: subject.uid, by: plan.decidedBy,
-                                  reason: "replaced by a new grant", at: now)
-            }
-            return try ledger.recordGrant(new, at: now)
-        }
-        let grant = try ledger.recordGrant(new, at: now)
-        if !standing.isEmpty {
-            try ledger.revoke(permission: plan.permission, uid: subject.uid, by: plan.decidedBy,
-                              reason: "denied by grant \(grant.id)", at: now)
-        }
-        return grant
     }
 
     // MARK: Audit
@@ -807,14 +759,7 @@ extension BrokerService {
         if let holder { details["holder_pid"] = String(holder.pid) }
         // What really asked: the CLI is rarely it.
         if !peer.ancestry.isEmpty { details["started_by"] = peer.ancestry.joined(separator: " <- ") }
-        switch request.scope {
-        case nil: details["scope"] = "default"
-        case .once: details["scope"] = "once"
-        case .always: details["scope"] = "always"
-        case .duration(let seconds):
-            details["scope"] = "for"
-            details["duration_sec"] = String(seconds)
-        }
+        details.merge(GrantTerm.auditDetails(request.scope)) { $1 }
         return details
     }
 

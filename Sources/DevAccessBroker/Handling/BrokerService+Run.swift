@@ -127,7 +127,7 @@ extension BrokerService {
             switch decision.action {
             case .allow:
                 plans.append(GrantPlan(permission: permission, decision: .allow,
-                                       term: DecisionTerm.resolve(order.scope ?? .once, policy: decision),
+                                       term: decision.term(order.scope ?? .once),
                                        method: .policy, decidedBy: brokerPrincipal))
             case .ask: toAsk.append(permission)
             case .authSelf: toConfirm.append(permission)
@@ -300,7 +300,7 @@ extension BrokerService {
         // A program its user can change gets this run only, whatever term was chosen.
         let runAllows = program.trusted ? allows : allows.map { plan in
             var once = plan
-            once.term = .once(limit: nil)
+            once.term = ResolvedTerm(.once)
             return once
         }
         var details = ["removed_environment": environment.removed.joined(separator: " ")]
@@ -324,7 +324,7 @@ extension BrokerService {
             }
             for grant in granted {
                 results[grant.permission] = Self.result(for: grant, outcome: .granted,
-                                                        term: runAllows.first { $0.permission == grant.permission }?.term.wire)
+                                                        term: runAllows.first { $0.permission == grant.permission }?.term.term.word)
             }
         } catch {
             started.abandon()
@@ -385,7 +385,7 @@ extension BrokerService {
     static func recordRunGrant(_ plan: GrantPlan, subject: Principal, program: Program, reason: String,
                                process: ProcessHolder?, accuracy: LocationAccuracy?, ledger: Ledger,
                                now: Date) throws(LedgerError) -> Grant {
-        let (scope, expires, _) = plan.term.grant(at: now, holder: process)
+        let (scope, expires) = plan.term.recorded(at: now)
         // Every allow of location records its level, exact included, as a request's does.
         let level = plan.permission == .location && plan.decision == .allow ? accuracy ?? .exact : nil
         let new = NewGrant(subject: subject, program: program, permission: plan.permission, decision: plan.decision,

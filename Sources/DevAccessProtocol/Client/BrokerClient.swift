@@ -125,7 +125,7 @@ public final class BrokerClient {
     /// Admin: approves (`approve: true`) or rejects a pending request.
     /// `scope` (approve): the term to grant instead of the one requested. `deny` (reject):
     /// record a denial rather than decline the request only.
-    public func resolve(_ pending: Int64, approve: Bool, reason: String? = nil, scope: RequestScope? = nil,
+    public func resolve(_ pending: Int64, approve: Bool, reason: String? = nil, scope: GrantTerm? = nil,
                         deny: Bool = false) throws(BrokerClientError) -> ResolvedReply {
         let action = PendingAction(pending: pending, reason: reason, scope: scope, deny: deny)
         switch try send(approve ? .approve(action) : .reject(action)) {

@@ -17,19 +17,21 @@ public enum PromptKind: String, Sendable, Hashable, CaseIterable {
     case password
 }
 
-/// An answer to an `ask` prompt.
-public enum ConsentChoice: String, Sendable, Hashable, CaseIterable {
-    case once
-    case forDuration = "for"
-    case always
+/// An answer to an `ask` prompt: allow for a term, or deny. Written as the term's word
+/// (`once`, `for`, `always`) or `deny`.
+public enum ConsentChoice: Sendable, Hashable, CaseIterable {
+    case allow(GrantTerm.Word)
     case deny
-}
 
-/// How long a grant holds, as the protocol says it.
-public enum RequestTerm: String, Sendable, Hashable, CaseIterable {
-    case once
-    case forDuration = "for"
-    case always
+    public static let allCases: [ConsentChoice] = GrantTerm.Word.allCases.map(ConsentChoice.allow) + [.deny]
+
+    /// The protocol's word: the term's, or `deny`.
+    public var word: String {
+        switch self {
+        case .allow(let term): return term.rawValue
+        case .deny: return "deny"
+        }
+    }
 }
 
 /// One answer offered by an `ask` prompt.
@@ -44,6 +46,17 @@ public struct PromptChoice: Sendable, Hashable {
         self.choice = choice
         self.duration = duration
         self.label = label
+    }
+
+    /// Allow for `term` (a `for` offers its seconds), with `label`.
+    public init(allow term: GrantTerm, label: String) {
+        self.init(choice: .allow(term.word), duration: term.seconds, label: label)
+    }
+
+    /// The term an allow offers; nil for deny (and for a `for` without its seconds).
+    public var term: GrantTerm? {
+        guard case .allow(let word) = choice else { return nil }
+        return GrantTerm(word: word, seconds: duration)
     }
 }
 
@@ -201,22 +214,14 @@ public enum UndecidedReason: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// Who decided a granted or denied permission.
-public enum DecidedBy: String, Sendable, Hashable, CaseIterable {
-    case consent
-    case authSelf = "auth_self"
-    case admin
-    case policy
-}
-
 public struct RequestResult: Sendable, Hashable {
     public var permission: Permission
     public var outcome: RequestOutcome
     /// granted, denied, already-*: how the deciding grant was made.
-    public var how: DecidedBy?
+    public var how: DecisionMethod?
     /// The ledger's grant id of the deciding grant.
     public var grant: Int64?
-    public var term: RequestTerm?
+    public var term: GrantTerm.Word?
     /// When the grant ends, ISO 8601 UTC.
     public var expires: String?
     /// pending: the pending request's number.
@@ -228,8 +233,8 @@ public struct RequestResult: Sendable, Hashable {
     /// One sentence for people.
     public var message: String
 
-    public init(permission: Permission, outcome: RequestOutcome, how: DecidedBy? = nil, grant: Int64? = nil,
-                term: RequestTerm? = nil, expires: String? = nil, pending: Int64? = nil, why: UndecidedReason? = nil,
+    public init(permission: Permission, outcome: RequestOutcome, how: DecisionMethod? = nil, grant: Int64? = nil,
+                term: GrantTerm.Word? = nil, expires: String? = nil, pending: Int64? = nil, why: UndecidedReason? = nil,
                 accuracy: LocationAccuracy? = nil, message: String) {
         self.accuracy = accuracy
         self.permission = permission
@@ -267,12 +272,12 @@ public struct PendingAction: Sendable, Hashable {
     public var reason: String?
     /// `approve` (version 4): the term the administrator chose; nil: what the request asked
     /// for. Either way capped by the policy's MaxDuration=.
-    public var scope: RequestScope?
+    public var scope: GrantTerm?
     /// `reject`: record a denial (sticky until `reset`); false: decline this request only,
     /// recording no decision. Versions 2 and 3 have no choice: their `reject` denies.
     public var deny: Bool
 
-    public init(pending: Int64, reason: String? = nil, scope: RequestScope? = nil, deny: Bool = false) {
+    public init(pending: Int64, reason: String? = nil, scope: GrantTerm? = nil, deny: Bool = false) {
         self.pending = pending
         self.reason = reason
         self.scope = scope
@@ -289,16 +294,14 @@ public struct PendingItem: Sendable, Hashable {
     public var permissions: [Permission]
     public var reason: String?
     /// As requested; nil: the policy's Keep=, else once.
-    public var term: RequestTerm?
-    /// Seconds, with `for`.
-    public var duration: Int64?
+    public var term: GrantTerm?
     /// The location accuracy asked for (with location only).
     public var accuracy: LocationAccuracy?
     /// ISO 8601 UTC.
     public var created: String
 
     public init(pending: Int64, user: String, uid: UInt32, program: String?, permissions: [Permission],
-                reason: String?, term: RequestTerm?, duration: Int64?, accuracy: LocationAccuracy? = nil,
+                reason: String?, term: GrantTerm?, accuracy: LocationAccuracy? = nil,
                 created: String) {
         self.accuracy = accuracy
         self.pending = pending
@@ -308,7 +311,6 @@ public struct PendingItem: Sendable, Hashable {
         self.permissions = permissions
         self.reason = reason
         self.term = term
-        self.duration = duration
         self.created = created
     }
 }

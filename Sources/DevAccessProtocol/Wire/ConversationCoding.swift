@@ -12,30 +12,32 @@ enum ConversationCoding {
         E.allCases.map { ($0.rawValue, $0) }
     }
 
+    private static let choiceWords = ConsentChoice.allCases.map { ($0.word, $0) }
+
     // MARK: request scope (shared by version 1 and 2)
 
     /// `scope` and, with `for`, `duration`.
-    static func scope(_ reader: inout ObjectReader) throws(ProtocolError) -> RequestScope {
-        let word = try reader.word("scope", [("once", 0), ("for", 1), ("always", 2)])
-        if word == 1 {
-            return .duration(seconds: try reader.integer("duration", in: 1...RequestScope.maxDurationSeconds))
+    static func scope(_ reader: inout ObjectReader) throws(ProtocolError) -> GrantTerm {
+        let word = try reader.word("scope", words(GrantTerm.Word.self))
+        if word == .duration {
+            return .duration(seconds: try reader.integer("duration", in: 1...GrantTerm.maxDurationSeconds))
         }
         if reader.has("duration") {
             throw ProtocolError(.badMessage, context: reader.childPath("duration"),
                                 reason: "'duration' goes only with scope 'for'")
         }
-        return word == 0 ? .once : .always
+        return word == .once ? .once : .always
     }
 
     /// `scope` (and `duration` for `for`); nothing for nil.
-    static func encode(scope: RequestScope?) -> [JSONMember] {
-        switch scope {
-        case nil: return []
-        case .once: return [JSONMember("scope", .string("once"))]
-        case .always: return [JSONMember("scope", .string("always"))]
-        case .duration(let seconds):
-            return [JSONMember("scope", .string("for")), JSONMember("duration", .integer(seconds))]
-        }
+    static func encode(scope: GrantTerm?) -> [JSONMember] {
+        encode(scope, field: "scope")
+    }
+
+    /// `field` with the term's word, and `duration` for `for`; nothing for nil.
+    static func encode(_ term: GrantTerm?, field: String) -> [JSONMember] {
+        guard let term else { return [] }
+        return [JSONMember(field, .string(term.word.rawValue))] + (term.seconds.map { [JSONMember("duration", .integer($0))] } ?? [])
     }
 
     /// An optional `accuracy`: a location level; anything else is refused naming the field.
@@ -91,7 +93,7 @@ enum ConversationCoding {
         var members = [JSONMember("prompt", .integer(answer.prompt))]
         switch answer.answer {
         case .choice(let choice):
-            members.append(JSONMember("answer", .string(choice.rawValue)))
+            members.append(JSONMember("answer", .string(choice.word)))
         case .password(let password):
             members.append(JSONMember("answer", .string("password")))
             members.append(JSONMember("password", .string(password)))
@@ -105,7 +107,7 @@ enum ConversationCoding {
     static func decodeAnswer(_ reader: inout ObjectReader) throws(ProtocolError) -> PromptAnswer {
         let prompt = try reader.integer("prompt", in: 1...maxPromptNumber)
         enum Word { case choice(ConsentChoice), password, cancel }
-        let word = try reader.word("answer", ConsentChoice.allCases.map { ($0.rawValue, Word.choice($0)) }
+        let word = try reader.word("answer", choiceWords.map { ($0.0, Word.choice($0.1)) }
                                        + [("password", .password), ("cancel", .cancel)])
         let answer: PromptAnswer.Answer
         switch word {
@@ -146,7 +148,7 @@ enum ConversationCoding {
         })))
         members.append(JSONMember("text", .string(prompt.text)))
         members.append(JSONMember("choices", .array(prompt.choices.map { choice in
-            var fields = [JSONMember("choice", .string(choice.choice.rawValue))]
+            var fields = [JSONMember("choice", .string(choice.choice.word))]
             if let duration = choice.duration { fields.append(JSONMember("duration", .integer(duration))) }
             fields.append(JSONMember("label", .string(choice.label)))
             return .object(fields)
@@ -174,10 +176,10 @@ enum ConversationCoding {
         let text = try reader.string("text", maxLength: 8192)
         let choices = try reader.array("choices", maxCount: 8) { (value, path) throws(ProtocolError) in
             try Strict.object(value, path: path) { (choice) throws(ProtocolError) -> PromptChoice in
-                let word = try choice.word("choice", words(ConsentChoice.self))
+                let word = try choice.word("choice", choiceWords)
                 var duration: Int64?
-                if word == .forDuration {
-                    duration = try choice.integer("duration", in: 1...RequestScope.maxDurationSeconds)
+                if word == .allow(.duration) {
+                    duration = try choice.integer("duration", in: 1...GrantTerm.maxDurationSeconds)
                 } else if choice.has("duration") {
                     throw ProtocolError(.badMessage, context: choice.childPath("duration"),
                                         reason: "'duration' goes only with choice 'for'")
@@ -187,7 +189,7 @@ enum ConversationCoding {
         }
         var seen: Set<ConsentChoice> = []
         for (position, choice) in choices.enumerated() where !seen.insert(choice.choice).inserted {
-            throw ProtocolError(.badMessage, context: "$.choices[\(position)]", reason: "'\(choice.choice.rawValue)' is offered twice")
+            throw ProtocolError(.badMessage, context: "$.choices[\(position)]", reason: "'\(choice.choice.word)' is offered twice")
         }
         let timeout = try reader.integer("timeout", in: 1...maxTimeout)
         let attempt = try reader.optionalInteger("attempt", in: 1...maxAttempts)
@@ -252,11 +254,11 @@ enum ConversationCoding {
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
             let outcome = try reader.word("outcome", words(RequestOutcome.self))
             let how = try reader.optional("how").map { (value) throws(ProtocolError) in
-                try Strict.word(value, path: reader.childPath("how"), words(DecidedBy.self))
+                try Strict.word(value, path: reader.childPath("how"), words(DecisionMethod.self))
             }
             let grant = try reader.optionalInteger("grant", in: 1...BrokerProtocol.requestIDs.upperBound)
             let term = try reader.optional("term").map { (value) throws(ProtocolError) in
-                try Strict.word(value, path: reader.childPath("term"), words(RequestTerm.self))
+                try Strict.word(value, path: reader.childPath("term"), words(GrantTerm.Word.self))
             }
             let expires = try reader.optionalString("expires", maxLength: 64)
             let pending = try reader.optionalInteger("pending", in: BrokerProtocol.requestIDs)
@@ -317,8 +319,7 @@ enum ConversationCoding {
             if let program = item.program { members.append(JSONMember("program", .string(program))) }
             members.append(JSONMember("permissions", .array(item.permissions.map { .string($0.rawValue) })))
             if let reason = item.reason { members.append(JSONMember("reason", .string(reason))) }
-            if let term = item.term { members.append(JSONMember("term", .string(term.rawValue))) }
-            if let duration = item.duration { members.append(JSONMember("duration", .integer(duration))) }
+            members += encode(item.term, field: "term")
             if let accuracy = item.accuracy { members.append(JSONMember("accuracy", .string(accuracy.rawValue))) }
             members.append(JSONMember("created", .string(item.created)))
             return .object(members)
@@ -335,17 +336,18 @@ enum ConversationCoding {
                 let permissions = try Strict.permissions(try item.required("permissions"),
                                                          path: item.childPath("permissions"))
                 let reason = try item.optionalString("reason", maxLength: 1024)
-                let term = try item.optional("term").map { (value) throws(ProtocolError) in
-                    try Strict.word(value, path: item.childPath("term"), words(RequestTerm.self))
+                let word = try item.optional("term").map { (value) throws(ProtocolError) in
+                    try Strict.word(value, path: item.childPath("term"), words(GrantTerm.Word.self))
                 }
-                let duration = try item.optionalInteger("duration", in: 1...RequestScope.maxDurationSeconds)
-                if (duration != nil) != (term == .forDuration) {
+                let duration = try item.optionalInteger("duration", in: 1...GrantTerm.maxDurationSeconds)
+                let term = word.flatMap { GrantTerm(word: $0, seconds: duration) }
+                if term == nil && (word != nil || duration != nil) {
                     throw ProtocolError(.badMessage, context: item.childPath("duration"),
                                         reason: "'duration' is present exactly when the term is 'for'")
                 }
                 let accuracy = try accuracy(&item)
                 return PendingItem(pending: pending, user: user, uid: uid, program: program, permissions: permissions,
-                                   reason: reason, term: term, duration: duration, accuracy: accuracy,
+                                   reason: reason, term: term, accuracy: accuracy,
                                    created: try item.string("created", maxLength: 64))
             }
         })

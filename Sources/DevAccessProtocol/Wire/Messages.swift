@@ -167,7 +167,7 @@ public struct AccessRequest: Sendable, Hashable {
     /// Rationale shown to whoever decides (at most 1024 bytes).
     public var reason: String?
     /// nil (version 2 only): the policy's Keep= duration, else once.
-    public var scope: RequestScope?
+    public var scope: GrantTerm?
     /// When an administrator must approve: keep the request open until they decide,
     /// instead of answering at once with the request queued (version 2).
     public var wait: Bool
@@ -175,7 +175,7 @@ public struct AccessRequest: Sendable, Hashable {
     /// policy's `MaxAccuracy=` may answer with a coarser level, never a finer one.
     public var accuracy: LocationAccuracy?
 
-    public init(permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, wait: Bool = false,
+    public init(permissions: [Permission], reason: String? = nil, scope: GrantTerm? = nil, wait: Bool = false,
                 accuracy: LocationAccuracy? = nil) {
         self.accuracy = accuracy
         self.permissions = permissions
@@ -183,16 +183,6 @@ public struct AccessRequest: Sendable, Hashable {
         self.scope = scope
         self.wait = wait
     }
-}
-
-public enum RequestScope: Sendable, Hashable {
-    /// One use (one `devaccess run`).
-    case once
-    /// For `seconds` seconds from the decision (1 second ... 366 days).
-    case duration(seconds: Int64)
-    case always
-
-    public static let maxDurationSeconds: Int64 = 366 * 24 * 3600
 }
 
 // MARK: - Replies

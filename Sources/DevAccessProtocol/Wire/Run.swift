@@ -21,7 +21,7 @@ public struct RunOrder: Sendable, Hashable {
     public var permissions: [Permission]
     public var reason: String?
     /// nil: the policy's Keep= for a decision that has to be made, else this run only.
-    public var scope: RequestScope?
+    public var scope: GrantTerm?
     /// Also keep the program from capture devices it was not granted that its user's own
     /// groups would open (Landlock).
     public var strict: Bool
@@ -29,7 +29,7 @@ public struct RunOrder: Sendable, Hashable {
     public var accuracy: LocationAccuracy?
 
     public init(program: String, arguments: [String], environment: [String], directory: String, umask: UInt32,
-                permissions: [Permission], reason: String? = nil, scope: RequestScope? = nil, strict: Bool = false,
+                permissions: [Permission], reason: String? = nil, scope: GrantTerm? = nil, strict: Bool = false,
                 accuracy: LocationAccuracy? = nil) {
         self.program = program
         self.arguments = arguments

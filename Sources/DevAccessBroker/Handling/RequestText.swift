@@ -4,109 +4,20 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
 
-/// How long a decision made through a request holds, after policy had its say.
-enum DecisionTerm: Sendable, Hashable {
-    /// While the process that asked runs (`ProcessHolder`); `limit`: MaxDuration=, when the
-    /// policy sets one, also ends it.
-    case once(limit: Int64?)
-    /// `capped`: MaxDuration= shortened what was asked (a longer `for`, or `always`).
-    case duration(seconds: Int64, capped: Bool)
-    case always
-
-    /// What "allow for a time" offers when neither the request nor Keep= names a duration.
-    static let defaultAskSeconds: Int64 = 3600
-
-    /// The request's scope, else the policy's Keep=, else once; then capped by MaxDuration=
-    /// (`always` becomes MaxDuration, and says so).
-    static func resolve(_ requested: RequestScope?, policy: PolicyDecision) -> DecisionTerm {
-        let term: DecisionTerm
-        switch requested {
-        case nil: term = policy.keepSeconds.map { .duration(seconds: $0, capped: false) } ?? .once(limit: nil)
-        case .once: term = .once(limit: nil)
-        case .duration(let seconds): term = .duration(seconds: seconds, capped: false)
-        case .always: term = .always
-        }
-        return term.capped(policy.maxDurationSeconds)
-    }
-
-    static func resolve(_ requested: PendingScope?, policy: PolicyDecision) -> DecisionTerm {
-        switch requested {
-        case nil: return resolve(RequestScope?.none, policy: policy)
-        case .once: return resolve(RequestScope.once, policy: policy)
-        case .duration(let seconds): return resolve(RequestScope.duration(seconds: seconds), policy: policy)
-        case .always: return resolve(RequestScope.always, policy: policy)
-        }
-    }
-
-    func capped(_ maximum: Int64?) -> DecisionTerm {
-        guard let maximum, maximum > 0 else { return self }
-        switch self {
-        case .once(let limit): return .once(limit: min(limit ?? maximum, maximum))
-        case .duration(let seconds, let capped):
-            return seconds > maximum ? .duration(seconds: maximum, capped: true) : .duration(seconds: seconds, capped: capped)
-        case .always: return .duration(seconds: maximum, capped: true)
-        }
-    }
-
-    var wire: RequestTerm {
-        switch self {
-        case .once: return .once
-        case .duration: return .forDuration
-        case .always: return .always
-        }
-    }
-
-    /// The ledger's scope, expiry and the process a `once` grant lasts for. A `once`
-    /// without a process to last for is not recorded (`BrokerService.record`).
-    func grant(at now: Date, holder: ProcessHolder?) -> (GrantScope, Date?, ProcessHolder?) {
-        switch self {
-        case .once(let limit):
-            return (.once, limit.map { now.addingTimeInterval(TimeInterval($0)) }, holder)
-        case .duration(let seconds, _):
-            return (.until, now.addingTimeInterval(TimeInterval(seconds)), nil)
-        case .always:
-            return (.always, nil, nil)
-        }
-    }
-
-    /// "once (while bash (pid 812) runs)", "for 1h", "for 8h (the longest the policy allows)", "always".
-    func text(holder: String? = nil) -> String {
-        switch self {
-        case .once(let limit):
-            var text = "once (while \(holder ?? "the program that asked") runs"
-            if let limit { text += ", at most \(DurationText.format(seconds: limit))" }
-            return text + ")"
-        case .duration(let seconds, let capped):
-            return "for \(DurationText.format(seconds: seconds))" + (capped ? " (the longest the policy allows)" : "")
-        case .always: return "always"
-        }
-    }
-}
-
-extension DecisionTerm {
+extension ResolvedTerm {
     /// Whether this term, starting `now`, ends later than `grant`: a request that asks for
     /// it extends the grant (is decided again) rather than being "already allowed".
     func outlasts(_ grant: Grant, now: Date) -> Bool {
-        switch self {
+        switch term {
         case .once:
             return false
         case .always:
             return grant.scope != .always
-        case .duration(let seconds, _):
+        case .duration(let seconds):
             if grant.scope == .always { return false }
             // A grant that lasts while a process runs has no time to compare: a time is another term.
             guard let expires = grant.expires else { return grant.holder != nil }
             return now.addingTimeInterval(TimeInterval(seconds)) > expires
-        }
-    }
-}
-
-extension RequestScope {
-    var pending: PendingScope {
-        switch self {
-        case .once: return .once
-        case .duration(let seconds): return .duration(seconds: seconds)
-        case .always: return .always
         }
     }
 }

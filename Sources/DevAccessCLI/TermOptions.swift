@@ -1,18 +1,12 @@
 import DevAccessArguments
 import DevAccessCore
-import DevAccessLedger
 import DevAccessSystem
 import FoundationEssentials
 import Glibc
 
 /// How long an admin decision holds: `--for DURATION`, `--until TIME` or `--always` (the
 /// default). One of them at most.
-enum GrantTerm: Equatable {
-    case always
-    /// Seconds from when devaccessd records the decision (its clock, not ours).
-    case lasting(Int64)
-    case until(Date)
-
+enum TermOptions {
     static let forOption = OptionSpec(long: "for", short: nil, value: "DURATION",
                                       help: "Hold for this long: 90s, 15m, 8h, 7d, 2w, 1h30m.")
     static let untilOption = OptionSpec(long: "until", short: nil, value: "TIME",
@@ -21,7 +15,10 @@ enum GrantTerm: Equatable {
                                          help: "Hold until revoked (the default).")
     static let options = [forOption, untilOption, alwaysOption]
 
-    static func parse(_ arguments: ParsedArguments, command: String, now: Date) throws(UsageError) -> GrantTerm {
+    /// `--for`: `lastingSeconds`, counted from when devaccessd records the decision (its
+    /// clock, not ours); `--until`: `untilMilliseconds` (Unix time); neither: always.
+    static func parse(_ arguments: ParsedArguments, command: String,
+                      now: Date) throws(UsageError) -> (lastingSeconds: Int64?, untilMilliseconds: Int64?) {
         let given = ["for", "until", "always"].filter { arguments.value($0) != nil || arguments.has($0) }
         if given.count > 1 {
             throw UsageError(message: "'--\(given[0])' and '--\(given[1])' cannot be combined; give one of "
@@ -34,7 +31,7 @@ enum GrantTerm: Equatable {
             } catch {
                 throw UsageError(message: "\(error.description) for '--for'", command: command)
             }
-            return .lasting(seconds)
+            return (seconds, nil)
         }
         if let text = arguments.value("until") {
             guard let time = ISOTime.parse(text) else {
@@ -45,18 +42,8 @@ enum GrantTerm: Equatable {
             guard time > now else {
                 throw UsageError(message: "'--until \(text)' is not in the future", command: command)
             }
-            return .until(time)
+            return (nil, Int64((time.timeIntervalSince1970 * 1000).rounded()))
         }
-        return .always
-    }
-
-    var untilMilliseconds: Int64? {
-        guard case .until(let time) = self else { return nil }
-        return Int64((time.timeIntervalSince1970 * 1000).rounded())
-    }
-
-    var lastingSeconds: Int64? {
-        guard case .lasting(let seconds) = self else { return nil }
-        return seconds
+        return (nil, nil)
     }
 }

@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import DevAccessCore
+import DevAccessLedger
+@testable import DevAccessEnforcement
+import DevAccessTestSupport
+
+/// The one decide path: an administrator's decisions and a request's (a prompt, a password,
+/// the policy) are recorded and applied by `Enforcer.decide`; a request's keep who decided
+/// and how.
+@Suite(.serialized, .enabled(if: getuid() == 0, "needs root: creates users, device nodes and ACLs"))
+struct DecidePathTests {
+    func consent(_ fx: EngineFixture, _ decision: Decision, _ term: ResolvedTerm) -> Enforcer.DecisionRequest {
+        Enforcer.DecisionRequest(subject: fx.principal(fx.alice), permission: .camera, decision: decision, term: term,
+                                 from: fx.clock.now, holder: nil, reason: "asked", decidedBy: fx.principal(fx.alice),
+                                 method: .consent)
+    }
+
+    /// `date` is `seconds` after `start`, to the ledger's microsecond.
+    func ends(_ date: Date?, _ seconds: TimeInterval, after start: Date) -> Bool {
+        date.map { abs($0.timeIntervalSince(start) - seconds) < 0.000_01 } ?? false
+    }
+
+    @Test func aRequestsDecisionKeepsWhoDecidedAndHow() throws {
+        let fx = try EngineFixture("dpath")
+        let node = try fx.camera("video0")
+        let alice = fx.principal(fx.alice)
+        let first = try fx.engine().decide(consent(fx, .allow, ResolvedTerm(.duration(seconds: 3600))))
+        #expect(first.grant.method == .consent && first.grant.decidedBy == alice)
+        #expect(first.grant.scope == .until && ends(first.grant.expires, 3600, after: fx.clock.now))
+        #expect(try fx.alice.canOpen(node, .readWrite))
+
+        // A longer term replaces it; the replaced grant is ended by the one who decided.
+        let second = try fx.engine().decide(consent(fx, .allow, ResolvedTerm(.always)))
+        #expect(second.ended.map(\.id) == [first.grant.id])
+        let revokes = try fx.ledger().events().filter { $0.event.type == .revoke }
+        #expect(revokes.map(\.event.actor) == [alice])
+        #expect(try fx.alice.canOpen(node, .readWrite))
+        #expect(try fx.ledger().verify().isIntact)
+    }
+
+    /// A user-wide allow at a prompt leaves the user's program grants (`devaccess run`), as
+    /// an administrator's does; a user-wide denial ends them too.
+    @Test func aUserWideAllowLeavesProgramGrantsAndADenialEndsThem() throws {
+        let fx = try EngineFixture("dprog")
+        try fx.camera("video0")
+        let program = try fx.engine().decide(Enforcer.DecisionRequest(
+            subject: fx.principal(fx.alice), permission: .camera, decision: .allow, scope: .always,
+            program: Program(path: "/usr/bin/cheese")))
+        let allowed = try fx.engine().decide(consent(fx, .allow, ResolvedTerm(.always)))
+        #expect(allowed.ended.isEmpty)
+        #expect(try fx.ledger().activeGrants(uid: fx.alice.uid, permission: .camera, now: fx.clock.now).map(\.id)
+            .sorted() == [program.grant.id, allowed.grant.id])
+
+        let denied = try fx.engine().decide(consent(fx, .deny, ResolvedTerm(.always)))
+        #expect(denied.grant.method == .consent && denied.grant.decision == .deny)
+        #expect(Set(denied.ended.map(\.id)) == [program.grant.id, allowed.grant.id])
+    }
+
+    /// Several decisions (a request's permissions) are recorded in order and applied in one run.
+    @Test func aRequestsDecisionsAreAppliedTogether() throws {
+        let fx = try EngineFixture("dmany")
+        let node = try fx.camera("video0")
+        var location = consent(fx, .allow, ResolvedTerm(.once, cap: 600))
+        location.permission = .location
+        location.accuracy = .city
+        location.holder = ProcessHolder(pid: getpid(), startTicks: 1, bootID: "test")
+        let outcomes = try fx.engine().decide([consent(fx, .allow, ResolvedTerm(.always)), location])
+        #expect(outcomes.map(\.grant.permission) == [.camera, .location])
+        #expect(outcomes[1].grant.scope == .once && ends(outcomes[1].grant.expires, 600, after: fx.clock.now))
+        #expect(outcomes[1].grant.accuracy == .city && outcomes[1].grant.method == .consent)
+        // One run for both; location is served by devaccessd, which its own outcome says.
+        #expect(outcomes[1].report.notes.contains { $0.hasPrefix("location:") })
+        #expect(!outcomes[0].report.notes.contains { $0.hasPrefix("location:") })
+        #expect(try fx.alice.canOpen(node, .readWrite))
+    }
+}
