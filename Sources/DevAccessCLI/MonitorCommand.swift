@@ -8,7 +8,7 @@ import Glibc
 enum MonitorCommand: Command {
     static let spec = CommandSpec(
         name: "monitor",
-        abstract: "Print the devices and their status, then hotplug events, location receivers and fixes, and the status changes they cause.",
+        abstract: "Print the devices and their status now, then hotplug and location events and the status changes they cause.",
         usage: "devaccess monitor [--user USER] [--json] [--location HOST:PORT]",
         options: [CommonOptions.user, CommonOptions.json, BrokerOptions.socket, CommonOptions.stateDir, locationOption],
         discussion: """
