@@ -130,6 +130,47 @@ struct MonitorTests {
         }
     }
 
+    /// Root reads the ledger and the policy itself, as `status` does (no devaccessd asked):
+    /// `monitor --user erin` as root says denied too, from the ledger file.
+    @Test func rootReadsTheLedgerItselfAndSeesTheDenial() throws {
+        let erin = try TestUser("monroot")
+        let setup = try Setup(policy: "[camera]\nDefault=ask\n")
+        let denied = try TestProcess.devaccess(["deny", "camera", "--user", erin.name, "--socket", setup.daemon.socketPath])
+        #expect(denied.status == 0, "\(denied.stdout) \(denied.stderr)")
+        let scratch = try TemporaryDirectory()
+        let output = scratch.path + "/out"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        let events = scratch.path + "/uevents.jsonl"
+        _ = FileManager.default.createFile(atPath: events, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TestProcess.devaccessBinary)
+        // A socket nothing listens at: the status must not need devaccessd.
+        process.arguments = ["monitor", "--json", "--user", erin.name, "--state-dir", setup.daemon.stateDirectory,
+                             "--socket", scratch.path + "/none.sock"]
+        process.environment = ["DEVACCESS_TEST_DEVICES": setup.devices, "DEVACCESS_TEST_UEVENTS": events,
+                               "PATH": "/usr/bin:/bin"]
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        let deadline = Date().addingTimeInterval(20)
+        var lines: [[String: Any]] = []
+        while Date() < deadline {
+            let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            lines = Self.devices(text.split(separator: "\n").compactMap { try? json(String($0)) })
+            if lines.count >= 3 { break }
+            usleep(10_000)
+        }
+        #expect(lines.map(Self.brief) == [
+            "snapshot camera camera:test-video-index0 denied", "snapshot camera camera:test-video-index1 denied",
+            "snapshot microphone - unavailable",
+        ], "\(lines)")
+        #expect(lines.allSatisfy { $0["decisionsUnknown"] == nil }, "\(lines)")
+    }
+
     /// devaccessd gone: the status comes from the nodes and the policy alone, and every line
     /// says the decisions are unknown (and why) instead of passing it off as the truth.
     @Test func withoutDevaccessdEveryLineSaysTheDecisionsAreUnknown() throws {
