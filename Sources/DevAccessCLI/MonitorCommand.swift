@@ -50,6 +50,8 @@ enum MonitorCommand: Command {
         if !arguments.positionals.isEmpty {
             throw UsageError(message: "unexpected argument '\(arguments.positionals[0])'", command: spec.name)
         }
+        // Refused before anything is opened when the caller may not see USER's status.
+        _ = try LocalStatus.identity(arguments, command: spec.name)
         let json = arguments.has("json")
         // Listening first: every event after the snapshot's reading is queued on the socket.
         let events = try MonitorEvents.open(subsystems: watched.map(\.subsystem))

@@ -171,6 +171,23 @@ struct MonitorTests {
         #expect(lines.allSatisfy { $0["decisionsUnknown"] == nil }, "\(lines)")
     }
 
+    /// The attack: mallory watches erin's camera status (when erin is denied, granted, or
+    /// switched off) with `monitor --user erin`. As for `status`, only root and
+    /// devaccess-admin may: exit 77, and not one line about erin's devices.
+    @Test func anotherUsersStatusIsRefusedAsStatusRefusesIt() throws {
+        let erin = try TestUser("monvict")
+        let mallory = try TestUser("monspy")
+        let setup = try Setup(policy: "[camera]\nDefault=ask\n")
+        let result = try mallory.run(TestProcess.devaccessBinary, ["monitor", "--json", "--user", erin.name],
+                                     environment: ["DEVACCESS_TEST_DEVICES": setup.devices,
+                                                   "DEVACCESS_TEST_UEVENTS": setup.nodes.path + "/none.jsonl",
+                                                   "DEVACCESS_STATE_DIR": setup.daemon.stateDirectory,
+                                                   "DEVACCESS_SOCKET": setup.daemon.socketPath])
+        #expect(result.status == 77, "\(result.stdout) \(result.stderr)")
+        #expect(!result.stdout.contains("snapshot"), "\(result.stdout)")
+        #expect(result.stderr.contains("only root and members of group"), "\(result.stderr)")
+    }
+
     /// devaccessd gone: the status comes from the nodes and the policy alone, and every line
     /// says the decisions are unknown (and why) instead of passing it off as the truth.
     @Test func withoutDevaccessdEveryLineSaysTheDecisionsAreUnknown() throws {
