@@ -24,8 +24,9 @@ enum MonitorCommand: Command {
         may read them (root), devaccessd otherwise, so a standing denial shows as denied and a
         policy restriction or a privacy switch as restricted. When devaccessd cannot be
         reached, the status comes from the nodes and the policy alone: lines end with
-        '(decisions unknown)' (JSON: "decisionsUnknown"). With --json, one object per line
-        (docs/json.md). Runs until interrupted.
+        '(decisions unknown)' (JSON: "decisionsUnknown"). Another user's status (--user) only
+        for root and members of devaccess-admin, as for status (exit 77 otherwise). With
+        --json, one object per line (docs/json.md). Runs until interrupted.
         Location comes from devaccessd's gpsd endpoint (--location, default 127.0.0.1:947),
         at your grant: a receiver added or removed ('add location receiver PATH'), a fix
         gained, lost or changed between 2D and 3D ('fix location PATH: none -> 3d'), and why
