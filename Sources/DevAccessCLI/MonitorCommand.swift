@@ -2,20 +2,32 @@ import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessHardware
+import DevAccessEnforcement
 import DevAccessInterface
 import Glibc
 
 enum MonitorCommand: Command {
     static let spec = CommandSpec(
         name: "monitor",
-        abstract: "Print hotplug events, location receivers and fixes, and the status changes they cause.",
+        abstract: "Print the devices and their status now, then hotplug and location events and the status changes they cause.",
         usage: "devaccess monitor [--user USER] [--json] [--location HOST:PORT]",
-        options: [CommonOptions.user, CommonOptions.json, BrokerOptions.socket, locationOption],
+        options: [CommonOptions.user, CommonOptions.json, BrokerOptions.socket, CommonOptions.stateDir, locationOption],
         discussion: """
         Listens to udev (events after udevd applied its rules) for video4linux and sound
-        devices. After each event the permission is probed again and the devices that
-        appeared, went away or changed are printed, with the status before and after for
-        USER. With --json, one object per line (docs/json.md). Runs until interrupted.
+        devices. First, once it listens, it prints the current state: one line per camera and
+        microphone device ('snapshot camera NAME [ID] NODES: STATUS'; a permission with no
+        device gets one line too), so a script that has read a line knows no later event is
+        missed. Then each device that appeared, went away or changed, with USER's status
+        before and after that event ('add camera NAME [ID] NODES: BEFORE -> AFTER').
+        Which devices an event adds or removes comes from the event itself (its action and
+        device node, the device's own capture node); the status is read after each batch of
+        events from the same source as 'devaccess status': the ledger and the policy when you
+        may read them (root), devaccessd otherwise, so a standing denial shows as denied and a
+        policy restriction or a privacy switch as restricted. When devaccessd cannot be
+        reached, the status comes from the nodes and the policy alone: lines end with
+        '(decisions unknown)' (JSON: "decisionsUnknown"). Another user's status (--user) only
+        for root and members of devaccess-admin, as for status (exit 77 otherwise). With
+        --json, one object per line (docs/json.md). Runs until interrupted.
         Location comes from devaccessd's gpsd endpoint (--location, default 127.0.0.1:947),
         at your grant: a receiver added or removed ('add location receiver PATH'), a fix
         gained, lost or changed between 2D and 3D ('fix location PATH: none -> 3d'), and why
@@ -33,75 +45,87 @@ enum MonitorCommand: Command {
         ("video4linux", .camera), ("sound", .microphone),
     ]
 
+    /// Events read at once after the first of a batch, before the status is read again.
+    static let batchLimit = 256
+
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         if !arguments.positionals.isEmpty {
             throw UsageError(message: "unexpected argument '\(arguments.positionals[0])'", command: spec.name)
         }
-        let user = try CommonOptions.identity(arguments, command: spec.name)
+        // Refused before anything is opened when the caller may not see USER's status.
+        _ = try LocalStatus.identity(arguments, command: spec.name)
         let json = arguments.has("json")
-        let monitor: UdevMonitor
-        do {
-            monitor = try UdevMonitor(subsystems: watched.map(\.subsystem))
-        } catch {
-            throw CommandFailure(message: error.description)
-        }
+        // Listening first: every event after the snapshot's reading is queued on the socket.
+        let events = try MonitorEvents.open(subsystems: watched.map(\.subsystem))
+        let permissions = watched.map(\.permission)
         let broker = BrokerInterface(socketPath: try BrokerOptions.socketPath(arguments, command: spec.name),
                                      timeout: .seconds(2))
+        var output = MonitorOutput(json: json, console: console)
         var switches = await offSwitches(broker)
-        func evaluate(_ permission: Permission) -> PermissionStatus {
-            let off = switches?.first { $0.permission == permission.rawValue }
-            return StatusEvaluator.evaluate(MachineProbe.probeLocal(permission), for: user,
-                                            inputs: DecisionInputs(policyRestriction: off.flatMap(\.restricted).map {
-                                                Reason(.ledger, $0)
-                                            }))
+        let snapshot = try await read(permissions, arguments)
+        var models: [Permission: HotplugStatusModel] = [:]
+        for status in snapshot.statuses {
+            models[status.permission] = HotplugStatusModel(snapshot: status)
         }
+        try output.snapshot(snapshot)
         try printSwitches(switches ?? [], changedFrom: [], json: json, console: console)
-        var current: [Permission: PermissionStatus] = [:]
-        var trackers: [Permission: HotplugTracker] = [:]
-        for (_, permission) in watched {
-            let status = evaluate(permission)
-            current[permission] = status
-            trackers[permission] = HotplugTracker(initial: status.devices.map(\.device))
-        }
         let location = try watchLocation(arguments, json: json, console: console)
         defer { location.stop() }
         if !json {
-            console.error("devaccess: monitoring cameras, microphones and location for \(user.name); Ctrl-C stops")
+            console.error("devaccess: monitoring cameras, microphones and location for \(snapshot.user.name); Ctrl-C stops")
         }
         while true {
-            let next = try monitorNext(monitor)
+            let first = try events.next(timeoutMilliseconds: 2000)
             // devaccessd not reachable (nil): the last known switches stay.
             if let now = await offSwitches(broker), now != switches {
                 try printSwitches(now, changedFrom: switches ?? [], json: json, console: console)
                 switches = now
-                for (_, permission) in watched { current[permission] = evaluate(permission) }
+                let reading = try await read(permissions, arguments)
+                for status in reading.statuses { models[status.permission]?.read(status) }
+                output.decisionsUnknown = reading.decisionsUnknown
             }
-            guard let received = next else { continue }
-            let event = received.device
-            guard let permission = watched.first(where: { $0.subsystem == event.subsystem })?.permission,
-                  let before = current[permission], var tracker = trackers[permission] else { continue }
-            let after = evaluate(permission)
-            current[permission] = after
-            let changes = tracker.apply(action: event.action ?? "change", devnode: event.devnode,
-                                        probed: after.devices.map(\.device))
-            trackers[permission] = tracker
-            for change in changes {
-                let document = MonitorEventDocument(
-                    event: change.kind.rawValue, permission: permission.rawValue, id: change.device.id,
-                    name: change.device.name, subsystem: event.subsystem, devnode: event.devnode,
-                    seqnum: event.seqnum, kernelUsec: received.kernelArrivalMicroseconds,
-                    monotonicUsec: MonotonicClock.microseconds(),
-                    nodes: change.device.nodes.map { NodeDocument($0, access: nil) },
-                    previousStatus: before.status.rawValue, status: after.status.rawValue)
-                if json {
-                    console.out(try JSONOutput.encodeLine(document))
-                } else {
-                    console.out("\(change.kind.rawValue) \(permission.rawValue) \(change.device.name) [\(change.device.id)] "
-                        + "\(change.device.nodes.map(\.path).joined(separator: ",")): "
-                        + "\(before.status.rawValue) -> \(after.status.rawValue)")
+            guard let first else { continue }
+            var batch = [first]
+            while batch.count < batchLimit, let more = try events.next(timeoutMilliseconds: 0) { batch.append(more) }
+            let touched = permissions.filter { permission in
+                batch.contains { permissionOf($0) == permission }
+            }
+            guard !touched.isEmpty else { continue }
+            // One reading for the batch, taken after all of its events; each event's status
+            // is that reading narrowed to the devices the events so far brought.
+            let reading = try await read(touched, arguments)
+            for status in reading.statuses { models[status.permission]?.read(status) }
+            for event in batch {
+                guard let permission = permissionOf(event), var model = models[permission] else { continue }
+                let steps = model.apply(action: event.action, devnode: event.devnode)
+                models[permission] = model
+                for step in steps {
+                    try output.event(step, permission: permission, uevent: event,
+                                     usable: model.lastRead(step.change.device.id)?.usable,
+                                     decisionsUnknown: reading.decisionsUnknown)
                 }
             }
         }
+    }
+
+    static func permissionOf(_ event: MonitorUevent) -> Permission? {
+        watched.first { $0.subsystem == event.subsystem }?.permission
+    }
+
+    /// The statuses as `devaccess status` reads them: the ledger and policy here when the
+    /// caller may read the ledger, devaccessd otherwise (nodes and policy alone when it
+    /// cannot be reached: `decisionsUnknown` says why).
+    struct Reading {
+        var user: UserIdentity
+        var statuses: [PermissionStatus]
+        var decisionsUnknown: String?
+    }
+
+    static func read(_ permissions: [Permission], _ arguments: ParsedArguments) async throws -> Reading {
+        let computed = try await LocalStatus.compute(permissions, arguments, command: spec.name)
+        var unknown: String?
+        if case .unknown(let why)? = computed.ledger { unknown = why }
+        return Reading(user: computed.user, statuses: computed.statuses, decisionsUnknown: unknown)
     }
 
     /// Follows location through devaccessd's gpsd endpoint, printing each event from the
@@ -162,12 +186,80 @@ enum MonitorCommand: Command {
             }
         }
     }
+}
 
-    private static func monitorNext(_ monitor: UdevMonitor) throws -> UdevMonitor.Event? {
-        do {
-            return try monitor.next(timeoutMilliseconds: 2000)
-        } catch {
-            throw CommandFailure(message: error.description)
+/// `monitor`'s lines: the snapshot, then one per device an event added, removed or changed.
+struct MonitorOutput {
+    let json: Bool
+    let console: Console
+    /// Why the decisions are not known (devaccessd not reachable), said once on stderr in text.
+    var decisionsUnknown: String? {
+        didSet {
+            guard !json, decisionsUnknown != oldValue else { return }
+            if let why = decisionsUnknown {
+                console.error("devaccess: decisions unknown: \(TerminalText.field(why)); statuses come from the nodes "
+                              + "and the policy alone until devaccessd answers")
+            } else {
+                console.error("devaccess: decisions known again: devaccessd answers")
+            }
+        }
+    }
+
+    init(json: Bool, console: Console) {
+        self.json = json
+        self.console = console
+    }
+
+    /// One line per device of each permission, one for a permission without any.
+    mutating func snapshot(_ reading: MonitorCommand.Reading) throws {
+        decisionsUnknown = reading.decisionsUnknown
+        let now = MonotonicClock.microseconds()
+        for status in reading.statuses {
+            if status.devices.isEmpty {
+                let reason = status.reasons.first?.message
+                try print(MonitorSnapshotDocument(permission: status.permission.rawValue, status: status.status.rawValue,
+                                                  reason: reason, decisionsUnknown: reading.decisionsUnknown,
+                                                  monotonicUsec: now),
+                          line: "snapshot \(status.permission.rawValue): \(status.status.rawValue)"
+                              + (reason.map { " (" + TerminalText.field($0) + ")" } ?? ""))
+                continue
+            }
+            for device in status.devices {
+                try print(MonitorSnapshotDocument(permission: status.permission.rawValue, id: device.device.id,
+                                                  name: device.device.name,
+                                                  nodes: device.nodes.map { NodeDocument($0.node, access: $0.evaluation?.access) },
+                                                  usable: device.usable, status: status.status.rawValue,
+                                                  decisionsUnknown: reading.decisionsUnknown, monotonicUsec: now),
+                          line: "snapshot \(status.permission.rawValue) \(Self.device(device.device)): \(status.status.rawValue)")
+            }
+        }
+    }
+
+    mutating func event(_ step: HotplugStatusModel.Step, permission: Permission, uevent: MonitorUevent, usable: Bool?,
+                        decisionsUnknown: String?) throws {
+        self.decisionsUnknown = decisionsUnknown
+        let device = step.change.device
+        let document = MonitorEventDocument(
+            event: step.change.kind.rawValue, permission: permission.rawValue, id: device.id, name: device.name,
+            subsystem: uevent.subsystem, devnode: uevent.devnode, seqnum: uevent.seqnum, kernelUsec: uevent.kernelUsec,
+            monotonicUsec: MonotonicClock.microseconds(), nodes: device.nodes.map { NodeDocument($0, access: nil) },
+            usable: step.change.kind == .remove ? nil : usable,
+            previousStatus: step.previousStatus.rawValue, status: step.status.rawValue, decisionsUnknown: decisionsUnknown)
+        try print(document, line: "\(step.change.kind.rawValue) \(permission.rawValue) \(Self.device(device)): "
+                  + "\(step.previousStatus.rawValue) -> \(step.status.rawValue)")
+    }
+
+    /// `NAME [ID] NODE,NODE`, each made safe for a terminal.
+    static func device(_ device: Device) -> String {
+        "\(TerminalText.field(device.name)) [\(TerminalText.field(device.id))] "
+            + TerminalText.field(device.nodes.map(\.path).joined(separator: ","))
+    }
+
+    private func print(_ document: some Encodable, line: String) throws {
+        if json {
+            console.out(try JSONOutput.encodeLine(document))
+        } else {
+            console.out(line + (decisionsUnknown == nil ? "" : " (decisions unknown)"))
         }
     }
 }

@@ -206,8 +206,28 @@ struct MonitorEventDocument: Encodable {
     var kernelUsec: UInt64?
     var monotonicUsec: UInt64
     var nodes: [NodeDocument]
+    /// The user can use the device (as last read); absent for `remove`.
+    var usable: Bool?
     var previousStatus: String
     var status: String
+    /// Why the ledger's decisions are not in the status (devaccessd not reachable).
+    var decisionsUnknown: String?
+}
+
+/// `monitor --json`'s first lines: one per device present when it started listening, one
+/// without `id` for a permission with no device.
+struct MonitorSnapshotDocument: Encodable {
+    var event = "snapshot"
+    var permission: String
+    var id: String?
+    var name: String?
+    var nodes: [NodeDocument]?
+    var usable: Bool?
+    var status: String
+    /// For a permission without devices: why it is unavailable.
+    var reason: String?
+    var decisionsUnknown: String?
+    var monotonicUsec: UInt64
 }
 
 /// `monitor --json`: a privacy switch changed (`event` is "switch").

@@ -133,15 +133,21 @@ enum LocalStatus {
                                     tags: { major, minor in udev?.characterDevice(major: major, minor: minor)?.currentTags })
     }
 
-    static func compute(_ permissions: [Permission], _ arguments: ParsedArguments, command: String)
-        async throws -> Computed
-    {
+    /// The user named by --user (or the caller), when the caller may see their status: as the
+    /// broker rules, another user's decisions are for root and admins only.
+    static func identity(_ arguments: ParsedArguments, command: String) throws -> UserIdentity {
         let user = try CommonOptions.identity(arguments, command: command)
-        // As the broker rules: another user's decisions are for root and admins only.
         if user.uid != getuid() && !AdminGroup.callerIsMember() {
             throw CommandFailure(message: "only root and members of group '\(AdminGroup.name)' may see the status of "
                 + "another user (\(user.name), uid \(user.uid)); without --user you see your own", code: .noPermission)
         }
+        return user
+    }
+
+    static func compute(_ permissions: [Permission], _ arguments: ParsedArguments, command: String)
+        async throws -> Computed
+    {
+        let user = try identity(arguments, command: command)
         let options = try CommonOptions.probeOptions(arguments, command: command)
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: command)
         var ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)

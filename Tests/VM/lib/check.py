@@ -673,6 +673,59 @@ def check_udev_hotplug(c, uevents, inv):
             "udev add/remove events were seen for camera and microphone capture nodes")
 
 
+def monitor_lines(c, name):
+    """NAME.jsonl -> (events, snapshots): one JSON object a line, every snapshot line
+    before the first event line."""
+    lines, bad = [], []
+    for line in (c.text(f"{name}.jsonl") or "").splitlines():
+        if not line.strip():
+            continue
+        try:
+            e = json.loads(line)
+        except ValueError:
+            e = None
+        (lines if isinstance(e, dict) else bad).append(e if isinstance(e, dict) else line)
+    c.equal(bad, [], f"{name} --json prints one JSON object per line")
+    kinds = [e.get("event") for e in lines]
+    first_event = next((i for i, k in enumerate(kinds) if k != "snapshot"), len(kinds))
+    c.expect(first_event > 0 and "snapshot" not in kinds[first_event:],
+             f"{name}: the snapshot lines come first, before any event", kinds[:12])
+    return ([e for e in lines if e.get("event") != "snapshot"],
+            [e for e in lines if e.get("event") == "snapshot"])
+
+
+def check_denied_monitor(c, cam_ids):
+    """vmuser (in group video: the nodes open) with a standing denial of camera, its status
+    from devaccessd: denied in the snapshot and after every camera event, never authorized;
+    unavailable once the last camera went."""
+    c.equal(c.rc("deny-vmuser"), 0, "deny camera --user vmuser through devaccessd")
+    c.equal((c.text("monitor-vmuser-state") or "").strip(), "running",
+            "vmuser's monitor --json is still running after the hotplug steps")
+    events, snapshots = monitor_lines(c, "monitor-vmuser")
+    c.equal(sorted((e.get("id"), e.get("status"), e.get("usable")) for e in snapshots
+                   if e.get("permission") == "camera"),
+            sorted((i, "denied", True) for i in cam_ids),
+            "vmuser's monitor snapshot: every camera denied (although its node opens)")
+    c.expect(all("decisionsUnknown" not in e for e in events + snapshots),
+             "vmuser's monitor got its status from devaccessd",
+             (c.text("monitor-vmuser.err") or "")[:300])
+    cam = [e for e in events if e.get("permission") == "camera"]
+    c.equal(sorted(e.get("event") for e in cam if e.get("event") != "change"),
+            ["add"] * len(cam_ids) + ["remove"] * len(cam_ids), "vmuser's monitor: each camera removed and added")
+    wrong = [b for e, b in zip(cam, brief(cam))
+             if {e.get("previousStatus"), e.get("status")} - {"denied", "unavailable"}]
+    c.equal(wrong, [], "vmuser's camera events: denied or unavailable before and after, never authorized")
+    removes = [e for e in cam if e.get("event") == "remove"]
+    adds = [e for e in cam if e.get("event") == "add"]
+    if removes and adds:
+        c.equal([(e.get("previousStatus"), e.get("status")) for e in removes],
+                [("denied", "denied")] * (len(removes) - 1) + [("denied", "unavailable")],
+                "vmuser: each remove of the batch has its own before and after")
+        c.equal([(e.get("previousStatus"), e.get("status")) for e in adds],
+                [("unavailable", "denied")] + [("denied", "denied")] * (len(adds) - 1),
+                "vmuser: each add of the batch has its own before and after")
+
+
 def check_hotplug(c):
     before = Inventory(c, "before")
     check_kernel_sanity(c, before, cameras=2, mic_count=3)
@@ -682,16 +735,7 @@ def check_hotplug(c):
 
     c.equal((c.text("monitor-state") or "").strip(), "running",
             "monitor --json is still running after the hotplug steps")
-    events, bad = [], []
-    for line in (c.text("monitor.jsonl") or "").splitlines():
-        if not line.strip():
-            continue
-        try:
-            e = json.loads(line)
-        except ValueError:
-            e = None
-        (events if isinstance(e, dict) else bad).append(e if isinstance(e, dict) else line)
-    c.equal(bad, [], "monitor --json prints one JSON object per line")
+    events, snapshots = monitor_lines(c, "monitor")
     c.expect(bool(events), "monitor --json printed events",
              f"none; stderr: {(c.text('monitor.err') or '').strip()[:300]!r}")
     cam = [e for e in events if e.get("permission") == "camera"]
@@ -709,6 +753,12 @@ def check_hotplug(c):
     loop = {m["capture"] for (card, _d), m in before.microphones.items() if card == 1}
     loop_ids = [d.get("id") for d in (before_mic or {}).get("devices", [])
                 if any(n.get("path") in loop for n in all_nodes(d))]
+
+    snap = sorted((e.get("permission"), e.get("id"), e.get("status")) for e in snapshots)
+    want = sorted([("camera", i, "authorized") for i in cam_ids]
+                  + [("microphone", d.get("id"), "authorized") for d in (before_mic or {}).get("devices", [])])
+    c.equal(snap, want, "monitor's snapshot: one line per camera and microphone, with status's status")
+    check_denied_monitor(c, cam_ids)
 
     removes = [e for e in cam if e.get("event") == "remove"]
     adds = [e for e in cam if e.get("event") == "add"]

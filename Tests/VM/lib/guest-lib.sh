@@ -140,20 +140,6 @@ wait_quiet() {
   done
 }
 
-# wait_for_socket PID: wait until PID holds a socket (its udev monitor), at
-# most 20 s, so no event is missed for a monitor that is still starting.
-wait_for_socket() {
-  local pid=$1 i
-  for ((i = 0; i < 80; i++)); do
-    kill -0 "$pid" 2>/dev/null || return 1
-    if find "/proc/$pid/fd" -lname 'socket:*' 2>/dev/null | grep -q .; then
-      return 0
-    fi
-    sleep 0.25
-  done
-  return 1
-}
-
 # mark NAME: note when a step starts (CLOCK_MONOTONIC-ish guest uptime, s).
 mark() { printf '%s\t%s\n' "$1" "$(uptime_s)" >>"$OUT/marks.tsv"; log "$1"; }
 
