@@ -5,6 +5,7 @@ import Testing
 @testable import DevAccessBroker
 import DevAccessCore
 import DevAccessEnforcement
+import DevAccessHardware
 import DevAccessLedger
 import DevAccessSystem
 import DevAccessTestSupport
@@ -73,7 +74,7 @@ struct HotplugPerDeviceTests {
         // The full reconcile repairs the other node, and finds the event's node as it should be.
         let reconcile = try setup.cli(["reconcile", "--json"], through: daemon)
         let changes = try json(reconcile.stdout)["changes"] as? [[String: Any]] ?? []
-        #expect(changes.compactMap { $0["nodePath"] as? String } == [setup.cam1], "\(reconcile.stdout)")
+        #expect(changes.compactMap { $0["node"] as? String } == [setup.cam1], "\(reconcile.stdout)")
         #expect(daemon.stop() == 0)
     }
 
