@@ -90,7 +90,10 @@ extension Enforcer {
         // not repeated, nor contradicted by a probe that predates it, by the check below.
         let told = Set(report.drift.map { ApplyPass.Key(path: $0.nodePath, uid: $0.uid) })
 
-        let fresh = probe(selection)
+        // A node pass looks at its devices' nodes again (their ACLs changed) without asking
+        // udev again: the devices are those of a moment ago, their nodes examined anew, and a
+        // node no longer the one udev gave is untrusted as it would be in a fresh probe.
+        let fresh = selection == nil ? probe(nil) : reports.map(Self.reexamined)
         let freshRecords = try ledger.aclEntries().filter { inSelection($0.nodePath) }
         var subjects = DriftAnalyzer.subjects(reports: fresh, decisions: decisions, records: freshRecords)
         // Who else may still get in where the policy forbids it: owners, group members, named users
@@ -106,6 +109,20 @@ extension Enforcer {
                                                     restriction: policy?.restriction(for: permissionReport.permission,
                                                                                      user: user))
                     .filter { !told.contains(ApplyPass.Key(path: $0.nodePath, uid: $0.uid)) }
+            }
+        }
+        return report
+    }
+
+    /// The same devices with each present node examined again (same path, same numbers).
+    static func reexamined(_ report: AdapterReport) -> AdapterReport {
+        var report = report
+        for index in report.devices.indices {
+            for node in report.devices[index].nodes.indices {
+                let was = report.devices[index].nodes[node]
+                guard case .present(let facts) = was.state else { continue }
+                report.devices[index].nodes[node].state = NodeVerification.state(was.path, major: facts.major,
+                                                                                 minor: facts.minor)
             }
         }
         return report
