@@ -305,8 +305,7 @@ final class EnforcementWorker {
                                             routine: false, nodes: paths.sorted().joined(separator: ",")))
                 changed = Set(report.changes.map(\.nodePath))
             }
-            retryDue = nil
-            retryDelay = Self.firstRetry
+            // A retry already due stays: it is a full reconcile, which this pass is not.
         } catch {
             // The retry is a full reconcile: it covers these nodes too.
             runLog.failed(error, trigger: label, retryIn: retryDelay)
