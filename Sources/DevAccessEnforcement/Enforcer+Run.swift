@@ -8,7 +8,14 @@ extension Enforcer {
     /// One engine pass for the users in `scope` (nil = everyone): end expired grants (of
     /// everyone), make the nodes agree with the ledger, then look for drift on the nodes as
     /// they are afterwards.
-    func run(scope: Set<UInt32>?) throws(LedgerError) -> EnforcementReport {
+    ///
+    /// `nodes` limits the node work to the devices owning those nodes and the records at
+    /// those paths (a hotplug event): the same steps as the full pass, on less. The ledger
+    /// steps that end something (expiry, an exited `once` holder, a vanished run, the
+    /// policy, a switch's time running out) still look at everything; when one of them ends
+    /// anything, the pass widens to every device, since the ended grant's entries are on
+    /// other nodes too.
+    func run(scope: Set<UInt32>?, nodes: NodeSelection? = nil) throws(LedgerError) -> EnforcementReport {
         var report = EnforcementReport()
         // Endings a locked or full ledger refused come first: until they are recorded, the
         // grants they end are not applied (below), and a run that cannot record them fails.
@@ -61,26 +68,33 @@ extension Enforcer {
         let off = Set(switchedOff.map(\.permission))
         let hardOff = switchedOff.filter(\.hard)
         try restoreSavedAccess(keepingOff: Set(hardOff.map(\.permission)), &report)
+        // Something ended (or was put back) for everyone: its entries may be on any node.
+        let selection = report.changedNothing && report.runsEnded.isEmpty && report.switchesEnded.isEmpty
+            ? nodes : nil
+        let inSelection = { (path: String) -> Bool in selection?.paths.contains(path) ?? true }
         let standing = try ledger.grants(now: clock()).filter { !withheld.contains($0.id) && !off.contains($0.permission) }
         let decisions = Decisions(active: standing)
         let records = try ledger.aclEntries().filter { record in
             // Group entries belong to `devaccess run`; user entries outside the scope wait their turn.
-            guard case .user(let uid) = record.qualifier else { return false }
+            guard case .user(let uid) = record.qualifier, inSelection(record.nodePath) else { return false }
             return uids?.contains(uid) ?? true
         }
-        let reports = nodePermissions.map { devices.report(for: $0) }
+        let reports = probe(selection)
         var pass = ApplyPass(enforcer: self, decisions: decisions, reports: reports, report: report)
         try pass.apply(records: records, uids: uids)
         report = pass.report
         // The apply pass edits ACL entries only: the grants read above still stand.
-        try applyRunAccess(active: standing, reports: reports, &report)
-        try lockDown(hardOff, &report)
+        try applyRunAccess(active: standing, reports: reports, only: selection?.paths, &report)
+        try lockDown(hardOff, only: selection, &report)
         // Drift the pass found while editing (an entry that appeared between probe and edit) is
         // not repeated, nor contradicted by a probe that predates it, by the check below.
         let told = Set(report.drift.map { ApplyPass.Key(path: $0.nodePath, uid: $0.uid) })
 
-        let fresh = nodePermissions.map { devices.report(for: $0) }
-        let freshRecords = try ledger.aclEntries()
+        // A node pass looks at its devices' nodes again (their ACLs changed) without asking
+        // udev again: the devices are those of a moment ago, their nodes examined anew, and a
+        // node no longer the one udev gave is untrusted as it would be in a fresh probe.
+        let fresh = selection == nil ? probe(nil) : reports.map(Self.reexamined)
+        let freshRecords = try ledger.aclEntries().filter { inSelection($0.nodePath) }
         var subjects = DriftAnalyzer.subjects(reports: fresh, decisions: decisions, records: freshRecords)
         // Who else may still get in where the policy forbids it: owners, group members, named users
         // (a run about some users looks at just them).
@@ -98,6 +112,44 @@ extension Enforcer {
             }
         }
         return report
+    }
+
+    /// The same devices with each present node examined again (same path, same numbers).
+    static func reexamined(_ report: AdapterReport) -> AdapterReport {
+        var report = report
+        for index in report.devices.indices {
+            for node in report.devices[index].nodes.indices {
+                let was = report.devices[index].nodes[node]
+                guard case .present(let facts) = was.state else { continue }
+                report.devices[index].nodes[node].state = NodeVerification.state(was.path, major: facts.major,
+                                                                                 minor: facts.minor)
+            }
+        }
+        return report
+    }
+
+    /// The node-gated permissions' devices: all of them, or those owning a selected node.
+    func probe(_ selection: NodeSelection?) -> [AdapterReport] {
+        guard let selection else { return nodePermissions.map { devices.report(for: $0) } }
+        return nodePermissions.map { permission in
+            guard selection.permissions?.contains(permission) ?? true, !selection.paths.isEmpty else {
+                return AdapterReport(permission: permission, devices: [])
+            }
+            return devices.report(for: permission, nodes: selection.paths)
+        }
+    }
+
+    /// A hotplug event's pass: the ledger applied to the devices owning the `selection`'s
+    /// nodes (see `run(scope:nodes:)`), with the same records, ACL edits, audit events and
+    /// drift the full reconcile would make for them, and nothing done to other nodes (the
+    /// periodic and other full reconciles remain the safety net for those). A path that is
+    /// no device's node, or where something other than the device's node stands now (a
+    /// symlink, a FIFO, other device numbers), is not followed: the pass refuses it as the
+    /// full one does.
+    public func applyNodes(_ selection: NodeSelection) throws(EnforcementError) -> EnforcementReport {
+        try EnforcementError.ledgerWork { () throws(LedgerError) -> EnforcementReport in
+            try run(scope: nil, nodes: selection)
+        }
     }
 }
 

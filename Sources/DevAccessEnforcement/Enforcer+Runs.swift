@@ -56,10 +56,13 @@ extension Enforcer {
     /// How long a run may stay "being started" before a pass takes it for abandoned.
     static let runStartLimit: TimeInterval = 120
 
-    func applyRunAccess(active: [Grant], reports: [AdapterReport], _ report: inout EnforcementReport) throws(LedgerError) {
+    /// `only`: the node paths a hotplug pass is about (records elsewhere are not looked at).
+    func applyRunAccess(active: [Grant], reports: [AdapterReport], only paths: Set<String>? = nil,
+                        _ report: inout EnforcementReport) throws(LedgerError) {
         let runs = try ledger.runs()
         let decisions = RunDecisions(active: active)
         let records = try ledger.aclEntries().filter { record in
+            guard paths?.contains(record.nodePath) ?? true else { return false }
             if case .group(let gid) = record.qualifier { return RunGroups.contains(gid) }
             return false
         }

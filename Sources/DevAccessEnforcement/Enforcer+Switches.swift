@@ -120,12 +120,15 @@ extension Enforcer {
 
     /// Saves and takes away everyone's access on the capture nodes of `hardOff` permissions.
     /// After the pass, so what is saved is others' access, not devaccess's own entries.
-    func lockDown(_ hardOff: [PrivacySwitch], _ report: inout EnforcementReport) throws(LedgerError) {
+    /// `only`: a hotplug pass locks down the selected nodes' devices.
+    func lockDown(_ hardOff: [PrivacySwitch], only selection: NodeSelection? = nil,
+                  _ report: inout EnforcementReport) throws(LedgerError) {
         guard !hardOff.isEmpty else { return }
         var saved = Dictionary(try ledger.savedNodeAccess().map { ($0.nodePath, $0) }, uniquingKeysWith: { a, _ in a })
         let records = try ledger.aclEntries()
         for state in hardOff {
-            let permissionReport = devices.report(for: state.permission)
+            let permissionReport = selection.map { devices.report(for: state.permission, nodes: $0.paths) }
+                ?? devices.report(for: state.permission)
             for device in permissionReport.devices where device.route == .nodes {
                 for node in device.nodes {
                     guard case .present(let facts) = node.state else { continue }

@@ -32,7 +32,9 @@ public enum MachineProbe {
 
     /// One udev-based permission, synchronously (the monitor re-probes with this).
     /// `openNodes: false` for frequent runs (enforcement): classify from udev where it can.
-    public static func probeLocal(_ permission: Permission, openNodes: Bool = true) -> AdapterReport {
+    /// `soundCards`: only those cards' microphones (a hotplug event's card), not every card's.
+    public static func probeLocal(_ permission: Permission, openNodes: Bool = true,
+                                  soundCards: Set<Int>? = nil) -> AdapterReport {
         let udev: Udev
         do {
             udev = try Udev()
@@ -41,7 +43,7 @@ public enum MachineProbe {
         }
         switch permission {
         case .camera: return CameraAdapter.probe(udev: udev, openNodes: openNodes)
-        case .microphone: return MicrophoneAdapter.probe(udev: udev)
+        case .microphone: return MicrophoneAdapter.probe(udev: udev, cards: soundCards)
         default:
             return AdapterReport(permission: permission, devices: [],
                                  unavailableReason: "'\(permission.rawValue)' is not probed through udev")

@@ -27,13 +27,22 @@ struct EnforcementLog {
         var eventToDone: UInt64?
         /// Routine runs that changed nothing are logged at debug.
         var routine: Bool
+        /// A hotplug pass's nodes (comma-separated); nil for a full run.
+        var nodes: String? = nil
     }
 
     mutating func record(_ report: EnforcementReport, _ run: Run) {
         let eventful = !report.changedNothing || !report.problems.isEmpty
         let level: BrokerLog.Level = eventful || !run.routine ? .info : .debug
         let duration = Self.milliseconds(run.microseconds)
-        if let latency = run.eventToDone {
+        if let nodes = run.nodes {
+            log.log(level, "enforcement run", [
+                "trigger": run.trigger, "expired": String(report.expired.count), "changes": String(report.changes.count),
+                "problems": String(report.problems.count), "drift": String(report.drift.count), "duration_ms": duration,
+                "ended_by_policy": String(report.endedByPolicy.count),
+                "event_to_done_ms": run.eventToDone.map(Self.milliseconds) ?? "-", "nodes": nodes,
+            ])
+        } else if let latency = run.eventToDone {
             log.log(level, "enforcement run", [
                 "trigger": run.trigger, "expired": String(report.expired.count), "changes": String(report.changes.count),
                 "problems": String(report.problems.count), "drift": String(report.drift.count), "duration_ms": duration,

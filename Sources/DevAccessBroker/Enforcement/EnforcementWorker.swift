@@ -116,6 +116,8 @@ final class EnforcementWorker {
             var triggers: [String] = []
             var rearm = false
             var eventStarted: UInt64?
+            // Declared test nodes' directory events, as node events (DEBUG builds only declare nodes).
+            var declaredNodes: [HotplugEvent] = []
             for (index, (holder, pidfd)) in watched.enumerated() where descriptors[fixed.count + index].revents != 0 {
                 // The process exited: its grants end in the run below.
                 Socket.close(pidfd)
@@ -147,8 +149,16 @@ final class EnforcementWorker {
                     case .ledger:
                         rearm = true
                     case .nodes:
-                        if !triggers.contains("nodes") { triggers.append("nodes") }
                         eventStarted = eventStarted ?? MonotonicClock.microseconds()
+                        guard !event.path.isEmpty, event.mask & UInt32(IN_IGNORED) == 0 else {
+                            // An overflow or the directory gone: anything may have changed.
+                            if !triggers.contains("nodes") { triggers.append("nodes") }
+                            continue
+                        }
+                        let gone = event.mask & (UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)) != 0
+                        declaredNodes.append(HotplugEvent(action: gone ? "remove" : "add", subsystem: "",
+                                                          devnode: event.path, seqnum: 0, kernelArrival: nil,
+                                                          received: MonotonicClock.microseconds()))
                     case .policy:
                         guard policyMatters(event, watch: watch) else { continue }
                         if !triggers.contains("policy") { triggers.append("policy") }
@@ -167,17 +177,29 @@ final class EnforcementWorker {
             }
             for trigger in mail.triggers where !triggers.contains(trigger) { triggers.append(trigger) }
             if mail.triggers.contains("expiry") { expiryTimer.fired() }
-            if !mail.hotplug.isEmpty {
-                triggers.append("hotplug")
-                let arrivals = mail.hotplug.map { $0.kernelArrival ?? $0.received }
-                eventStarted = ([eventStarted].compactMap { $0 } + arrivals).min()
-            }
+            let udevEvents = mail.hotplug.events
+            let arrivals = (udevEvents + declaredNodes).map { $0.kernelArrival ?? $0.received }
+            eventStarted = ([eventStarted].compactMap { $0 } + arrivals).min()
+            // Node events alone get a pass over their devices; with anything that asks for a
+            // full reconcile (or more events than the queue keeps) they ride along with it.
+            let nodeLabels = (udevEvents.isEmpty && !mail.hotplug.overflowed ? [] : ["hotplug"])
+                + (declaredNodes.isEmpty ? [] : ["nodes"])
             if triggers.contains("policy") && !mail.triggers.contains("policy") {
                 // From inotify (a SIGHUP has reloaded it already): read it now, say so, then apply it.
                 owner.options.reloadPolicy?("inotify")
             }
-            if !triggers.isEmpty {
-                reconcile(triggers, hotplug: mail.hotplug, eventStarted: eventStarted)
+            if !triggers.isEmpty || mail.hotplug.overflowed {
+                triggers += nodeLabels.filter { !triggers.contains($0) }
+                let changed = reconcile(triggers, hotplug: udevEvents, eventStarted: eventStarted)
+                rearm = true
+                if !nodeLabels.isEmpty || triggers.contains("nodes") {
+                    owner.nodesApplied(NodesApplied(paths: [], permissions: Set(LiveEnforcer.subsystemPermissions.values),
+                                                    changed: changed, full: true))
+                }
+            } else if !nodeLabels.isEmpty {
+                triggers = nodeLabels
+                applyNodes(udevEvents + declaredNodes, label: nodeLabels.joined(separator: ","), eventStarted: eventStarted)
+                if !udevEvents.isEmpty { audit(udevEvents) }
                 rearm = true
             }
             owner.ran(mail.jobs.map(\.name) + triggers)
@@ -263,11 +285,46 @@ final class EnforcementWorker {
         }
     }
 
-    /// One full reconcile for everything that asked since the last one.
-    private func reconcile(_ triggers: [String], hotplug: [HotplugEvent], eventStarted: UInt64?) {
+    /// A pass over the devices of the nodes `events` name (not a full reconcile: other
+    /// nodes wait for the periodic run or the next full one), then the hook is told.
+    private func applyNodes(_ events: [HotplugEvent], label: String, eventStarted: UInt64?) {
+        let paths = Set(events.map(\.devnode))
+        // A declared node's event has no subsystem: any node-gated permission may own it.
+        let permissions = events.contains { $0.subsystem.isEmpty } ? nil
+            : Set(events.compactMap { LiveEnforcer.subsystemPermissions[$0.subsystem] })
+        let started = MonotonicClock.microseconds()
+        var changed = Set<String>()
+        do {
+            if try !enforcer.hasWork() {
+                log.debug("enforcement run skipped: the ledger holds nothing to enforce", ["trigger": label])
+            } else {
+                let report = try enforcer.applyNodes(NodeSelection(paths: paths, permissions: permissions))
+                let done = MonotonicClock.microseconds()
+                runLog.record(report, .init(trigger: label, microseconds: done - started,
+                                            eventToDone: eventStarted.map { done >= $0 ? done - $0 : 0 },
+                                            routine: false, nodes: paths.sorted().joined(separator: ",")))
+                changed = Set(report.changes.map(\.nodePath))
+            }
+            // A retry already due stays: it is a full reconcile, which this pass is not.
+        } catch {
+            // The retry is a full reconcile: it covers these nodes too.
+            runLog.failed(error, trigger: label, retryIn: retryDelay)
+            retryDue = ContinuousClock.now + retryDelay
+            retryDelay = min(retryDelay * 2, Self.lastRetry)
+        }
+        owner.nodesApplied(NodesApplied(paths: paths.sorted(),
+                                        permissions: permissions ?? Set(LiveEnforcer.subsystemPermissions.values),
+                                        changed: changed, full: false))
+    }
+
+    /// One full reconcile for everything that asked since the last one; the nodes whose ACL
+    /// it changed.
+    @discardableResult
+    private func reconcile(_ triggers: [String], hotplug: [HotplugEvent], eventStarted: UInt64?) -> Set<String> {
         let label = triggers.joined(separator: ",")
         let mandatory = triggers.contains { Self.mandatory.contains($0) }
         let started = MonotonicClock.microseconds()
+        var changed = Set<String>()
         do {
             // Skipping is only for runs that could not end anything: a hotplug event on a
             // machine nobody was granted anything on costs no device probe.
@@ -275,6 +332,7 @@ final class EnforcementWorker {
                 log.debug("enforcement run skipped: the ledger holds nothing to enforce", ["trigger": label])
             } else {
                 let report = try enforcer.reconcile()
+                changed = Set(report.changes.map(\.nodePath))
                 let done = MonotonicClock.microseconds()
                 // Only the periodic run is routine (debug when idle); every event-driven run is logged.
                 runLog.record(report, .init(trigger: label, microseconds: done - started,
@@ -291,6 +349,7 @@ final class EnforcementWorker {
             retryDelay = min(retryDelay * 2, Self.lastRetry)
         }
         if !hotplug.isEmpty { audit(hotplug) }
+        return changed
     }
 
     /// `hotplug` audit events for devices that came or went (design: remove -> audit event).
@@ -299,10 +358,12 @@ final class EnforcementWorker {
         guard var trackers else { return }
         var probed: [Permission: [Device]] = [:]
         var records: [AuditEvent] = []
+        // The events' devices only: another device's change is told at its own node's event.
+        let paths = Set(events.map(\.devnode))
         for event in events {
             guard let permission = LiveEnforcer.subsystemPermissions[event.subsystem],
                   var tracker = trackers[permission] else { continue }
-            let devices = probed[permission] ?? enforcer.devices.report(for: permission).devices
+            let devices = probed[permission] ?? enforcer.devices.report(for: permission, nodes: paths).devices
             probed[permission] = devices
             for change in tracker.apply(action: event.action, devnode: event.devnode, probed: devices)
             where change.kind != .change {

@@ -34,7 +34,10 @@ extension Enforcer.ResetOutcome: EnforcementOutcome {
 /// a time, so two runs never edit the same node at once. It runs:
 /// - at start-up, a full reconcile before the daemon reports READY=1 (grants that ran
 ///   out while the daemon was down are ended and their entries removed);
-/// - on every udev event of a capture subsystem (a hotplugged node gets its entries);
+/// - on every udev event of a capture subsystem: a pass over that node's device only
+///   (`Enforcer.applyNodes`), not a full reconcile; the events that arrived meanwhile are
+///   taken together, repeats of one node's event coalesce, and past
+///   `maxPendingNodeEvents` distinct ones a full reconcile runs instead;
 /// - when the next grant runs out: a `timerfd` armed for that instant (wall clock,
 ///   re-armed when the clock is set), recomputed after every run and whenever the
 ///   ledger file changes (the root CLI may add a grant behind the daemon's back);
@@ -101,6 +104,10 @@ public final class LiveEnforcer: Sendable {
     private let phase = Mutex(Phase.new)
     /// Told after every run, with what caused it (status subscriptions fan out from here).
     private let observers = Mutex<[@Sendable (String) -> Void]>([])
+    /// Told after every hotplug pass, with its nodes (`observeNodes`).
+    private let nodeObservers = Mutex<[@Sendable (NodesApplied) -> Void]>([])
+    /// Distinct node events waiting at most; past it the queue is dropped for a full reconcile.
+    static let maxPendingNodeEvents = 1024
 
     enum Phase {
         case new, running, stopped
@@ -117,8 +124,10 @@ public final class LiveEnforcer: Sendable {
     struct Mailbox {
         var jobs: [Job] = []
         var triggers: [String] = []
-        var hotplug: [HotplugEvent] = []
+        var hotplug = NodeEventQueue(limit: LiveEnforcer.maxPendingNodeEvents)
         var stopping = false
+        /// The most node events that ever waited at once (tests: the queue stays bounded).
+        var hotplugHighWater = 0
     }
 
     public init(enforcer: Enforcer, log: BrokerLog, options: Options = Options()) throws(Errno) {
@@ -143,6 +152,35 @@ public final class LiveEnforcer: Sendable {
         for observer in observers.withLock({ $0 }) { observer(label) }
     }
 
+    /// THE hook for hotplug: calls `observer` on the worker thread after each pass a node
+    /// event caused (udev's, or a declared test node's directory event), with the nodes the
+    /// events named and those whose ACL the pass changed, or `full` when the events were too
+    /// many and a full reconcile ran instead. Called whether or not anything changed (a new
+    /// device is news even when no grant concerns it). It must not block: the next run
+    /// waits for it.
+    public func observeNodes(_ observer: @escaping @Sendable (NodesApplied) -> Void) {
+        nodeObservers.withLock { $0.append(observer) }
+    }
+
+    func nodesApplied(_ applied: NodesApplied) {
+        for observer in nodeObservers.withLock({ $0 }) { observer(applied) }
+    }
+
+    /// Hands a node event to the worker (the udev thread calls this; tests too).
+    func deliver(_ event: HotplugEvent) {
+        let accepted = mailbox.withLock { box -> Bool in
+            guard !box.stopping else { return false }
+            box.hotplug.add(event)
+            box.hotplugHighWater = max(box.hotplugHighWater, box.hotplug.count)
+            return true
+        }
+        if accepted { wake() }
+    }
+
+    /// Node events waiting for the worker now, and the most that ever waited.
+    var pendingNodeEvents: Int { mailbox.withLock { $0.hotplug.count } }
+    var pendingNodeEventsHighWater: Int { mailbox.withLock { $0.hotplugHighWater } }
+
     /// Starts listening (udev first, so nothing plugged meanwhile is missed), runs the
     /// start-up reconcile and returns when it is done; the worker then keeps going on its
     /// own thread until `stop()`. Once only.
@@ -154,10 +192,7 @@ public final class LiveEnforcer: Sendable {
         }
         guard first else { return }
         let listening = !options.udevSubsystems.isEmpty
-            && udev.start(subsystems: options.udevSubsystems, log: log) { [self] event in
-                mailbox.withLock { $0.hotplug.append(event) }
-                wake()
-            }
+            && udev.start(subsystems: options.udevSubsystems, log: log) { [self] event in deliver(event) }
         let startedUp = DispatchSemaphore(value: 0)
         DetachedThread.startOrExit(name: "devaccessd enforcement") { [self] in
             defer {
@@ -235,7 +270,7 @@ public final class LiveEnforcer: Sendable {
             let taken = box
             box.jobs.removeAll()
             box.triggers.removeAll()
-            box.hotplug.removeAll()
+            box.hotplug = NodeEventQueue(limit: LiveEnforcer.maxPendingNodeEvents)
             return taken
         }
     }
@@ -283,4 +318,48 @@ extension LiveEnforcer: DecisionEnforcement {
 struct Carried<Value: Sendable>: EnforcementOutcome {
     var value: Value
     var enforcementReport: EnforcementReport
+}
+
+/// What a hotplug pass was about, for `LiveEnforcer.observeNodes`.
+public struct NodesApplied: Sendable, Hashable {
+    /// The nodes the events named (sorted); empty when `full`.
+    public var paths: [String]
+    /// The permissions of their subsystems (every node-gated one for declared test nodes).
+    public var permissions: Set<Permission>
+    /// Nodes whose ACL the pass changed (entries added or removed, access taken or put back).
+    public var changed: Set<String>
+    /// The events were more than the queue keeps: a full reconcile ran for them.
+    public var full: Bool
+}
+
+/// Node events waiting for the worker, in arrival order. An event for a node whose latest
+/// waiting event has the same action adds nothing (it keeps the earlier arrival, for the
+/// latency figure): a burst of `change` events for one node is one. Past `limit` distinct
+/// events the queue keeps none and says `overflowed`, and a full reconcile covers them.
+struct NodeEventQueue: Sendable {
+    let limit: Int
+    private(set) var events: [HotplugEvent] = []
+    private var latest: [String: Int] = [:]
+    private(set) var overflowed = false
+
+    init(limit: Int) { self.limit = limit }
+
+    var count: Int { events.count }
+    var isEmpty: Bool { events.isEmpty && !overflowed }
+
+    mutating func add(_ event: HotplugEvent) {
+        guard !overflowed else { return }
+        if let index = latest[event.devnode], events[index].action == event.action {
+            events[index].seqnum = event.seqnum
+            return
+        }
+        guard events.count < limit else {
+            overflowed = true
+            events = []
+            latest = [:]
+            return
+        }
+        latest[event.devnode] = events.count
+        events.append(event)
+    }
 }

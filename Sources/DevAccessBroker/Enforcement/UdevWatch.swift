@@ -5,7 +5,8 @@ import DevAccessSystem
 import Synchronization
 import DevAccessHardware
 
-/// A device node event from udev, after udevd applied its rules.
+/// A device node event from udev, after udevd applied its rules (or, in DEBUG builds, a
+/// declared test node's directory event: `subsystem` empty).
 struct HotplugEvent: Sendable, Hashable {
     var action: String
     var subsystem: String

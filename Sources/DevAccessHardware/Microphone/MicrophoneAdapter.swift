@@ -10,7 +10,9 @@ import Glibc
 /// control node cannot be opened, the kernel's node names decide (a capture PCM's
 /// node is always `pcmC<card>D<device>c`).
 public enum MicrophoneAdapter {
-    public static func probe(udev: Udev) -> AdapterReport {
+    /// `cards`: look at those card numbers only (nil: all). alsa-lib is asked about each
+    /// card looked at, which is most of the probe's cost.
+    public static func probe(udev: Udev, cards only: Set<Int>? = nil) -> AdapterReport {
         let sound: [UdevDevice]
         do {
             sound = try udev.devices(subsystem: "sound", attributes: ["id", "number"])
@@ -27,7 +29,7 @@ public enum MicrophoneAdapter {
         }
         var devices: [Device] = []
         var notes: [Reason] = []
-        for (number, card) in cards {
+        for (number, card) in cards where only?.contains(number) ?? true {
             let nodes = sound.filter { $0.devnode != nil && $0.parentSyspath == card.syspath }
             let (found, note) = captureDevices(card: number, cardDevice: card, nodes: nodes)
             devices.append(contentsOf: found)
@@ -82,6 +84,15 @@ public enum MicrophoneAdapter {
                           details: ["card": String(number), "cardID": cardID, "pcm": String(pcm.device)])
         }
         return (devices, note)
+    }
+
+    /// The card a sound node belongs to, from the kernel's node name: `/dev/snd/pcmC1D0c`
+    /// and `/dev/snd/controlC1` -> 1; anything else -> nil.
+    public static func cardNumber(ofNode path: String) -> Int? {
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        if name.hasPrefix("controlC") { return Int(name.dropFirst("controlC".count)) }
+        guard name.hasPrefix("pcmC"), let d = name.firstIndex(of: "D") else { return nil }
+        return Int(name[name.index(name.startIndex, offsetBy: 4)..<d])
     }
 
     /// `pcmC1D0c` on card 1 -> 0; playback nodes and other cards -> nil.

@@ -1633,7 +1633,45 @@ def check_snapshot(c):
              f"exit {daemon_rc!r}; log: {(c.text('daemon.log') or '')[-600:]}")
 
 
-SCENARIOS = {"single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
+def check_hotplug_acl(c):
+    """Replug -> ACL entry (docs/performance.md): every round's new node gets vmuser's
+    entry from devaccessd, with no command run; the times are reported, not asserted
+    (timed expectations are never part of the tests)."""
+    c.equal((c.text("grant.rc") or "").strip(), "0", "grant camera through devaccessd")
+    node = (c.text("camera-node") or "").strip()
+    c.expect(node.startswith("/dev/video"), "vivid's capture node was found", node)
+    rounds = sorted((int(m.group(1)), f) for f in os.listdir(c.out)
+                    for m in [re.fullmatch(r"replug-(\d+)\.json", f)] if m)
+    c.expect(len(rounds) == 8, "8 replugs were timed", [f for _, f in rounds])
+    udev, acl, ratio, after_udev = [], [], [], []
+    for n, f in rounds:
+        try:
+            seen = json.loads(c.text(f) or "{}")
+        except json.JSONDecodeError:
+            seen = {}
+        ok = all(isinstance(seen.get(k), (int, float)) for k in ("node", "kernel", "udev", "acl"))
+        c.expect(ok, f"round {n}: node, kernel uevent, udev event and the entry were all seen", seen)
+        entry = f"user:{c.text('uid-vmuser').strip() if c.text('uid-vmuser') else '?'}:rw-"
+        c.expect(entry in (c.text(f"acl-replug-{n}") or ""), f"round {n}: {node} carries {entry} after the replug",
+                 c.text(f"acl-replug-{n}"))
+        if not ok:
+            continue
+        t0 = min(seen["node"], seen["kernel"])
+        udev.append((seen["udev"] - t0) * 1000.0)
+        acl.append((seen["acl"] - t0) * 1000.0)
+        after_udev.append((seen["acl"] - seen["udev"]) * 1000.0)
+        ratio.append(acl[-1] / udev[-1] if udev[-1] > 0 else float("inf"))
+    c.expect("enforcement run failed" not in (c.text("daemon.log") or ""), "no enforcement run failed",
+             "see daemon.log")
+    if acl:
+        c.timing["replug_node_to_udev_done_ms"] = [round(x) for x in udev]
+        c.timing["replug_node_to_acl_ms"] = [round(x) for x in acl]
+        c.timing["replug_acl_after_udev_ms"] = [round(x) for x in after_udev]
+        c.timing["replug_acl_over_udev"] = [round(x, 2) for x in ratio]
+        c.timing["replug_acl_over_udev_median"] = round(sorted(ratio)[len(ratio) // 2], 2)
+
+
+SCENARIOS = {"hotplug-acl": check_hotplug_acl, "single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
              "gate": check_gate, "run": check_run, "switch": check_switch, "snapshot": check_snapshot}
 
 
