@@ -57,6 +57,9 @@ public final class BrokerService: RequestHandler {
     /// What a status is computed from (devices, decisions, identities), kept current by the
     /// events that change it (StatusInputsCache); open, request and run read afresh.
     let inputs: StatusInputsCache
+    /// False with `DEVACCESSD_STATUS_CACHE=off`: every status reads everything afresh (to
+    /// compare, or to rule the cache out when something looks stale).
+    let keepsInputs: Bool
     /// Where `ask` is put to a person: the login terminal, when the broker can trust it.
     let consentChannel: @Sendable (Peer, UserIdentity) -> Result<ConsentChannel.Terminal, ConsentChannel.Unavailable> = {
         ConsentChannel.terminal(for: $0, user: $1)
@@ -106,6 +109,8 @@ public final class BrokerService: RequestHandler {
                                        ledgerDirectory: ledger.map { StatusInputsCache.parent(of: $0.path) },
                                        log: log, failWatchesWith: failWatches)
         self.inputs = inputs
+        keepsInputs = ProcessInfo.processInfo.environment["DEVACCESSD_STATUS_CACHE"] != "off"
+        if !keepsInputs { log.notice("status inputs are read afresh for every status (DEVACCESSD_STATUS_CACHE=off)") }
         // This process's own commits (grants, revokes, expiries, switches) count before the
         // writer returns, so before any reply that follows them.
         _ = ledger?.commits.observe { inputs.invalidate([.decisions]) }
@@ -274,7 +279,7 @@ public final class BrokerService: RequestHandler {
                 _ completion: @escaping @Sendable ([AdapterReport], DecisionRead) -> Void) {
         let (reports, decisions, generations): ([Permission: AdapterReport], DecisionRead?,
                                                 StatusInputsCache.Generations?)
-        if kept {
+        if kept && keepsInputs {
             (reports, decisions, generations) = inputs.lookup(permissions, decisions: true)
         } else {
             (reports, decisions, generations) = ([:], nil, nil)
@@ -340,7 +345,7 @@ public final class BrokerService: RequestHandler {
 
     /// `identity(of:)` from what `inputs` keeps (status only).
     func keptIdentity(of peer: Peer) -> UserIdentity {
-        inputs.identity(uid: peer.uid) ?? identity(of: peer)
+        (keepsInputs ? inputs.identity(uid: peer.uid) : nil) ?? identity(of: peer)
     }
 
     /// The peer's user as a fresh login sees it (as `devaccess status` does locally);
