@@ -26,7 +26,8 @@ import DevAccessHardware
 ///   inotify on `/etc` for `passwd`, `group` and `nsswitch.conf` (tools replace them by
 ///   rename, so the directory is watched, not the files). When nsswitch.conf names a
 ///   source other than `files` for passwd or group (LDAP, SSSD, systemd's userdb), which
-///   no event covers, an identity lives `nssLifetime` (1 s).
+///   no event covers, an identity lives `nssLifetime` (1 s). When `passwd` or `group` is
+///   a symlink (its changes happen elsewhere), identities are not kept.
 ///
 /// Truth first: the inotify queue is read before every lookup, and the kernel queues an
 /// event before the system call that caused it returns, so a status asked after a change
@@ -226,6 +227,10 @@ final class StatusInputsCache: Sendable {
         let lifetime: UInt64? = Self.nssOnlyFiles(nsswitchPath) ? nil : Self.nssLifetime
         let at = MonotonicClock.microseconds()
         guard let identity = try? UserDatabase.identity(uid: uid) else { return nil }
+        // A database that is a symlink changes where /etc's watch does not see it: not kept.
+        guard Self.regularFile(accountsDirectory + "/passwd"), Self.regularFile(accountsDirectory + "/group") else {
+            return identity
+        }
         let paths: [(String, Input, WatchKind)] = [(accountsDirectory, .identities, .accounts)]
         state.withLock { state in
             let fresh = ensure(paths, &state)
@@ -435,6 +440,11 @@ final class StatusInputsCache: Sendable {
             if sources != ["files"] { return false }
         }
         return seen == ["passwd", "group"]
+    }
+
+    static func regularFile(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
     }
 
     static func parent(of path: String) -> String {
