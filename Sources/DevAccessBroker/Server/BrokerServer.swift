@@ -95,6 +95,10 @@ public final class BrokerServer: Sendable {
     private let listenerDescriptor: CInt
     private let wakeDescriptor: CInt
     private let mailbox = Mutex<Mailbox>(Mailbox())
+    /// The thread running the loop (pthread_self; 0 before `run`): what it posts itself
+    /// (a status answered from kept inputs, inline) needs no wake-up, it is drained before
+    /// the loop polls again.
+    private let loopThread = Atomic<UInt>(0)
     // The listener is used only by the loop thread; kept here to close it on stop.
     private let listenerBox: ListenerBox
 
@@ -164,12 +168,16 @@ public final class BrokerServer: Sendable {
                                     awaitingAnswer: awaitingAnswer || relaysSignals, relaysSignals: relaysSignals,
                                     update: update, descriptor: descriptor)
         mailbox.withLock { $0.completions.append(completion) }
-        wake()
+        if loopThread.load(ordering: .relaxed) != UInt(pthread_self()) { wake() }
     }
+
+    fileprivate var hasCompletions: Bool { mailbox.withLock { !$0.completions.isEmpty } }
 
     /// Serves until `stop()` or until `signalDescriptor` (a signalfd) becomes readable.
     /// `onStopping` runs once when shutdown begins (sd_notify STOPPING=1).
     public func run(signalDescriptor: CInt? = nil, onStopping: () -> Void = {}) {
+        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        defer { loopThread.store(0, ordering: .relaxed) }
         var loop = EventLoop(server: self, signalDescriptor: signalDescriptor)
         loop.run(onStopping: onStopping)
     }
@@ -247,6 +255,8 @@ public final class BrokerServer: Sendable {
                         acceptAll()
                     }
                 }
+                // Replies the loop posted itself while serving (no wake-up was written).
+                while server.hasCompletions { drainMailbox(onStopping: onStopping) }
                 sweep()
             }
             if !stopping { beginStop(reason: "event loop failed", onStopping: onStopping) }
