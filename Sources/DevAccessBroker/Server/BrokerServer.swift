@@ -37,7 +37,8 @@ extension RequestHandler {
 /// The broker's transport: one thread runs a `poll(2)` loop that accepts, reads,
 /// frames, decodes and writes for every connection; each decoded request becomes a
 /// task on the handler threads (`HandlerExecutor`), and its reply comes back through a
-/// mailbox that wakes the loop (eventfd).
+/// mailbox that wakes the loop (eventfd); a reply the loop's own thread posts (a status
+/// answered inline) is drained before the next poll, with no wake-up.
 ///
 /// Per connection, requests are answered one at a time and in order. A request may
 /// hold a conversation (`Exchange`): interim replies, and the client's answers read by
