@@ -34,11 +34,11 @@ extension BrokerService {
             let wanted = Permission.all.filter { permission in
                 subscribers.values.contains { $0.permissions.contains(permission) }
             }
-            self.gather(wanted) { reports, read in
+            self.gather(wanted, kept: true) { reports, read in
                 var identities: [UInt32: UserIdentity] = [:]
                 var sent: [UInt64: [Permission: PermissionStatus]] = [:]
                 for (id, subscriber) in subscribers {
-                    let subject = identities[subscriber.uid] ?? self.identity(of: subscriber.peer)
+                    let subject = identities[subscriber.uid] ?? self.keptIdentity(of: subscriber.peer)
                     identities[subscriber.uid] = subject
                     let statuses = self.statuses(for: subject, reports: reports.filter {
                         subscriber.permissions.contains($0.permission)

@@ -54,6 +54,12 @@ public final class BrokerService: RequestHandler {
     let subscriptions: StatusSubscriptions
     /// The `device_open` audit rows of each user per minute.
     let opens: UserBudget
+    /// What a status is computed from (devices, decisions, identities), kept current by the
+    /// events that change it (StatusInputsCache); open, request and run read afresh.
+    let inputs: StatusInputsCache
+    /// False with `DEVACCESSD_STATUS_CACHE=off`: every status reads everything afresh (to
+    /// compare, or to rule the cache out when something looks stale).
+    let keepsInputs: Bool
     /// Where `ask` is put to a person: the login terminal, when the broker can trust it.
     let consentChannel: @Sendable (Peer, UserIdentity) -> Result<ConsentChannel.Terminal, ConsentChannel.Unavailable> = {
         ConsentChannel.terminal(for: $0, user: $1)
@@ -94,6 +100,21 @@ public final class BrokerService: RequestHandler {
         } else {
             self.enforcement = nil
         }
+        var failWatches: CInt?
+        #if DEBUG
+        // Tests: every inotify watch fails as when the limit is reached.
+        if ProcessInfo.processInfo.environment["DEVACCESS_TEST_INOTIFY_FAIL"] == "ENOSPC" { failWatches = ENOSPC }
+        #endif
+        let inputs = StatusInputsCache(policyDirectory: configDirectory,
+                                       ledgerDirectory: ledger.map { StatusInputsCache.parent(of: $0.path) },
+                                       log: log, failWatchesWith: failWatches)
+        self.inputs = inputs
+        keepsInputs = ProcessInfo.processInfo.environment["DEVACCESSD_STATUS_CACHE"] != "off"
+        if !keepsInputs { log.notice("status inputs are read afresh for every status (DEVACCESSD_STATUS_CACHE=off)") }
+        // This process's own commits (grants, revokes, expiries, switches) count before the
+        // writer returns, so before any reply that follows them.
+        _ = ledger?.commits.observe { inputs.invalidate([.decisions]) }
+        policies.observeReloads { inputs.invalidate([.decisions]) }
         decisionReads = Coalescer(name: "devaccessd decisions") {
             var read = DecisionRead(grants: [], records: [], problem: nil,
                                     policy: policies.current())
@@ -110,7 +131,11 @@ public final class BrokerService: RequestHandler {
         }
         // Every change devaccessd makes or notices runs through the live enforcer:
         // subscriptions hear of it there.
-        (enforcement as? LiveEnforcer)?.observe { [weak self] cause in self?.statusesChanged(cause: cause) }
+        // Whatever the engine ran for (hotplug, the periodic reconcile, ...) counts as a change.
+        (enforcement as? LiveEnforcer)?.observe { [weak self] cause in
+            self?.inputs.invalidateAll()
+            self?.statusesChanged(cause: cause)
+        }
     }
 
     /// Every standing decision, every recorded ACL entry and the policy, read at one moment.
@@ -152,8 +177,8 @@ public final class BrokerService: RequestHandler {
             return
         }
         if case .status(let query) = envelope.request, query.user == nil {
-            gather(query.permissions ?? Permission.all) { reports, read in
-                let subject = self.identity(of: peer)
+            gather(query.permissions ?? Permission.all, kept: true) { reports, read in
+                let subject = self.keptIdentity(of: peer)
                 exchange.finish(self.statusReply(for: subject, reports: reports, read: read))
             }
             return
@@ -164,6 +189,7 @@ public final class BrokerService: RequestHandler {
     /// SIGHUP: the policy is read again now (it is anyway at the next request) and the log
     /// says whether it parses.
     public func reload() {
+        inputs.invalidate([.decisions])
         policies.reload()
         // Grants the new policy forbids end now, not at the next periodic run.
         (enforcement as? LiveEnforcer)?.requestReconcile(trigger: "policy")
@@ -237,33 +263,58 @@ public final class BrokerService: RequestHandler {
                                   + "only root and members of group '\(rules.adminGroup)' may ask about other users")
             }
         } else {
-            subject = identity(of: peer)
+            subject = keptIdentity(of: peer)
         }
         let (reports, read) = await withCheckedContinuation { continuation in
-            gather(query.permissions ?? Permission.all) { continuation.resume(returning: ($0, $1)) }
+            gather(query.permissions ?? Permission.all, kept: true) { continuation.resume(returning: ($0, $1)) }
         }
         return statusReply(for: subject, reports: reports, read: read)
     }
 
     /// Requests the probes of `permissions` and the decision read side by side (all
     /// start after this call) and calls `completion` on the thread that delivers the last.
-    func gather(_ permissions: [Permission],
-                        _ completion: @escaping @Sendable ([AdapterReport], DecisionRead) -> Void) {
-        let gather = Gather<Piece>(count: permissions.count + 1) { pieces in
-            var reports: [AdapterReport] = []
-            var read = DecisionRead(grants: [], records: [], problem: nil, policy: .loaded(Policy()))
+    /// `kept`: what `inputs` keeps current is taken from there (on this thread when all of
+    /// it is), the rest read afresh and kept; otherwise everything is read afresh.
+    func gather(_ permissions: [Permission], kept: Bool = false,
+                _ completion: @escaping @Sendable ([AdapterReport], DecisionRead) -> Void) {
+        let (reports, decisions, generations): ([Permission: AdapterReport], DecisionRead?,
+                                                StatusInputsCache.Generations?)
+        if kept && keepsInputs {
+            (reports, decisions, generations) = inputs.lookup(permissions, decisions: true)
+        } else {
+            (reports, decisions, generations) = ([:], nil, nil)
+        }
+        let missing = permissions.filter { reports[$0] == nil }
+        if missing.isEmpty, let decisions {
+            completion(permissions.compactMap { reports[$0] }, decisions)
+            return
+        }
+        let found = reports
+        let gather = Gather<Piece>(count: missing.count + (decisions == nil ? 1 : 0)) { pieces in
+            var reports = found
+            var read = decisions ?? DecisionRead(grants: [], records: [], problem: nil, policy: .loaded(Policy()))
             for piece in pieces {
                 switch piece {
-                case .report(let report): reports.append(report)
+                case .report(let report): reports[report.permission] = report
                 case .decisions(let decisions): read = decisions
                 }
             }
-            completion(reports, read)
+            completion(permissions.compactMap { reports[$0] }, read)
         }
-        for (index, permission) in permissions.enumerated() {
-            probe.request(permission) { gather.deliver(index, .report($0)) }
+        let inputs = self.inputs
+        for (index, permission) in missing.enumerated() {
+            probe.request(permission) { report in
+                if let generations { inputs.store(report, readUnder: generations) }
+                gather.deliver(index, .report(report))
+            }
         }
-        decisionReads.request { gather.deliver(permissions.count, .decisions($0)) }
+        if decisions == nil {
+            let readAt = Date()
+            decisionReads.request { read in
+                if let generations { inputs.store(read, readAt: readAt, readUnder: generations) }
+                gather.deliver(missing.count, .decisions(read))
+            }
+        }
     }
 
     /// `gather` for async callers.
@@ -290,6 +341,11 @@ public final class BrokerService: RequestHandler {
         if let problem = read.problem { return .unreadable(path: ledger.path, problem: problem) }
         return .loaded(LedgerSnapshot(path: ledger.path, decisions: Decisions(active: read.grants.filter { $0.subject.uid == uid }),
                                       records: read.records, switches: read.switches))
+    }
+
+    /// `identity(of:)` from what `inputs` keeps (status only).
+    func keptIdentity(of peer: Peer) -> UserIdentity {
+        (keepsInputs ? inputs.identity(uid: peer.uid) : nil) ?? identity(of: peer)
     }
 
     /// The peer's user as a fresh login sees it (as `devaccess status` does locally);

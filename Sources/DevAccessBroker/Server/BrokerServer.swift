@@ -37,7 +37,8 @@ extension RequestHandler {
 /// The broker's transport: one thread runs a `poll(2)` loop that accepts, reads,
 /// frames, decodes and writes for every connection; each decoded request becomes a
 /// task on the handler threads (`HandlerExecutor`), and its reply comes back through a
-/// mailbox that wakes the loop (eventfd).
+/// mailbox that wakes the loop (eventfd); a reply the loop's own thread posts (a status
+/// answered inline) is drained before the next poll, with no wake-up.
 ///
 /// Per connection, requests are answered one at a time and in order. A request may
 /// hold a conversation (`Exchange`): interim replies, and the client's answers read by
@@ -95,6 +96,10 @@ public final class BrokerServer: Sendable {
     private let listenerDescriptor: CInt
     private let wakeDescriptor: CInt
     private let mailbox = Mutex<Mailbox>(Mailbox())
+    /// The thread running the loop (pthread_self; 0 before `run`): what it posts itself
+    /// (a status answered from kept inputs, inline) needs no wake-up, it is drained before
+    /// the loop polls again.
+    private let loopThread = Atomic<UInt>(0)
     // The listener is used only by the loop thread; kept here to close it on stop.
     private let listenerBox: ListenerBox
 
@@ -164,12 +169,16 @@ public final class BrokerServer: Sendable {
                                     awaitingAnswer: awaitingAnswer || relaysSignals, relaysSignals: relaysSignals,
                                     update: update, descriptor: descriptor)
         mailbox.withLock { $0.completions.append(completion) }
-        wake()
+        if loopThread.load(ordering: .relaxed) != UInt(pthread_self()) { wake() }
     }
+
+    fileprivate var hasCompletions: Bool { mailbox.withLock { !$0.completions.isEmpty } }
 
     /// Serves until `stop()` or until `signalDescriptor` (a signalfd) becomes readable.
     /// `onStopping` runs once when shutdown begins (sd_notify STOPPING=1).
     public func run(signalDescriptor: CInt? = nil, onStopping: () -> Void = {}) {
+        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        defer { loopThread.store(0, ordering: .relaxed) }
         var loop = EventLoop(server: self, signalDescriptor: signalDescriptor)
         loop.run(onStopping: onStopping)
     }
@@ -247,6 +256,8 @@ public final class BrokerServer: Sendable {
                         acceptAll()
                     }
                 }
+                // Replies the loop posted itself while serving (no wake-up was written).
+                while server.hasCompletions { drainMailbox(onStopping: onStopping) }
                 sweep()
             }
             if !stopping { beginStop(reason: "event loop failed", onStopping: onStopping) }

@@ -49,18 +49,29 @@ public enum JSONWriter {
 
     private static func writeString(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(contentsOf: [0x5c, 0x22])
-            case UInt8(ascii: "\\"): output.append(contentsOf: [0x5c, 0x5c])
-            case 0x0a: output.append(contentsOf: [0x5c, UInt8(ascii: "n")])
-            case 0x0d: output.append(contentsOf: [0x5c, UInt8(ascii: "r")])
-            case 0x09: output.append(contentsOf: [0x5c, UInt8(ascii: "t")])
-            case 0x00..<0x20, 0x7f:
-                output.append(contentsOf: [0x5c, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                           hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xf)]])
-            default: output.append(byte)
+        var text = text
+        // Runs of bytes that need no escape are copied whole (most text has none at all).
+        text.withUTF8 { bytes in
+            var start = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == 0x7f else {
+                    continue
+                }
+                if start < index { output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index])) }
+                start = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): output.append(contentsOf: [0x5c, 0x22])
+                case UInt8(ascii: "\\"): output.append(contentsOf: [0x5c, 0x5c])
+                case 0x0a: output.append(contentsOf: [0x5c, UInt8(ascii: "n")])
+                case 0x0d: output.append(contentsOf: [0x5c, UInt8(ascii: "r")])
+                case 0x09: output.append(contentsOf: [0x5c, UInt8(ascii: "t")])
+                default:
+                    output.append(contentsOf: [0x5c, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                               hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xf)]])
+                }
             }
+            if start < bytes.count { output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...])) }
         }
         output.append(UInt8(ascii: "\""))
     }

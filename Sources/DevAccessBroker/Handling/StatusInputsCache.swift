@@ -1,0 +1,459 @@
+import FoundationEssentials
+import Glibc
+import Synchronization
+import DevAccessCore
+import DevAccessSystem
+import DevAccessHardware
+
+/// The machine-side inputs of a status, kept current by the events that change them, so a
+/// status is served without probing udev, stat'ing every node, reading the ledger and the
+/// policy files and asking NSS each time (docs/performance.md, "Status from kept state").
+///
+/// What is kept, and what makes it stale:
+/// - **device reports** (udev's devices, each node's stat and ACL): inotify on every node
+///   of the last reports (`IN_ATTRIB`: chmod, chown, setfacl, ours and anyone's; the node
+///   deleted or moved), on the directories that hold them and on `/dev`, `/dev/snd` and
+///   udev's database `/run/udev/data` (a node or a device appearing, going, or udev
+///   rewriting what it knows of one), and every run of the live enforcer (hotplug, the
+///   periodic reconcile). Location's report also holds gpsd's answer, for which no event
+///   exists: it lives `gpsdLifetime` (1 s).
+/// - **decisions** (grants, recorded ACL entries, switches, the policy): every ledger
+///   commit of this process (`Ledger.commits`, before the writer returns), inotify on the
+///   state directory (a commit by anything else) and on the policy directory and its
+///   `conf.d`, a SIGHUP, and time: a read is good until the first grant or switch in it
+///   runs out (and never once the clock went back).
+/// - **identities** (a user's name, primary group and the groups `getgrouplist` gives):
+///   inotify on `/etc` for `passwd`, `group` and `nsswitch.conf` (tools replace them by
+///   rename, so the directory is watched, not the files). When nsswitch.conf names a
+///   source other than `files` for passwd or group (LDAP, SSSD, systemd's userdb), which
+///   no event covers, an identity lives `nssLifetime` (1 s). When `passwd` or `group` is
+///   a symlink (its changes happen elsewhere), identities are not kept.
+///
+/// Truth first: the inotify queue is read before every lookup, and the kernel queues an
+/// event before the system call that caused it returns, so a status asked after a change
+/// was made never gets what was kept from before it. A value is stored only if nothing
+/// invalidated its input while it was being read (a generation per input), and only if
+/// every watch covering it already stood when the read began (a new watch: the value is
+/// dropped, the next request reads again). Whatever cannot be watched (inotify_init or
+/// inotify_add_watch failing, ENOSPC on watches, a queue overflow) is read again for
+/// every request, and the log says so once: slower, never stale.
+final class StatusInputsCache: Sendable {
+    enum Input: Int, CaseIterable, Sendable {
+        case devices, decisions, identities
+
+        var name: String {
+            switch self {
+            case .devices: return "device reports (udev, node stat and ACLs)"
+            case .decisions: return "decisions (ledger and policy)"
+            case .identities: return "user identities (NSS)"
+            }
+        }
+    }
+
+    /// Lifetime of location's report (gpsd's side: reachable, receivers, the gate).
+    static let gpsdLifetime: UInt64 = 1_000_000
+    /// Lifetime of an identity when NSS has a source other than files.
+    static let nssLifetime: UInt64 = 1_000_000
+
+    /// A generation per input: what a read began under.
+    struct Generations: Sendable {
+        fileprivate var values: [UInt64]
+        subscript(_ input: Input) -> UInt64 { values[input.rawValue] }
+    }
+
+    private struct Registration {
+        var input: Input
+        /// nil: every entry; otherwise only these names.
+        var names: Set<String>?
+        var mask: UInt32
+    }
+
+    private struct KeptReport {
+        var report: AdapterReport
+        var generation: UInt64
+        var at: UInt64
+    }
+
+    private struct KeptDecisions {
+        var read: BrokerService.DecisionRead
+        var generation: UInt64
+        var readAt: Date
+        var validUntil: Date?
+    }
+
+    private struct KeptIdentity {
+        var identity: UserIdentity
+        var generation: UInt64
+        var at: UInt64
+        var lifetime: UInt64?
+    }
+
+    private struct State {
+        var generations = [UInt64](repeating: 1, count: Input.allCases.count)
+        var reports: [Permission: KeptReport] = [:]
+        var decisions: KeptDecisions?
+        var identities: [UInt32: KeptIdentity] = [:]
+        var watches: [CInt: [Registration]] = [:]
+        /// Inputs a watch could not be set for: read again for every request until one is.
+        var unwatched: [Input: String] = [:]
+        var buffer = [UInt8](repeating: 0, count: 8192)
+    }
+
+    private let state = Mutex(State())
+    private let descriptor: CInt
+    private let log: BrokerLog
+    private let policyDirectory: String
+    private let ledgerDirectory: String?
+    private let accountsDirectory: String
+    private let nsswitchPath: String
+    /// DEBUG tests: every watch fails with this errno (as when the watch limit is reached).
+    private let failWatchesWith: CInt?
+
+    static let deviceDirectories = ["/dev", "/dev/snd", "/run/udev/data"]
+    static let accountNames: Set<String> = ["passwd", "group", "nsswitch.conf"]
+
+    init(policyDirectory: String, ledgerDirectory: String?, log: BrokerLog, accountsDirectory: String = "/etc",
+         failWatchesWith: CInt? = nil) {
+        self.log = log
+        self.policyDirectory = policyDirectory
+        self.ledgerDirectory = ledgerDirectory
+        self.accountsDirectory = accountsDirectory
+        nsswitchPath = accountsDirectory + "/nsswitch.conf"
+        self.failWatchesWith = failWatchesWith
+        descriptor = inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK))
+        if descriptor < 0 {
+            let problem = Errno.current.description
+            log.warning("status inputs cannot be watched (inotify_init1 failed); every status reads the machine "
+                        + "again", ["error": problem])
+            state.withLock { state in
+                for input in Input.allCases { state.unwatched[input] = problem }
+            }
+        }
+    }
+
+    deinit {
+        if descriptor >= 0 { _ = Glibc.close(descriptor) }
+    }
+
+    // MARK: lookups (each reads the inotify queue first)
+
+    /// The kept reports of `permissions` that are current, and the generations a read of
+    /// the others must begin under.
+    func lookup(_ permissions: [Permission], decisions wantDecisions: Bool)
+        -> (reports: [Permission: AdapterReport], decisions: BrokerService.DecisionRead?, generations: Generations)
+    {
+        let now = MonotonicClock.microseconds()
+        let wall = Date()
+        return state.withLock { state in
+            drain(&state)
+            var found: [Permission: AdapterReport] = [:]
+            if state.unwatched[.devices] == nil {
+                for permission in permissions {
+                    guard let kept = state.reports[permission], kept.generation == state.generations[Input.devices.rawValue]
+                    else { continue }
+                    if permission == .location && now &- kept.at >= Self.gpsdLifetime { continue }
+                    found[permission] = kept.report
+                }
+            }
+            var decisions: BrokerService.DecisionRead?
+            if wantDecisions, state.unwatched[.decisions] == nil, let kept = state.decisions,
+               kept.generation == state.generations[Input.decisions.rawValue], wall >= kept.readAt,
+               kept.validUntil.map({ wall < $0 }) ?? true {
+                decisions = kept.read
+            }
+            return (found, decisions, Generations(values: state.generations))
+        }
+    }
+
+    /// The current generations (after reading the queue): take them before a read.
+    func generations() -> Generations {
+        state.withLock { state in
+            drain(&state)
+            return Generations(values: state.generations)
+        }
+    }
+
+    /// Keeps `report`, read under `generations`, unless something changed meanwhile or a
+    /// watch its nodes need did not stand before the read.
+    func store(_ report: AdapterReport, readUnder generations: Generations) {
+        let at = MonotonicClock.microseconds()
+        var paths: [(String, Input, WatchKind)] = Self.deviceDirectories.map { ($0, .devices, .directory) }
+        for device in report.devices {
+            for node in device.nodes {
+                paths.append((node.path, .devices, .node))
+                paths.append((Self.parent(of: node.path), .devices, .directory))
+            }
+        }
+        state.withLock { state in
+            let fresh = ensure(paths, &state)
+            drain(&state)
+            guard fresh, state.unwatched[.devices] == nil,
+                  state.generations[Input.devices.rawValue] == generations[.devices] else { return }
+            state.reports[report.permission] = KeptReport(report: report, generation: generations[.devices], at: at)
+        }
+    }
+
+    /// Keeps a decision read begun at `readAt` under `generations` (same rules).
+    func store(_ read: BrokerService.DecisionRead, readAt: Date, readUnder generations: Generations) {
+        var paths: [(String, Input, WatchKind)] = [(policyDirectory, .decisions, .directory),
+                                                   (policyDirectory + "/conf.d", .decisions, .directory)]
+        if let ledgerDirectory { paths.append((ledgerDirectory, .decisions, .directory)) }
+        let ends = read.grants.compactMap(\.expires) + read.switches.compactMap(\.until)
+        let validUntil = ends.min()
+        state.withLock { state in
+            let fresh = ensure(paths, &state)
+            drain(&state)
+            guard fresh, state.unwatched[.decisions] == nil,
+                  state.generations[Input.decisions.rawValue] == generations[.decisions] else { return }
+            state.decisions = KeptDecisions(read: read, generation: generations[.decisions], readAt: readAt,
+                                            validUntil: validUntil)
+        }
+    }
+
+    /// The user `uid` as a fresh login sees it, kept while /etc says nothing changed (and
+    /// at most `nssLifetime` when NSS has sources no event covers); nil: no passwd entry
+    /// (not kept: such a caller's groups come from its process).
+    func identity(uid: UInt32) -> UserIdentity? {
+        let now = MonotonicClock.microseconds()
+        let (kept, generations) = state.withLock { state -> (UserIdentity?, Generations) in
+            drain(&state)
+            let generations = Generations(values: state.generations)
+            guard state.unwatched[.identities] == nil, let kept = state.identities[uid],
+                  kept.generation == state.generations[Input.identities.rawValue],
+                  kept.lifetime.map({ now &- kept.at < $0 }) ?? true else { return (nil, generations) }
+            return (kept.identity, generations)
+        }
+        if let kept { return kept }
+        let lifetime: UInt64? = Self.nssOnlyFiles(nsswitchPath) ? nil : Self.nssLifetime
+        let at = MonotonicClock.microseconds()
+        guard let identity = try? UserDatabase.identity(uid: uid) else { return nil }
+        // A database that is a symlink changes where /etc's watch does not see it: not kept.
+        guard Self.regularFile(accountsDirectory + "/passwd"), Self.regularFile(accountsDirectory + "/group") else {
+            return identity
+        }
+        let paths: [(String, Input, WatchKind)] = [(accountsDirectory, .identities, .accounts)]
+        state.withLock { state in
+            let fresh = ensure(paths, &state)
+            drain(&state)
+            guard fresh, state.unwatched[.identities] == nil,
+                  state.generations[Input.identities.rawValue] == generations[.identities] else { return }
+            if state.identities.count > 4096 { state.identities.removeAll() }
+            state.identities[uid] = KeptIdentity(identity: identity, generation: generations[.identities], at: at,
+                                                 lifetime: lifetime)
+        }
+        return identity
+    }
+
+    // MARK: invalidation from inside the process
+
+    /// This process committed to the ledger, reloaded the policy, or the live enforcer ran.
+    func invalidate(_ inputs: [Input]) {
+        state.withLock { state in
+            for input in inputs { Self.bump(input, &state) }
+        }
+    }
+
+    func invalidateAll() { invalidate(Input.allCases) }
+
+    private static func bump(_ input: Input, _ state: inout State) {
+        state.generations[input.rawValue] &+= 1
+        switch input {
+        case .devices: state.reports.removeAll(keepingCapacity: true)
+        case .decisions: state.decisions = nil
+        case .identities: state.identities.removeAll(keepingCapacity: true)
+        }
+    }
+
+    // MARK: inotify
+
+    enum WatchKind {
+        /// A directory whose entries appearing, going or being rewritten matter.
+        case directory
+        /// A node itself: its mode, owner and ACL (any path it is reached by), its end.
+        case node
+        /// /etc: only the account databases and nsswitch.conf.
+        case accounts
+    }
+
+    private static func mask(_ kind: WatchKind, _ input: Input) -> UInt32 {
+        switch kind {
+        case .node:
+            return UInt32(IN_ATTRIB) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_DONT_FOLLOW)
+        case .accounts:
+            return UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM) | UInt32(IN_CREATE)
+                | UInt32(IN_DELETE) | UInt32(IN_ATTRIB) | UInt32(IN_ONLYDIR)
+        case .directory:
+            var mask = UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_MOVED_TO)
+                | UInt32(IN_CLOSE_WRITE) | UInt32(IN_ONLYDIR) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
+            // A ledger commit writes the WAL in place; a policy file made unreadable counts.
+            if input == .decisions { mask |= UInt32(IN_MODIFY) | UInt32(IN_ATTRIB) }
+            return mask
+        }
+    }
+
+    /// Makes sure every path has its watch; false when a watch was new (the value read
+    /// before it cannot be trusted) or could not be made (the input is then unwatched).
+    private func ensure(_ paths: [(String, Input, WatchKind)], _ state: inout State) -> Bool {
+        guard descriptor >= 0 else { return false }
+        var fresh = true
+        var failed: [Input: String] = [:]
+        var succeeded = Set<Input>()
+        for (path, input, kind) in paths {
+            switch addWatch(path, input: input, kind: kind, &state) {
+            case .existing: succeeded.insert(input)
+            case .new:
+                succeeded.insert(input)
+                fresh = false
+            case .absent:
+                // Watch the nearest directory that exists for the missing part to appear.
+                guard kind != .node else { continue }
+                var child = path
+                var parent = Self.parent(of: path)
+                var outcome = WatchOutcome.absent
+                while outcome == .absent && child != "/" {
+                    outcome = addWatch(parent, input: input, kind: .directory, names: [Self.base(of: child)],
+                                       mask: UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_ONLYDIR), &state)
+                    child = parent
+                    parent = Self.parent(of: parent)
+                }
+                if case .failed(let problem) = outcome { failed[input] = problem }
+                if outcome == .new { fresh = false }
+            case .failed(let problem):
+                failed[input] = problem
+            }
+        }
+        for (input, problem) in failed {
+            fresh = false
+            if state.unwatched[input] == nil {
+                state.unwatched[input] = problem
+                Self.bump(input, &state)
+                log.warning("cannot watch the status inputs; status reads them again for every request until a "
+                            + "watch can be set", ["input": input.name, "error": problem])
+            }
+        }
+        for input in succeeded where failed[input] == nil {
+            if state.unwatched.removeValue(forKey: input) != nil {
+                fresh = false
+                log.notice("the status inputs are watched again; status serves them kept", ["input": input.name])
+            }
+        }
+        return fresh
+    }
+
+    private enum WatchOutcome: Equatable {
+        case existing, new, absent
+        case failed(String)
+    }
+
+    private func addWatch(_ path: String, input: Input, kind: WatchKind, _ state: inout State) -> WatchOutcome {
+        addWatch(path, input: input, kind: kind, names: kind == .accounts ? Self.accountNames : nil,
+                 mask: Self.mask(kind, input), &state)
+    }
+
+    private func addWatch(_ path: String, input: Input, kind: WatchKind, names: Set<String>?, mask: UInt32,
+                          _ state: inout State) -> WatchOutcome {
+        if let failWatchesWith { return .failed(Errno(rawValue: failWatchesWith).description) }
+        let wd = inotify_add_watch(descriptor, path, mask | UInt32(IN_MASK_ADD))
+        if wd < 0 {
+            let error = errno
+            if error == ENOENT || error == ENOTDIR { return .absent }
+            return .failed("inotify_add_watch \(path): " + Errno(rawValue: error).description)
+        }
+        var registrations = state.watches[wd] ?? []
+        if registrations.contains(where: { $0.input == input && $0.names == names && $0.mask & mask == mask }) {
+            return .existing
+        }
+        // Events of this kind were not counted for this input before: what was read may
+        // predate the watch.
+        registrations.append(Registration(input: input, names: names, mask: mask))
+        state.watches[wd] = registrations
+        return .new
+    }
+
+    /// Reads what the queue holds (non-blocking) and invalidates the inputs it touches.
+    private func drain(_ state: inout State) {
+        guard descriptor >= 0 else { return }
+        while true {
+            let count = state.buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }
+            parse(count, &state)
+        }
+    }
+
+    private func parse(_ count: Int, _ state: inout State) {
+        var touched = Set<Input>()
+        var ignored: [CInt] = []
+        state.buffer.withUnsafeBytes { raw in
+            var offset = 0
+            let header = 16
+            while offset + header <= count {
+                let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+                let mask = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+                let length = Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                let nameBytes = raw[(offset + header)..<min(count, offset + header + length)]
+                offset += header + length
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    touched.formUnion(Input.allCases)
+                    continue
+                }
+                guard let registrations = state.watches[wd] else { continue }
+                if mask & UInt32(IN_IGNORED) != 0 {
+                    ignored.append(wd)
+                    touched.formUnion(registrations.map(\.input))
+                    continue
+                }
+                let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
+                for registration in registrations where registration.mask & mask != 0 {
+                    if let names = registration.names, !name.isEmpty, !names.contains(name) { continue }
+                    touched.insert(registration.input)
+                }
+            }
+        }
+        for wd in ignored { state.watches[wd] = nil }
+        // A group renamed changes the names a report gives the nodes' owners.
+        if touched.contains(.identities) { touched.insert(.devices) }
+        for input in touched { Self.bump(input, &state) }
+    }
+
+    // MARK: helpers
+
+    /// Whether nsswitch.conf's `passwd` and `group` lines name `files` only (absent or
+    /// unreadable: glibc's default, which may include other sources, counts as not).
+    static func nssOnlyFiles(_ path: String) -> Bool {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return false }
+        var seen = Set<String>()
+        for line in text.split(separator: "\n") {
+            let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            let parts = content.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            let database = String(parts[0]).trimmingWhitespace()
+            guard database == "passwd" || database == "group" else { continue }
+            seen.insert(database)
+            var sources: [Substring] = []
+            var inAction = false
+            for word in parts[1].split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+                if word.hasPrefix("[") { inAction = true }
+                if !inAction { sources.append(word) }
+                if word.hasSuffix("]") { inAction = false }
+            }
+            if sources != ["files"] { return false }
+        }
+        return seen == ["passwd", "group"]
+    }
+
+    static func regularFile(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
+    }
+
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    static func base(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
+    }
+}
