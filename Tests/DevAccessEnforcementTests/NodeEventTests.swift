@@ -17,7 +17,7 @@ import DevAccessTestSupport
 struct NodeEventTests {
     /// Removes the node and makes it again, as a replug does (a new inode, no ACL).
     static func recreate(_ fx: EngineFixture, _ name: String) throws {
-        try TestProcess.shell("rm -f '\(fx.nodes.path)/\(name)'")
+        try TestProcess.setup("rm", ["-f", "\(fx.nodes.path)/\(name)"])
         _ = try fx.nodes.makeNullNode(name)
     }
 
@@ -32,7 +32,7 @@ struct NodeEventTests {
         _ = try fx.allow(fx.alice)
         #expect(Self.hasEntry(cam0, fx.alice) && Self.hasEntry(cam1, fx.alice))
         // cam1 loses its entry behind the engine's back (no event): only a full run repairs it.
-        #expect(try TestProcess.shell("setfacl -x u:\(fx.alice.uid) '\(cam1)'").status == 0)
+        try TestProcess.setup("setfacl", ["-x", "u:\(fx.alice.uid)", "\(cam1)"])
         try Self.recreate(fx, "video0")
         #expect(try !fx.alice.canOpen(cam0, .read))
 
@@ -57,7 +57,7 @@ struct NodeEventTests {
         _ = try fx.allow(fx.alice)
         _ = try fx.deny(fx.alice, device: "camera:test-video0")
         #expect(!Self.hasEntry(cam0, fx.alice) && Self.hasEntry(cam1, fx.alice))
-        #expect(try TestProcess.shell("setfacl -x u:\(fx.alice.uid) '\(cam1)'").status == 0)
+        try TestProcess.setup("setfacl", ["-x", "u:\(fx.alice.uid)", "\(cam1)"])
 
         // Replugged: no entry for a denied device.
         try Self.recreate(fx, "video0")
@@ -73,9 +73,9 @@ struct NodeEventTests {
                                                        minor: 3, qualifier: .user(fx.alice.uid),
                                                        permissions: .readWrite, grantID: 1),
                                            by: fx.root, at: fx.clock.now)
-        #expect(try TestProcess.shell("setfacl -m u:\(fx.alice.uid):rw '\(cam0)'").status == 0)
+        try TestProcess.setup("setfacl", ["-m", "u:\(fx.alice.uid):rw", "\(cam0)"])
         // bob's hand-made entry on the same node is no record of devaccess's: left, and drift.
-        #expect(try TestProcess.shell("setfacl -m u:\(fx.bob.uid):r '\(cam0)'").status == 0)
+        try TestProcess.setup("setfacl", ["-m", "u:\(fx.bob.uid):r", "\(cam0)"])
         let changed = try fx.engine().applyNodes(NodeSelection(paths: [cam0]))
         #expect(changed.changes.map(\.action) == [.aclRemoved])
         #expect(changed.changes.map(\.uid) == [fx.alice.uid])
@@ -111,7 +111,7 @@ struct NodeEventTests {
         let fx = try EngineFixture("nevrm")
         let cam0 = try fx.camera("video0")
         _ = try fx.allow(fx.alice)
-        try TestProcess.shell("rm -f '\(cam0)'")
+        try TestProcess.setup("rm", ["-f", "\(cam0)"])
         let removed = try fx.engine().applyNodes(NodeSelection(paths: [cam0]))
         #expect(removed.changes.isEmpty && removed.problems.isEmpty)
         #expect(try fx.ledger().aclEntries(nodePath: cam0).count == 1)
@@ -133,7 +133,7 @@ struct NodeEventTests {
         let targetBefore = try fx.getfacl(target)
 
         // A symlink at the device's path, to another node.
-        try TestProcess.shell("rm -f '\(cam0)' && ln -s '\(target)' '\(cam0)'")
+        try TestProcess.setup("ln", ["-sf", target, cam0])
         let linked = try fx.engine().applyNodes(NodeSelection(paths: [cam0]))
         #expect(linked.changes.isEmpty)
         #expect(linked.problems.map(\.kind) == [.refused])
@@ -141,7 +141,8 @@ struct NodeEventTests {
         #expect(try !fx.alice.canOpen(target, .read))
 
         // A FIFO at the path.
-        try TestProcess.shell("rm -f '\(cam0)' && mkfifo -m 0600 '\(cam0)'")
+        try TestProcess.setup("rm", ["-f", cam0])
+        try TestProcess.setup("mkfifo", ["-m", "0600", cam0])
         let fifoBefore = try fx.getfacl(cam0)
         let fifo = try fx.engine().applyNodes(NodeSelection(paths: [cam0]))
         #expect(fifo.changes.isEmpty)
@@ -149,7 +150,8 @@ struct NodeEventTests {
         #expect(try fx.getfacl(cam0) == fifoBefore)
 
         // A character device whose numbers are not the device's (1:5 is /dev/zero's).
-        try TestProcess.shell("rm -f '\(cam0)' && mknod -m 0600 '\(cam0)' c 1 5")
+        try TestProcess.setup("rm", ["-f", cam0])
+        try TestProcess.setup("mknod", ["-m", "0600", cam0, "c", "1", "5"])
         let wrong = try fx.engine().applyNodes(NodeSelection(paths: [cam0]))
         #expect(wrong.changes.isEmpty)
         #expect(wrong.problems.map(\.kind) == [.refused])
@@ -157,9 +159,9 @@ struct NodeEventTests {
 
         // An event naming a path that is no device's node (a link to cam1) changes nothing,
         // not even cam1, whose entry was taken away meanwhile.
-        #expect(try TestProcess.shell("setfacl -x u:\(fx.alice.uid) '\(cam1)'").status == 0)
+        try TestProcess.setup("setfacl", ["-x", "u:\(fx.alice.uid)", "\(cam1)"])
         let alias = elsewhere.path + "/video9"
-        try TestProcess.shell("ln -s '\(cam1)' '\(alias)'")
+        try TestProcess.setup("ln", ["-s", "\(cam1)", "\(alias)"])
         let aliased = try fx.engine().applyNodes(NodeSelection(paths: [alias]))
         #expect(aliased.changes.isEmpty && aliased.problems.isEmpty)
         #expect(!Self.hasEntry(cam1, fx.alice))
