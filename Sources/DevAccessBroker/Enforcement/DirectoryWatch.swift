@@ -29,7 +29,7 @@ final class DirectoryWatch {
     /// Per watch descriptor: its directory and which entries matter for what. One
     /// directory may serve both purposes (one inotify watch, masks added together).
     private var watches: [CInt: (directory: String, names: [String: Purpose])] = [:]
-    private var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+    private var reader = InotifyReader()
 
     init() throws(Errno) {
         let fd = inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK))
@@ -69,47 +69,27 @@ final class DirectoryWatch {
     /// reported once per purpose with an empty path: anything may have changed.
     func drain() -> [Event] {
         var events: [Event] = []
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return events }
-            events += parse(count)
-        }
-    }
-
-    private func parse(_ count: Int) -> [Event] {
-        var events: [Event] = []
-        buffer.withUnsafeBytes { raw in
-            var offset = 0
-            // struct inotify_event: int wd; uint32_t mask, cookie, len; char name[len].
-            let header = 16
-            while offset + header <= count {
-                let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
-                let mask = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
-                let length = Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-                let nameBytes = raw[(offset + header)..<min(count, offset + header + length)]
-                let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
-                offset += header + length
-                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    events.append(Event(purpose: .ledger, path: "", mask: mask))
-                    events.append(Event(purpose: .nodes, path: "", mask: mask))
-                    events.append(Event(purpose: .policy, path: "", mask: mask))
-                    continue
-                }
-                guard let watch = watches[wd] else { continue }
-                if mask & UInt32(IN_IGNORED) != 0 {
-                    // The directory itself went away: nothing more will come from it.
-                    watches[wd] = nil
-                    for purpose in Set(watch.names.values) {
-                        events.append(Event(purpose: purpose, path: watch.directory, mask: mask))
-                    }
-                    continue
-                }
-                guard let purpose = watch.names[name] ?? watch.names[Self.anyName], mask & Self.mask(purpose) != 0
-                else { continue }
-                if purpose == .policy && mask & UInt32(IN_CREATE) != 0 && mask & UInt32(IN_ISDIR) == 0 { continue }
-                events.append(Event(purpose: purpose, path: watch.directory + "/" + name, mask: mask))
+        for record in reader.drain(descriptor) {
+            let (wd, mask, name) = (record.watch, record.mask, record.name)
+            if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                events.append(Event(purpose: .ledger, path: "", mask: mask))
+                events.append(Event(purpose: .nodes, path: "", mask: mask))
+                events.append(Event(purpose: .policy, path: "", mask: mask))
+                continue
             }
+            guard let watch = watches[wd] else { continue }
+            if mask & UInt32(IN_IGNORED) != 0 {
+                // The directory itself went away: nothing more will come from it.
+                watches[wd] = nil
+                for purpose in Set(watch.names.values) {
+                    events.append(Event(purpose: purpose, path: watch.directory, mask: mask))
+                }
+                continue
+            }
+            guard let purpose = watch.names[name] ?? watch.names[Self.anyName], mask & Self.mask(purpose) != 0
+            else { continue }
+            if purpose == .policy && mask & UInt32(IN_CREATE) != 0 && mask & UInt32(IN_ISDIR) == 0 { continue }
+            events.append(Event(purpose: purpose, path: watch.directory + "/" + name, mask: mask))
         }
         return events
     }

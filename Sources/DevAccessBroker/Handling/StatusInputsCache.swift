@@ -96,7 +96,7 @@ final class StatusInputsCache: Sendable {
         var watches: [CInt: [Registration]] = [:]
         /// Inputs a watch could not be set for: read again for every request until one is.
         var unwatched: [Input: String] = [:]
-        var buffer = [UInt8](repeating: 0, count: 8192)
+        var reader = InotifyReader(capacity: 8192)
     }
 
     private let state = Mutex(State())
@@ -373,41 +373,25 @@ final class StatusInputsCache: Sendable {
     /// Reads what the queue holds (non-blocking) and invalidates the inputs it touches.
     private func drain(_ state: inout State) {
         guard descriptor >= 0 else { return }
-        while true {
-            let count = state.buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return }
-            parse(count, &state)
-        }
-    }
-
-    private func parse(_ count: Int, _ state: inout State) {
+        let records = state.reader.drain(descriptor)
+        guard !records.isEmpty else { return }
         var touched = Set<Input>()
         var ignored: [CInt] = []
-        state.buffer.withUnsafeBytes { raw in
-            var offset = 0
-            let header = 16
-            while offset + header <= count {
-                let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
-                let mask = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
-                let length = Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-                let nameBytes = raw[(offset + header)..<min(count, offset + header + length)]
-                offset += header + length
-                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    touched.formUnion(Input.allCases)
-                    continue
-                }
-                guard let registrations = state.watches[wd] else { continue }
-                if mask & UInt32(IN_IGNORED) != 0 {
-                    ignored.append(wd)
-                    touched.formUnion(registrations.map(\.input))
-                    continue
-                }
-                let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
-                for registration in registrations where registration.mask & mask != 0 {
-                    if let names = registration.names, !name.isEmpty, !names.contains(name) { continue }
-                    touched.insert(registration.input)
-                }
+        for record in records {
+            let (wd, mask, name) = (record.watch, record.mask, record.name)
+            if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                touched.formUnion(Input.allCases)
+                continue
+            }
+            guard let registrations = state.watches[wd] else { continue }
+            if mask & UInt32(IN_IGNORED) != 0 {
+                ignored.append(wd)
+                touched.formUnion(registrations.map(\.input))
+                continue
+            }
+            for registration in registrations where registration.mask & mask != 0 {
+                if let names = registration.names, !name.isEmpty, !names.contains(name) { continue }
+                touched.insert(registration.input)
             }
         }
         for wd in ignored { state.watches[wd] = nil }
