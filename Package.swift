@@ -33,12 +33,12 @@ let package = Package(
         .target(name: "DevAccessArguments"),
         // Thin typed layer over libc, libacl and PAM: errno, stat, users, groups, ACLs, passwords.
         // Also: starting `devaccess run`'s program (CSpawn), its environment, Landlock rulesets.
-        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux", "CPam", "CSpawn"]),
+        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux", "CPam", "CSpawn", "CSystemd"]),
         // Authority adapters: camera (udev + V4L2), microphone (ALSA), location (gpsd).
         .target(name: "DevAccessHardware",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "CUdev", "CV4L2", "CAlsa", "CLinux"]),
         // The grant ledger: SQLite, versioned schema, hash-chained audit events, journal export.
-        .target(name: "DevAccessLedger", dependencies: ["DevAccessCore", "CSQLite", "CCrypto", "CSystemd"]),
+        .target(name: "DevAccessLedger", dependencies: ["DevAccessCore", "DevAccessSystem", "CSQLite", "CCrypto"]),
         // Turns ledger decisions into ACL entries on device nodes and back; reconcile, drift.
         .target(name: "DevAccessEnforcement",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger"]),

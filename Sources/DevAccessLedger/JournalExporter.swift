@@ -1,5 +1,5 @@
+import DevAccessSystem
 import Glibc
-import CSystemd
 
 /// Whether appended events are also sent to the systemd journal.
 public enum JournalExport: Sendable, Hashable {
@@ -66,24 +66,6 @@ enum JournalExporter {
     }
 
     static func send(_ events: [RecordedAuditEvent]) {
-        for event in events { send(fields: fields(for: event)) }
-    }
-
-    /// sd_journal_sendv takes "NAME=value" buffers; values may hold newlines or any byte.
-    /// All fields go into one contiguous buffer so every iovec points into memory that
-    /// is valid for the whole call.
-    private static func send(fields: [String]) {
-        var buffer = [UInt8]()
-        var ranges: [Range<Int>] = []
-        for field in fields {
-            let start = buffer.count
-            buffer += field.utf8
-            ranges.append(start..<buffer.count)
-        }
-        buffer.withUnsafeMutableBytes { raw in
-            guard let base = raw.baseAddress else { return }
-            let vectors = ranges.map { iovec(iov_base: base + $0.lowerBound, iov_len: $0.count) }
-            _ = sd_journal_sendv(vectors, Int32(vectors.count))
-        }
+        for event in events { Journal.send(fields(for: event)) }
     }
 }

@@ -1,6 +1,5 @@
 import Glibc
 import DevAccessSystem
-import CSystemd
 
 /// devaccessd's structured log: native journal entries when stderr is connected to
 /// journald (`JOURNAL_STREAM` names stderr's device and inode), otherwise one logfmt
@@ -125,17 +124,6 @@ public final class BrokerLog: Sendable {
     }
 
     private func sendToJournal(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, String>) {
-        var buffer: [UInt8] = []
-        var ranges: [Range<Int>] = []
-        for field in Self.journalFields(level, message, fields) {
-            let start = buffer.count
-            buffer += field.utf8
-            ranges.append(start..<buffer.count)
-        }
-        buffer.withUnsafeMutableBytes { raw in
-            guard let base = raw.baseAddress else { return }
-            let vectors = ranges.map { iovec(iov_base: base + $0.lowerBound, iov_len: $0.count) }
-            _ = sd_journal_sendv(vectors, Int32(vectors.count))
-        }
+        Journal.send(Self.journalFields(level, message, fields))
     }
 }
