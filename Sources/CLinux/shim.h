@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <errno.h>
+#include <sys/ioctl.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <linux/netlink.h>
@@ -247,4 +248,11 @@ static inline long long devaccess_tcp_socket_uid(int family, const unsigned char
     }
     return -EPROTO;
 }
+/* Bytes waiting to be read on `fd` (FIONREAD), or -1 with errno. */
+static inline int devaccess_queued_bytes(int fd) {
+    int count = 0;
+    if (ioctl(fd, FIONREAD, &count) < 0) return -1;
+    return count;
+}
+
 #endif

@@ -117,8 +117,10 @@ enum SwitchCommand: Command {
         let name = state.permission.padded(to: 12)
         guard state.state == "off" else { return name + "on" }
         let time = HumanTime.now()
-        return name + "off" + (state.hard == true ? " --hard" : "") + " by \(state.by ?? "?") since "
-            + time.rewritingISOTimes(in: state.since ?? "?")
-            + (state.until.map { time.rewritingISOTimes(in: " until \($0)") } ?? "") + (state.reason.map { ": \($0)" } ?? "")
+        // Who, when and why come from devaccessd's reply: kept on this one line.
+        return name + "off" + (state.hard == true ? " --hard" : "") + " by \(TerminalText.field(state.by ?? "?")) since "
+            + time.rewritingISOTimes(in: TerminalText.field(state.since ?? "?"))
+            + (state.until.map { time.rewritingISOTimes(in: " until \(TerminalText.field($0))") } ?? "")
+            + (state.reason.map { ": \(TerminalText.field($0))" } ?? "")
     }
 }

@@ -71,7 +71,14 @@ extension Enforcer {
         // Something ended (or was put back) for everyone: its entries may be on any node.
         let selection = report.changedNothing && report.runsEnded.isEmpty && report.switchesEnded.isEmpty
             ? nodes : nil
-        let inSelection = { (path: String) -> Bool in selection?.paths.contains(path) ?? true }
+        let reports = probe(selection)
+        // A node pass covers each selected device whole: the records on its other nodes (a
+        // sound card's control node beside the PCM node the event named) are read too, or
+        // devaccess's own entries there would look like drift.
+        let covered = selection.map { selection in
+            selection.paths.union(reports.flatMap { $0.devices.flatMap { $0.nodes.map(\.path) } })
+        }
+        let inSelection = { (path: String) -> Bool in covered?.contains(path) ?? true }
         let standing = try ledger.grants(now: clock()).filter { !withheld.contains($0.id) && !off.contains($0.permission) }
         let decisions = Decisions(active: standing)
         let records = try ledger.aclEntries().filter { record in
@@ -79,7 +86,6 @@ extension Enforcer {
             guard case .user(let uid) = record.qualifier, inSelection(record.nodePath) else { return false }
             return uids?.contains(uid) ?? true
         }
-        let reports = probe(selection)
         var pass = ApplyPass(enforcer: self, decisions: decisions, reports: reports, report: report)
         try pass.apply(records: records, uids: uids)
         report = pass.report

@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// One `struct inotify_event` as read from an inotify descriptor.
 public struct InotifyRecord: Sendable, Hashable {
@@ -25,16 +26,23 @@ public struct InotifyReader: Sendable {
         buffer = [UInt8](repeating: 0, count: max(capacity, 16 + Int(NAME_MAX) + 1))
     }
 
-    /// Every record the queue holds now. The descriptor must be non-blocking (IN_NONBLOCK):
-    /// this reads until the queue is empty (EAGAIN) or the descriptor fails.
+    /// The records the queue holds when this is called, and no more: records queued while
+    /// it reads are left for the next call, so a process that keeps making events (any user
+    /// can open /dev/null for writing) cannot keep the reader here. The descriptor must be
+    /// non-blocking (IN_NONBLOCK): reading also stops when the queue is empty or fails.
     public mutating func drain(_ descriptor: Int32) -> [InotifyRecord] {
         var records: [InotifyRecord] = []
-        while true {
+        let queued = devaccess_queued_bytes(descriptor)
+        // FIONREAD failed: one read's worth, never an unbounded loop.
+        var left = queued < 0 ? buffer.count : Int(queued)
+        while left > 0 {
             let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return records }
             records += Self.decode(buffer, count: count)
+            left -= count
         }
+        return records
     }
 
     /// The records in the first `count` bytes of `bytes`: `int wd; uint32_t mask, cookie,

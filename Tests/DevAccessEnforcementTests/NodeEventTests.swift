@@ -50,6 +50,27 @@ struct NodeEventTests {
         #expect(try fx.engine().reconcile().changedNothing)
     }
 
+    /// A device of several nodes (a sound card: its PCM node and its control node), an
+    /// event for one of them: devaccess's own entry on the other is its record, not drift
+    /// (hostile review: a pass that read only the event's records called it "unrecorded").
+    @Test func aPassOverOneNodeOfADeviceKnowsItsOtherNodesRecords() throws {
+        let fx = try EngineFixture("nevcard")
+        let pcm = try fx.nodes.makeNullNode("pcmC1D0c")
+        let control = try fx.nodes.makeNullNode("controlC1")
+        fx.declare(DeclaredDevice(permission: .camera, id: "camera:test-card1", name: "Test card 1", nodes: [
+            DeclaredNode(path: pcm, major: 1, minor: 3),
+            DeclaredNode(path: control, role: "control", major: 1, minor: 3),
+        ]))
+        _ = try fx.allow(fx.alice)
+        #expect(Self.hasEntry(pcm, fx.alice) && Self.hasEntry(control, fx.alice))
+        try Self.recreate(fx, "pcmC1D0c")
+        let report = try fx.engine().applyNodes(NodeSelection(paths: [pcm]))
+        #expect(report.changes.map(\.nodePath) == [pcm])
+        #expect(report.drift.isEmpty, "\(report.drift)")
+        #expect(Self.hasEntry(pcm, fx.alice) && Self.hasEntry(control, fx.alice))
+        #expect(try fx.engine().reconcile().changedNothing)
+    }
+
     @Test func aDeniedDevicesNewNodeGetsNoEntryAndItsStaleRecordedEntryIsRemoved() throws {
         let fx = try EngineFixture("nevdeny")
         let cam0 = try fx.camera("video0")

@@ -309,7 +309,9 @@ final class EnforcementWorker {
         } catch {
             // The retry is a full reconcile: it covers these nodes too.
             runLog.failed(error, trigger: label, retryIn: retryDelay)
-            retryDue = ContinuousClock.now + retryDelay
+            // An earlier retry stays as due as it was: failing node passes cannot put it off.
+            let due = ContinuousClock.now + retryDelay
+            retryDue = min(retryDue ?? due, due)
             retryDelay = min(retryDelay * 2, Self.lastRetry)
         }
         owner.nodesApplied(NodesApplied(paths: paths.sorted(),

@@ -297,10 +297,11 @@ extension BrokerService {
         let process = started.holder
         let identity = program.grantProgram
         let reason = order.reason ?? ""
-        // A program its user can change gets this run only, whatever term was chosen.
+        // A program its user can change gets this run only, whatever term was chosen, and
+        // never longer than that term or MaxDuration= (the run's `once` ends by then).
         let runAllows = program.trusted ? allows : allows.map { plan in
             var once = plan
-            once.term = ResolvedTerm(.once)
+            once.term = ResolvedTerm(.once, cap: Self.runLimit(plan.term))
             return once
         }
         var details = ["removed_environment": environment.removed.joined(separator: " ")]
@@ -382,6 +383,15 @@ extension BrokerService {
 
     /// A run's decision: a program grant (the program's path, pinned to its SHA-256 when
     /// the file is not root's alone), `once` bound to the run's process.
+    /// The longest a run-only grant may last under `term`: a `for` term's own length, else
+    /// the policy's cap (MaxDuration=); nil: while the run lasts.
+    static func runLimit(_ term: ResolvedTerm) -> Int64? {
+        switch term.term {
+        case .duration(let seconds): return min(seconds, term.cap ?? seconds)
+        case .once, .always: return term.cap
+        }
+    }
+
     static func recordRunGrant(_ plan: GrantPlan, subject: Principal, program: Program, reason: String,
                                process: ProcessHolder?, accuracy: LocationAccuracy?, ledger: Ledger,
                                now: Date) throws(LedgerError) -> Grant {

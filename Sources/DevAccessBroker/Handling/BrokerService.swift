@@ -178,8 +178,16 @@ public final class BrokerService: RequestHandler {
         }
         if case .status(let query) = envelope.request, query.user == nil {
             gather(query.permissions ?? Permission.all, kept: true) { reports, read in
-                let subject = self.keptIdentity(of: peer)
-                exchange.finish(self.statusReply(for: subject, reports: reports, read: read))
+                // This may run on the event loop: only a kept identity is used here; looking
+                // one up (NSS: maybe LDAP, maybe a uid with no entry every time) is the
+                // handler threads' work.
+                if self.keepsInputs, let subject = self.inputs.keptIdentity(uid: peer.uid).0 {
+                    exchange.finish(self.statusReply(for: subject, reports: reports, read: read))
+                    return
+                }
+                Task(executorPreference: executor) {
+                    exchange.finish(self.statusReply(for: self.keptIdentity(of: peer), reports: reports, read: read))
+                }
             }
             return
         }

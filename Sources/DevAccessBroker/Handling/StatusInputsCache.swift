@@ -195,6 +195,8 @@ final class StatusInputsCache: Sendable {
 
     /// Keeps a decision read begun at `readAt` under `generations` (same rules).
     func store(_ read: BrokerService.DecisionRead, readAt: Date, readUnder generations: Generations) {
+        // A read that failed (a locked or damaged ledger) is not kept: the next status tries again.
+        guard read.problem == nil else { return }
         var paths: [(String, Input, WatchKind)] = [(policyDirectory, .decisions, .directory),
                                                    (policyDirectory + "/conf.d", .decisions, .directory)]
         if let ledgerDirectory { paths.append((ledgerDirectory, .decisions, .directory)) }
@@ -210,12 +212,11 @@ final class StatusInputsCache: Sendable {
         }
     }
 
-    /// The user `uid` as a fresh login sees it, kept while /etc says nothing changed (and
-    /// at most `nssLifetime` when NSS has sources no event covers); nil: no passwd entry
-    /// (not kept: such a caller's groups come from its process).
-    func identity(uid: UInt32) -> UserIdentity? {
+    /// The kept identity of `uid` when it is still true, with the generations it was looked
+    /// up under; never asks NSS (safe on the event loop: NSS may be LDAP or a varlink call).
+    func keptIdentity(uid: UInt32) -> (UserIdentity?, Generations) {
         let now = MonotonicClock.microseconds()
-        let (kept, generations) = state.withLock { state -> (UserIdentity?, Generations) in
+        return state.withLock { state -> (UserIdentity?, Generations) in
             drain(&state)
             let generations = Generations(values: state.generations)
             guard state.unwatched[.identities] == nil, let kept = state.identities[uid],
@@ -223,6 +224,13 @@ final class StatusInputsCache: Sendable {
                   kept.lifetime.map({ now &- kept.at < $0 }) ?? true else { return (nil, generations) }
             return (kept.identity, generations)
         }
+    }
+
+    /// The user `uid` as a fresh login sees it, kept while /etc says nothing changed (and
+    /// at most `nssLifetime` when NSS has sources no event covers); nil: no passwd entry
+    /// (not kept: such a caller's groups come from its process).
+    func identity(uid: UInt32) -> UserIdentity? {
+        let (kept, generations) = keptIdentity(uid: uid)
         if let kept { return kept }
         let lifetime: UInt64? = Self.nssOnlyFiles(nsswitchPath) ? nil : Self.nssLifetime
         let at = MonotonicClock.microseconds()
@@ -284,7 +292,11 @@ final class StatusInputsCache: Sendable {
                 | UInt32(IN_DELETE) | UInt32(IN_ATTRIB) | UInt32(IN_ONLYDIR)
         case .directory:
             var mask = UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_MOVED_TO)
-                | UInt32(IN_CLOSE_WRITE) | UInt32(IN_ONLYDIR) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
+                | UInt32(IN_ONLYDIR) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
+            // Files rewritten in place (policy, the ledger) matter; in the device directories
+            // nodes appear by mknod or rename and udev renames its database files into place,
+            // while anyone may open /dev/null for writing: no IN_CLOSE_WRITE there.
+            if input != .devices { mask |= UInt32(IN_CLOSE_WRITE) }
             // A ledger commit writes the WAL in place; a policy file made unreadable counts.
             if input == .decisions { mask |= UInt32(IN_MODIFY) | UInt32(IN_ATTRIB) }
             return mask
