@@ -174,6 +174,9 @@ public final class BrokerServer: Sendable {
 
     fileprivate var hasCompletions: Bool { mailbox.withLock { !$0.completions.isEmpty } }
 
+    /// Makes the next poll return at once (replies are waiting).
+    fileprivate func wakeLoop() { wake() }
+
     /// Serves until `stop()` or until `signalDescriptor` (a signalfd) becomes readable.
     /// `onStopping` runs once when shutdown begins (sd_notify STOPPING=1).
     public func run(signalDescriptor: CInt? = nil, onStopping: () -> Void = {}) {
@@ -192,6 +195,9 @@ public final class BrokerServer: Sendable {
     // MARK: - The loop (confined to the thread that called run())
 
     private struct EventLoop {
+        /// Rounds of inline-posted replies served before the loop polls again.
+        static let inlineRounds = 4
+
         let server: BrokerServer
         let signalDescriptor: CInt?
         var connections: [UInt64: Connection] = [:]
@@ -256,8 +262,16 @@ public final class BrokerServer: Sendable {
                         acceptAll()
                     }
                 }
-                // Replies the loop posted itself while serving (no wake-up was written).
-                while server.hasCompletions { drainMailbox(onStopping: onStopping) }
+                // Replies the loop posted itself while serving (no wake-up was written): a few
+                // rounds here, then back to poll with a wake-up for the rest, so one client's
+                // pipelined requests, each answered inline and freeing the next, cannot keep
+                // the loop from accepting and reading everyone else.
+                var rounds = 0
+                while server.hasCompletions && rounds < Self.inlineRounds {
+                    drainMailbox(onStopping: onStopping)
+                    rounds += 1
+                }
+                if server.hasCompletions { server.wakeLoop() }
                 sweep()
             }
             if !stopping { beginStop(reason: "event loop failed", onStopping: onStopping) }
