@@ -874,8 +874,8 @@ GRANT_STEPS = {
     "s4-granted": "step 4, grant camera again",
     "s4-replugged": "step 4, after rmmod+modprobe vivid: devaccessd re-added the entry, no command run",
     "s4-reconciled": "step 4, after reconcile",
-    "s5-granted": "step 5, grant microphone --for 5s",
-    "s5-expired": "step 5, after the 5 s ran out: devaccessd removed the entries, no command run",
+    "s5-granted": "step 5, grant microphone --for 10s",
+    "s5-expired": "step 5, after the 10 s ran out: devaccessd removed the entries, no command run",
     "s6-denied": "step 6, deny camera",
     "s6-group": "step 6, the denied user joins group video",
 }
@@ -1000,6 +1000,20 @@ def check_grant(c):
         "s6-denied": ({}, none, {"camera": "denied", "microphone": "notDetermined"}, None, False),
         "s6-group": ({}, cam_rw, {"camera": "denied", "microphone": "notDetermined"}, None, False),
     }
+    # Step 5's grant lasts 10 s: on a slow TCG run its probes, status and checks may not all
+    # finish inside it. Like the list below, they are judged only when they did.
+    # (The list itself is judged below; read here without counting it twice.)
+    try:
+        listed5 = json.loads(c.text("s5-list.out") or "{}").get("grants") or []
+    except (ValueError, AttributeError):
+        listed5 = []
+    mics5 = [g for g in listed5 if isinstance(g, dict) and g.get("permission") == "microphone"]
+    expires5 = iso_seconds(mics5[0].get("expires")) if mics5 else None
+    checked5 = stamp_of(c, "s5-checked")
+    if None not in (expires5, checked5) and checked5 >= expires5:
+        print(f"  NOTE {c.scenario}: [step 5] the granted-state checks ended at {checked5:.3f}, after the "
+              f"grant's expiry {expires5} (slow VM): not judged")
+        del steps["s5-granted"]
     status = {}
     for prefix, (entries, access, want, reasons, derive) in steps.items():
         label = f"{GRANT_STEPS[prefix]}"
@@ -1064,16 +1078,16 @@ def check_grant(c):
         c.equal(rec4.get("problems"), [], "[step 4] reconcile --json: no problems")
         c.equal(rec4.get("expired"), [], "[step 4] reconcile --json: nothing expired")
 
-    # Step 5: a grant for 5 s, then reconcile after it ran out.
-    ran("s5-grant", "[step 5] grant microphone --user vmuser --for 5s")
+    # Step 5: a grant for 10 s, then reconcile after it ran out.
+    ran("s5-grant", "[step 5] grant microphone --user vmuser --for 10s")
     mics = [g for g in grants_of(c, "s5-list", "[step 5] list --all --json")
             if g.get("permission") == "microphone"]
     c.equal(len(mics), 1, "[step 5] list --all --json: one microphone grant")
     g5 = mics[0] if mics else {}
     created, expires = iso_seconds(g5.get("created")), iso_seconds(g5.get("expires"))
     c.expect(g5.get("scope") == "until" and created is not None and expires is not None
-             and expires - created == 5 and g5.get("decision") == "allow" and g5.get("user") == user,
-             "[step 5] list: the microphone grant is vmuser allow, scope until, expires 5 s after created", g5)
+             and expires - created == 10 and g5.get("decision") == "allow" and g5.get("user") == user,
+             "[step 5] list: the microphone grant is vmuser allow, scope until, expires 10 s after created", g5)
     t0, t1 = stamp_of(c, "s5-grant-start"), stamp_of(c, "s5-grant-end")
     if None not in (created, t0, t1):
         c.expect(int(t0) <= created <= t1, "[step 5] the grant was created while the grant command ran",

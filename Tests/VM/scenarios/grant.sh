@@ -11,7 +11,7 @@
 #   s3 revoke camera                                         -> entry gone
 #   s4 grant camera, rmmod/modprobe vivid (fresh node): devaccessd re-adds the
 #      entry on udev's event; reconcile then has nothing to change
-#   s5 grant microphone --for 5s: devaccessd removes the entries when it runs
+#   s5 grant microphone --for 10s: devaccessd removes the entries when it runs
 #      out; reconcile afterwards has nothing to change
 #   s6 deny camera, then vmuser joins group video            -> denied + drift
 #   s7 audit --verify
@@ -136,9 +136,9 @@ observe s4-reconciled
 
 mark s5
 stamp s5-grant-start
-dav s5-grant grant microphone --user "$U" --for 5s
+dav s5-grant grant microphone --user "$U" --for 10s
 stamp s5-grant-end
-# Probe first: the grant runs out 5 s after it was made.
+# Probe first: the grant runs out 10 s after it was made.
 probe_opens "$U" s5-granted /dev/snd/pcmC0D0c /dev/snd/controlC0
 mapfile -t nodes < <(all_nodes)
 rec s5-granted-getfacl getfacl -p "${nodes[@]}"
@@ -149,12 +149,13 @@ dstat s5-granted-status status --user "$U" --json
 for perm in camera microphone; do
   dstat "s5-granted-check-$perm" check "$perm" --user "$U"
 done
+stamp s5-checked
 # No command runs: devaccessd removes the entries when the grant runs out.
 wait_entry /dev/snd/pcmC0D0c 0 >"$OUT/s5-expiry-wait.out"
 stamp s5-removed
 # Wait until the grant has surely run out (6 s after the grant command ended).
 end=$(cat "$OUT/s5-grant-end.at")
-until awk -v e="$end" -v now="$(date +%s.%N)" 'BEGIN { exit !(now >= e + 6) }'; do
+until awk -v e="$end" -v now="$(date +%s.%N)" 'BEGIN { exit !(now >= e + 11) }'; do
   sleep 0.2
 done
 stamp s5-reconcile-start
