@@ -17,8 +17,9 @@ status: build
 lint:
 	scripts/check-no-foundation.sh
 
+# The whole log stays in .build/unit-tests.log; failures are repeated at its end.
 unit-tests:
-	$(SWIFT) test
+	SWIFT=$(SWIFT) scripts/unit-tests.sh
 
 vm-tests: build
 	Tests/VM/run-scenarios.sh --bin $(BIN)
