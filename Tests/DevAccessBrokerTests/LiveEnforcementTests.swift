@@ -104,13 +104,14 @@ struct LiveEnforcementTests {
         #expect(try setup.user.canOpen(setup.node, .readWrite))
         let expiry = try Self.newestExpiry(daemon.stateDirectory)
 
-        let removed = try #require(Self.waitFor(5) { !setup.hasEntry }, "the entry stayed: \(daemon.log)")
+        // Never early; how late is a benchmark's figure (devaccess-bench), not a timed
+        // assertion: that the expiry timer removed it, not a later periodic run, is in the log.
+        let removed = try #require(Self.waitFor(30) { !setup.hasEntry }, "the entry stayed: \(daemon.log)")
         let late = removed.timeIntervalSince(expiry)
         #expect(late >= 0, "removed \(-late) s before the grant expired")
-        #expect(late < 1.0, "removed \(late) s after the expiry")
         #expect(try !setup.user.canOpen(setup.node, .read))
         // The run logs after its edits: the entry can be gone a moment before the line is written.
-        #expect(Self.waitFor(2) { daemon.log.contains("msg=\"enforcement run\" trigger=expiry expired=1 changes=1") } != nil,
+        #expect(Self.waitFor(10) { daemon.log.contains("msg=\"enforcement run\" trigger=expiry expired=1 changes=1") } != nil,
                 "\(daemon.log)")
         #expect(daemon.log.contains("msg=\"grant expired\" grant=1"))
         #expect(daemon.stop() == 0)
@@ -190,13 +191,13 @@ struct LiveEnforcementTests {
         #expect(setup.hasEntry)
         for round in 1...3 {
             try setup.recreateNode()
-            let started = Date()
-            let applied = try #require(Self.waitFor(5) { setup.hasEntry }, "round \(round): no entry: \(daemon.log)")
-            #expect(applied.timeIntervalSince(started) < 1, "round \(round)")
+            // The node event applied it (its log line below), not a periodic run; how fast is
+            // a benchmark's figure, not a timed assertion.
+            #expect(Self.waitFor(30) { setup.hasEntry } != nil, "round \(round): no entry: \(daemon.log)")
             #expect(try setup.user.canOpen(setup.node, .readWrite), "round \(round)")
         }
         // The run logs after its edits: the entry can be gone a moment before the line is written.
-        #expect(Self.waitFor(2) { daemon.log.contains("msg=\"enforcement run\" trigger=nodes expired=0 changes=1") } != nil,
+        #expect(Self.waitFor(10) { daemon.log.contains("msg=\"enforcement run\" trigger=nodes expired=0 changes=1") } != nil,
                 "\(daemon.log)")
         #expect(daemon.log.contains("it was missing (node re-created or an earlier run was interrupted)"))
         #expect(daemon.stop() == 0)
@@ -213,7 +214,7 @@ struct LiveEnforcementTests {
         #expect(Self.waitFor(3) { setup.hasEntry } != nil, "\(daemon.log)")
         #expect(try setup.user.canOpen(setup.node, .readWrite))
         // The run logs after its edits: the entry can be gone a moment before the line is written.
-        #expect(Self.waitFor(2) { daemon.log.contains("msg=\"enforcement run\" trigger=periodic expired=0 changes=1") } != nil,
+        #expect(Self.waitFor(10) { daemon.log.contains("msg=\"enforcement run\" trigger=periodic expired=0 changes=1") } != nil,
                 "\(daemon.log)")
         #expect(daemon.stop() == 0)
     }
