@@ -86,7 +86,9 @@ struct LockedLedgerTests {
                                    "the entry outlived its grant behind the lock: \(daemon.log)")
         let late = removed.timeIntervalSince(expiry)
         #expect(late >= 0, "removed \(-late) s before the expiry")
-        #expect(late < 1.0, "the lock delayed the expiry by \(late) s")
+        // A run that waited for the ledger first would be late by its busy timeout (5 s); the
+        // bound is half of that, so a loaded machine's scheduling delay is not what it judges.
+        #expect(late < 2.5, "the lock delayed the expiry by \(late) s")
         #expect(try !setup.user.canOpen(setup.node, .read))
         #expect(try Self.sql(daemon, "SELECT count(*) FROM grants WHERE revoked_usec IS NULL") == "1",
                 "the lock really kept the ledger from recording it")
@@ -213,7 +215,9 @@ struct LockedLedgerTests {
         let hello = try bob.python(Self.helloTimer, [daemon.socketPath, "20"])
         #expect(hello.status == 0, "\(hello.stderr)")
         let worst = try #require(try json(hello.stdout)["worst_ms"] as? Double)
-        #expect(worst < 100, "another user's hello took \(worst) ms behind the locked ledger")
+        // Queued behind the writes, a hello would wait for their 5 s busy timeouts (15 s for
+        // three); the bounds are far below that and far above a loaded machine's stall.
+        #expect(worst < 1000, "another user's hello took \(worst) ms behind the locked ledger")
 
         let started = Date()
         let status = try bob.devaccess(["status", "camera", "--json"], environment: [
@@ -224,7 +228,7 @@ struct LockedLedgerTests {
         #expect(status.status == 0, "\(status.stderr)")
         // The decisions came from devaccessd, read beside the write that waits for the lock.
         #expect(!status.stdout.contains("not reachable"), "\(status.stdout)")
-        #expect(took < 1, "another user's status took \(took) s behind the locked ledger")
+        #expect(took < 4, "another user's status took \(took) s behind the locked ledger")
         holder.release()
         #expect(daemon.stop() == 0)
     }
