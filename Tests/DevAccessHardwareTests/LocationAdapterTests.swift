@@ -13,9 +13,12 @@ import DevAccessTestSupport
 /// plus slack") should not compete with a gpsd being fed in a parallel test.
 @Suite(.serialized)
 struct LocationAdapterTests {
-    static let budget: Duration = .milliseconds(500)
+    /// Long enough that a loaded 2-core CI machine's stalls stay well inside it: what these
+    /// tests judge is "answered without waiting for the budget" and "cut off by the budget",
+    /// not speed (that is the benchmark's figure).
+    static let budget: Duration = .seconds(2)
     /// Scheduling slack on a loaded 2-core CI machine; the point is "bounded", not "fast".
-    static let slack: Duration = .milliseconds(400)
+    static let slack: Duration = .seconds(2)
 
     // MARK: Endpoint text
 
@@ -181,7 +184,7 @@ struct LocationAdapterTests {
         #expect(report.devices.isEmpty)
         let reason = try #require(report.unavailableReason)
         #expect(reason.contains("connection refused") && reason.contains("127.0.0.1:\(port)"), "\(reason)")
-        #expect(elapsed < .milliseconds(100))
+        #expect(elapsed < Self.budget / 2, "took \(elapsed): it waited for the budget")
     }
 
     /// A documentation-only address (RFC 5737): no route, a rejection or silence,
@@ -225,7 +228,7 @@ struct LocationAdapterTests {
         }
         print("[gpsd-timing] probe hang: \(elapsed)")
         let reason = try #require(report.unavailableReason)
-        #expect(reason.hasPrefix("gpsd at 127.0.0.1:\(server.port) did not answer within 500 ms"), "\(reason)")
+        #expect(reason.hasPrefix("gpsd at 127.0.0.1:\(server.port) did not answer within 2000 ms"), "\(reason)")
         #expect(elapsed >= Self.budget - .milliseconds(20))
         #expect(elapsed < Self.budget + Self.slack)
     }
@@ -272,7 +275,7 @@ struct LocationAdapterTests {
         let (report, elapsed) = timed {
             LocationAdapter.probe(endpoint: GpsdEndpoint(host: "127.0.0.1", port: server.port), timeout: Self.budget)
         }
-        #expect(report.unavailableReason?.contains("did not answer within 500 ms") == true)
+        #expect(report.unavailableReason?.contains("did not answer within 2000 ms") == true)
         #expect(report.unavailableReason?.contains("DEVICES") == true)
         #expect(elapsed < Self.budget + Self.slack)
     }
@@ -295,7 +298,7 @@ struct LocationAdapterTests {
         let (report, elapsed) = timed {
             LocationAdapter.probe(endpoint: GpsdEndpoint(host: "127.0.0.1", port: server.port), timeout: Self.budget)
         }
-        #expect(report.unavailableReason?.contains("did not answer within 500 ms") == true,
+        #expect(report.unavailableReason?.contains("did not answer within 2000 ms") == true,
                 "\(String(describing: report.unavailableReason))")
         #expect(elapsed < Self.budget + Self.slack, "took \(elapsed)")
     }
@@ -357,7 +360,7 @@ struct LocationAdapterTests {
                                                   activated: "2024-06-15T12:00:00.000Z",
                                                   fix: GpsdFix(mode: .threeD, latitude: 48.1173,
                                                                longitude: 11.516666667))])
-        #expect(elapsed < .milliseconds(100))
+        #expect(elapsed < Self.budget / 2, "took \(elapsed): it waited for the budget")
 
         let report = LocationAdapter.probe(endpoint: endpoint, timeout: Self.budget)
         let device = try #require(report.devices.first)
@@ -400,7 +403,7 @@ struct LocationAdapterTests {
         }
         #expect(report.devices.map(\.id) == ["location:gpsd:/dev/ttyUSB3"])
         #expect(report.notes.contains { $0.message.contains("gpsd does not have it open") }, "\(report.notes)")
-        #expect(elapsed < .milliseconds(100))
+        #expect(elapsed < Self.budget / 2, "took \(elapsed): it waited for the budget")
     }
 
     /// A TPV whose mode is not 0-3 is not gpsd's protocol.
