@@ -336,12 +336,13 @@ struct AbuseLimitTests {
     @Test func repliesNobodyReadsDoNotGrowTheBroker() throws {
         let daemon = try RunningDaemon()
         let mallory = try TestUser("unread")
-        let flood = try mallory.background(Self.unreadReplies, [daemon.socketPath, "256", "24"])
+        let flood = try mallory.background(Self.unreadReplies, [daemon.socketPath, "256", "40"])
         defer { flood.stop() }
         #expect(flood.report["connected"] as? Int == 256)
         // Measured: about 240 KB per connection (its outbox, its buffered requests), reached
-        // within about 12 s; before the bound it grew about 8 MB/s for as long as it went on.
-        sleep(14)
+        // within about 12 s on an idle machine (later when the suite loads it, so the window
+        // starts at 24 s); before the bound it grew about 8 MB/s for as long as it went on.
+        sleep(24)
         let early = Self.residentKB(daemon.pid)
         sleep(8)
         let late = Self.residentKB(daemon.pid)
@@ -415,7 +416,8 @@ struct AbuseLimitTests {
         let root = try TestProcess.run("/usr/bin/python3", ["-c", LockedLedgerTests.helloTimer, daemon.socketPath, "20"])
         #expect(root.status == 0, "\(root.stderr)")
         let worst = try #require(try json(root.stdout)["worst_ms"] as? Double)
-        #expect(worst < 500, "root's hello took \(worst) ms beside processes with huge maps")
+        // The stall this guards against was 1.8-48 s; the bound stays above a loaded machine's.
+        #expect(worst < 1000, "root's hello took \(worst) ms beside processes with huge maps")
     }
 
     @Test func reservedSlotsMustLeaveRoomForUsers() throws {
