@@ -43,7 +43,31 @@ public struct HotplugTracker: Sendable {
         return changes
     }
 
-    static func captureNode(_ device: Device) -> String? {
+    /// Takes a fresh probe of every device as the truth when the events in between were
+    /// lost (more than the queue keeps): what is gone is removed, what is new is added, a
+    /// device whose nodes differ is a change. Known devices keep their order.
+    public mutating func resync(probed: [Device]) -> [Change] {
+        var changes: [Change] = []
+        let probedIDs = Set(probed.map(\.id))
+        for device in known where !probedIDs.contains(device.id) {
+            changes.append(Change(kind: .remove, device: device))
+        }
+        known.removeAll { !probedIDs.contains($0.id) }
+        for device in probed {
+            if let index = known.firstIndex(where: { $0.id == device.id }) {
+                if known[index].nodes != device.nodes {
+                    known[index] = device
+                    changes.append(Change(kind: .change, device: device))
+                }
+            } else {
+                known.append(device)
+                changes.append(Change(kind: .add, device: device))
+            }
+        }
+        return changes
+    }
+
+    public static func captureNode(_ device: Device) -> String? {
         device.nodes.first { $0.role == "capture" }?.path
     }
 }

@@ -190,4 +190,21 @@ struct HotplugPerDeviceTests {
         let passesForNode = applied.filter { $0.paths.contains(node) }.count
         #expect(passesForNode < 5_000, "\(passesForNode) passes for 10,000 events of one node")
     }
+
+    /// Past its limit the queue keeps nothing and counts what it dropped, so the worker can
+    /// say how many events the resync covered (the audit trail names the gap).
+    @Test func anOverflowedQueueCountsWhatItDropped() {
+        func event(_ index: Int) -> HotplugEvent {
+            HotplugEvent(action: "add", subsystem: "sound", devnode: "/dev/snd/x\(index)", seqnum: UInt64(index),
+                         kernelArrival: nil, received: 0)
+        }
+        var queue = NodeEventQueue(limit: 4)
+        for index in 0..<4 { queue.add(event(index)) }
+        queue.add(event(0))
+        #expect(queue.count == 4 && !queue.overflowed && queue.dropped == 0, "a repeat coalesces")
+        queue.add(event(4))
+        #expect(queue.overflowed && queue.count == 0 && queue.dropped == 5)
+        for index in 5..<8 { queue.add(event(index)) }
+        #expect(queue.dropped == 8 && !queue.isEmpty)
+    }
 }

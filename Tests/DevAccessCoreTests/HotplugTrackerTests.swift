@@ -37,4 +37,20 @@ struct HotplugTrackerTests {
         #expect(changes == [HotplugTracker.Change(kind: .change, device: microphone(1))])
         #expect(tracker.apply(action: "change", devnode: "/dev/snd/controlC1", probed: [microphone(1)]).isEmpty)
     }
+
+    /// Events lost to an overflow: the fresh probe is the truth. A card that went and one
+    /// that came while nobody was told are a remove and an add; a changed one is a change.
+    @Test func aResyncAfterLostEventsFindsWhatCameAndWent() {
+        var tracker = HotplugTracker(initial: [microphone(1), microphone(2, controlMode: 0o600)])
+        let changes = tracker.resync(probed: [microphone(2), microphone(3)])
+        #expect(changes == [
+            HotplugTracker.Change(kind: .remove, device: microphone(1)),
+            HotplugTracker.Change(kind: .change, device: microphone(2)),
+            HotplugTracker.Change(kind: .add, device: microphone(3)),
+        ])
+        #expect(tracker.known.map(\.id) == ["microphone:card2-pcm0c", "microphone:card3-pcm0c"])
+        #expect(tracker.resync(probed: [microphone(2), microphone(3)]).isEmpty, "a second resync finds nothing new")
+        // Later events go on from the resynced state: card 3's own remove is told once.
+        #expect(tracker.apply(action: "remove", devnode: "/dev/snd/pcmC3D0c", probed: [microphone(2)]).map(\.kind) == [.remove])
+    }
 }

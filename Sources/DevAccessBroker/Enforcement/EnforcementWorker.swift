@@ -191,6 +191,7 @@ final class EnforcementWorker {
             if !triggers.isEmpty || mail.hotplug.overflowed {
                 triggers += nodeLabels.filter { !triggers.contains($0) }
                 let changed = reconcile(triggers, hotplug: udevEvents, eventStarted: eventStarted)
+                if mail.hotplug.overflowed { resyncAfterOverflow(dropped: mail.hotplug.dropped) }
                 rearm = true
                 if !nodeLabels.isEmpty || triggers.contains("nodes") {
                     owner.nodesApplied(NodesApplied(paths: [], permissions: Set(LiveEnforcer.subsystemPermissions.values),
@@ -378,6 +379,39 @@ final class EnforcementWorker {
                                           nodePath: event.devnode,
                                           details: ["action": change.kind.rawValue, "seqnum": String(event.seqnum),
                                                     "subsystem": event.subsystem]))
+            }
+            trackers[permission] = tracker
+        }
+        self.trackers = trackers
+        guard !records.isEmpty else { return }
+        do {
+            _ = try enforcer.ledger.append(contentsOf: records)
+        } catch {
+            log.error("cannot record hotplug events in the ledger", ["error": error.description])
+        }
+    }
+
+    /// The node events were more than the queue keeps, so the devices that came or went in
+    /// them are unknown: a full probe resyncs the trackers, and each difference is recorded
+    /// as a `hotplug` event marked as found by the resync (no seqnum: its event was dropped).
+    private func resyncAfterOverflow(dropped: Int) {
+        log.warning("more node events than the queue keeps; a full reconcile and device probe covered them",
+                    ["dropped": String(dropped), "limit": String(LiveEnforcer.maxPendingNodeEvents)])
+        guard var trackers else { return }
+        var records: [AuditEvent] = []
+        for permission in Set(LiveEnforcer.subsystemPermissions.values).sorted(by: { $0.rawValue < $1.rawValue }) {
+            var tracker = trackers[permission] ?? HotplugTracker(initial: [])
+            for change in tracker.resync(probed: enforcer.devices.report(for: permission).devices)
+            where change.kind != .change {
+                log.info(change.kind == .add ? "device added" : "device removed", [
+                    "permission": permission.rawValue, "device": change.device.id, "name": change.device.name,
+                    "found": "resync",
+                ])
+                records.append(AuditEvent(type: .hotplug, actor: enforcer.actor, permission: permission,
+                                          deviceID: change.device.id, deviceName: change.device.name,
+                                          nodePath: HotplugTracker.captureNode(change.device),
+                                          details: ["action": change.kind.rawValue, "found": "resync",
+                                                    "dropped": String(dropped)]))
             }
             trackers[permission] = tracker
         }

@@ -341,6 +341,9 @@ struct NodeEventQueue: Sendable {
     private(set) var events: [HotplugEvent] = []
     private var latest: [String: Int] = [:]
     private(set) var overflowed = false
+    /// Events not kept since the overflow (the ones it dropped and every later one): the
+    /// worker says how many when it resyncs from a full probe.
+    private(set) var dropped = 0
 
     init(limit: Int) { self.limit = limit }
 
@@ -348,13 +351,17 @@ struct NodeEventQueue: Sendable {
     var isEmpty: Bool { events.isEmpty && !overflowed }
 
     mutating func add(_ event: HotplugEvent) {
-        guard !overflowed else { return }
+        guard !overflowed else {
+            dropped += 1
+            return
+        }
         if let index = latest[event.devnode], events[index].action == event.action {
             events[index].seqnum = event.seqnum
             return
         }
         guard events.count < limit else {
             overflowed = true
+            dropped = events.count + 1
             events = []
             latest = [:]
             return
