@@ -13,9 +13,11 @@ build:
 status: build
 	$(BIN) status
 
-# Product sources import no Foundation (start-up time; scripts/check-no-foundation.sh).
+# Product sources import no Foundation (start-up time; scripts/check-no-foundation.sh);
+# only the two mains read the environment (scripts/check-environment-reads.sh).
 lint:
 	scripts/check-no-foundation.sh
+	scripts/check-environment-reads.sh
 
 # The whole log stays in .build/unit-tests.log; failures are repeated at its end.
 unit-tests:

@@ -29,8 +29,9 @@ let package = Package(
 
         // The model: permissions, statuses, reasons, access evaluation. Pure, no I/O.
         .target(name: "DevAccessCore"),
-        // The command-line parser of both executables: options, help text, usage errors.
-        .target(name: "DevAccessArguments"),
+        // The command-line parser of both executables: options, help text, usage errors; the
+        // parsed command carries the environment its main read (options override variables).
+        .target(name: "DevAccessArguments", dependencies: ["DevAccessCore"]),
         // Thin typed layer over libc, libacl and PAM: errno, stat, users, groups, ACLs, passwords.
         // Also: starting `devaccess run`'s program (CSpawn), its environment, Landlock rulesets.
         .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux", "CPam", "CSpawn", "CSystemd"]),
@@ -51,7 +52,7 @@ let package = Package(
         .target(name: "DevAccessCLI",
                 dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "DevAccess"]),
-        .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI"]),
+        .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessSystem"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
         .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "CLinux"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
@@ -59,7 +60,7 @@ let package = Package(
                 dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd", "CLinux",
                                "CSpawn"]),
-        .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker"]),
+        .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker", "DevAccessCore", "DevAccessSystem"]),
         // The client library for Swift programs (docs/client-library.md): async calls over
         // the protocol client; never the daemon's code.
         .target(name: "DevAccess",

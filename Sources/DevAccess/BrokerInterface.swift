@@ -10,7 +10,7 @@ import DevAccessProtocol
     public let socketPath: String
     public let timeout: Duration
 
-    public init(socketPath: String = BrokerSession.configuredSocketPath, timeout: Duration = .seconds(60)) {
+    public init(socketPath: String, timeout: Duration = .seconds(60)) {
         self.socketPath = socketPath
         self.timeout = timeout
     }

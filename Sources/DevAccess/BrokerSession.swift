@@ -19,11 +19,8 @@ import DevAccessProtocol
     public let socketPath: String
     private let client: BrokerClient
 
-    /// `$DEVACCESS_SOCKET` when set and not empty, else `/run/devaccess/broker.sock`.
-    public static var configuredSocketPath: String { BrokerClient.configuredSocketPath }
-
     /// Connects; `timeout` bounds the connect and each later exchange that has a deadline.
-    public init(socketPath: String = BrokerSession.configuredSocketPath,
+    public init(socketPath: String,
                 timeout: Duration) throws(BrokerClientError) {
         self.socketPath = socketPath
         client = try BrokerClient(socketPath: socketPath, timeout: timeout)

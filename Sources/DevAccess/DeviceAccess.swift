@@ -26,7 +26,7 @@ public struct DeviceAccess: Sendable {
 
     /// `socketPath`: `$DEVACCESS_SOCKET` when set and not empty, else
     /// `/run/devaccess/broker.sock`.
-    public init(socketPath: String = BrokerClient.configuredSocketPath, timeout: Duration = .seconds(10)) {
+    public init(socketPath: String = DeviceAccess.configuredSocketPath, timeout: Duration = .seconds(10)) {
         self.socketPath = socketPath
         self.timeout = timeout
     }

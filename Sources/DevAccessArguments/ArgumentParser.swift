@@ -1,3 +1,5 @@
+import DevAccessCore
+
 /// The one place devaccess and devaccessd parse their command lines: long options
 /// (`--user NAME`, `--user=NAME`), short aliases, flags, positionals and `--`. Small on
 /// purpose; a command declares what it takes (`CommandSpec`) and gets typed errors that
@@ -98,6 +100,10 @@ public struct ParsedArguments: Sendable, Equatable {
     /// Every value given to each option, in order (`value` is the last one).
     public var repeated: [String: [String]] = [:]
     public var positionals: [String] = []
+    /// The environment the program started with, read once by its `main` and set by the
+    /// caller of the parser (the parser never reads it): where an option is not given, a
+    /// variable may give its default (`--state-dir`, `DEVACCESS_STATE_DIR`).
+    public var environment = ProcessEnvironment()
 
     public init() {}
 
@@ -133,8 +139,12 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 public enum ArgumentParser {
-    public static func parse(_ arguments: [String], for spec: CommandSpec) throws(UsageError) -> ParsedArguments {
+    /// `environment`: what the program's `main` read, kept in the result for the defaults
+    /// that variables give.
+    public static func parse(_ arguments: [String], for spec: CommandSpec,
+                             environment: ProcessEnvironment = ProcessEnvironment()) throws(UsageError) -> ParsedArguments {
         var parsed = ParsedArguments()
+        parsed.environment = environment
         var index = 0
         var optionsEnded = false
         while index < arguments.count {

@@ -69,9 +69,10 @@ enum AdminAccess {
             : try DeviceSources.source(arguments, command: command)
         let root = Principal(uid: getuid(), name: UserDatabase.userName(getuid()) ?? String(getuid()))
         // The policy as devaccessd would apply it: grants it forbids end, remaining access is drift.
-        let configDirectory = PolicyFiles.defaultDirectory
-        let engine = Enforcer(ledger: ledger, devices: devices, actor: root,
+        let configDirectory = PolicyFiles.directory(arguments.environment)
+        var engine = Enforcer(ledger: ledger, devices: devices, actor: root,
                               policy: { PolicyReading.read(directory: configDirectory) })
+        engine.testCrashAt = arguments.environment[ProcessEnvironment.Name.testCrashAt]
         return EngineService(caller: Caller(principal: root, isAdmin: true),
                              runner: OfflineEngine(enforcer: engine, lock: lock))
     }

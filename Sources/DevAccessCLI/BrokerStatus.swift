@@ -11,8 +11,13 @@ enum BrokerOptions {
     static let socket = OptionSpec(long: "socket", short: nil, value: "PATH",
                                    help: "devaccessd's socket (default: $DEVACCESS_SOCKET or /run/devaccess/broker.sock).")
 
+    /// `$DEVACCESS_SOCKET` when set and not empty, else /run/devaccess/broker.sock.
+    static func configuredSocketPath(_ environment: ProcessEnvironment) -> String {
+        environment.socketPath ?? BrokerProtocol.defaultSocketPath
+    }
+
     static func socketPath(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String {
-        guard let path = arguments.value("socket") else { return BrokerSession.configuredSocketPath }
+        guard let path = arguments.value("socket") else { return configuredSocketPath(arguments.environment) }
         guard path.hasPrefix("/") || path.hasPrefix(".") else {
             throw UsageError(message: "'--socket' needs a path to a socket, got '\(path)'", command: command)
         }

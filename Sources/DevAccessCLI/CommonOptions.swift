@@ -23,7 +23,9 @@ enum CommonOptions {
 
     /// `--state-dir`, else `$DEVACCESS_STATE_DIR`, else `/var/lib/devaccess`.
     static func stateDirectory(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String {
-        guard let text = arguments.value("state-dir") else { return Ledger.defaultStateDirectory }
+        guard let text = arguments.value("state-dir") else {
+            return Ledger.stateDirectory(environment: arguments.environment)
+        }
         guard !text.isEmpty, !text.contains("\0") else {
             throw UsageError(message: "'--state-dir' needs a directory", command: command)
         }
@@ -70,7 +72,7 @@ enum CommonOptions {
         do {
             // --gpsd wins; an unset or empty DEVACCESS_GPSD means the default.
             options.gpsd = try arguments.value("gpsd").map { try GpsdEndpoint(parsing: $0) }
-                ?? GpsdEndpoint.fromEnvironment()
+                ?? GpsdEndpoint.fromEnvironment(arguments.environment)
         } catch {
             throw UsageError(message: "\(error)", command: command)
         }

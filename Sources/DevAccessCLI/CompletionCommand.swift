@@ -31,7 +31,7 @@ enum CompletionCommand: Command {
             guard arguments.positionals.isEmpty else {
                 throw UsageError(message: "--words takes no shell", command: spec.name)
             }
-            console.out(try await Self.dynamicWords(kind).joined(separator: "\n"))
+            console.out(try await Self.dynamicWords(kind, environment: arguments.environment).joined(separator: "\n"))
             return .success
         }
         guard arguments.positionals.count == 1, let shell = Shell(rawValue: arguments.positionals[0]) else {
@@ -55,15 +55,17 @@ enum CompletionCommand: Command {
         }
     }
 
-    static func dynamicWords(_ kind: String) async throws -> [String] {
+    static func dynamicWords(_ kind: String, environment: ProcessEnvironment) async throws -> [String] {
         switch kind {
         case "devices":
-            let reports = (try? await DeviceSources.reports(Permission.all, options: ProbeOptions())) ?? []
+            let reports = (try? await DeviceSources.reports(Permission.all, options: ProbeOptions(),
+                                                                   environment: environment)) ?? []
             // Ids a shell may take as words: a gpsd receiver's id holds what the program on
             // gpsd's port said its path was, and anyone may listen there when gpsd does not.
             return reports.flatMap { $0.devices.map(\.id) }.filter(Self.isPlainWord)
         case "pending":
-            guard let session = try? BrokerSession(timeout: .seconds(2)), let pending = try? session.pending() else { return [] }
+            guard let session = try? BrokerSession(socketPath: BrokerOptions.configuredSocketPath(environment),
+                                                          timeout: .seconds(2)), let pending = try? session.pending() else { return [] }
             return pending.requests.map { String($0.pending) }
         default:
             throw UsageError(message: "'\(kind)' is not a kind of words (devices, pending)", command: spec.name)

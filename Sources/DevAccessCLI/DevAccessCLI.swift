@@ -35,10 +35,12 @@ public enum DevAccessCLI {
         CommandEntry(spec: CompletionCommand.spec, run: CompletionCommand.run),
     ]
 
-    public static func main(_ arguments: [String]) async -> Int32 {
+    /// `environment`: read once by `devaccess`'s main; commands find it in their
+    /// `ParsedArguments` (docs/environment.md).
+    public static func main(_ arguments: [String], environment: ProcessEnvironment) async -> Int32 {
         let console = Console()
         do {
-            return try await run(arguments, console: console).rawValue
+            return try await run(arguments, environment: environment, console: console).rawValue
         } catch let error as UsageError {
             console.error("devaccess: \(error.message)")
             let help = error.command.map { "devaccess \($0) --help" } ?? "devaccess --help"
@@ -55,7 +57,8 @@ public enum DevAccessCLI {
         }
     }
 
-    static func run(_ arguments: [String], console: Console) async throws -> ExitCode {
+    static func run(_ arguments: [String], environment: ProcessEnvironment = ProcessEnvironment(),
+                    console: Console) async throws -> ExitCode {
         guard let first = arguments.first else {
             console.out(topLevelHelp)
             return .usage
@@ -80,7 +83,8 @@ public enum DevAccessCLI {
                 + ArgumentParser.suggestion(first, among: names)
                 + "; commands: " + names.joined(separator: ", "), command: nil)
         }
-        let parsed = try ArgumentParser.parse(Array(arguments.dropFirst()), for: command.spec)
+        let parsed = try ArgumentParser.parse(Array(arguments.dropFirst()), for: command.spec,
+                                              environment: environment)
         if parsed.has("help") {
             console.out(command.spec.helpText)
             return .success

@@ -59,7 +59,7 @@ enum DoctorCommand: Command {
         let root = arguments.value("root").map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } ?? ""
         let socket = try BrokerOptions.socketPath(arguments, command: spec.name)
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
-        let doctor = Doctor(root: root)
+        let doctor = Doctor(root: root, configDirectory: PolicyFiles.directory(arguments.environment))
         // Who opens capture nodes without devaccess: the live machine only, not a staging tree.
         let gate: GateReport? = root.isEmpty
             ? try await LocalStatus.gate([.camera, .microphone],
@@ -70,7 +70,8 @@ enum DoctorCommand: Command {
             : nil
         let location: AdapterReport? = root.isEmpty
             ? try await DeviceSources.reports([.location], options: try CommonOptions.probeOptions(arguments,
-                                                                                                 command: spec.name)).first
+                                                                                                 command: spec.name),
+                                               environment: arguments.environment).first
             : nil
         var checks = [
             doctor.daemonBinary(),
@@ -117,6 +118,8 @@ enum DoctorCommand: Command {
 struct Doctor {
     typealias Check = DoctorCommand.Check
     let root: String
+    /// The policy directory devaccessd and `policy check` read ($DEVACCESS_CONFIG_DIR or /etc/devaccess).
+    var configDirectory = PolicyFiles.systemDirectory
 
     func path(_ path: String) -> String { root + path }
 
@@ -191,7 +194,7 @@ struct Doctor {
     func policy() -> Check {
         // The directory devaccessd and `policy check` read: $DEVACCESS_CONFIG_DIR as they
         // do, else /etc/devaccess (under --root).
-        let configured = PolicyFiles.defaultDirectory
+        let configured = configDirectory
         let directory = configured == PolicyFiles.systemDirectory ? path(configured) : configured
         let file = directory + "/" + PolicyFiles.mainFile
         guard FileManager.default.fileExists(atPath: file) else {

@@ -56,7 +56,7 @@ enum MonitorCommand: Command {
         _ = try LocalStatus.identity(arguments, command: spec.name)
         let json = arguments.has("json")
         // Listening first: every event after the snapshot's reading is queued on the socket.
-        let events = try MonitorEvents.open(subsystems: watched.map(\.subsystem))
+        let events = try MonitorEvents.open(subsystems: watched.map(\.subsystem), environment: arguments.environment)
         let permissions = watched.map(\.permission)
         let broker = BrokerInterface(socketPath: try BrokerOptions.socketPath(arguments, command: spec.name),
                                      timeout: .seconds(2))

@@ -1,3 +1,4 @@
+import DevAccessCore
 import DevAccessHardware
 import FoundationEssentials
 import Glibc
@@ -21,10 +22,12 @@ protocol MonitorEventSource {
 
 enum MonitorEvents {
     /// Opened before anything is read or printed, so no event after the first line is missed.
-    static func open(subsystems: [String]) throws(CommandFailure) -> any MonitorEventSource {
+    static func open(subsystems: [String], environment: ProcessEnvironment) throws(CommandFailure)
+        -> any MonitorEventSource
+    {
         #if DEBUG
-        if let raw = getenv("DEVACCESS_TEST_UEVENTS") {
-            return try DeclaredUevents(path: String(cString: raw))
+        if let path = environment[ProcessEnvironment.Name.testUevents] {
+            return try DeclaredUevents(path: path)
         }
         #endif
         do {

@@ -13,16 +13,17 @@ struct OutputStyle: Sendable, Equatable {
                                         help: "Colour and symbols: auto (on a terminal, unless NO_COLOR is set), "
                                             + "always, never.")
 
+    /// `NO_COLOR` and `TERM` come from `arguments.environment`.
     static func resolve(_ arguments: ParsedArguments, command: String,
-                        environment: (String) -> String? = { getenv($0).map { String(cString: $0) } },
                         isTerminal: Bool = isatty(STDOUT_FILENO) == 1) throws(UsageError) -> OutputStyle {
+        let environment = arguments.environment
         switch arguments.value("color") ?? "auto" {
         case "always": return OutputStyle(styled: true)
         case "never": return .plain
         case "auto":
             // https://no-color.org: set and not empty disables colour.
-            let noColor = environment("NO_COLOR").map { !$0.isEmpty } ?? false
-            return OutputStyle(styled: isTerminal && !noColor && environment("TERM") != "dumb")
+            let noColor = environment["NO_COLOR"].map { !$0.isEmpty } ?? false
+            return OutputStyle(styled: isTerminal && !noColor && environment["TERM"] != "dumb")
         case let other:
             throw UsageError(message: "'\(other)' is not a choice for '--color'; use auto, always or never",
                              command: command)

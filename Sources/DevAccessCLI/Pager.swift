@@ -13,9 +13,9 @@ final class Pager {
 
     /// The shell command line to page with, nil for none. The first variable that is set
     /// decides, even when empty (that is how one says "no pager").
-    static func command(environment: (String) -> String?) -> String? {
-        for name in ["DEVACCESS_PAGER", "PAGER"] {
-            if let value = environment(name) { return value.allSatisfy(\.isWhitespace) ? nil : value }
+    static func command(environment: ProcessEnvironment) -> String? {
+        for name in [ProcessEnvironment.Name.pager, "PAGER"] {
+            if let value = environment[name] { return value.allSatisfy(\.isWhitespace) ? nil : value }
         }
         return "less -FRX"
     }
@@ -33,7 +33,7 @@ final class Pager {
     /// text goes to standard output as it would without one).
     static func start(_ arguments: ParsedArguments) -> Pager? {
         guard !arguments.has("no-pager"), isatty(STDOUT_FILENO) == 1,
-              let command = command(environment: { getenv($0).map { String(cString: $0) } }) else { return nil }
+              let command = command(environment: arguments.environment) else { return nil }
         var fds: [CInt] = [-1, -1]
         guard pipe(&fds) == 0 else { return nil }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }

@@ -40,7 +40,7 @@ enum PolicyCommand: Command {
         guard arguments.positionals.count <= 2 else {
             throw UsageError(message: "policy check takes at most one DIR", command: spec.name)
         }
-        let directory = arguments.positionals.count == 2 ? arguments.positionals[1] : PolicyFiles.defaultDirectory
+        let directory = arguments.positionals.count == 2 ? arguments.positionals[1] : PolicyFiles.directory(arguments.environment)
         var report = Report(directory: directory, valid: true, error: nil, rules: 0, warnings: [])
         do {
             let policy = try PolicyFiles.load(directory: directory)

@@ -95,8 +95,11 @@ enum RunCommand: Command {
             throw UsageError(message: "'--reason' is longer than 1024 bytes", command: spec.name)
         }
         let scope = try RequestCommand.requestedScope(arguments)
-        let program = try resolve(name)
-        let order = RunOrder(program: program, arguments: arguments.positionals, environment: environment(),
+        let program = try resolve(name, path: arguments.environment["PATH"])
+        // The program's environment is built from this process's as it is now (LaunchEnvironment
+        // removes and sets what it must): what is passed on, not configuration read.
+        let order = RunOrder(program: program, arguments: arguments.positionals,
+                             environment: ProcessEnvironment.currentEntries(),
                              directory: FileManager.default.currentDirectoryPath, umask: currentUmask(),
                              permissions: permissions, reason: text, scope: scope,
                              strict: arguments.has("strict"), accuracy: accuracy)
@@ -181,8 +184,9 @@ enum RunCommand: Command {
     }
 
     /// PROGRAM as exec would find it: a path with a slash as given (made absolute), else the
-    /// first executable regular file of that name in PATH.
-    static func resolve(_ name: String) throws -> String {
+    /// first executable regular file of that name in `path` (PATH as `devaccess` started
+    /// with; unset: /usr/local/bin:/usr/bin:/bin).
+    static func resolve(_ name: String, path: String?) throws -> String {
         if name.contains("/") {
             let absolute = name.hasPrefix("/") ? name : FileManager.default.currentDirectoryPath + "/" + name
             guard access(absolute, X_OK) == 0 else {
@@ -191,7 +195,7 @@ enum RunCommand: Command {
             }
             return absolute
         }
-        let search = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        let search = path ?? "/usr/local/bin:/usr/bin:/bin"
         for directory in search.split(separator: ":", omittingEmptySubsequences: false) {
             let base = directory.isEmpty ? "." : String(directory)
             let candidate = (base.hasPrefix("/") ? base : FileManager.default.currentDirectoryPath + "/" + base)
@@ -202,17 +206,6 @@ enum RunCommand: Command {
             }
         }
         throw CommandFailure(message: "\(name): not found in PATH; nothing was run", code: .failure)
-    }
-
-    /// The environment as this process has it, entry by entry.
-    static func environment() -> [String] {
-        var entries: [String] = []
-        var cursor = environ
-        while let entry = cursor.pointee {
-            entries.append(String(cString: entry))
-            cursor += 1
-        }
-        return entries
     }
 
     static func currentUmask() -> UInt32 {

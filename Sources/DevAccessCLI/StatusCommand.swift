@@ -119,7 +119,8 @@ enum LocalStatus {
             reports = probed.filter { gated.contains($0.permission) }
         } else {
             reports = try await DeviceSources.reports(gated, options: try CommonOptions.probeOptions(arguments,
-                                                                                                    command: command))
+                                                                                                    command: command),
+                                                      environment: arguments.environment)
         }
         var records: [ACLEntryRecord]?
         switch computed.ledger {
@@ -128,7 +129,7 @@ enum LocalStatus {
         default: records = nil
         }
         // Declared test nodes are not udev's: no tags to read for them.
-        let udev = try DeviceSources.testSource() == nil ? try? Udev() : nil
+        let udev = try DeviceSources.testSource(arguments.environment) == nil ? try? Udev() : nil
         return GateAnalyzer.analyze(reports, records: records,
                                     tags: { major, minor in udev?.characterDevice(major: major, minor: minor)?.currentTags })
     }
@@ -166,8 +167,8 @@ enum LocalStatus {
                 ledger = .unknown(why: "devaccessd not reachable (\(error))")
             }
         }
-        let reports = try await DeviceSources.reports(permissions, options: options)
-        let policy = PolicyReading.read()
+        let reports = try await DeviceSources.reports(permissions, options: options, environment: arguments.environment)
+        let policy = PolicyReading.read(directory: PolicyFiles.directory(arguments.environment))
         return Computed(user: user, statuses: reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy) },
                         reports: reports, ledger: ledger)
     }
@@ -214,7 +215,7 @@ enum DevicesCommand: Command {
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
         let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let reports = try await DeviceSources.reports(permissions, options: options)
+        let reports = try await DeviceSources.reports(permissions, options: options, environment: arguments.environment)
         if arguments.has("json") {
             console.out(try JSONOutput.encode(DevicesDocument(permissions: reports.map(InventoryDocument.init))))
         } else {

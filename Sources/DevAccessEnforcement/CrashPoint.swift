@@ -1,7 +1,8 @@
 import Glibc
 
 /// TEST-ONLY crash hooks for the kill -9 tests. In DEBUG builds, when
-/// `DEVACCESS_TEST_CRASH_AT` names a point, the process ends there with `_exit(137)` (what
+/// `DEVACCESS_TEST_CRASH_AT` (read by the executable's main, passed in `Enforcer.testCrashAt`)
+/// names a point, the process ends there with `_exit(137)` (what
 /// SIGKILL leaves), without unwinding or closing anything, to prove that reconcile
 /// converges from a crash on either side of an ACL edit. Release builds compile this to
 /// nothing, so the variable has no effect there.
@@ -12,11 +13,9 @@ enum CrashPoint: String {
     case afterACLEdit = "after-acl-edit"
 
     @inline(__always)
-    func hit() {
+    func hit(_ armed: String?) {
         #if DEBUG
-        if let value = getenv("DEVACCESS_TEST_CRASH_AT"), String(cString: value) == rawValue {
-            _exit(137)
-        }
+        if armed == rawValue { _exit(137) }
         #endif
     }
 }

@@ -265,7 +265,7 @@ struct ApplyPass {
         }
         try ledger.recordACLEntryAdded(newEntry(node, facts, device, grant), by: enforcer.actor, subject: grant.subject,
                                        permission: permission, deviceName: device.name, at: enforcer.clock())
-        CrashPoint.afterLedgerWrite.hit()
+        CrashPoint.afterLedgerWrite.hit(enforcer.testCrashAt)
         let added = Result { () throws(ACLWriter.WriteError) -> AddResult in
             if entry != nil {
                 // devaccess's own entry (recorded), not in effect: widen it; the mask grows
@@ -294,7 +294,7 @@ struct ApplyPass {
         case .success(.added):
             break
         }
-        CrashPoint.afterACLEdit.hit()
+        CrashPoint.afterACLEdit.hit(enforcer.testCrashAt)
         let entryText = ACLEntry(tag: .user(uid), permissions: node.required, qualifierName: name).text
         report.changes.append(EnforcementChange(
             action: .aclAdded, nodePath: node.path, uid: uid, userName: name, permission: permission,
@@ -390,14 +390,14 @@ struct ApplyPass {
                                                     permission: permission, deviceID: record.deviceID,
                                                     grantID: record.grantID, message: message))
         }
-        CrashPoint.afterLedgerWrite.hit()
+        CrashPoint.afterLedgerWrite.hit(enforcer.testCrashAt)
         let outcome = Result { () throws(ACLWriter.WriteError) -> Bool in
             try ACLWriter.removeUserEntry(path: record.nodePath, expectedMajor: record.major,
                                           expectedMinor: record.minor, uid: uid)
         }
         switch outcome {
         case .success(let removed):
-            CrashPoint.afterACLEdit.hit()
+            CrashPoint.afterACLEdit.hit(enforcer.testCrashAt)
             try forget(record, subject: subject, permission: permission)
             change(removed ? .aclRemoved : .recordDropped, removed
                    ? "removed \(entryText) from \(record.nodePath) (" + endedWhy(record) + ")"

@@ -121,7 +121,7 @@ extension Enforcer {
         }
         try ledger.recordACLEntryAdded(newEntry, by: actor, subject: run.subject, permission: device.permission,
                                        deviceName: device.name, at: clock())
-        CrashPoint.afterLedgerWrite.hit()
+        CrashPoint.afterLedgerWrite.hit(testCrashAt)
         do {
             try ACLWriter.addEntry(.group(run.gid), path: node.path, expectedMajor: facts.major,
                                    expectedMinor: facts.minor, permissions: node.required)
@@ -136,7 +136,7 @@ extension Enforcer {
                 message: "\(node.path): not applied for run \(run.id): \(error.description)"))
             return
         }
-        CrashPoint.afterACLEdit.hit()
+        CrashPoint.afterACLEdit.hit(testCrashAt)
         let text = ACLEntry(tag: .group(run.gid), permissions: node.required).text
         report.changes.append(EnforcementChange(
             action: .aclAdded, nodePath: node.path, uid: run.subject.uid, userName: run.subject.name,
@@ -161,7 +161,7 @@ extension Enforcer {
         }
         switch outcome {
         case .success(let removed):
-            CrashPoint.afterACLEdit.hit()
+            CrashPoint.afterACLEdit.hit(testCrashAt)
             try ledger.recordACLEntryRemoved(record, by: actor, subject: subject, at: clock())
             change(removed ? .aclRemoved : .recordDropped, removed
                    ? "removed \(text) from \(record.nodePath) (\(why))"

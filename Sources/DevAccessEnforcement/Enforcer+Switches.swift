@@ -95,7 +95,7 @@ extension Enforcer {
             }
             switch outcome {
             case .success:
-                CrashPoint.afterACLEdit.hit()
+                CrashPoint.afterACLEdit.hit(testCrashAt)
                 try ledger.recordNodeAccessRestored(saved, outcome: "restored", by: actor, at: clock())
                 change(.accessRestored, "put back \(saved.nodePath)'s access (\(access.summary)): "
                     + "\(saved.permission.rawValue) is switched on")
@@ -155,7 +155,7 @@ extension Enforcer {
                                                     aclText: Self.withoutOwnEntries(now.aclText, own), saved: clock())
                         try ledger.recordNodeAccessSaved(entry, by: actor)
                         saved[node.path] = entry
-                        CrashPoint.afterLedgerWrite.hit()
+                        CrashPoint.afterLedgerWrite.hit(testCrashAt)
                     }
                     switch Result(catching: { () throws(ACLWriter.WriteError) in
                         try NodeLockdown.strip(path: node.path, major: facts.major, minor: facts.minor)
@@ -166,7 +166,7 @@ extension Enforcer {
                         lockDownProblem(node.path, device: device, error: error, &report)
                         continue
                     }
-                    CrashPoint.afterACLEdit.hit()
+                    CrashPoint.afterACLEdit.hit(testCrashAt)
                     report.changes.append(EnforcementChange(
                         action: .accessTaken, nodePath: node.path, uid: actor.uid, userName: actor.name,
                         permission: state.permission, deviceID: device.id, grantID: nil,

@@ -30,6 +30,9 @@ public struct Enforcer: Sendable {
     /// Revokes, denials and resets whose entries are off but whose record the ledger
     /// refused; shared by the engine's copies (`acting(as:)`), retried by every run.
     public let unrecorded: UnrecordedEndings
+    /// TEST-ONLY (DEBUG builds): the `CrashPoint` at which the process ends, from
+    /// `DEVACCESS_TEST_CRASH_AT` as the executable's main read it; nil: none.
+    public var testCrashAt: String?
 
     public init(ledger: Ledger, devices: any DeviceSource, actor: Principal,
                 nodePermissions: [Permission] = [.camera, .microphone],
@@ -49,8 +52,10 @@ public struct Enforcer: Sendable {
 
     /// The same engine, recording `principal` as the one who acts.
     public func acting(as principal: Principal) -> Enforcer {
-        Enforcer(ledger: ledger, devices: devices, actor: principal, nodePermissions: nodePermissions, clock: clock,
-                 identities: identities, policy: policy, unrecorded: unrecorded)
+        var copy = Enforcer(ledger: ledger, devices: devices, actor: principal, nodePermissions: nodePermissions,
+                            clock: clock, identities: identities, policy: policy, unrecorded: unrecorded)
+        copy.testCrashAt = testCrashAt
+        return copy
     }
 
     // MARK: - Decisions

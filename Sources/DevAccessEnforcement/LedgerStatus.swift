@@ -159,7 +159,7 @@ public enum PolicyReading: Sendable {
     case unreadable(problem: String)
 
     /// Reads devaccess.conf and its drop-ins from `directory`.
-    public static func read(directory: String = PolicyFiles.defaultDirectory) -> PolicyReading {
+    public static func read(directory: String) -> PolicyReading {
         do {
             return .loaded(try PolicyFiles.load(directory: directory))
         } catch {

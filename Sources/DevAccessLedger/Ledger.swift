@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 import CSQLite
+import DevAccessCore
 
 /// The grant ledger: one SQLite file holding decisions, the ACL entries devaccess made,
 /// and the hash-chained audit trail.
@@ -35,15 +36,8 @@ public final class Ledger: Sendable {
     public static let writerBusyTimeout = Duration.milliseconds(250)
 
     /// `$DEVACCESS_STATE_DIR` when set and not empty, else `/var/lib/devaccess`.
-    public static var defaultStateDirectory: String {
-        stateDirectory(environment: ProcessInfo.processInfo.environment)
-    }
-
-    public static var defaultPath: String { defaultStateDirectory + "/" + fileName }
-
-    static func stateDirectory(environment: [String: String]) -> String {
-        if let directory = environment["DEVACCESS_STATE_DIR"], !directory.isEmpty { return directory }
-        return systemStateDirectory
+    public static func stateDirectory(environment: ProcessEnvironment) -> String {
+        environment.stateDirectory ?? systemStateDirectory
     }
 
     public let path: String
@@ -73,7 +67,7 @@ public final class Ledger: Sendable {
     /// an older devaccess left readable by others is copied, content unchanged, into new
     /// 0600 files that replace the old ones (`PrivateCopy`). A ledger file owned by another
     /// user is refused. Read-only opens change nothing.
-    public init(path: String = Ledger.defaultPath, mode: OpenMode = .readWrite,
+    public init(path: String, mode: OpenMode = .readWrite,
                 journal: JournalExport = .enabled, busyTimeout: Duration = .seconds(5)) throws(LedgerError) {
         let milliseconds = Int32(clamping: busyTimeout.components.seconds * 1000
                                      + busyTimeout.components.attoseconds / 1_000_000_000_000_000)
@@ -128,7 +122,7 @@ public final class Ledger: Sendable {
 
     /// Opens `<directory>/ledger.db`; read-write, it creates the directory (mode 0700,
     /// missing parents 0755) when missing.
-    public convenience init(stateDirectory: String = Ledger.defaultStateDirectory, mode: OpenMode = .readWrite,
+    public convenience init(stateDirectory: String, mode: OpenMode = .readWrite,
                             journal: JournalExport = .enabled, busyTimeout: Duration = .seconds(5)) throws(LedgerError) {
         if mode == .readWrite { try StateFiles.createDirectory(stateDirectory) }
         try self.init(path: stateDirectory + "/" + Ledger.fileName, mode: mode, journal: journal, busyTimeout: busyTimeout)

@@ -10,10 +10,9 @@ public enum PolicyFiles {
     public static let mainFile = "devaccess.conf"
     public static let dropInDirectory = "conf.d"
 
-    /// `$DEVACCESS_CONFIG_DIR` when set (tests, trials), else /etc/devaccess.
-    public static var defaultDirectory: String {
-        let environment = ProcessInfo.processInfo.environment["DEVACCESS_CONFIG_DIR"] ?? ""
-        return environment.isEmpty ? systemDirectory : environment
+    /// `$DEVACCESS_CONFIG_DIR` when set and not empty (tests, trials), else /etc/devaccess.
+    public static func directory(_ environment: ProcessEnvironment) -> String {
+        environment.configDirectory ?? systemDirectory
     }
 
     public enum LoadError: Error, Equatable, CustomStringConvertible {
@@ -29,7 +28,7 @@ public enum PolicyFiles {
     }
 
     /// A missing main file means the built-in defaults (every permission `ask`).
-    public static func load(directory: String = defaultDirectory) throws(LoadError) -> Policy {
+    public static func load(directory: String) throws(LoadError) -> Policy {
         var files: [(path: String, text: String)] = []
         let main = directory + "/" + mainFile
         if FileManager.default.fileExists(atPath: main) {

@@ -1,4 +1,7 @@
 import DevAccessCLI
+import DevAccessCore
+import DevAccessSystem
 import Glibc
 
-exit(await DevAccessCLI.main(Array(CommandLine.arguments.dropFirst())))
+// The environment is read here, once, and passed down (docs/environment.md).
+exit(await DevAccessCLI.main(Array(CommandLine.arguments.dropFirst()), environment: .current()))

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import DevAccessCore
 @testable import DevAccessBroker
+import DevAccessHardware
 import DevAccessProtocol
 import DevAccessTestSupport
 
@@ -109,6 +110,44 @@ struct InProcessServerTests {
                 == "level=warning msg=\"too many\" limit=2 path=\"/run/x y\"\n")
         #expect(BrokerLog.journalFields(.info, "listening", ["state_dir": "/x"])
                 == ["MESSAGE=listening", "PRIORITY=6", "SYSLOG_IDENTIFIER=devaccessd", "DEVACCESS_STATE_DIR=/x"])
+    }
+
+    /// What devaccessd's main read is the one source of the settings the environment gives:
+    /// the value passed in, not this process's variables.
+    @Test func daemonOptionsTakeTheirEnvironmentFromThePassedValue() throws {
+        let environment: ProcessEnvironment = [
+            "DEVACCESS_STATE_DIR": "/state", "DEVACCESS_CONFIG_DIR": "/config", "DEVACCESS_GPSD": "[::1]:3000",
+            "DEVACCESS_PROMPT_TIMEOUT": "7", "DEVACCESSD_STATUS_CACHE": "off", "JOURNAL_STREAM": "8:1234",
+            "DEVACCESS_TEST_DEVICES": "/tmp/devices.json", "DEVACCESS_TEST_CRASH_AT": "after-acl-edit",
+            "DEVACCESS_TEST_INOTIFY_FAIL": "ENOSPC", "DEVACCESS_TEST_AUDIT_WINDOW": "5",
+            "DEVACCESS_TEST_PAM_SERVICE": "devaccess-test",
+        ]
+        let (options, _) = try DaemonOptions.parse(["--max-prompts-per-user", "2"], environment: environment)
+        #expect(options.stateDirectory == "/state")
+        #expect(options.configDirectory == "/config")
+        #expect(options.probe.gpsd == GpsdEndpoint(host: "::1", port: 3000))
+        #expect(options.journalStream == "8:1234")
+        #expect(options.maxPromptsPerUser == 2)
+        let settings = options.requestSettings
+        #expect(settings.promptTimeout == .seconds(7))
+        #expect(!settings.keepsStatusInputs)
+        #if DEBUG
+        #expect(options.testDevices == "/tmp/devices.json")
+        #expect(settings.testCrashAt == "after-acl-edit")
+        #expect(settings.testFailWatches == ENOSPC)
+        #expect(settings.auditWindow == .seconds(5))
+        #expect(settings.pamService == "devaccess-test")
+        #endif
+        // Nothing set: the built-in defaults, whatever this test process's own variables say.
+        let (plain, _) = try DaemonOptions.parse([], environment: [:])
+        #expect(plain.journalStream == nil && plain.testDevices == nil)
+        #expect(plain.requestSettings.promptTimeout == RequestSettings().promptTimeout)
+        #expect(plain.requestSettings.keepsStatusInputs)
+        #expect(plain.requestSettings.testFailWatches == nil && plain.requestSettings.testCrashAt == nil)
+        #expect(BrokerLog.detectTarget(journalStream: nil) == .stderr)
+        #expect(throws: DaemonOptions.UsageError.self) {
+            try DaemonOptions.parse([], environment: ["DEVACCESS_GPSD": "gps:none"])
+        }
     }
 
     @Test func daemonOptions() throws {

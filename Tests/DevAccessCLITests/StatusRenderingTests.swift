@@ -136,9 +136,11 @@ struct StatusRenderingTests {
         func style(_ color: String?, noColor: String? = nil, term: String? = "xterm", tty: Bool) throws -> Bool {
             var arguments = ParsedArguments()
             if let color { arguments.values["color"] = color }
-            let environment = ["NO_COLOR": noColor, "TERM": term]
-            return try OutputStyle.resolve(arguments, command: "status", environment: { environment[$0] ?? nil },
-                                           isTerminal: tty).styled
+            var environment: [String: String] = [:]
+            if let noColor { environment["NO_COLOR"] = noColor }
+            if let term { environment["TERM"] = term }
+            arguments.environment = ProcessEnvironment(environment)
+            return try OutputStyle.resolve(arguments, command: "status", isTerminal: tty).styled
         }
         #expect(try style(nil, tty: true))
         #expect(try !style(nil, tty: false), "never in a pipe")
@@ -152,7 +154,7 @@ struct StatusRenderingTests {
 
     @Test func thePagerIsChosenFromTheEnvironment() {
         func command(_ environment: [String: String]) -> String? {
-            Pager.command(environment: { environment[$0] })
+            Pager.command(environment: ProcessEnvironment(environment))
         }
         #expect(command([:]) == "less -FRX")
         #expect(command(["PAGER": "more"]) == "more")

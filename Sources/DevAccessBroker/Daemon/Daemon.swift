@@ -15,7 +15,8 @@ import DevAccessInterface
 public enum Daemon {
     public static let version = "0.1.0"
 
-    public static func main(_ arguments: [String]) -> Int32 {
+    /// `environment`: read once by devaccessd's main (docs/environment.md).
+    public static func main(_ arguments: [String], environment: ProcessEnvironment) -> Int32 {
         // Before any thread exists, so every thread inherits the mask and SIGTERM/SIGINT
         // arrive only through the signalfd the event loop polls.
         // An inherited SIG_IGN (nohup, some supervisors) would discard the signal before
@@ -29,7 +30,6 @@ public enum Daemon {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
-        let environment = ProcessInfo.processInfo.environment
         let options: DaemonOptions
         switch Result(catching: { () throws(DaemonOptions.UsageError) in
             try DaemonOptions.parse(arguments, environment: environment)
@@ -49,7 +49,8 @@ public enum Daemon {
 
         let signalDescriptor = signalfd(-1, &signals, CInt(SFD_CLOEXEC) | CInt(SFD_NONBLOCK))
 
-        let log = BrokerLog(target: options.logTarget ?? BrokerLog.detectTarget(), minimum: options.logLevel)
+        let log = BrokerLog(target: options.logTarget ?? BrokerLog.detectTarget(journalStream: options.journalStream),
+                            minimum: options.logLevel)
         guard signalDescriptor >= 0 else {
             log.error("cannot create a signalfd", ["error": String(cString: strerror(errno))])
             return 1
@@ -109,7 +110,7 @@ public enum Daemon {
         // Made before the service, which hands its decisions to it (`perform`), so they
         // and hotplug/expiry runs share one queue; started once the socket is bound.
         let live = makeLiveEnforcer(ledger: ledger, devices: devices, policies: policies, options: options, log: log)
-        var settings = RequestSettings.fromEnvironment(ProcessInfo.processInfo.environment)
+        var settings = options.requestSettings
         settings.maxOpenPromptsPerUser = options.maxPromptsPerUser
         settings.maxWaitingPerUser = options.maxWaitingPerUser
         settings.maxChangesPerMinute = options.maxChangesPerMinute
@@ -164,9 +165,10 @@ public enum Daemon {
     private static func makeLiveEnforcer(ledger: Ledger, devices: DeviceSetup, policies: PolicyKeeper,
                                          options: DaemonOptions, log: BrokerLog) -> LiveEnforcer? {
         let uid = getuid()
-        let enforcer = Enforcer(ledger: ledger, devices: devices.enforcement,
+        var enforcer = Enforcer(ledger: ledger, devices: devices.enforcement,
                                 actor: Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid)),
                                 policy: { policies.current() })
+        enforcer.testCrashAt = options.requestSettings.testCrashAt
         let live: LiveEnforcer
         do {
             live = try LiveEnforcer(enforcer: enforcer, log: log, options: LiveEnforcer.Options(
@@ -196,7 +198,7 @@ public enum Daemon {
     /// nodes they made with mknod. Release builds ignore it.
     private static func deviceSetup(_ options: DaemonOptions, log: BrokerLog) -> DeviceSetup {
         #if DEBUG
-        if let path = ProcessInfo.processInfo.environment["DEVACCESS_TEST_DEVICES"] {
+        if let path = options.testDevices {
             do {
                 let declared = try DeclaredDeviceSource(contentsOf: path)
                 log.warning("TEST ONLY: devices come from a declaration file, not udev and gpsd", ["file": path])

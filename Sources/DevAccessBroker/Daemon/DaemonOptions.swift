@@ -9,7 +9,7 @@ import DevAccessProtocol
 /// devaccessd's command line. Every option has a default that fits the systemd unit.
 public struct DaemonOptions: Sendable {
     public var socketPath = BrokerProtocol.defaultSocketPath
-    public var stateDirectory = Ledger.defaultStateDirectory
+    public var stateDirectory = Ledger.systemStateDirectory
     public var configDirectory = PolicyFiles.systemDirectory
     public var adminGroup = "devaccess-admin"
     public var probe = ProbeOptions()
@@ -30,6 +30,13 @@ public struct DaemonOptions: Sendable {
     public var logLevel = BrokerLog.Level.info
     /// nil: journal when stderr is connected to journald, else stderr.
     public var logTarget: BrokerLog.Target?
+    /// `JOURNAL_STREAM` as devaccessd started with it (journald's stream on stderr, for `logTarget` nil).
+    public var journalStream: String?
+    /// What the environment sets of consent conversations, the status cache and the test
+    /// hooks (`RequestSettings.fromEnvironment`); the per-user limits above override theirs.
+    public var requestSettings = RequestSettings()
+    /// TEST-ONLY (DEBUG builds): `DEVACCESS_TEST_DEVICES`, a file of declared devices.
+    public var testDevices: String?
 
     public enum Action: Sendable, Equatable {
         case serve
@@ -92,20 +99,26 @@ public struct DaemonOptions: Sendable {
 
     public static var help: String { spec.helpText }
 
-    /// Parses `arguments` (without the program name). `environment` gives the defaults
-    /// of the state and configuration directories and of gpsd's address.
+    /// Parses `arguments` (without the program name). `environment` (read once by
+    /// devaccessd's main) gives the defaults of the state and configuration directories and
+    /// of gpsd's address, and the settings of docs/environment.md.
     public static func parse(_ arguments: [String],
-                             environment: [String: String]) throws(UsageError) -> (DaemonOptions, Action) {
-        let parsed = try ArgumentParser.parse(arguments, for: spec)
+                             environment: ProcessEnvironment) throws(UsageError) -> (DaemonOptions, Action) {
+        let parsed = try ArgumentParser.parse(arguments, for: spec, environment: environment)
         if parsed.has("help") { return (DaemonOptions(), .help) }
         if parsed.has("version") { return (DaemonOptions(), .version) }
         if let word = parsed.positionals.first {
             throw UsageError(message: "unexpected argument '\(word)'")
         }
         var options = DaemonOptions()
-        if let directory = environment["DEVACCESS_STATE_DIR"], !directory.isEmpty { options.stateDirectory = directory }
-        if let directory = environment["DEVACCESS_CONFIG_DIR"], !directory.isEmpty { options.configDirectory = directory }
-        if let text = environment[GpsdEndpoint.environmentVariable], !text.isEmpty {
+        if let directory = environment.stateDirectory { options.stateDirectory = directory }
+        if let directory = environment.configDirectory { options.configDirectory = directory }
+        options.journalStream = environment["JOURNAL_STREAM"]
+        options.requestSettings = RequestSettings.fromEnvironment(environment)
+        #if DEBUG
+        options.testDevices = environment[ProcessEnvironment.Name.testDevices]
+        #endif
+        if let text = environment.gpsd, !text.isEmpty {
             do {
                 options.probe.gpsd = try GpsdEndpoint(parsing: text)
             } catch {

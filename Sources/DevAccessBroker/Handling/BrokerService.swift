@@ -70,7 +70,7 @@ public final class BrokerService: RequestHandler {
     /// (`SerialEnforcement`); a daemon with live enforcement passes that, so both share
     /// one queue.
     public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, configDirectory: String, log: BrokerLog,
-                settings: RequestSettings = .fromEnvironment(ProcessInfo.processInfo.environment),
+                settings: RequestSettings = RequestSettings(),
                 enforcement: (any DecisionEnforcement)? = nil, policy: Policy? = nil,
                 policies keeper: PolicyKeeper? = nil, location: (any LocationSource)? = nil) {
         self.probe = probe
@@ -94,22 +94,20 @@ public final class BrokerService: RequestHandler {
         if let enforcement {
             self.enforcement = enforcement
         } else if let ledger {
-            self.enforcement = SerialEnforcement(enforcer: Enforcer(
-                ledger: ledger, devices: ProbeDeviceSource(probe: probe.probe), actor: brokerPrincipal,
-                policy: { policies.current() }))
+            var enforcer = Enforcer(ledger: ledger, devices: ProbeDeviceSource(probe: probe.probe),
+                                    actor: brokerPrincipal, policy: { policies.current() })
+            enforcer.testCrashAt = settings.testCrashAt
+            self.enforcement = SerialEnforcement(enforcer: enforcer)
         } else {
             self.enforcement = nil
         }
-        var failWatches: CInt?
-        #if DEBUG
-        // Tests: every inotify watch fails as when the limit is reached.
-        if ProcessInfo.processInfo.environment["DEVACCESS_TEST_INOTIFY_FAIL"] == "ENOSPC" { failWatches = ENOSPC }
-        #endif
+        // Tests (DEBUG builds only set it): every inotify watch fails as when the limit is reached.
+        let failWatches = settings.testFailWatches
         let inputs = StatusInputsCache(policyDirectory: configDirectory,
                                        ledgerDirectory: ledger.map { StatusInputsCache.parent(of: $0.path) },
                                        log: log, failWatchesWith: failWatches)
         self.inputs = inputs
-        keepsInputs = ProcessInfo.processInfo.environment["DEVACCESSD_STATUS_CACHE"] != "off"
+        keepsInputs = settings.keepsStatusInputs
         if !keepsInputs { log.notice("status inputs are read afresh for every status (DEVACCESSD_STATUS_CACHE=off)") }
         // This process's own commits (grants, revokes, expiries, switches) count before the
         // writer returns, so before any reply that follows them.

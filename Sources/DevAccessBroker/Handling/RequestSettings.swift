@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Synchronization
+import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
 import DevAccessProtocol
@@ -45,6 +46,14 @@ public struct RequestSettings: Sendable {
     /// executable (a build directory, one libexec directory) and in `../bin` of it
     /// (devaccessd in PREFIX/sbin, devaccess in PREFIX/bin, as scripts/install.sh puts them).
     public var cliPaths: [String] = RequestSettings.installedCLI()
+    /// False (`DEVACCESSD_STATUS_CACHE=off`): every status reads everything afresh (to
+    /// compare, or to rule the cache out when something looks stale).
+    public var keepsStatusInputs = true
+    /// TEST-ONLY (DEBUG builds, `DEVACCESS_TEST_INOTIFY_FAIL=ENOSPC`): every inotify watch
+    /// fails with this errno, as when the limit is reached.
+    public var testFailWatches: CInt?
+    /// TEST-ONLY (DEBUG builds, `DEVACCESS_TEST_CRASH_AT`): `Enforcer.testCrashAt` of the engine.
+    public var testCrashAt: String?
 
     public init() {}
 
@@ -57,23 +66,29 @@ public struct RequestSettings: Sendable {
         return candidates.map { $0.standardizedFileURL.resolvingSymlinksInPath().path }
     }
 
-    /// `DEVACCESS_PROMPT_TIMEOUT` (seconds, 1...3600) sets the prompt timeout. In DEBUG
-    /// builds only, `DEVACCESS_TEST_PAM_SERVICE` names another PAM service, so tests never
-    /// depend on (or replace) an installed /etc/pam.d/devaccess, and
-    /// `DEVACCESS_TEST_AUDIT_WINDOW` (seconds) shortens the attempt throttle's window.
-    public static func fromEnvironment(_ environment: [String: String]) -> RequestSettings {
+    /// `DEVACCESS_PROMPT_TIMEOUT` (seconds, 1...3600) sets the prompt timeout and
+    /// `DEVACCESSD_STATUS_CACHE=off` turns the status cache off. In DEBUG builds only,
+    /// `DEVACCESS_TEST_PAM_SERVICE` names another PAM service, so tests never depend on (or
+    /// replace) an installed /etc/pam.d/devaccess, `DEVACCESS_TEST_AUDIT_WINDOW` (seconds)
+    /// shortens the attempt throttle's window, `DEVACCESS_TEST_INOTIFY_FAIL=ENOSPC` fails
+    /// every watch and `DEVACCESS_TEST_CRASH_AT` arms a crash point.
+    public static func fromEnvironment(_ environment: ProcessEnvironment) -> RequestSettings {
+        typealias Name = ProcessEnvironment.Name
         var settings = RequestSettings()
-        if let text = environment["DEVACCESS_PROMPT_TIMEOUT"], let seconds = Int(text), (1...3600).contains(seconds) {
+        if let text = environment[Name.promptTimeout], let seconds = Int(text), (1...3600).contains(seconds) {
             settings.promptTimeout = .seconds(seconds)
         }
+        settings.keepsStatusInputs = environment.keepsStatusInputs
         #if DEBUG
-        if let service = environment["DEVACCESS_TEST_PAM_SERVICE"], !service.isEmpty, !service.contains("/") {
+        if let service = environment[Name.testPAMService], !service.isEmpty, !service.contains("/") {
             settings.pamService = service
         }
         // A shorter window lets a test see the count carried into the next one.
-        if let text = environment["DEVACCESS_TEST_AUDIT_WINDOW"], let seconds = Int(text), (1...3600).contains(seconds) {
+        if let text = environment[Name.testAuditWindow], let seconds = Int(text), (1...3600).contains(seconds) {
             settings.auditWindow = .seconds(seconds)
         }
+        if environment[Name.testInotifyFail] == "ENOSPC" { settings.testFailWatches = ENOSPC }
+        settings.testCrashAt = environment[Name.testCrashAt]
         #endif
         return settings
     }

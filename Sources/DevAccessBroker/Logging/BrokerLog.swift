@@ -46,9 +46,10 @@ public final class BrokerLog: Sendable {
         self.minimum = minimum
     }
 
-    /// `journal` when stderr is the stream journald gave this process, else `stderr`.
-    public static func detectTarget() -> Target {
-        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return .stderr }
+    /// `journal` when stderr is the stream journald gave this process (`journalStream`:
+    /// `JOURNAL_STREAM` as the process started with it), else `stderr`.
+    public static func detectTarget(journalStream: String?) -> Target {
+        guard let value = journalStream else { return .stderr }
         let parts = value.split(separator: ":")
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return .stderr }
         var info = stat()

@@ -1,3 +1,4 @@
+import DevAccessCore
 import Glibc
 
 /// Where gpsd listens: a host (name, IPv4 or IPv6 address) and a TCP port.
@@ -9,7 +10,7 @@ public struct GpsdEndpoint: Sendable, Hashable, CustomStringConvertible {
     public static let defaultHost = "127.0.0.1"
     public static let defaultPort: UInt16 = 2947
     /// The environment variable that names another gpsd (`HOST[:PORT]`).
-    public static let environmentVariable = "DEVACCESS_GPSD"
+    public static let environmentVariable = ProcessEnvironment.Name.gpsd
     public static let `default` = GpsdEndpoint(host: defaultHost, port: defaultPort)
 
     /// Host name or address, IPv6 without brackets (`::1`, `fe80::1%eth0`).
@@ -87,16 +88,10 @@ public struct GpsdEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.init(host: String(host), port: port)
     }
 
-    /// The endpoint named by `DEVACCESS_GPSD`, or the default when it is unset or empty.
-    /// - Parameter environment: the variables to read; nil reads this process's environment.
-    public static func fromEnvironment(_ environment: [String: String]? = nil) throws(ParseError) -> GpsdEndpoint {
-        let value: String?
-        if let environment {
-            value = environment[environmentVariable]
-        } else {
-            value = getenv(environmentVariable).map { String(cString: $0) }
-        }
-        guard let value, !value.trimmingASCIIWhitespace().isEmpty else { return .default }
+    /// The endpoint named by `DEVACCESS_GPSD` in `environment`, or the default when it is
+    /// unset or empty.
+    public static func fromEnvironment(_ environment: ProcessEnvironment) throws(ParseError) -> GpsdEndpoint {
+        guard let value = environment[environmentVariable], !value.trimmingASCIIWhitespace().isEmpty else { return .default }
         do {
             return try GpsdEndpoint(parsing: value)
         } catch {

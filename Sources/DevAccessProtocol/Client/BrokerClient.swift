@@ -52,15 +52,9 @@ public final class BrokerClient {
     /// The most descriptors kept waiting to be taken; older ones beyond it are closed.
     static let maxHeldDescriptors = 8
 
-    /// `$DEVACCESS_SOCKET` when set and not empty, else /run/devaccess/broker.sock.
-    public static var configuredSocketPath: String {
-        if let value = getenv(BrokerProtocol.socketEnvironmentVariable), value.pointee != 0 {
-            return String(cString: value)
-        }
-        return BrokerProtocol.defaultSocketPath
-    }
-
-    public init(socketPath: String = BrokerClient.configuredSocketPath,
+    /// `socketPath`: the caller's choice (`DeviceAccess.configuredSocketPath` is the
+    /// library's default, `--socket` or `$DEVACCESS_SOCKET` the CLI's).
+    public init(socketPath: String,
                 timeout: Duration = .seconds(10)) throws(BrokerClientError) {
         self.socketPath = socketPath
         self.timeout = timeout

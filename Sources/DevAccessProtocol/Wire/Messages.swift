@@ -44,7 +44,7 @@ public enum BrokerProtocol {
     /// frame means the request's id could not be read.
     public static let requestIDs: ClosedRange<Int64> = 1...9_007_199_254_740_991
     public static let defaultSocketPath = "/run/devaccess/broker.sock"
-    public static let socketEnvironmentVariable = "DEVACCESS_SOCKET"
+    public static let socketEnvironmentVariable = ProcessEnvironment.Name.socket
 }
 
 // MARK: - Requests
