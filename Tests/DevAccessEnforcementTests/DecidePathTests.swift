@@ -118,4 +118,28 @@ struct DecidePathTests {
         #expect(try !fx.alice.canOpen(camera, .readWrite))
         #expect(try fx.ledger().verify().isIntact)
     }
+
+    /// Each decision of a batch has its own result, in order: one naming a device that is
+    /// gone fails alone, and the allow beside it is recorded and applied.
+    @Test func eachDecisionOfABatchHasItsOwnResult() throws {
+        let fx = try EngineFixture("deach")
+        let camera = try fx.camera("video0")
+        let microphone = try fx.microphone("pcm0")
+        var gone = consent(fx, .allow, ResolvedTerm(.always))
+        gone.deviceID = "camera:unplugged"
+        var allow = consent(fx, .allow, ResolvedTerm(.always))
+        allow.permission = .microphone
+        let results = try fx.engine().decide([gone, allow])
+        #expect(results.count == 2)
+        guard case .failure(.unknownDevice(let id, .camera, _, _)) = results.first else {
+            Issue.record("the allow of a gone device did not fail for it: \(String(describing: results.first))")
+            return
+        }
+        #expect(id == "camera:unplugged")
+        let granted = try #require(try results.last?.get())
+        #expect(granted.grant.permission == .microphone && granted.grant.decision == .allow)
+        #expect(try fx.alice.canOpen(microphone, .readWrite))
+        #expect(try !fx.alice.canOpen(camera, .readWrite))
+        #expect(try fx.ledger().activeGrants(uid: fx.alice.uid, permission: .camera, now: fx.clock.now).isEmpty)
+    }
 }
