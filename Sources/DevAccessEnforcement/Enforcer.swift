@@ -118,50 +118,81 @@ public struct Enforcer: Sendable {
     /// denial ends the allow grants it covers. A denial recorded earlier stays in the ledger
     /// but no longer applies: the newest decision wins (see `Decisions`).
     public func decide(_ request: DecisionRequest) throws(EnforcementError) -> DecisionOutcome {
-        guard let outcome = try decide([request]).first else { throw .ledger(.invalidArgument("nothing was decided")) }
-        return outcome
+        guard let result = decide([request]).first else { throw .ledger(.invalidArgument("nothing was decided")) }
+        return try result.get()
     }
 
     /// Records the decisions in order, as `decide` does each, then applies them in one run
-    /// (a request's permissions, decided together).
-    public func decide(_ requests: [DecisionRequest]) throws(EnforcementError) -> [DecisionOutcome] {
-        for request in requests {
-            if let deviceID = request.deviceID { try requireDevice(deviceID, permission: request.permission) }
-            if request.decision == .allow, let forbidden = policyForbids(request.subject, request.permission) {
-                // The run would end it at once; say so instead of recording a grant that never holds.
-                throw .policyForbids(forbidden)
+    /// (a request's permissions, decided together). Each has its own result, in the order
+    /// given: one that cannot be taken (an allow the policy now forbids, a device that is
+    /// gone, a term that is not valid) fails alone, saying why, and the others are recorded
+    /// and applied all the same. A denial only ends access, so it never waits on another
+    /// decision of the batch; and when the ledger refuses it, its entries are removed anyway
+    /// (`endedUnrecorded`).
+    public func decide(_ requests: [DecisionRequest]) -> [Result<DecisionOutcome, EnforcementError>] {
+        var results = [Result<DecisionOutcome, EnforcementError>?](repeating: nil, count: requests.count)
+        var valid: [Int] = []
+        for (index, request) in requests.enumerated() {
+            do {
+                try validate(request)
+                valid.append(index)
+            } catch {
+                results[index] = .failure(error)
             }
-            try Self.validateTerm(request, now: clock())
         }
-        var recorded: [(grant: Grant, ended: [Grant])] = []
+        var recorded: [(index: Int, grant: Grant, ended: [Grant])] = []
+        var refused: LedgerError?
         do {
             // Earlier endings first, so the ledger keeps the order things happened in.
             try recordUnrecordedEndings()
-            for request in requests { recorded.append(try recordDecision(request)) }
+            for index in valid {
+                let (grant, ended) = try recordDecision(requests[index])
+                recorded.append((index, grant, ended))
+            }
         } catch {
-            // What was written before the failure holds: applied now as far as the engine can
-            // (a written denial must not wait for the next run); the failure is the answer.
-            if !recorded.isEmpty {
-                _ = try? ledgerWork { () throws(LedgerError) in try run(scope: Set(requests.map(\.subject.uid))) }
-            }
-            // A denial ends access: that never waits for the ledger (an allow simply fails).
-            let unwritten = requests.dropFirst(recorded.count).filter { $0.decision == .deny }
-            guard let denial = unwritten.last else { throw .ledger(error) }
-            for other in unwritten.dropLast() {
-                _ = failClosed(.deny(other), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(other) }
-            }
-            throw failClosed(.deny(denial), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(denial) }
+            refused = error
         }
-        return try ledgerWork { () throws(LedgerError) -> [DecisionOutcome] in
-            let report = recorded.isEmpty ? EnforcementReport() : try run(scope: Set(requests.map(\.subject.uid)))
-            return recorded.map { recorded in
-                var own = report
-                if !nodePermissions.contains(recorded.grant.permission) {
-                    own.notes.append(Self.serviceNote(recorded.grant.permission))
+        if let refused {
+            // The ledger stopped at one decision: it and those after it are not written. A
+            // denial ends access all the same (it never waits for the ledger); an allow fails.
+            for index in valid.dropFirst(recorded.count) {
+                let request = requests[index]
+                guard request.decision == .deny else {
+                    results[index] = .failure(.ledger(refused))
+                    continue
                 }
-                return DecisionOutcome(grant: recorded.grant, ended: recorded.ended, report: own)
+                results[index] = .failure(failClosed(.deny(request), refused) { () throws(LedgerError) -> [Grant] in
+                    try coveredAllows(request)
+                })
             }
         }
+        // What was written holds, and is applied now (a written denial must not wait for the
+        // next run). A run that fails leaves it to the next run, and says so.
+        if !recorded.isEmpty {
+            let applied = Result { () throws(LedgerError) -> EnforcementReport in
+                try run(scope: Set(recorded.map { requests[$0.index].subject.uid }))
+            }
+            for entry in recorded {
+                results[entry.index] = applied.map { report in
+                    var own = report
+                    if !nodePermissions.contains(entry.grant.permission) {
+                        own.notes.append(Self.serviceNote(entry.grant.permission))
+                    }
+                    return DecisionOutcome(grant: entry.grant, ended: entry.ended, report: own)
+                }.mapError { .ledger($0) }
+            }
+        }
+        return results.map { $0 ?? .failure(.ledger(.invalidArgument("the decision was neither recorded nor refused"))) }
+    }
+
+    /// Whether `request` can be recorded as it is; nothing is written.
+    func validate(_ request: DecisionRequest) throws(EnforcementError) {
+        if let deviceID = request.deviceID { try requireDevice(deviceID, permission: request.permission) }
+        if request.decision == .allow, let forbidden = policyForbids(request.subject, request.permission) {
+            // The run would end it at once; say so instead of recording a grant that never holds.
+            throw .policyForbids(forbidden)
+        }
+        try Self.validateTerm(request, now: clock())
     }
 
     /// An administrator's approval or rejection (with denials) of pending request `id`: the
@@ -169,13 +200,7 @@ public struct Enforcer: Sendable {
     /// (`Ledger.recordResolution`), then applied. Like `decide` for each decision otherwise.
     public func resolve(_ id: Int64, as resolution: PendingResolution, decisions requests: [DecisionRequest],
                         note: String) throws(EnforcementError) -> (request: PendingRequest, outcomes: [DecisionOutcome]) {
-        for request in requests {
-            if let deviceID = request.deviceID { try requireDevice(deviceID, permission: request.permission) }
-            if request.decision == .allow, let forbidden = policyForbids(request.subject, request.permission) {
-                throw .policyForbids(forbidden)
-            }
-            try Self.validateTerm(request, now: clock())
-        }
+        for request in requests { try validate(request) }
         let written: (request: PendingRequest, recorded: [(grant: Grant, ended: [Grant])])
         do {
             try recordUnrecordedEndings()

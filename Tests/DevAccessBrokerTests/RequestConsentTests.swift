@@ -297,6 +297,31 @@ extension LoginSessions {
             #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 1800) < 2)
         }
 
+        /// Hostile review L2: the policy allows the camera and asks about the microphone; while
+        /// the person reads the question, the policy changes to forbid the camera; the person
+        /// denies the microphone. The denial is recorded and holds; only the camera's allow,
+        /// forbidden by then, is refused, and the reply says so per permission.
+        @Test func aDenialHoldsWhenTheAllowBesideItIsForbiddenMeanwhile() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n[microphone]\nDefault=ask\n")
+            let user = try TestUser("lforb", shell: "/bin/sh")
+            let change = "printf '[camera]\\nDefault=deny\\n[microphone]\\nDefault=ask\\n' > "
+                + "'\(setup.config.path)/devaccess.conf'"
+            let run = try Self.request(user, setup, ["camera", "microphone"],
+                                       answers: [(Self.question, "{shell:\(change):shell}deny {code}\n")])
+            #expect(run.output.contains("to use the microphone?"), "\(run.output)")
+            let grants = try setup.grants(user)
+            #expect(grants.count == 1, "\(grants)")
+            let denial = try #require(grants.first)
+            #expect(denial.permission == .microphone && denial.decision == .deny && denial.method == .consent)
+            #expect(try !user.canOpen(setup.camera, .read) && !user.canOpen(setup.microphone, .read))
+            #expect(run.output.contains("the policy changed while this request was decided"), "\(run.output)")
+            let answered = try setup.requestEvents(user).filter { $0.details["stage"] == "answered" }
+            #expect(answered.contains { $0.permission == .camera && $0.details["outcome"] == "restricted" },
+                    "\(answered.map(\.details))")
+        }
+
         /// The attacks of issue 10 from inside the session: a program whose controlling
         /// terminal IS the login terminal speaks the protocol, answers on its connection and
         /// writes the answer to the terminal (output, not input): no grant. With TIOCSTI

@@ -65,7 +65,7 @@ struct DecidePathTests {
         location.permission = .location
         location.accuracy = .city
         location.holder = ProcessHolder(pid: getpid(), startTicks: 1, bootID: "test")
-        let outcomes = try fx.engine().decide([consent(fx, .allow, ResolvedTerm(.always)), location])
+        let outcomes = try fx.engine().decide([consent(fx, .allow, ResolvedTerm(.always)), location]).map { try $0.get() }
         #expect(outcomes.map(\.grant.permission) == [.camera, .location])
         #expect(outcomes[1].grant.scope == .once && ends(outcomes[1].grant.expires, 600, after: fx.clock.now))
         #expect(outcomes[1].grant.accuracy == .city && outcomes[1].grant.method == .consent)
@@ -73,5 +73,73 @@ struct DecidePathTests {
         #expect(outcomes[1].report.notes.contains { $0.hasPrefix("location:") })
         #expect(!outcomes[0].report.notes.contains { $0.hasPrefix("location:") })
         #expect(try fx.alice.canOpen(node, .readWrite))
+    }
+
+    /// Hostile review L2: the policy changed while a person was asked for camera and
+    /// microphone; they allowed the camera (now forbidden) and denied the microphone. The
+    /// denial only ends access: it is recorded and applied whatever became of the allow,
+    /// and only the allow fails, saying why.
+    @Test func aForbiddenAllowDoesNotDropTheDenialsOfItsBatch() throws {
+        let fx = try EngineFixture("dforb")
+        let camera = try fx.camera("video0")
+        let microphone = try fx.microphone("pcm0")
+        let policy = PolicyText()
+        let engine = try fx.engine(policy: policy)
+        let alice = fx.principal(fx.alice)
+        let standing = try engine.decide(Enforcer.DecisionRequest(subject: alice, permission: .microphone,
+                                                                  decision: .allow, scope: .always))
+        #expect(try fx.alice.canOpen(microphone, .readWrite))
+        #expect(try fx.acl(microphone).contains { $0.tag == .user(fx.alice.uid) })
+
+        policy.set("[camera]\nDefault=deny\n")
+        var deny = consent(fx, .deny, ResolvedTerm(.always))
+        deny.permission = .microphone
+        let results = engine.decide([consent(fx, .allow, ResolvedTerm(.always)), deny])
+
+        // Each has its own result: the allow's refusal names the policy; the denial holds.
+        #expect(results.count == 2)
+        guard case .failure(.policyForbids(let why)) = results.first else {
+            Issue.record("the forbidden allow was not refused for the policy: \(String(describing: results.first))")
+            return
+        }
+        #expect(why.contains("camera"))
+        let denial = try #require(try results.last?.get())
+        #expect(denial.grant.permission == .microphone && denial.grant.decision == .deny)
+        #expect(denial.ended.map(\.id) == [standing.grant.id])
+
+        let grants = try fx.ledger().activeGrants(uid: fx.alice.uid, permission: .microphone, now: fx.clock.now)
+        #expect(grants.map(\.decision) == [.deny])
+        #expect(grants.first?.method == .consent && grants.first?.decidedBy == alice)
+        #expect(!grants.contains { $0.id == standing.grant.id })
+        #expect(try !fx.acl(microphone).contains { $0.tag == .user(fx.alice.uid) })
+        #expect(try !fx.alice.canOpen(microphone, .readWrite))
+        // The forbidden allow gave nothing.
+        #expect(try fx.ledger().activeGrants(uid: fx.alice.uid, permission: .camera, now: fx.clock.now).isEmpty)
+        #expect(try !fx.alice.canOpen(camera, .readWrite))
+        #expect(try fx.ledger().verify().isIntact)
+    }
+
+    /// Each decision of a batch has its own result, in order: one naming a device that is
+    /// gone fails alone, and the allow beside it is recorded and applied.
+    @Test func eachDecisionOfABatchHasItsOwnResult() throws {
+        let fx = try EngineFixture("deach")
+        let camera = try fx.camera("video0")
+        let microphone = try fx.microphone("pcm0")
+        var gone = consent(fx, .allow, ResolvedTerm(.always))
+        gone.deviceID = "camera:unplugged"
+        var allow = consent(fx, .allow, ResolvedTerm(.always))
+        allow.permission = .microphone
+        let results = try fx.engine().decide([gone, allow])
+        #expect(results.count == 2)
+        guard case .failure(.unknownDevice(let id, .camera, _, _)) = results.first else {
+            Issue.record("the allow of a gone device did not fail for it: \(String(describing: results.first))")
+            return
+        }
+        #expect(id == "camera:unplugged")
+        let granted = try #require(try results.last?.get())
+        #expect(granted.grant.permission == .microphone && granted.grant.decision == .allow)
+        #expect(try fx.alice.canOpen(microphone, .readWrite))
+        #expect(try !fx.alice.canOpen(camera, .readWrite))
+        #expect(try fx.ledger().activeGrants(uid: fx.alice.uid, permission: .camera, now: fx.clock.now).isEmpty)
     }
 }

@@ -34,6 +34,25 @@ final class FixedDeviceSource: DeviceSource, @unchecked Sendable {
     }
 }
 
+/// Policy text a test sets and changes (nil: no policy), parsed at every read.
+final class PolicyText: @unchecked Sendable {
+    private let lock = NSLock()
+    private var text: String?
+
+    init(_ text: String? = nil) { self.text = text }
+
+    func set(_ text: String?) { lock.withLock { self.text = text } }
+
+    func reading() -> PolicyReading? {
+        guard let text = lock.withLock({ self.text }) else { return nil }
+        do {
+            return .loaded(try PolicyParser.parse([(path: "/etc/devaccess/devaccess.conf", text: text)]))
+        } catch {
+            return .unreadable(problem: "\(error)")
+        }
+    }
+}
+
 /// Real nodes (mknod 1:3), real users, a ledger in a temporary directory, and an engine
 /// wired to them. Every ACL edit and every open in these tests is real.
 final class EngineFixture: @unchecked Sendable {
@@ -69,10 +88,23 @@ final class EngineFixture: @unchecked Sendable {
 
     func ledger() throws -> Ledger { try Ledger(path: ledgerPath, journal: .disabled) }
 
-    func engine(devices: (any DeviceSource)? = nil) throws -> Enforcer {
+    /// Declares a microphone with one playback-and-capture node made now (owner root, 0600).
+    @discardableResult
+    func microphone(_ name: String) throws -> String {
+        let path = try nodes.makeNullNode(name)
+        declared.append(DeclaredDevice(permission: .microphone, id: "microphone:test-\(name)",
+                                       name: "Test microphone \(name)",
+                                       nodes: [DeclaredNode(path: path, major: 1, minor: 3)]))
+        return path
+    }
+
+    /// The engine; `policy`: the policy text it applies from now on (nil: none), read at
+    /// every run as the daemon's is, so a test can change it between two decisions.
+    func engine(devices: (any DeviceSource)? = nil, policy: PolicyText? = nil) throws -> Enforcer {
         let clock = self.clock
         return Enforcer(ledger: try ledger(), devices: devices ?? DeclaredDeviceSource(devices: declared), actor: root,
-                        clock: { clock.now })
+                        clock: { clock.now },
+                        policy: { policy.flatMap { $0.reading() } })
     }
 
     func allow(_ user: TestUser, device: String? = nil, scope: GrantScope = .always, expires: Date? = nil,

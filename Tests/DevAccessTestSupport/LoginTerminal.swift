@@ -102,7 +102,8 @@ public enum LoginTerminal {
     /// Types `command` (each word quoted) into the user's login shell once it prompts, then
     /// plays `answers` (each typed once its text appeared after the previous one; "{code}" in
     /// the keys becomes the last "the code N" shown since the command started; keys may
-    /// be "\u{3}" for Ctrl-C or "\u{4}" for Ctrl-D), then types `exit`. `environment` goes
+    /// be "\u{3}" for Ctrl-C or "\u{4}" for Ctrl-D; keys starting "{shell:COMMAND:shell}" have
+    /// root run COMMAND, and wait for it, before the rest is typed), then types `exit`. `environment` goes
     /// through `env K=V`. Throws if login gives no prompt or `timeout` seconds pass (then the
     /// whole session is killed).
     public static func run(user: TestUser, command: [String], environment: [String: String] = [:],
@@ -179,7 +180,7 @@ public enum LoginTerminal {
     /// argv[1]: {"user", "line", "answers": [[expect, type]], "timeout"}. Prints one JSON
     /// object: out, command_output, answered, exit, phase, timed_out, login_pid, tty.
     static let driver = #"""
-        import os, pty, sys, time, select, json, signal, re, struct, fcntl, termios
+        import os, pty, sys, time, select, json, signal, re, struct, fcntl, termios, subprocess
         cfg = json.loads(sys.argv[1])
         answers = [(e.encode(), t.encode()) for e, t in cfg["answers"]]
         deadline = time.time() + cfg["timeout"]
@@ -260,6 +261,12 @@ public enum LoginTerminal {
                         mark = pos + len(answers[step][0])
                         time.sleep(0.05)
                         keys = answers[step][1]
+                        # "{shell:COMMAND:shell}" first: root runs COMMAND before the keys are
+                        # typed (what changes while the person reads the question).
+                        ran = re.match(rb"\{shell:(.*?):shell\}", keys, re.S)
+                        if ran:
+                            subprocess.run(["/bin/sh", "-ec", ran.group(1)], check=True)
+                            keys = keys[ran.end():]
                         # "{code}": the one-time code the question just showed (devaccessd's
                         # terminal prompt), as the person reads it off the screen.
                         if b"{code}" in keys:

@@ -275,17 +275,45 @@ extension BrokerService {
         }
         if !plans.isEmpty {
             flushAudit(context)
+            let decided: [(plan: GrantPlan, result: Result<Grant, EnforcementError>)]
             do {
-                for (permission, grant) in try await record(plans, context: context, enforcement: enforcement) {
-                    var result = Self.result(for: grant, outcome: grant.decision == .allow ? .granted : .denied,
-                                             term: plans.first { $0.permission == permission }?.term.term.word)
-                    if grant.locationLevel != nil, let location = context.location { result.message += location.capNote }
-                    results[permission] = result
-                }
+                decided = try await record(plans, context: context, enforcement: enforcement)
             } catch {
                 log.error("could not record a request's decisions", ["error": error.description, "uid": String(user.uid)])
                 return .error(ProtocolError(.internal, context: "request",
                                             reason: "recording the decision failed: \(error.description)"))
+            }
+            // Each permission's own outcome: a denial holds even when an allow beside it was
+            // refused (the policy changed while the person was asked).
+            var failed: [(Permission, EnforcementError)] = []
+            for (plan, outcome) in decided {
+                switch outcome {
+                case .success(let grant):
+                    var result = Self.result(for: grant, outcome: grant.decision == .allow ? .granted : .denied,
+                                             term: plan.term.term.word)
+                    if grant.locationLevel != nil, let location = context.location { result.message += location.capNote }
+                    results[plan.permission] = result
+                case .failure(.policyForbids(let why)):
+                    results[plan.permission] = RequestResult(permission: plan.permission, outcome: .restricted,
+                        message: why + " (the policy changed while this request was decided); nothing was recorded "
+                            + "for \(plan.permission.rawValue); a request cannot change that")
+                case .failure(let error):
+                    failed.append((plan.permission, error))
+                }
+            }
+            if !failed.isEmpty {
+                // The reply says what did hold, permission by permission, beside what failed.
+                let held = request.permissions.compactMap { permission -> String? in
+                    guard decided.contains(where: { $0.plan.permission == permission }),
+                          let result = results[permission] else { return nil }
+                    return "\(permission.rawValue): \(result.outcome.rawValue), \(result.message)"
+                }
+                let failures = failed.map { "\($0.rawValue): \($1.description)" }
+                log.error("could not record a request's decisions", ["error": failures.joined(separator: "; "),
+                                                                     "uid": String(user.uid)])
+                return .error(ProtocolError(.internal, context: "request",
+                    reason: "recording the decision failed for " + failures.joined(separator: "; ")
+                        + (held.isEmpty ? "" : "; the rest was recorded: " + held.joined(separator: "; "))))
             }
         }
 
@@ -729,16 +757,19 @@ extension BrokerService {
     /// through the engine's one decide path (`Enforcer.decide`): an allow first ends the
     /// user's standing allows (so `for 1h` after `always` really ends), a denial is written
     /// first and then ends them, a denial the ledger cannot take still ends access; each
-    /// grant keeps who decided and how (consent, auth_self, policy).
+    /// grant keeps who decided and how (consent, auth_self, policy). Each plan gets its own
+    /// result: an allow the policy forbids by now fails alone, the denials beside it hold.
     func record(_ plans: [GrantPlan], context: RequestContext,
-                enforcement: any DecisionEnforcement) async throws(DecisionEnforcementFailure) -> [(Permission, Grant)] {
+                enforcement: any DecisionEnforcement) async throws(DecisionEnforcementFailure)
+        -> [(plan: GrantPlan, result: Result<Grant, EnforcementError>)] {
         let subject = context.subject
         let reason = context.reason
         let holder = context.holder
         let level = context.location?.granted
-        return try await enforcement.perform("request") { (enforcer) throws(EnforcementError) -> ([(Permission, Grant)], EnforcementReport) in
+        return try await enforcement.perform("request") { (enforcer) throws(EnforcementError)
+            -> ([(plan: GrantPlan, result: Result<Grant, EnforcementError>)], EnforcementReport) in
             let now = enforcer.clock()
-            let outcomes = try enforcer.decide(plans.map { plan in
+            let outcomes = enforcer.decide(plans.map { plan in
                 Enforcer.DecisionRequest(
                     subject: subject, permission: plan.permission, decision: plan.decision, term: plan.term, from: now,
                     holder: holder, reason: reason,
@@ -746,7 +777,8 @@ extension BrokerService {
                     accuracy: plan.permission == .location && plan.decision == .allow ? plan.accuracy ?? level ?? .exact : nil,
                     decidedBy: plan.decidedBy, method: plan.method)
             })
-            return (zip(plans, outcomes).map { ($0.permission, $1.grant) }, outcomes.last?.report ?? EnforcementReport())
+            let report = outcomes.compactMap { try? $0.get().report }.last ?? EnforcementReport()
+            return (zip(plans, outcomes).map { ($0, $1.map(\.grant)) }, report)
         }
     }
 
