@@ -25,8 +25,19 @@ let scratch = Scratch.make(in: options.directory)
     return made
 }
 
+/// The sections that run the devaccess and devaccessd next to this program.
+let needsExecutables: Set<Section> = [.startup, .status, .hotplug, .operations, .run, .location]
+let missingExecutables = ["devaccess", "devaccessd"].filter {
+    access(benchDirectory.appendingPathComponent($0).path, X_OK) != 0
+}
+
 for section in options.sections {
     report.begin(section.rawValue)
+    if needsExecutables.contains(section), !missingExecutables.isEmpty, options.socket == nil || section != .status {
+        report.skip(section.rawValue, "no \(missingExecutables.joined(separator: " or ")) next to the bench in "
+                    + "\(benchDirectory.path) (build them: make release)")
+        continue
+    }
     switch section {
     case .startup:
         StartupBench(directory: benchDirectory.path).run(samples: options.samples)
