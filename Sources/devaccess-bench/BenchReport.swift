@@ -157,36 +157,48 @@ final class BenchReport: Sendable {
         return String(format: "%.3f", value)
     }
 
+    static func ratio(_ value: Double) -> String {
+        let magnitude = abs(value)
+        if magnitude >= 100 { return String(format: "%.0fx", value) }
+        if magnitude >= 10 { return String(format: "%.1fx", value) }
+        if magnitude >= 0.1 { return String(format: "%.2fx", value) }
+        return String(format: "%.4fx", value)
+    }
+
     func table() -> String {
         let rows = rows
-        var lines: [[String]] = [["section", "figure", "value", "anchor", "anchor value", "ratio", "goal", "load"]]
-        for row in rows {
-            let value = row.value.map { Self.number($0) + " " + row.unit } ?? "skipped: " + (row.skipped ?? "?")
-            let anchor = row.anchorName ?? "-"
-            let anchorValue = row.anchorValue.map { Self.number($0) + " " + row.unit } ?? "-"
-            let ratio = row.ratio.map { String(format: "%.2fx", $0) } ?? "-"
+        let header = ["section", "figure", "value", "anchor", "anchor value", "ratio", "goal", "load"]
+        // A skipped row is its section, its name and why (and the goal it would be held to).
+        let lines: [(cells: [String], skipped: Bool)] = rows.map { row in
             var goal = row.goal?.text ?? "-"
             if let met = row.goalMet { goal += met ? " (met)" : " (NOT met)" }
-            let load = row.load.map { String(format: "%.2f", $0) } ?? "?"
-            lines.append([row.section, row.name, value, anchor, anchorValue, ratio, goal, load])
+            guard let value = row.value else {
+                return ([row.section, row.name, "skipped: " + (row.skipped ?? "?") + (row.goal == nil ? "" : "; goal " + goal)],
+                        true)
+            }
+            return ([row.section, row.name, Self.number(value) + " " + row.unit, row.anchorName ?? "-",
+                     row.anchorValue.map { Self.number($0) + " " + row.unit } ?? "-", row.ratio.map { Self.ratio($0) } ?? "-",
+                     goal, row.load.map { String(format: "%.2f", $0) } ?? "?"], false)
         }
-        // The free-text columns are capped so one long note cannot widen the whole table.
-        let caps = [11, 52, 40, 44, 16, 9, 30, 5]
-        var widths = Array(repeating: 0, count: caps.count)
-        for line in lines {
-            for (index, cell) in line.enumerated() { widths[index] = min(caps[index], max(widths[index], cell.count)) }
+        // Column widths from the measured rows, capped: a longer cell pushes only its own line.
+        let caps = [10, 64, 16, 56, 16, 8, 30, 5]
+        var widths = header.map(\.count)
+        for line in lines where !line.skipped {
+            for (index, cell) in line.cells.enumerated() { widths[index] = min(caps[index], max(widths[index], cell.count)) }
         }
-        var out = "devaccess-bench \(Self.build) build; \(ProcessInfo.processInfo.activeProcessorCount) cores; "
+        func render(_ cells: [String]) -> String {
+            cells.enumerated().map { index, cell in
+                index == cells.count - 1 ? cell : cell.padding(toLength: max(widths[index], cell.count), withPad: " ",
+                                                               startingAt: 0)
+            }.joined(separator: "  ") + "\n"
+        }
+        var out = "devaccess-bench, \(Self.build) build; \(ProcessInfo.processInfo.activeProcessorCount) cores; "
             + "\(Self.kernel()); \(started.formatted(.iso8601)); load average at start \(startLoad), "
             + "at end \(Self.loadAverage())\n"
-        out += "ratio = value / anchor value, both measured in this run\n"
-        for (number, line) in lines.enumerated() {
-            out += line.enumerated().map { index, cell in
-                index == line.count - 1 ? cell : cell.padding(toLength: max(widths[index], cell.count), withPad: " ",
-                                                              startingAt: 0)
-            }.joined(separator: "  ") + "\n"
-            if number == 0 { out += widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ") + "\n" }
-        }
+        out += "ratio = value / anchor value, both measured in this run; load = 1-minute load average at the row\n"
+        out += render(header)
+        out += widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ") + "\n"
+        for line in lines { out += render(line.cells) }
         let notes = rows.filter { $0.note != nil }
         if !notes.isEmpty {
             out += "notes:\n"
