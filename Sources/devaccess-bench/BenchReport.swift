@@ -132,11 +132,19 @@ final class BenchReport: Sendable {
         return text(name.sysname) + " " + text(name.release) + " " + text(name.machine)
     }
 
+    /// Optimized or not, and whether DEBUG (the test hooks) is compiled in: a release build
+    /// with -Xswiftc -DDEBUG is what the hotplug, operations and run sections need.
     static var build: String {
+        var optimized = true
+        // The closure runs only where assertions are checked: unoptimized builds.
+        assert({
+            optimized = false
+            return true
+        }())
         #if DEBUG
-        return "debug"
+        return optimized ? "release (DEBUG: test hooks)" : "debug"
         #else
-        return "release"
+        return optimized ? "release" : "debug"
         #endif
     }
 

@@ -65,14 +65,14 @@ struct BenchOptions {
             .joined(separator: "\n"))
         options (full default, quick set's default):
           --json                 one JSON document instead of the table
-          --samples N            startup, hotplug, operations, run (200, 50)
-          --clients N,M          status: concurrent clients (16,200)    --seconds S   per load (3, 2)
-          --requests N           status: sequential round trips (3000, 2000)
+          --samples N            startup, hotplug, operations, run (200, 100)
+          --clients N,M          status: concurrent clients (16,200)    --seconds S   per load (3)
+          --requests N           status: sequential round trips (3000)
           --socket PATH          status: a running devaccessd instead of one started for the run
           --expiries N           hotplug: timed grants (10, 3)
-          --events N             ledger, audit (100000, 20000)          --batch N     (10000)
+          --events N             ledger, audit (100000, 50000)          --batch N     (10000)
           --dir DIR              ledger scratch directory (/var/tmp)     --keep-ledger FILE
-          --devices N            grant (10)    --rounds N   grant (5, 3)    --launches N   launch (200, 50)
+          --devices N            grant (10)    --rounds N   grant (5)    --launches N   launch (200, 100)
           --watchers N           location (100)    --direct N (63)    --fixes N (60)
         """
 
@@ -132,13 +132,10 @@ struct BenchOptions {
         if result.sections.isEmpty {
             result.quick = true
             result.sections = Section.quick
-            if !given.contains("--seconds") { result.seconds = 2 }
-            if !given.contains("--requests") { result.sequential = 2000 }
-            if !given.contains("--samples") { result.samples = 50 }
+            if !given.contains("--samples") { result.samples = 100 }
             if !given.contains("--expiries") { result.expiries = 3 }
-            if !given.contains("--events") { result.events = 20_000 }
-            if !given.contains("--rounds") { result.rounds = 3 }
-            if !given.contains("--launches") { result.launches = 50 }
+            if !given.contains("--events") { result.events = 50_000 }
+            if !given.contains("--launches") { result.launches = 100 }
         }
         return result
     }

@@ -153,18 +153,15 @@ func echoFloor(count: Int) -> (p50: Double, p99: Double) {
 }
 
 /// Median wall time of a cold `devaccess status --json` process, in microseconds.
+///
+/// posix_spawn + waitpid (Shell.run), not Foundation's Process: its waitUntilExit polls
+/// its run loop every 50 ms, which put about 50 ms into every sample.
 func coldStatus(_ binary: String, runs: Int) -> Double? {
     guard FileManager.default.isExecutableFile(atPath: binary) else { return nil }
     var samples: [UInt64] = []
     for _ in 0..<runs {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["status", "--json", "--gpsd", "127.0.0.1:9"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
         let start = now()
-        guard (try? process.run()) != nil else { return nil }
-        process.waitUntilExit()
+        guard Shell.run(binary, ["status", "--json", "--gpsd", "127.0.0.1:9"]) else { return nil }
         samples.append(now() - start)
     }
     return percentile(samples.sorted(), 0.5)
