@@ -73,6 +73,8 @@ final class BenchReport: Sendable {
     private struct State {
         var section = "-"
         var rows: [BenchRow] = []
+        /// Scratch directories `fail` removes before it exits.
+        var scratch: [String] = []
     }
 
     private let state = Mutex(State())
@@ -115,6 +117,10 @@ final class BenchReport: Sendable {
     }
 
     var rows: [BenchRow] { state.withLock { $0.rows } }
+
+    func removeOnFailure(_ path: String) { state.withLock { $0.scratch.append(path) } }
+
+    var scratch: [String] { state.withLock { $0.scratch } }
 
     // MARK: - Printing
 
@@ -191,8 +197,10 @@ final class BenchReport: Sendable {
         // Column widths from the measured rows, capped: a longer cell pushes only its own line.
         let caps = [10, 64, 16, 56, 16, 8, 30, 5]
         var widths = header.map(\.count)
-        for line in lines where !line.skipped {
-            for (index, cell) in line.cells.enumerated() { widths[index] = min(caps[index], max(widths[index], cell.count)) }
+        for line in lines {
+            for (index, cell) in line.cells.enumerated() where !line.skipped || index < 2 {
+                widths[index] = min(caps[index], max(widths[index], cell.count))
+            }
         }
         func render(_ cells: [String]) -> String {
             cells.enumerated().map { index, cell in
@@ -271,6 +279,7 @@ let report = BenchReport(json: CommandLine.arguments.contains("--json"))
 /// and the program exits 1 (a half-measured section gives no figure rather than a wrong one).
 func fail(_ message: String) -> Never {
     report.skip("failed", message)
+    for path in report.scratch { Scratch.remove(path) }
     report.print()
     FileHandle.standardError.write(Data("devaccess-bench: \(message)\n".utf8))
     exit(1)

@@ -18,6 +18,7 @@ FileHandle.standardError.write(Data("devaccess-bench: a debug build; use 'swift 
 
 var ledgerBench: LedgerBench?
 let scratch = Scratch.make(in: options.directory)
+report.removeOnFailure(scratch)
 @MainActor func ledger() -> LedgerBench {
     if let ledgerBench { return ledgerBench }
     let made = LedgerBench(events: options.events, batch: options.batch, in: scratch)
