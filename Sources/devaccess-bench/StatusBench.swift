@@ -111,7 +111,7 @@ func load(_ socket: String, clients: Int, seconds: Double, daemon: Int32?) -> (p
 
 /// A bare echo server on a Unix socket, answered by one thread: the transport floor.
 func echoFloor(count: Int) -> (p50: Double, p99: Double) {
-    let directory = NSTemporaryDirectory() + "devaccessd-bench-echo-\(getpid())"
+    let directory = NSTemporaryDirectory() + "devaccess-bench-echo-\(getpid())"
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let path = directory + "/echo.sock"
     defer { try? FileManager.default.removeItem(atPath: directory) }
