@@ -3,7 +3,7 @@
 SWIFT ?= swift
 BIN := .build/debug/devaccess
 
-.PHONY: all build release status test lint unit-tests vm-tests fuzz fuzz-smoke crash-storm clean
+.PHONY: all build release bench status test lint unit-tests vm-tests fuzz fuzz-smoke crash-storm clean
 
 all: build
 
@@ -32,7 +32,7 @@ test: lint unit-tests vm-tests
 # fuzz-smoke is CI's 30-second form. Either fails on a build error, crash or leak.
 FUZZ_SECONDS ?= 600
 
-# The optimized build the benchmarks and scripts/install.sh use: whole-module
+# The optimized build the benchmark and scripts/install.sh use: whole-module
 # optimisation has found what the debug build did not (a missing import), so CI builds it.
 # The Swift runtime is linked in (--static-swift-stdlib): no dynamic loading of it at every
 # start (docs/performance.md, "Start-up"). The linker's note about mktemp comes from the
@@ -41,6 +41,13 @@ release:
 	$(SWIFT) build -c release
 	$(SWIFT) build -c release --static-swift-stdlib --product devaccess
 	$(SWIFT) build -c release --static-swift-stdlib --product devaccessd
+
+# The benchmark's quick set (docs/performance.md): every figure against its anchor measured in
+# the same run, with the load average; as root for the grant and launch sections.
+# BENCH_ARGS: sections and options, e.g. BENCH_ARGS="all --json".
+BENCH_ARGS ?=
+bench: release
+	.build/release/devaccess-bench $(BENCH_ARGS)
 
 fuzz:
 	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh

@@ -65,11 +65,12 @@ let package = Package(
         // the protocol client; never the daemon's code.
         .target(name: "DevAccess",
                 dependencies: ["DevAccessCore", "DevAccessProtocol", "DevAccessInterface", "DevAccessSystem"]),
-        // Benchmark, run by hand: broker round trips, requests/s with many clients, daemon RSS.
-        .executableTarget(name: "devaccessd-bench", dependencies: ["DevAccessCore", "DevAccessProtocol"]),
-        // Benchmark, run by hand (root): ledger appends and grant+ACL apply against sqlite3 and setfacl.
+        // The benchmark, run by hand (docs/performance.md): every figure against its anchor measured
+        // in the same run (status round trips, load, memory, start-up, ledger, grant -> ACL, hotplug,
+        // run, location), as a table or JSON (the protocol's JSONWriter).
         .executableTarget(name: "devaccess-bench",
-                          dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement"]),
+                          dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement",
+                                         "DevAccessProtocol"]),
 
         // Examples of the library (docs/client-library.md): one camera frame as PPM, status changes.
         .executableTarget(name: "snapshot", dependencies: ["DevAccess", "CV4L2"], path: "Examples/snapshot"),

@@ -4,51 +4,145 @@ import DevAccessLedger
 import Foundation
 import Glibc
 
-struct BenchArguments {
+/// The sections, in the order `all` runs them, and the quick set run when none is named.
+enum Section: String, CaseIterable {
+    case startup, status, ledger, audit, grant, launch, hotplug, operations, run, location
+
+    static let quick: [Section] = [.startup, .status, .ledger, .audit, .grant, .launch, .hotplug, .operations, .run]
+
+    var summary: String {
+        switch self {
+        case .startup: return "devaccess/devaccessd start-up against /bin/true, status against v4l2-ctl + arecord; sizes"
+        case .status: return "status round trips against a socket echo, req/s with many clients, daemon RSS"
+        case .ledger: return "ledger appends, read-back, audit --verify against sqlite3"
+        case .audit: return "audit --summary/--format/--archive over the ledger section's events, against sqlite3"
+        case .grant: return "grant -> ACL through the engine against setfacl -m (root)"
+        case .launch: return "devaccess run's launcher against posix_spawn and Foundation's Process (root)"
+        case .hotplug: return "re-created node -> ACL entry by devaccessd against setfacl; expiry (root, test hook)"
+        case .operations: return "grant/revoke through devaccessd against --offline and setfacl (root, test hook)"
+        case .run: return "devaccess run --camera -- true against plain exec (root, test hook)"
+        case .location: return "a fix from gpsd to 100 clients through devaccessd against gpsd's own (root, gpsd, gpsfake)"
+        }
+    }
+}
+
+/// The command line: section names, then options; a value not given takes the quick set's
+/// default when no section is named, the full default otherwise.
+struct BenchOptions {
+    var sections: [Section] = []
+    var json = false
+    var quick = false
+    // status
+    var socket: String?
+    var clients = [16, 200]
+    var seconds = 3.0
+    var sequential = 3000
+    // startup, hotplug, operations, run
+    var samples = 200
+    var expiries = 10
+    // location
+    var watchers = 100
+    var fixes = 60
+    var direct: Int?
+    // ledger, audit
     var events = 100_000
     var batch = 10_000
-    var devices = 10
-    var rounds = 5
-    /// Program launches per method (devaccess run's launcher, posix_spawn, Foundation).
-    var launches = 200
     /// Where the scratch directory goes: the file system the ledger will live on matters.
     var directory = "/var/tmp"
     /// Where to keep a copy of the benchmark's ledger (before the archive step), to profile
     /// reports on it afterwards.
     var keepLedger: String?
+    // grant
+    var devices = 10
+    var rounds = 5
+    /// Program launches per method (devaccess run's launcher, posix_spawn, Foundation).
+    var launches = 200
 
-    static func parse(_ words: [String]) -> BenchArguments {
-        var result = BenchArguments()
+    static let usage = """
+        usage: devaccess-bench [SECTION...|all] [--json] [options]
+        sections (none named: the quick set, \(Section.quick.map(\.rawValue).joined(separator: " "))):
+        \(Section.allCases.map { "  " + $0.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0) + $0.summary }
+            .joined(separator: "\n"))
+        options (full default, quick set's default):
+          --json                 one JSON document instead of the table
+          --samples N            startup, hotplug, operations, run (200, 100)
+          --clients N,M          status: concurrent clients (16,200)    --seconds S   per load (3)
+          --requests N           status: sequential round trips (3000)
+          --socket PATH          status: a running devaccessd instead of one started for the run
+          --expiries N           hotplug: timed grants (10, 3)
+          --events N             ledger, audit (100000, 50000)          --batch N     (10000)
+          --dir DIR              ledger scratch directory (/var/tmp)     --keep-ledger FILE
+          --devices N            grant (10)    --rounds N   grant (5)    --launches N   launch (200, 100)
+          --watchers N           location (100)    --direct N (63)    --fixes N (60)
+        """
+
+    static func parse(_ words: [String]) -> BenchOptions {
+        var result = BenchOptions()
+        var given = Set<String>()
         var index = 0
+        func next() -> String {
+            index += 1
+            guard index < words.count else { usageError("missing value for \(words[index - 1])") }
+            given.insert(words[index - 1])
+            return words[index]
+        }
+        func number(_ range: ClosedRange<Int>) -> Int {
+            let word = next()
+            guard let value = Int(word), range.contains(value) else {
+                usageError("\(words[index - 1]) takes a whole number in \(range.lowerBound)...\(range.upperBound), not '\(word)'")
+            }
+            return value
+        }
         while index < words.count {
             let word = words[index]
-            let value = index + 1 < words.count ? Int(words[index + 1]) : nil
-            if word == "--dir", index + 1 < words.count {
-                result.directory = words[index + 1]
-                index += 2
-                continue
-            }
-            if word == "--keep-ledger", index + 1 < words.count {
-                result.keepLedger = words[index + 1]
-                index += 2
-                continue
-            }
-            switch (word, value) {
-            case ("--events", let number?) where number > 0: result.events = number
-            case ("--batch", let number?) where number > 0: result.batch = number
-            case ("--devices", let number?) where number > 0 && number <= 1000: result.devices = number
-            case ("--rounds", let number?) where number > 0 && number <= 100: result.rounds = number
-            case ("--launches", let number?) where number > 0 && number <= 100_000: result.launches = number
+            switch word {
+            case "all": result.sections = Section.allCases
+            case "--json": result.json = true
+            case "--socket": result.socket = next()
+            case "--clients":
+                let text = next()
+                result.clients = text.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
+                if result.clients.isEmpty { usageError("--clients takes counts like 16,200, not '\(text)'") }
+            case "--seconds":
+                let text = next()
+                guard let value = Double(text), value > 0, value <= 600 else { usageError("--seconds takes 0-600, not '\(text)'") }
+                result.seconds = value
+            case "--requests": result.sequential = number(1...10_000_000)
+            case "--samples": result.samples = number(1...100_000)
+            case "--expiries": result.expiries = number(0...1000)
+            case "--watchers": result.watchers = number(1...10_000)
+            case "--fixes": result.fixes = number(1...100_000)
+            case "--direct": result.direct = number(1...10_000)
+            case "--events": result.events = number(1...100_000_000)
+            case "--batch": result.batch = number(1...100_000_000)
+            case "--dir": result.directory = next()
+            case "--keep-ledger": result.keepLedger = next()
+            case "--devices": result.devices = number(1...1000)
+            case "--rounds": result.rounds = number(1...100)
+            case "--launches": result.launches = number(1...100_000)
+            case "-h", "--help":
+                print(usage)
+                exit(0)
             default:
-                FileHandle.standardError.write(Data("""
-                    usage: devaccess-bench [--events N (100000)] [--batch N (10000)] [--devices N (10)] [--rounds N (5)] [--launches N (200)] [--dir DIR (/var/tmp)] [--keep-ledger FILE]
-                    unexpected '\(word)'\n
-                    """.utf8))
-                exit(64)
+                guard let section = Section(rawValue: word) else { usageError("unexpected '\(word)'") }
+                if !result.sections.contains(section) { result.sections.append(section) }
             }
-            index += 2
+            index += 1
+        }
+        if result.sections.isEmpty {
+            result.quick = true
+            result.sections = Section.quick
+            if !given.contains("--samples") { result.samples = 100 }
+            if !given.contains("--expiries") { result.expiries = 3 }
+            if !given.contains("--events") { result.events = 50_000 }
+            if !given.contains("--launches") { result.launches = 100 }
         }
         return result
+    }
+
+    static func usageError(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("devaccess-bench: \(message)\n\(usage)\n".utf8))
+        exit(64)
     }
 }
 
@@ -69,7 +163,7 @@ enum Measure {
 enum Scratch {
     static func make(in directory: String) -> String {
         var template = Array("\(directory)/devaccess-bench-XXXXXX".utf8CString)
-        guard mkdtemp(&template) != nil else { fatalError("mkdtemp: \(String(cString: strerror(errno)))") }
+        guard mkdtemp(&template) != nil else { fail("mkdtemp: \(String(cString: strerror(errno)))") }
         let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         chmod(path, 0o755)
         return path
@@ -149,14 +243,12 @@ enum BenchEvents {
 /// The standard tool: the sqlite3 command-line shell on the same file system.
 enum SQLiteTool {
     static let program = "/usr/bin/sqlite3"
+    static let missing = "/usr/bin/sqlite3 is not installed (apt install sqlite3)"
 
     /// Seconds for `sqlite3` to insert `rows` rows of the audit table's shape from an SQL
     /// script in one transaction, WAL and synchronous=FULL like the ledger.
     static func insert(rows: Int, in directory: String) -> Double? {
-        guard FileManager.default.isExecutableFile(atPath: program) else {
-            print("sqlite3 CLI:    not installed (apt install sqlite3); no ratio")
-            return nil
-        }
+        guard FileManager.default.isExecutableFile(atPath: program) else { return nil }
         let script = directory + "/insert.sql"
         var text = """
             PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;

@@ -30,8 +30,7 @@ enum GrantBench {
         for index in 0..<count {
             let path = "\(directory)/video\(index)"
             guard mknod(path, S_IFCHR | 0o600, deviceNumber(major: 1, minor: 3)) == 0 else {
-                print("grant+ACL:      mknod \(path) failed: \(String(cString: strerror(errno)))")
-                return
+                fail("mknod \(path) failed: \(String(cString: strerror(errno)))")
             }
             declared.append(DeclaredDevice(permission: .camera, id: "camera:bench-\(index)", name: "bench \(index)",
                                            nodes: [DeclaredNode(path: path, major: 1, minor: 3)]))
@@ -42,13 +41,11 @@ enum GrantBench {
                               devices: DeclaredDeviceSource(devices: declared),
                               actor: Principal(uid: 0, name: "root"))
         } catch {
-            print("grant+ACL:      cannot open a ledger: \(error)")
-            return
+            fail("cannot open a ledger: \(error)")
         }
         var results: [Round] = []
         for _ in 0..<rounds {
-            guard let round = measure(engine, declared) else { return }
-            results.append(round)
+            results.append(measure(engine, declared))
         }
         func median(_ value: (Round) -> Double) -> Double {
             let sorted = results.map(value).sorted()
@@ -56,18 +53,17 @@ enum GrantBench {
         }
         let perGrant = median(\.perGrant), allGrant = median(\.allGrant)
         let perSetfacl = median(\.perSetfacl), allSetfacl = median(\.allSetfacl)
-        print("grant+ACL:      \(count) device-scoped grants (median of \(rounds) rounds): "
-              + "\(Measure.milliseconds(perGrant)) per grant; revoke \(Measure.milliseconds(median(\.perRevoke))) "
-              + "per revoke; one grant over all \(count) devices: \(Measure.milliseconds(allGrant))")
-        print("setfacl -m:     \(count) nodes, one setfacl each from a shell loop: "
-              + "\(Measure.milliseconds(perSetfacl)) per node; all in one setfacl: \(Measure.milliseconds(allSetfacl))")
-        print("ratios:         devaccess grant / setfacl per node = \(Measure.ratio(perGrant / perSetfacl)); "
-              + "one grant over \(count) devices / one setfacl over \(count) nodes = \(Measure.ratio(allGrant / allSetfacl))")
+        report.add("grant -> ACL entry, per device (\(count) device-scoped grants, median of \(rounds) rounds)",
+                   perGrant * 1000, "ms", anchor: "setfacl -m, one process per node (shell loop)", perSetfacl * 1000)
+        report.add("one grant over all \(count) devices", allGrant * 1000, "ms",
+                   anchor: "one setfacl -m over \(count) nodes", allSetfacl * 1000)
+        report.add("revoke -> entry removed, per device", median(\.perRevoke) * 1000, "ms",
+                   anchor: "setfacl -m, one process per node (shell loop)", perSetfacl * 1000)
     }
 
     /// One round: each device granted and revoked on its own, then all at once; then the
-    /// same entries with setfacl. nil (after saying why) when something did not work.
-    private static func measure(_ engine: Enforcer, _ declared: [DeclaredDevice]) -> Round? {
+    /// same entries with setfacl.
+    private static func measure(_ engine: Enforcer, _ declared: [DeclaredDevice]) -> Round {
         let count = Double(declared.count)
         var failures = 0
         let grants = Measure.time {
@@ -91,8 +87,7 @@ enum GrantBench {
             failures += 1
         }
         guard failures == 0 else {
-            print("grant+ACL:      \(failures) operation(s) did not change what was expected; no figures")
-            return nil
+            fail("\(failures) grant/revoke operation(s) did not change what was expected; no figures")
         }
         // The standard tool as a script runs it: one setfacl per node from a shell loop (the
         // shell starts once), and all nodes in one setfacl (its best case).
@@ -106,8 +101,7 @@ enum GrantBench {
         let once = Measure.time { ok = ok && Shell.run("/usr/bin/setfacl", ["-m", entry] + paths) }
         ok = ok && Shell.run("/usr/bin/setfacl", ["-b"] + paths)
         guard ok else {
-            print("setfacl -m:     failed (apt install acl); no ratio")
-            return nil
+            fail("setfacl failed (apt install acl)")
         }
         return Round(perGrant: grants / count, perRevoke: revokes / count, allGrant: all, perSetfacl: loop / count,
                      allSetfacl: once)

@@ -7,7 +7,7 @@ import Glibc
 enum LaunchBench {
     static func run(count: Int) {
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
-        guard null >= 0 else { fatalError("cannot open /dev/null") }
+        guard null >= 0 else { fail("cannot open /dev/null") }
         defer { close(null) }
         let spec = LaunchSpec(executable: "/bin/true", arguments: ["true"], environment: ["PATH=/usr/bin:/bin"],
                               workingDirectory: "/", standardInput: null, standardOutput: null, standardError: null,
@@ -16,9 +16,9 @@ enum LaunchBench {
             median(count) {
                 do {
                     let process = try ProgramLauncher.launch(spec)
-                    guard try process.wait() == .exited(0) else { fatalError("/bin/true failed") }
+                    guard try process.wait() == .exited(0) else { fail("/bin/true failed") }
                 } catch {
-                    fatalError("launch failed: \(error)")
+                    fail("launch failed: \(error)")
                 }
             }
         }
@@ -29,9 +29,9 @@ enum LaunchBench {
         let heldThenReleased = median(count) {
             do {
                 let process = try ProgramLauncher.hold(spec).release()
-                guard try process.wait() == .exited(0) else { fatalError("/bin/true failed") }
+                guard try process.wait() == .exited(0) else { fail("/bin/true failed") }
             } catch {
-                fatalError("held launch failed: \(error)")
+                fail("held launch failed: \(error)")
             }
         }
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup("true"), nil]
@@ -42,7 +42,7 @@ enum LaunchBench {
         }
         let spawn = median(count) {
             var pid: pid_t = 0
-            guard posix_spawn(&pid, "/bin/true", nil, nil, argv, envp) == 0 else { fatalError("posix_spawn failed") }
+            guard posix_spawn(&pid, "/bin/true", nil, nil, argv, envp) == 0 else { fail("posix_spawn failed") }
             var status: CInt = 0
             while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         }
@@ -53,13 +53,15 @@ enum LaunchBench {
             // terminationHandler, not waitUntilExit: that polls its run loop every 50 ms.
             let ended = DispatchSemaphore(value: 0)
             process.terminationHandler = { _ in ended.signal() }
-            do { try process.run() } catch { fatalError("Process.run failed: \(error)") }
+            do { try process.run() } catch { fail("Process.run failed: \(error)") }
             ended.wait()
         }
-        print("launch /bin/true, median of \(count): ProgramLauncher (fork, ids to nobody, exec, reap) "
-              + "\(Measure.milliseconds(launcher)), as root \(Measure.milliseconds(launcherAsRoot)), held then released \(Measure.milliseconds(heldThenReleased)); "
-              + "posix_spawn (no id change) \(Measure.milliseconds(spawn)); "
-              + "Foundation Process (to its termination handler) \(Measure.milliseconds(foundation))")
+        let anchor = "posix_spawn /bin/true + waitpid (no id change)"
+        report.add("ProgramLauncher: fork, ids to nobody, exec /bin/true, reap (median of \(count))", launcher * 1000, "ms",
+                   anchor: anchor, spawn * 1000)
+        report.add("ProgramLauncher, as root (no id change)", launcherAsRoot * 1000, "ms", anchor: anchor, spawn * 1000)
+        report.add("ProgramLauncher, held then released", heldThenReleased * 1000, "ms", anchor: anchor, spawn * 1000)
+        report.add("Foundation Process (to its termination handler)", foundation * 1000, "ms", anchor: anchor, spawn * 1000)
     }
 
     private static func median(_ count: Int, _ body: () -> Void) -> Double {

@@ -1,134 +1,74 @@
-import DevAccessCore
-import DevAccessEnforcement
-import DevAccessLedger
+// devaccess-bench: every figure of devaccess's performance goals (issue 17), each against
+// its anchor measured in the same run (a socket echo, /bin/true, setfacl, sqlite3,
+// v4l2-ctl + arecord, posix_spawn, gpsd's own clients), as one table or one JSON document.
+// Run by hand, in a release build, ideally as root:
+//
+//   swift build -c release --product devaccess-bench && sudo .build/release/devaccess-bench [SECTION...|all] [--json]
+//
+// No section named: the quick set (docs/performance.md). A section that cannot run here
+// (not root, a tool missing, a release devaccessd without the test hook) gives a row
+// "skipped: why", never a figure. Never a timed test: the figures depend on the machine.
 import Foundation
 import Glibc
 
-// devaccess-bench: measures the ledger and the enforcement engine against the standard
-// tools, in the same run, on the same disk. Run by hand, as root, in a release build:
-//   swift build -c release && sudo .build/release/devaccess-bench [--events N] [--batch N] [--devices N] [--rounds N]
-//   [--launches N] [--dir DIR] [--keep-ledger FILE]
-// Never a timed test: the figures depend on the machine.
-
-let arguments = BenchArguments.parse(Array(CommandLine.arguments.dropFirst()))
-let work = Scratch.make(in: arguments.directory)
-defer { Scratch.remove(work) }
-
-print("devaccess-bench: scratch \(work) (\(Scratch.fileSystem(work))); \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
+let options = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
 #if DEBUG
-print("note: this is a debug build; use 'swift build -c release' for representative figures")
+FileHandle.standardError.write(Data("devaccess-bench: a debug build; use 'swift build -c release' for representative figures\n".utf8))
 #endif
 
-// MARK: - Audit events
-
-let events = arguments.events
-let ledger: Ledger
-do {
-    ledger = try Ledger(path: work + "/ledger.db", journal: .disabled)
-} catch {
-    fatalError("cannot create a ledger in \(work): \(error)")
+var ledgerBench: LedgerBench?
+let scratch = Scratch.make(in: options.directory)
+report.removeOnFailure(scratch)
+@MainActor func ledger() -> LedgerBench {
+    if let ledgerBench { return ledgerBench }
+    let made = LedgerBench(events: options.events, batch: options.batch, in: scratch)
+    ledgerBench = made
+    return made
 }
-let batch = max(1, min(arguments.batch, events))
-let template = (0..<batch).map { BenchEvents.event($0) }
-let appendTime = Measure.time {
-    var written = 0
-    while written < events {
-        let count = min(batch, events - written)
-        do {
-            try ledger.append(contentsOf: count == batch ? template : Array(template.prefix(count)))
-        } catch {
-            fatalError("append failed: \(error)")
+
+/// The sections that run the devaccess and devaccessd next to this program.
+let needsExecutables: Set<Section> = [.startup, .status, .hotplug, .operations, .run, .location]
+let missingExecutables = ["devaccess", "devaccessd"].filter {
+    access(benchDirectory.appendingPathComponent($0).path, X_OK) != 0
+}
+
+for section in options.sections {
+    report.begin(section.rawValue)
+    if needsExecutables.contains(section), !missingExecutables.isEmpty, options.socket == nil || section != .status {
+        report.skip(section.rawValue, "no \(missingExecutables.joined(separator: " or ")) next to the bench in "
+                    + "\(benchDirectory.path) (build them: make release)")
+        continue
+    }
+    switch section {
+    case .startup:
+        StartupBench(directory: benchDirectory.path).run(samples: options.samples)
+    case .status:
+        statusSection(options)
+    case .ledger:
+        _ = ledger().fill(rows: true)
+    case .audit:
+        ledger().audit(keepLedger: options.keepLedger)
+    case .grant:
+        if getuid() == 0 {
+            GrantBench.run(devices: options.devices, rounds: options.rounds, in: scratch)
+        } else {
+            report.skip("grant -> ACL entry against setfacl -m", "needs root (mknod and ACL edits)")
         }
-        written += count
+    case .launch:
+        if getuid() == 0 {
+            LaunchBench.run(count: options.launches)
+        } else {
+            report.skip("ProgramLauncher against posix_spawn", "needs root (the launcher changes ids)")
+        }
+    case .hotplug:
+        HotplugBench().run(samples: options.samples, expiries: options.expiries)
+    case .operations:
+        HotplugBench().operations(samples: options.samples)
+    case .run:
+        HotplugBench().runs(samples: options.samples)
+    case .location:
+        HotplugBench().location(watchers: options.watchers, direct: options.direct, fixes: options.fixes)
     }
 }
-let batches = (events + batch - 1) / batch
-let appendRate = Double(events) / appendTime
-print("ledger append:  \(events) events in \(batches) durable batch(es) of \(batch): "
-      + "\(Measure.seconds(appendTime)) = \(Measure.rate(appendRate)) events/s")
-
-let sqliteInsert = SQLiteTool.insert(rows: events, in: work)
-if let sqliteInsert {
-    print("sqlite3 CLI:    \(events) rows in 1 transaction (WAL, synchronous=FULL): "
-          + "\(Measure.seconds(sqliteInsert)) = \(Measure.rate(Double(events) / sqliteInsert)) rows/s; "
-          + "ratio devaccess/sqlite3 = \(Measure.ratio(appendRate / (Double(events) / sqliteInsert)))")
-}
-
-var readCount = 0
-let readTime = Measure.time {
-    do {
-        readCount = try ledger.events().count
-    } catch {
-        fatalError("read back failed: \(error)")
-    }
-}
-let readRate = Double(readCount) / readTime
-print("ledger read:    \(readCount) events decoded in \(Measure.seconds(readTime)) = \(Measure.rate(readRate)) events/s")
-if let sqliteRead = SQLiteTool.select(in: work) {
-    print("sqlite3 CLI:    SELECT * of \(events) rows in \(Measure.seconds(sqliteRead)) = "
-          + "\(Measure.rate(Double(events) / sqliteRead)) rows/s; "
-          + "ratio devaccess/sqlite3 = \(Measure.ratio(readRate / (Double(events) / sqliteRead)))")
-}
-let verifyTime = Measure.time {
-    do {
-        guard try ledger.verify().isIntact else { fatalError("the chain the benchmark wrote does not verify") }
-    } catch {
-        fatalError("verify failed: \(error)")
-    }
-}
-print("audit --verify: \(readCount) events in \(Measure.seconds(verifyTime)) = "
-      + "\(Measure.rate(Double(readCount) / verifyTime)) events/s")
-
-// MARK: - Audit summary
-
-AuditSummaryBench.run(ledger: ledger, events: readCount, verifySeconds: verifyTime, in: work)
-if let keep = arguments.keepLedger {
-    print("ledger kept:    " + (Shell.run(SQLiteTool.program, [work + "/ledger.db", ".backup '\(keep)'"]) ? keep : "copy failed"))
-}
-
-// MARK: - Audit archive
-
-func fileSize(_ path: String) -> Int64 {
-    var info = stat()
-    return stat(path, &info) == 0 ? Int64(info.st_size) : 0
-}
-let sizeBefore = fileSize(work + "/ledger.db") + fileSize(work + "/ledger.db-wal")
-var archived: AuditArchiveOutcome?
-let archiveTime = Measure.time {
-    do {
-        archived = try ledger.archiveAudit(before: Date(), to: work + "/archive.db",
-                                           by: Principal(uid: 0, name: "root"))
-    } catch {
-        fatalError("archive failed: \(error)")
-    }
-}
-let sizeAfter = fileSize(work + "/ledger.db") + fileSize(work + "/ledger.db-wal")
-print("audit --archive: \(archived?.anchor?.events ?? 0) events in \(Measure.seconds(archiveTime)) (verify, copy, "
-      + "delete); ledger+WAL \(sizeBefore / 1024) KiB before, \(sizeAfter / 1024) KiB after (VACUUM: "
-      + "\(archived?.vacuumed == true ? "done" : "failed")); archive \(fileSize(work + "/archive.db") / 1024) KiB")
-let archiveVerifyTime = Measure.time {
-    do {
-        guard try ledger.verifyArchive(at: work + "/archive.db").isIntact else { fatalError("the archive does not verify") }
-    } catch {
-        fatalError("archive verify failed: \(error)")
-    }
-}
-print("audit --verify --archive-file: \(archived?.anchor?.events ?? 0) events in \(Measure.seconds(archiveVerifyTime))")
-let refill = Measure.time {
-    do {
-        try ledger.append(contentsOf: template)
-    } catch {
-        fatalError("append after archive failed: \(error)")
-    }
-}
-print("after archive:  \(template.count) more events in \(Measure.seconds(refill)); ledger+WAL "
-      + "\((fileSize(work + "/ledger.db") + fileSize(work + "/ledger.db-wal")) / 1024) KiB")
-
-// MARK: - Grant + ACL apply
-
-guard getuid() == 0 else {
-    print("grant+ACL:      skipped (needs root: mknod and ACL edits)")
-    exit(0)
-}
-GrantBench.run(devices: arguments.devices, rounds: arguments.rounds, in: work)
-LaunchBench.run(count: arguments.launches)
+Scratch.remove(scratch)
+report.print()

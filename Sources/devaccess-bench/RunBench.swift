@@ -1,4 +1,4 @@
-// devaccessd-bench --run (root, a devaccessd that honours DEVACCESS_TEST_DEVICES): what
+// devaccess-bench run (root, a devaccessd that honours DEVACCESS_TEST_DEVICES): what
 // `devaccess run --camera -- /bin/true` costs over starting /bin/true directly. In one run,
 // interleaved, each as the unprivileged bench user (setpriv, the same wrapper for all):
 //   - plain exec: setpriv -> /bin/true (the anchor every other figure is compared with);
@@ -10,7 +10,7 @@
 //   - `systemd-run --pipe --wait true` only where systemd is the service manager (it needs
 //     one; as root, since it asks the system manager).
 // Optimized figures need the test hook compiled in:
-//   swift build -c release -Xswiftc -DDEBUG && sudo .build/release/devaccessd-bench --run
+//   swift build -c release -Xswiftc -DDEBUG && sudo .build/release/devaccess-bench run
 import DevAccessProtocol
 import Foundation
 import Glibc
@@ -25,7 +25,7 @@ extension HotplugBench {
     }
 
     func runs(samples: Int) {
-        guard getuid() == 0 else { fail("--run needs root (mknod, ACLs, a root daemon, setpriv)") }
+        guard getuid() == 0 else { return skipNeedsRoot("devaccess run --camera -- true") }
         defer { finish() }
         // The runs' working directory: the bench user must be able to enter it.
         guard chdir("/") == 0 else { fail("chdir /: \(errnoText())") }
@@ -39,10 +39,7 @@ extension HotplugBench {
         }
         environment["DEVACCESS_CONFIG_DIR"] = config
         let daemonProcess = startDaemon(environment: environment)
-        guard (try? String(contentsOfFile: work + "/daemon.log", encoding: .utf8))?.contains("TEST ONLY") == true else {
-            fail("this devaccessd ignores DEVACCESS_TEST_DEVICES (a release build); use the debug build or "
-                 + "'swift build -c release -Xswiftc -DDEBUG'")
-        }
+        guard honoursTestDevices() else { return skipNoTestHook("devaccess run --camera -- true") }
         let cli = here.appendingPathComponent("devaccess").path
         let user = ["/usr/bin/setpriv", "--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--init-groups", "--"]
         let run = [cli, "run", "--socket", work + "/broker.sock", "--camera", "--"]
@@ -64,18 +61,17 @@ extension HotplugBench {
             Starter(label: "devaccess run --camera -- true", program: user[0],
                     arguments: Array(user.dropFirst()) + run + ["/bin/true"]),
         ]
-        var notes: [String] = []
+        var notes: [(name: String, why: String)] = []
         let bwraps: [String] = ["/usr/bin/bwrap", "/bin/bwrap"]
         if let bwrap = bwraps.first(where: { access($0, X_OK) == 0 }) {
             let arguments = Array(user.dropFirst()) + [bwrap, "--dev-bind", "/", "/", "/bin/true"]
             if spawn(user[0], arguments, environment: environment) {
                 starters.append(Starter(label: "bwrap --dev-bind / / true", program: user[0], arguments: arguments))
             } else {
-                notes.append("bwrap: installed but 'bwrap --dev-bind / / true' fails as uid \(Self.uid) here "
-                             + "(user namespaces?); not measured")
+                notes.append(("bwrap --dev-bind / / true", "installed but fails as uid \(Self.uid) here (user namespaces?)"))
             }
         } else {
-            notes.append("bwrap: not installed (apt install bubblewrap); not measured")
+            notes.append(("bwrap --dev-bind / / true", "bubblewrap is not installed (apt install bubblewrap)"))
         }
         if access("/run/systemd/system", F_OK) == 0, access("/usr/bin/systemd-run", X_OK) == 0 {
             let arguments = ["--quiet", "--pipe", "--wait", "/bin/true"]
@@ -83,10 +79,10 @@ extension HotplugBench {
                 starters.append(Starter(label: "systemd-run --pipe --wait true (root)", program: "/usr/bin/systemd-run",
                                         arguments: arguments))
             } else {
-                notes.append("systemd-run: fails here; not measured")
+                notes.append(("systemd-run --pipe --wait true", "fails here"))
             }
         } else {
-            notes.append("systemd-run: systemd is not the service manager here (no /run/systemd/system); not measured")
+            notes.append(("systemd-run --pipe --wait true", "systemd is not the service manager here (no /run/systemd/system)"))
         }
 
         // Warm caches, then interleave the starters so load on the shared machine falls on all.
@@ -117,29 +113,24 @@ extension HotplugBench {
 
         func ms(_ sorted: [UInt64], _ p: Double) -> Double { percentile(sorted, p) / 1000 }
         let anchor = starters[0].samples.sorted()
-        // The machine's load, as the figures move with what else runs (other builds, fsyncs).
-        let load = ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ")
-            .prefix(3).joined(separator: " ")
-        print("devaccessd-bench --run: \(samples) starts each, interleaved, as uid \(Self.uid); ledger on "
-              + "\(fileSystem(work)); \(ProcessInfo.processInfo.activeProcessorCount) cores, load \(load)")
-        for starter in starters {
+        let anchorName = starters[0].label + " p50"
+        for (index, starter) in starters.enumerated() where index > 0 {
             let sorted = starter.samples.sorted()
-            let label = starter.label.padding(toLength: 38, withPad: " ", startingAt: 0)
-            print(String(format: "%@ p50 %7.2f ms  p90 %7.2f ms  over plain exec: p50 %+7.2f ms  p90 %+7.2f ms",
-                         label, ms(sorted, 0.5), ms(sorted, 0.9), ms(sorted, 0.5) - ms(anchor, 0.5),
-                         ms(sorted, 0.9) - ms(anchor, 0.9)))
+            report.add(starter.label + " p50 (\(samples) starts, as uid \(Self.uid))", ms(sorted, 0.5), "ms",
+                       anchor: anchorName, ms(anchor, 0.5),
+                       goal: index == 2 ? .excessBelow(10, "< 10 ms over plain exec") : nil,
+                       note: String(format: "p90 %.2f ms (plain exec p90 %.2f ms)", ms(sorted, 0.9), ms(anchor, 0.9)))
         }
         // Where devaccessd's part goes: its engine passes per run (ledger writes with fsync,
         // the nodes' ACLs), by trigger, as it logs them.
         let passes = engineDurations(work + "/daemon.log")
         let runCount = Double(starters[2].samples.count + 11)
-        let parts = passes.keys.sorted().map { trigger -> String in
+        for trigger in passes.keys.sorted() {
             let values = passes[trigger] ?? []
-            return String(format: "%@ %.1f/run p50 %.2f ms", trigger, Double(values.count) / runCount,
-                          values[values.count / 2])
+            report.add("devaccessd engine pass '\(trigger)' p50", values[values.count / 2], "ms",
+                       note: String(format: "%.1f passes per run", Double(values.count) / runCount))
         }
-        if !parts.isEmpty { print("devaccessd's engine passes (trigger, passes per run, duration): " + parts.joined(separator: "; ")) }
-        for note in notes { print(note) }
+        for note in notes { report.skip(note.name, note.why) }
     }
 
     /// `duration_ms` of the daemon's `enforcement run` lines for runs, by trigger, sorted.
