@@ -336,19 +336,29 @@ struct AbuseLimitTests {
     @Test func repliesNobodyReadsDoNotGrowTheBroker() throws {
         let daemon = try RunningDaemon()
         let mallory = try TestUser("unread")
-        let flood = try mallory.background(Self.unreadReplies, [daemon.socketPath, "256", "40"])
+        let flood = try mallory.background(Self.unreadReplies, [daemon.socketPath, "256", "180"])
         defer { flood.stop() }
         #expect(flood.report["connected"] as? Int == 256)
         // Measured: about 240 KB per connection (its outbox, its buffered requests), reached
-        // within about 12 s on an idle machine (later when the suite loads it, so the window
-        // starts at 24 s); before the bound it grew about 8 MB/s for as long as it went on.
-        sleep(24)
-        let early = Self.residentKB(daemon.pid)
-        sleep(8)
-        let late = Self.residentKB(daemon.pid)
-        #expect(early > 0 && late > 0)
-        #expect(late - early < 4_000, "the broker grew from \(early) KB to \(late) KB in 8 s of unread replies")
-        #expect(late < 160_000, "\(late) KB")
+        // within about 12 s on an idle machine and much later when the whole suite loads it;
+        // before the bound it grew about 8 MB/s for as long as it went on. So the judgement is
+        // not at a fixed time: the broker must level off (under 4 MB in some 8 s while the
+        // flood goes on, for at most 180 s), and never pass 160 MB on the way.
+        var samples: [(time: Date, kb: Int)] = []
+        var levelled: (from: Int, to: Int)?
+        let end = Date().addingTimeInterval(170)
+        while levelled == nil && Date() < end {
+            sleep(2)
+            let now = (Date(), Self.residentKB(daemon.pid))
+            samples.append(now)
+            #expect(now.1 > 0, "devaccessd is gone")
+            if let window = samples.last(where: { now.0.timeIntervalSince($0.time) >= 8 }), now.1 - window.kb < 4_000 {
+                levelled = (window.kb, now.1)
+            }
+        }
+        let peak = samples.map(\.kb).max() ?? 0
+        #expect(levelled != nil, "the broker kept growing under unread replies: \(samples.map(\.kb)) KB every 2 s")
+        #expect(peak < 160_000, "\(peak) KB")
         let bob = try TestUser("unreadok")
         let hello = try bob.python(LockedLedgerTests.helloTimer, [daemon.socketPath, "3"])
         #expect(hello.status == 0, "\(hello.stderr)")
