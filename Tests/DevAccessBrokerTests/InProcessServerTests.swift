@@ -13,11 +13,27 @@ import DevAccessTestSupport
 /// pool around them (synchronous tests in parallel) cannot stall the server.
 @Suite(.serialized)
 struct InProcessServerTests {
-    /// `status` takes a second; `hello` answers at once.
+    /// When a `status` started, and when the test lets it finish (or `holdAtMost` passed).
+    final class Gate: Sendable {
+        let holdAtMost: Duration
+        let started = DispatchSemaphore(value: 0)
+        let released = Atomic<Bool>(false)
+        let answered = Atomic<Bool>(false)
+        init(holdAtMost: Duration) { self.holdAtMost = holdAtMost }
+        func release() { released.store(true, ordering: .releasing) }
+    }
+
+    /// `status` is held at its gate; `hello` answers at once.
     struct SlowStatusHandler: RequestHandler {
+        let gate: Gate
         func handle(_ request: RequestEnvelope, from peer: Peer) async -> Reply {
             if case .status = request.request {
-                try? await Task.sleep(for: .seconds(1))
+                gate.started.signal()
+                let limit = ContinuousClock.now + gate.holdAtMost
+                while !gate.released.load(ordering: .acquiring) && ContinuousClock.now < limit {
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+                gate.answered.store(true, ordering: .releasing)
                 return .status(StatusReply(user: "stub", uid: peer.uid, permissions: []))
             }
             return .hello(HelloReply(server: "stub", peer: PeerInfo(uid: peer.uid, gid: peer.gid, pid: peer.pid,
@@ -28,10 +44,12 @@ struct InProcessServerTests {
 
     final class Served: Sendable {
         let server: BrokerServer
+        let gate: Gate
         let finished = DispatchSemaphore(value: 0)
 
-        init(_ path: String, limits: BrokerServer.Limits = BrokerServer.Limits()) throws {
-            server = try BrokerServer(socketPath: path, handler: SlowStatusHandler(), log: BrokerLog(target: .none),
+        init(_ path: String, holdAtMost: Duration = .seconds(1), limits: BrokerServer.Limits = BrokerServer.Limits()) throws {
+            gate = Gate(holdAtMost: holdAtMost)
+            server = try BrokerServer(socketPath: path, handler: SlowStatusHandler(gate: gate), log: BrokerLog(target: .none),
                                       limits: limits)
             let thread = Thread { [server, finished] in
                 server.run()
@@ -41,14 +59,17 @@ struct InProcessServerTests {
         }
     }
 
+    /// Judged by order, not time: twenty hellos are answered while a status is still held.
     @Test func aSlowRequestDoesNotHoldUpOtherClients() throws {
         let directory = try TemporaryDirectory()
-        let served = try Served(directory.path + "/s.sock")
+        let served = try Served(directory.path + "/s.sock", holdAtMost: .seconds(120))
         let slow = try BrokerClient(socketPath: served.server.socketPath)
         try slow.writeRaw(MessageCodec.encode(RequestEnvelope(id: 1, request: .status(StatusQuery()))) + [0x0a])
-        let started = ContinuousClock.now
+        #expect(served.gate.started.wait(timeout: .now() + 30) == .success, "the status never reached the handler")
         for _ in 0..<20 { _ = try BrokerClient(socketPath: served.server.socketPath).hello() }
-        #expect(ContinuousClock.now - started < .milliseconds(800), "hellos answered while the status waits")
+        let statusAnswered = served.gate.answered.load(ordering: .acquiring)
+        #expect(!statusAnswered, "hellos answered only after the held status")
+        served.gate.release()
         #expect(try slow.readReply().reply.type == "status")
         served.server.stop()
         #expect(served.finished.wait(timeout: .now() + 5) == .success)
@@ -60,7 +81,8 @@ struct InProcessServerTests {
         let served = try Served(directory.path + "/s.sock")
         let client = try BrokerClient(socketPath: served.server.socketPath)
         try client.writeRaw(MessageCodec.encode(RequestEnvelope(id: 3, request: .status(StatusQuery()))) + [0x0a])
-        usleep(100_000)
+        // In flight for certain (a fixed sleep here once lost the race on a loaded machine).
+        #expect(served.gate.started.wait(timeout: .now() + 30) == .success, "the status never reached the handler")
         served.server.stop()
         #expect(try client.readReply().id == 3, "answered within the shutdown grace")
         #expect(served.finished.wait(timeout: .now() + 5) == .success)
