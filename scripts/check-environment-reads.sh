@@ -7,7 +7,7 @@
 # on through LaunchEnvironment, not configuration read.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-allowed='^Sources/(devaccess/main\.swift|devaccessd/main\.swift|DevAccess/ConfiguredSocket\.swift|devaccess-bench/|devaccessd-bench/)'
+allowed='^Sources/(devaccess/main\.swift|devaccessd/main\.swift|DevAccess/ConfiguredSocket\.swift|devaccess-bench/)'
 found=$(grep -rnE '(secure_)?getenv\(|ProcessInfo\.processInfo\.environment|ProcessEnvironment\.current\(' \
     Sources --include='*.swift' | grep -vE "$allowed" | grep -vE '^[^:]+:[0-9]+:\s*///?' || true)
 entries=$(grep -rnE 'ProcessEnvironment\.currentEntries\(' Sources --include='*.swift' \
