@@ -114,13 +114,48 @@ struct StatusFreshnessTests {
         try Self.shell("chgrp \(group.name) '\(setup.camera)' && chmod 0660 '\(setup.camera)'")
         #expect(try !Self.settled(user, setup).usable)
 
+        // The statuses are asked by one client process, each on a connection of its own, back
+        // to back: the one after the write comes within milliseconds of the kept one, inside
+        // the 1 s an identity lives even when NSS has other sources (as on this machine).
+        let scratch = try TemporaryDirectory()
+        let trigger = scratch.path + "/ask"
+        let client = try user.background(Self.askOnTrigger, [setup.daemon.socketPath, trigger])
+        defer { client.stop() }
+        #expect(client.report["settled"] as? [Bool] == [false, false, false], "\(client.report)")
+
         let alias = "frshinpa\(getpid() % 100_000)"
         let writer = try AccountsFile.appendInPlace("/etc/group", "\(alias):x:\(group.gid):\(user.name)\n")
         defer { AccountsFile.removeLines("/etc/group", startingWith: alias + ":") }
-        let added = try Self.camera(user, setup)
+        try Data().write(to: URL(fileURLWithPath: trigger))
+        let added = try #require(try client.nextReport(timeout: 30), "the client did not ask again")
         close(writer)
-        #expect(added.usable, "after an in-place write to /etc/group (still open): \(added)")
+        #expect(added["usable"] as? Bool == true, "after an in-place write to /etc/group (still open): \(added)")
     }
+
+    /// Three camera statuses (each on a new connection), printed as {"settled": [usable...]};
+    /// then, once the file argv[2] exists, one more, printed as {"usable": ...}.
+    static let askOnTrigger = """
+        import socket, sys, json, os, time
+        path, trigger = sys.argv[1], sys.argv[2]
+        def usable():
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(30)
+            s.connect(path)
+            s.sendall(json.dumps({"version": 1, "id": 1, "type": "status", "permissions": ["camera"]}).encode() + b"\\n")
+            buf = b""
+            while not buf.endswith(b"\\n"):
+                d = s.recv(65536)
+                if not d: break
+                buf += d
+            s.close()
+            devices = json.loads(buf)["permissions"][0].get("devices") or []
+            return bool(devices and devices[0].get("usable"))
+        print(json.dumps({"settled": [usable() for _ in range(3)]}), flush=True)
+        while not os.path.exists(trigger):
+            time.sleep(0.002)
+        print(json.dumps({"usable": usable()}), flush=True)
+        time.sleep(600)
+        """
 
     // MARK: - Policy
 
