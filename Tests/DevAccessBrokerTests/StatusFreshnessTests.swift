@@ -102,6 +102,61 @@ struct StatusFreshnessTests {
         #expect(!removed.usable, "after gpasswd -d: \(removed)")
     }
 
+    /// /etc/group written in place, not renamed (`echo ... >> /etc/group`, a tool that holds
+    /// the file open while it writes): the next status has the new membership, asked
+    /// while the writer still holds the file (no close event yet). The line added names
+    /// the test's group's gid under a second name and is removed again (by rename, as
+    /// shadow's tools do) under shadow's lock.
+    @Test func aGroupWrittenInPlaceShowsInTheNextStatus() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+        let user = try TestUser("frshinp")
+        let group = try TestGroup("frshinp", members: [])
+        try Self.shell("chgrp \(group.name) '\(setup.camera)' && chmod 0660 '\(setup.camera)'")
+        #expect(try !Self.settled(user, setup).usable)
+
+        // The statuses are asked by one client process, each on a connection of its own, back
+        // to back: the one after the write comes within milliseconds of the kept one, inside
+        // the 1 s an identity lives even when NSS has other sources (as on this machine).
+        let scratch = try TemporaryDirectory()
+        let trigger = scratch.path + "/ask"
+        let client = try user.background(Self.askOnTrigger, [setup.daemon.socketPath, trigger])
+        defer { client.stop() }
+        #expect(client.report["settled"] as? [Bool] == [false, false, false], "\(client.report)")
+
+        let alias = "frshinpa\(getpid() % 100_000)"
+        let writer = try AccountsFile.appendInPlace("/etc/group", "\(alias):x:\(group.gid):\(user.name)\n")
+        defer { AccountsFile.removeLines("/etc/group", startingWith: alias + ":") }
+        try Data().write(to: URL(fileURLWithPath: trigger))
+        let added = try #require(try client.nextReport(timeout: 30), "the client did not ask again")
+        close(writer)
+        #expect(added["usable"] as? Bool == true, "after an in-place write to /etc/group (still open): \(added)")
+    }
+
+    /// Three camera statuses (each on a new connection), printed as {"settled": [usable...]};
+    /// then, once the file argv[2] exists, one more, printed as {"usable": ...}.
+    static let askOnTrigger = """
+        import socket, sys, json, os, time
+        path, trigger = sys.argv[1], sys.argv[2]
+        def usable():
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(30)
+            s.connect(path)
+            s.sendall(json.dumps({"version": 1, "id": 1, "type": "status", "permissions": ["camera"]}).encode() + b"\\n")
+            buf = b""
+            while not buf.endswith(b"\\n"):
+                d = s.recv(65536)
+                if not d: break
+                buf += d
+            s.close()
+            devices = json.loads(buf)["permissions"][0].get("devices") or []
+            return bool(devices and devices[0].get("usable"))
+        print(json.dumps({"settled": [usable() for _ in range(3)]}), flush=True)
+        while not os.path.exists(trigger):
+            time.sleep(0.002)
+        print(json.dumps({"usable": usable()}), flush=True)
+        time.sleep(600)
+        """
+
     // MARK: - Policy
 
     @Test func policyEditsNewFilesAndRemovalsShowInTheNextStatus() throws {
@@ -267,4 +322,54 @@ struct StatusFreshnessTests {
             print(json.dumps({"answered": c}), flush=True)
             time.sleep(2)
         """
+}
+
+/// The real /etc account files edited the way a careless tool does (in place), under
+/// shadow's lock (`lckpwdf`: a write lock on /etc/.pwd.lock) so that useradd and groupadd
+/// of tests running at the same time neither lose nor clobber these lines.
+enum AccountsFile {
+    static func withShadowLock<T>(_ body: () throws -> T) throws -> T {
+        let fd = open("/etc/.pwd.lock", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw SetupError("cannot open /etc/.pwd.lock") }
+        defer { close(fd) }  // releases the lock
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        guard fcntl(fd, F_SETLKW, &lock) == 0 else { throw SetupError("cannot lock /etc/.pwd.lock") }
+        return try body()
+    }
+
+    /// Appends `line` in place and returns the descriptor, still open (the caller closes it).
+    static func appendInPlace(_ path: String, _ line: String) throws -> CInt {
+        try withShadowLock {
+            let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+            guard fd >= 0 else { throw SetupError("cannot open \(path)") }
+            let bytes = Array(line.utf8)
+            guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
+                close(fd)
+                throw SetupError("cannot append to \(path)")
+            }
+            return fd
+        }
+    }
+
+    /// Removes the lines that start with `prefix`: a new file with the same mode and owner,
+    /// renamed into place (readers never see a partial file).
+    static func removeLines(_ path: String, startingWith prefix: String) {
+        _ = try? withShadowLock {
+            var info = stat()
+            guard stat(path, &info) == 0, let text = try? String(contentsOfFile: path, encoding: .utf8),
+                  text.contains(prefix) else { return }
+            let kept = text.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix(prefix) }
+            let temporary = path + ".devaccess-test"
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { return }
+            let bytes = Array(kept.joined(separator: "\n").utf8)
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let ready = written == bytes.count && fchown(fd, info.st_uid, info.st_gid) == 0
+                && fchmod(fd, info.st_mode & 0o7777) == 0 && fsync(fd) == 0
+            close(fd)
+            if !ready || rename(temporary, path) != 0 { unlink(temporary) }
+        }
+    }
 }

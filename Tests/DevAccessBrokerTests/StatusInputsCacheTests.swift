@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import DevAccessCore
 import DevAccessEnforcement
+import DevAccessHardware
 import DevAccessLedger
 import DevAccessTestSupport
 @testable import DevAccessBroker
@@ -114,11 +115,131 @@ struct StatusInputsCacheTests {
             ("passwd: files\ngroup: files sss\n", false),
             ("passwd: compat\ngroup: files\n", false),
             ("passwd: files\n", false),  // group: glibc's default
+            // getgrouplist follows `initgroups` when the line is there (glibc), `group` otherwise.
+            ("passwd: files\ngroup: files\ninitgroups: files sss\n", false),
+            ("passwd: files\ngroup: files\ninitgroups:sss\n", false),
+            ("passwd: files\ngroup: files\nInitGroups: files [SUCCESS=merge] systemd\n", false),
+            ("passwd: files\ngroup: files\ninitgroups: files\n", true),
+            ("passwd: files\ninitgroups: files\n", false),  // group still glibc's default
         ]
         for (text, onlyFiles) in cases {
             try Data(text.utf8).write(to: URL(fileURLWithPath: path))
             #expect(StatusInputsCache.nssOnlyFiles(path) == onlyFiles, "\(text)")
         }
         #expect(!StatusInputsCache.nssOnlyFiles(directory.path + "/absent"))
+    }
+
+    // MARK: - Identities: changes /etc's watch would not see (issue 17, L5)
+
+    /// An accounts directory whose databases are regular files and whose nsswitch.conf
+    /// names `files` only: what the cache keeps without a lifetime. The identity itself is
+    /// NSS's (uid 0); the directory only decides what is watched and trusted.
+    static func accounts(nsswitch: String = "passwd: files\ngroup: files\n") throws -> TemporaryDirectory {
+        let directory = try TemporaryDirectory()
+        try Data("root:x:0:0:root:/root:/bin/sh\n".utf8).write(to: URL(fileURLWithPath: directory.path + "/passwd"))
+        try Data("root:x:0:\n".utf8).write(to: URL(fileURLWithPath: directory.path + "/group"))
+        try Data(nsswitch.utf8).write(to: URL(fileURLWithPath: directory.path + "/nsswitch.conf"))
+        return directory
+    }
+
+    static func identityCache(_ accounts: TemporaryDirectory) -> StatusInputsCache {
+        StatusInputsCache(policyDirectory: accounts.path, ledgerDirectory: nil, log: BrokerLog(target: .none),
+                          accountsDirectory: accounts.path)
+    }
+
+    /// Looks uid 0 up until the cache keeps it (the first lookup sets the watch).
+    static func keepRoot(_ cache: StatusInputsCache) {
+        for _ in 0..<3 { _ = cache.identity(uid: 0) }
+    }
+
+    /// A writer that changes /etc/group in place and has not closed it yet (`echo >>`
+    /// from a shell that is still writing, a config tool holding the file): NSS already
+    /// reads the new line, so the kept identity must go with the write, not the close.
+    @Test func aGroupFileWrittenInPlaceDropsTheKeptIdentityBeforeItIsClosed() throws {
+        let accounts = try Self.accounts()
+        let cache = Self.identityCache(accounts)
+        Self.keepRoot(cache)
+        #expect(cache.keptIdentity(uid: 0).0 != nil, "an identity under files-only NSS is kept")
+
+        let fd = open(accounts.path + "/group", O_WRONLY | O_APPEND | O_CLOEXEC)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let line = Array("frshinpl:x:4711:root\n".utf8)
+        #expect(line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == line.count)
+        #expect(cache.keptIdentity(uid: 0).0 == nil, "kept after an in-place write (the writer still holds it)")
+
+        // Truncated in place (`: > group` from a tool that then writes it again).
+        Self.keepRoot(cache)
+        #expect(cache.keptIdentity(uid: 0).0 != nil)
+        #expect(ftruncate(fd, 0) == 0)
+        #expect(cache.keptIdentity(uid: 0).0 == nil, "kept after the group file was truncated in place")
+
+        // Other files in the directory written in place do not drop it.
+        Self.keepRoot(cache)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: accounts.path + "/hostname"))
+        #expect(cache.keptIdentity(uid: 0).0 != nil, "a write to another file dropped the identity")
+    }
+
+    /// nsswitch.conf (or a database) that is a symlink, or a database with a second hard
+    /// link: an edit through the other name happens where /etc's watch sees nothing, so
+    /// identities are not kept at all.
+    @Test func anNsswitchOrDatabaseReachedThroughAnotherNameIsNotKept() throws {
+        let elsewhere = try TemporaryDirectory()
+        let target = elsewhere.path + "/nsswitch.conf"
+        try Data("passwd: files\ngroup: files\n".utf8).write(to: URL(fileURLWithPath: target))
+
+        let linked = try Self.accounts()
+        try FileManager.default.removeItem(atPath: linked.path + "/nsswitch.conf")
+        try FileManager.default.createSymbolicLink(atPath: linked.path + "/nsswitch.conf", withDestinationPath: target)
+        let cache = Self.identityCache(linked)
+        Self.keepRoot(cache)
+        #expect(cache.keptIdentity(uid: 0).0 == nil, "kept while nsswitch.conf is a symlink")
+        try Data("passwd: files\ngroup: files sss\n".utf8).write(to: URL(fileURLWithPath: target))
+        #expect(cache.keptIdentity(uid: 0).0 == nil, "kept after the symlink's target changed")
+
+        let hard = try Self.accounts()
+        #expect(link(hard.path + "/group", elsewhere.path + "/group") == 0)
+        let hardCache = Self.identityCache(hard)
+        Self.keepRoot(hardCache)
+        #expect(hardCache.keptIdentity(uid: 0).0 == nil, "kept while the group file has another name elsewhere")
+    }
+
+    /// `initgroups: files sss` with `group: files`: the supplementary groups come from
+    /// SSSD, which no event covers, so the identity lives `nssLifetime` only.
+    @Test func anInitgroupsLineWithAnotherSourceGivesTheLifetime() throws {
+        let accounts = try Self.accounts(nsswitch: "passwd: files\ngroup: files\ninitgroups: files sss\n")
+        let cache = Self.identityCache(accounts)
+        Self.keepRoot(cache)
+        let kept = MonotonicClock.microseconds()
+        while MonotonicClock.microseconds() &- kept < StatusInputsCache.nssLifetime + 100_000 { usleep(20_000) }
+        #expect(cache.keptIdentity(uid: 0).0 == nil, "kept past the lifetime with initgroups from sss")
+    }
+
+    // MARK: - Policy files reached through another name
+
+    /// A policy file or drop-in that is a symlink (or has a second hard link): an edit of
+    /// the other name gives no event on the policy directory, so the read is not kept.
+    @Test func aPolicyFileReachedThroughAnotherNameIsNotKept() throws {
+        let elsewhere = try TemporaryDirectory()
+        for (index, file) in ["devaccess.conf", "conf.d/50-local.conf"].enumerated() {
+            for hard in [false, true] {
+                let config = try TemporaryDirectory()
+                try FileManager.default.createDirectory(atPath: config.path + "/conf.d", withIntermediateDirectories: true)
+                let target = elsewhere.path + "/\(index)-\(hard).conf"
+                try Data("[camera]\nDefault=ask\n".utf8).write(to: URL(fileURLWithPath: target))
+                if hard {
+                    #expect(link(target, config.path + "/" + file) == 0)
+                } else {
+                    try FileManager.default.createSymbolicLink(atPath: config.path + "/" + file,
+                                                               withDestinationPath: target)
+                }
+                let cache = StatusInputsCache(policyDirectory: config.path, ledgerDirectory: nil,
+                                              log: BrokerLog(target: .none))
+                for _ in 0..<3 { cache.store(Self.read(), readAt: Date(), readUnder: cache.generations()) }
+                try Data("[camera]\nDefault=deny\n".utf8).write(to: URL(fileURLWithPath: target))
+                #expect(cache.lookup([], decisions: true).decisions == nil,
+                        "kept after \(file)'s other name (\(hard ? "hard link" : "symlink")) was edited")
+            }
+        }
     }
 }

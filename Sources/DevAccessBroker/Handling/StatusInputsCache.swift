@@ -21,13 +21,17 @@ import DevAccessHardware
 ///   commit of this process (`Ledger.commits`, before the writer returns), inotify on the
 ///   state directory (a commit by anything else) and on the policy directory and its
 ///   `conf.d`, a SIGHUP, and time: a read is good until the first grant or switch in it
-///   runs out (and never once the clock went back).
+///   runs out (and never once the clock went back). A read is not kept while a policy
+///   file is a symlink or has another hard link (edited through the other name, it
+///   changes with no event on the policy directory).
 /// - **identities** (a user's name, primary group and the groups `getgrouplist` gives):
 ///   inotify on `/etc` for `passwd`, `group` and `nsswitch.conf` (tools replace them by
-///   rename, so the directory is watched, not the files). When nsswitch.conf names a
-///   source other than `files` for passwd or group (LDAP, SSSD, systemd's userdb), which
-///   no event covers, an identity lives `nssLifetime` (1 s). When `passwd` or `group` is
-///   a symlink (its changes happen elsewhere), identities are not kept.
+///   rename, so the directory is watched, not the files; a write in place counts from its
+///   first byte, not its close). When nsswitch.conf names a source other than `files` for
+///   passwd, group or initgroups (LDAP, SSSD, systemd's userdb), which no event covers, an
+///   identity lives `nssLifetime` (1 s). When any of the three is a symlink or has another
+///   hard link (its changes can happen where /etc's watch sees nothing), identities are not
+///   kept.
 ///
 /// Truth first: the inotify queue is read before every lookup, and the kernel queues an
 /// event before the system call that caused it returns, so a status asked after a change
@@ -202,6 +206,10 @@ final class StatusInputsCache: Sendable {
         if let ledgerDirectory { paths.append((ledgerDirectory, .decisions, .directory)) }
         let ends = read.grants.compactMap(\.expires) + read.switches.compactMap(\.until)
         let validUntil = ends.min()
+        // A policy file that is a symlink or has another hard link changes, edited through its
+        // other name, with no event on the policy directory: such a read is not kept. (Checked
+        // after the read; a file becoming a link since is an event that moves the generation.)
+        guard policyFilesHaveSingleNames() else { return }
         state.withLock { state in
             let fresh = ensure(paths, &state)
             drain(&state)
@@ -235,8 +243,13 @@ final class StatusInputsCache: Sendable {
         let lifetime: UInt64? = Self.nssOnlyFiles(nsswitchPath) ? nil : Self.nssLifetime
         let at = MonotonicClock.microseconds()
         guard let identity = try? UserDatabase.identity(uid: uid) else { return nil }
-        // A database that is a symlink changes where /etc's watch does not see it: not kept.
-        guard Self.regularFile(accountsDirectory + "/passwd"), Self.regularFile(accountsDirectory + "/group") else {
+        // A database or nsswitch.conf that is a symlink, or a file with a second hard link,
+        // can be edited where /etc's watch sees nothing (the target's own directory): not
+        // kept at all, rather than kept `nssLifetime`, since even 1 s would serve a status
+        // that is false after a change made before it was asked. (Checked after the read:
+        // a file becoming a link since is a rename on /etc, which moves the generation.)
+        guard Self.singleName(accountsDirectory + "/passwd"), Self.singleName(accountsDirectory + "/group"),
+              Self.singleName(nsswitchPath, orAbsent: true) else {
             return identity
         }
         let paths: [(String, Input, WatchKind)] = [(accountsDirectory, .identities, .accounts)]
@@ -288,8 +301,11 @@ final class StatusInputsCache: Sendable {
         case .node:
             return UInt32(IN_ATTRIB) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_DONT_FOLLOW)
         case .accounts:
-            return UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM) | UInt32(IN_CREATE)
-                | UInt32(IN_DELETE) | UInt32(IN_ATTRIB) | UInt32(IN_ONLYDIR)
+            // IN_MODIFY: a database written in place (`>>`, truncation, a tool holding it
+            // open) is what NSS reads from the first write, long before the close. It fires
+            // for every write to anything in /etc; the names filter it (`drain`).
+            return UInt32(IN_CLOSE_WRITE) | UInt32(IN_MODIFY) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM)
+                | UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_ATTRIB) | UInt32(IN_ONLYDIR)
         case .directory:
             var mask = UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_MOVED_TO)
                 | UInt32(IN_ONLYDIR) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
@@ -414,8 +430,15 @@ final class StatusInputsCache: Sendable {
 
     // MARK: helpers
 
-    /// Whether nsswitch.conf's `passwd` and `group` lines name `files` only (absent or
-    /// unreadable: glibc's default, which may include other sources, counts as not).
+    /// The nsswitch.conf databases an identity is read from: `passwd` (getpwuid), `group`
+    /// (group names, and getgrouplist when there is no `initgroups` line) and `initgroups`
+    /// (getgrouplist when the line is there: glibc reads it first, `group` otherwise).
+    static let identityDatabases: Set<String> = ["passwd", "group", "initgroups"]
+
+    /// Whether nsswitch.conf's `passwd` and `group` lines, and its `initgroups` line when
+    /// there is one, name `files` only (passwd or group absent, or the file unreadable:
+    /// glibc's default, which may include other sources, counts as not; so does one of
+    /// these names not spelled in lower case, which we cannot be sure glibc reads as we do).
     static func nssOnlyFiles(_ path: String) -> Bool {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return false }
         var seen = Set<String>()
@@ -424,7 +447,8 @@ final class StatusInputsCache: Sendable {
             let parts = content.split(separator: ":", maxSplits: 1)
             guard parts.count == 2 else { continue }
             let database = String(parts[0]).trimmingWhitespace()
-            guard database == "passwd" || database == "group" else { continue }
+            guard Self.identityDatabases.contains(database.lowercased()) else { continue }
+            if database != database.lowercased() { return false }
             seen.insert(database)
             var sources: [Substring] = []
             var inAction = false
@@ -435,12 +459,27 @@ final class StatusInputsCache: Sendable {
             }
             if sources != ["files"] { return false }
         }
-        return seen == ["passwd", "group"]
+        return seen.isSuperset(of: ["passwd", "group"])
     }
 
-    static func regularFile(_ path: String) -> Bool {
+    /// Whether `path` is a regular file with no other name: not a symlink, one hard link
+    /// (with `orAbsent`, not being there at all also counts).
+    static func singleName(_ path: String, orAbsent: Bool = false) -> Bool {
         var info = stat()
-        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
+        guard lstat(path, &info) == 0 else { return orAbsent && errno == ENOENT }
+        return info.st_mode & S_IFMT == S_IFREG && info.st_nlink == 1
+    }
+
+    /// Whether the policy files (devaccess.conf, conf.d/*.conf) each have a single name. A
+    /// `conf.d` that is a symlink to a directory is fine: its watch follows it, and the
+    /// link replaced is an event on the policy directory. Unlistable: not fine.
+    private func policyFilesHaveSingleNames() -> Bool {
+        guard Self.singleName(policyDirectory + "/" + PolicyFiles.mainFile, orAbsent: true) else { return false }
+        let dropIns = policyDirectory + "/" + PolicyFiles.dropInDirectory
+        var info = stat()
+        guard stat(dropIns, &info) == 0 else { return errno == ENOENT }
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: dropIns) else { return false }
+        return names.filter { $0.hasSuffix(".conf") }.allSatisfy { Self.singleName(dropIns + "/" + $0, orAbsent: true) }
     }
 
     static func parent(of path: String) -> String {
