@@ -152,7 +152,8 @@ struct StatusInputsCacheTests {
         let nodes = try TemporaryDirectory()
         let node = try nodes.makeNullNode("video0")
         let accounts = try TemporaryDirectory()
-        let cache = try Self.keptEverything(node, config: nodes, accounts: accounts)
+        let config = try TemporaryDirectory()
+        let cache = try Self.keptEverything(node, config: config, accounts: accounts)
         let root = StatusInputsCache.ReplyKey(uid: 0, version: 1, permissions: [.camera])
         let inputs = try #require(cache.keptInputs([.camera], uid: 0), "every input is kept")
         #expect(inputs.identity.uid == 0 && inputs.reports.map(\.permission) == [.camera])
@@ -195,11 +196,12 @@ struct StatusInputsCacheTests {
         let nodes = try TemporaryDirectory()
         let node = try nodes.makeNullNode("video0")
         let accounts = try TemporaryDirectory()
+        let config = try TemporaryDirectory()
         var read = Self.read()
         let end = Date().addingTimeInterval(1)
         read.switches = [PrivacySwitch(permission: .camera, hard: false, by: Principal(uid: 0, name: "root"),
                                        since: Date(), until: end)]
-        let cache = try Self.keptEverything(node, config: nodes, accounts: accounts, read: read)
+        let cache = try Self.keptEverything(node, config: config, accounts: accounts, read: read)
         let key = StatusInputsCache.ReplyKey(uid: 0, version: 1, permissions: [.camera])
         if let inputs = cache.keptInputs([.camera], uid: 0) {
             cache.keep(Self.line(version: 1, id: 1, user: "root"), for: key, id: 1, from: inputs)
@@ -216,7 +218,8 @@ struct StatusInputsCacheTests {
         let nodes = try TemporaryDirectory()
         let node = try nodes.makeNullNode("video0")
         let accounts = try TemporaryDirectory()
-        let cache = try Self.keptEverything(node, config: nodes, accounts: accounts)
+        let config = try TemporaryDirectory()
+        let cache = try Self.keptEverything(node, config: config, accounts: accounts)
         let inputs = try #require(cache.keptInputs([.camera], uid: 0))
         func key(_ uid: UInt32) -> StatusInputsCache.ReplyKey { .init(uid: uid, version: 1, permissions: [.camera]) }
         cache.keep(Self.line(version: 1, id: 1, user: "first"), for: key(1_000_000), id: 1, from: inputs)
