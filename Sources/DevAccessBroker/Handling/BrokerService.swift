@@ -157,9 +157,10 @@ public final class BrokerService: RequestHandler {
         case decisions(DecisionRead)
     }
 
-    /// A peer's own status (the common request) is answered without a handler task:
-    /// the probes and the ledger read are requested right here (no blocking), and the
-    /// thread that delivers the last of them evaluates and replies. Everything else,
+    /// A peer's own status (the common request) is answered without a handler task: from
+    /// the reply kept for it (StatusInputsCache, "kept replies"), else computed here from
+    /// kept inputs and kept, else the probes and the ledger read are requested right here (no
+    /// blocking), and the thread that delivers the last of them evaluates and replies. Everything else,
     /// including a status for a named user (which may be refused and audited), runs as
     /// a task on the handler threads.
     public func start(_ envelope: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange) {
@@ -175,7 +176,26 @@ public final class BrokerService: RequestHandler {
             return
         }
         if case .status(let query) = envelope.request, query.user == nil {
-            gather(query.permissions ?? Permission.all, kept: true) { reports, read in
+            let permissions = query.permissions ?? Permission.all
+            if keepsInputs {
+                // The reply kept for this uid (the kernel's) and this question, with this request's
+                // id; or computed from kept inputs right here, and kept.
+                let key = StatusInputsCache.ReplyKey(uid: peer.uid, version: envelope.version, permissions: permissions)
+                if let line = inputs.keptReply(key, id: envelope.id) {
+                    exchange.finish(line: line)
+                    return
+                }
+                if let kept = inputs.keptInputs(permissions, uid: peer.uid) {
+                    let line = exchange.encode(statusReply(for: kept.identity, reports: kept.reports,
+                                                           read: kept.decisions))
+                    if line.count < BrokerProtocol.maxReplySize - 32 {
+                        inputs.keep(line, for: key, id: envelope.id, from: kept)
+                    }
+                    exchange.finish(line: line)
+                    return
+                }
+            }
+            gather(permissions, kept: true) { reports, read in
                 // This may run on the event loop: only a kept identity is used here; looking
                 // one up (NSS: maybe LDAP, maybe a uid with no entry every time) is the
                 // handler threads' work.

@@ -41,6 +41,16 @@ import DevAccessHardware
 /// dropped, the next request reads again). Whatever cannot be watched (inotify_init or
 /// inotify_add_watch failing, ENOSPC on watches, a queue overflow) is read again for
 /// every request, and the log says so once: slower, never stale.
+///
+/// **Kept replies.** A status computed entirely from kept inputs (every report, the decisions
+/// and the asker's identity) is kept encoded, per uid (the kernel's, from the connection),
+/// protocol version and permission list asked, with the generations it was computed under
+/// and the first instant it stops being true (the first grant or switch end in the decisions,
+/// location's gpsd lifetime, an NSS identity's lifetime; never once the wall clock went back
+/// before the decisions were read). A status whose key matches, whose generations are
+/// current (after the queue was read) and whose instant has not come gets those bytes with
+/// its own id; anything else computes. Any input changing drops them all; at most
+/// `maxReplies` and `maxReplyBytes`, the least recently served going first.
 final class StatusInputsCache: Sendable {
     enum Input: Int, CaseIterable, Sendable {
         case devices, decisions, identities
@@ -63,6 +73,60 @@ final class StatusInputsCache: Sendable {
     struct Generations: Sendable {
         fileprivate var values: [UInt64]
         subscript(_ input: Input) -> UInt64 { values[input.rawValue] }
+    }
+
+    /// What a kept reply answers: whose status, in which protocol version, which permissions
+    /// (in the order asked; all when none were named).
+    struct ReplyKey: Hashable, Sendable {
+        var uid: UInt32
+        var version: Int64
+        var permissions: [Permission]
+    }
+
+    /// Until when what was looked up stays true without an event.
+    struct Validity: Sendable {
+        /// Monotonic microseconds (location's gpsd side, an NSS identity): true before it.
+        var monotonicUntil: UInt64?
+        /// The first grant or switch end in the decisions: true before it.
+        var wallUntil: Date?
+        /// When the decisions were read: not true once the wall clock is before it.
+        var wallFrom: Date?
+
+        func holds(monotonic now: UInt64, wall: Date) -> Bool {
+            if let monotonicUntil, now >= monotonicUntil { return false }
+            if let wallUntil, wall >= wallUntil { return false }
+            if let wallFrom, wall < wallFrom { return false }
+            return true
+        }
+
+        mutating func end(monotonic at: UInt64) {
+            monotonicUntil = Swift.min(monotonicUntil ?? at, at)
+        }
+    }
+
+    /// Every input of one status, each kept and current, looked up at one moment.
+    struct KeptInputs: Sendable {
+        /// In the order of the permissions asked.
+        var reports: [AdapterReport]
+        var decisions: BrokerService.DecisionRead
+        var identity: UserIdentity
+        fileprivate var generations: [UInt64]
+        fileprivate var validity: Validity
+    }
+
+    /// Kept replies: at most this many, and this many bytes in all.
+    static let maxReplies = 256
+    static let maxReplyBytes = 4 << 20
+
+    private struct KeptReply {
+        /// `{"version":V,"id":`: the asker's id goes after it.
+        var head: [UInt8]
+        /// Everything after the id.
+        var tail: [UInt8]
+        var generations: [UInt64]
+        var validity: Validity
+        var lastServed: UInt64
+        var size: Int { head.count + tail.count }
     }
 
     private struct Registration {
@@ -97,6 +161,9 @@ final class StatusInputsCache: Sendable {
         var reports: [Permission: KeptReport] = [:]
         var decisions: KeptDecisions?
         var identities: [UInt32: KeptIdentity] = [:]
+        var replies: [ReplyKey: KeptReply] = [:]
+        var replyBytes = 0
+        var replyServes: UInt64 = 0
         var watches: [CInt: [Registration]] = [:]
         /// Inputs a watch could not be set for: read again for every request until one is.
         var unwatched: [Input: String] = [:]
@@ -151,22 +218,128 @@ final class StatusInputsCache: Sendable {
         return state.withLock { state in
             drain(&state)
             var found: [Permission: AdapterReport] = [:]
-            if state.unwatched[.devices] == nil {
-                for permission in permissions {
-                    guard let kept = state.reports[permission], kept.generation == state.generations[Input.devices.rawValue]
-                    else { continue }
-                    if permission == .location && now &- kept.at >= Self.gpsdLifetime { continue }
-                    found[permission] = kept.report
-                }
+            for permission in permissions {
+                if let kept = Self.currentReport(permission, state, now: now) { found[permission] = kept.report }
             }
-            var decisions: BrokerService.DecisionRead?
-            if wantDecisions, state.unwatched[.decisions] == nil, let kept = state.decisions,
-               kept.generation == state.generations[Input.decisions.rawValue], wall >= kept.readAt,
-               kept.validUntil.map({ wall < $0 }) ?? true {
-                decisions = kept.read
-            }
+            let decisions = wantDecisions ? Self.currentDecisions(state, wall: wall)?.read : nil
             return (found, decisions, Generations(values: state.generations))
         }
+    }
+
+    private static func currentReport(_ permission: Permission, _ state: State, now: UInt64) -> KeptReport? {
+        guard state.unwatched[.devices] == nil, let kept = state.reports[permission],
+              kept.generation == state.generations[Input.devices.rawValue] else { return nil }
+        if permission == .location && now &- kept.at >= gpsdLifetime { return nil }
+        return kept
+    }
+
+    private static func currentDecisions(_ state: State, wall: Date) -> KeptDecisions? {
+        guard state.unwatched[.decisions] == nil, let kept = state.decisions,
+              kept.generation == state.generations[Input.decisions.rawValue], wall >= kept.readAt,
+              kept.validUntil.map({ wall < $0 }) ?? true else { return nil }
+        return kept
+    }
+
+    private static func currentIdentity(_ uid: UInt32, _ state: State, now: UInt64) -> KeptIdentity? {
+        guard state.unwatched[.identities] == nil, let kept = state.identities[uid],
+              kept.generation == state.generations[Input.identities.rawValue],
+              kept.lifetime.map({ now &- kept.at < $0 }) ?? true else { return nil }
+        return kept
+    }
+
+    /// Every input of a status of `permissions` for `uid`, when all of it is kept and
+    /// current (one lock, after reading the queue); nil when anything must be read.
+    func keptInputs(_ permissions: [Permission], uid: UInt32) -> KeptInputs? {
+        let now = MonotonicClock.microseconds()
+        let wall = Date()
+        return state.withLock { state -> KeptInputs? in
+            drain(&state)
+            var validity = Validity()
+            var reports: [AdapterReport] = []
+            reports.reserveCapacity(permissions.count)
+            for permission in permissions {
+                guard let kept = Self.currentReport(permission, state, now: now) else { return nil }
+                if permission == .location { validity.end(monotonic: kept.at &+ Self.gpsdLifetime) }
+                reports.append(kept.report)
+            }
+            guard let decisions = Self.currentDecisions(state, wall: wall),
+                  let identity = Self.currentIdentity(uid, state, now: now) else { return nil }
+            validity.wallUntil = decisions.validUntil
+            validity.wallFrom = decisions.readAt
+            if let lifetime = identity.lifetime { validity.end(monotonic: identity.at &+ lifetime) }
+            return KeptInputs(reports: reports, decisions: decisions.read, identity: identity.identity,
+                              generations: state.generations, validity: validity)
+        }
+    }
+
+    /// The kept reply for `key` with `id` as its id, when it is still true; nil otherwise
+    /// (the status is computed).
+    func keptReply(_ key: ReplyKey, id: Int64) -> [UInt8]? {
+        let now = MonotonicClock.microseconds()
+        let wall = Date()
+        let parts = state.withLock { state -> (head: [UInt8], tail: [UInt8])? in
+            drain(&state)
+            guard var kept = state.replies[key] else { return nil }
+            guard kept.generations == state.generations, kept.validity.holds(monotonic: now, wall: wall) else {
+                state.replies[key] = nil
+                state.replyBytes -= kept.size
+                return nil
+            }
+            state.replyServes &+= 1
+            kept.lastServed = state.replyServes
+            state.replies[key] = kept
+            return (kept.head, kept.tail)
+        }
+        guard let parts else { return nil }
+        var line: [UInt8] = []
+        line.reserveCapacity(parts.head.count + 20 + parts.tail.count)
+        line.append(contentsOf: parts.head)
+        Self.appendDecimal(id, to: &line)
+        line.append(contentsOf: parts.tail)
+        return line
+    }
+
+    /// Keeps `line`, the reply with id `id` to the status `key` computed from `inputs`, unless
+    /// an input changed since they were looked up or the line is not shaped as expected.
+    func keep(_ line: [UInt8], for key: ReplyKey, id: Int64, from inputs: KeptInputs) {
+        guard line.count <= Self.maxReplyBytes / 16 else { return }
+        // The envelope begins `{"version":V,"id":ID,`; anything else is not spliced into.
+        var head = Array(#"{"version":"#.utf8)
+        Self.appendDecimal(key.version, to: &head)
+        head.append(contentsOf: #","id":"#.utf8)
+        var prefix = head
+        Self.appendDecimal(id, to: &prefix)
+        prefix.append(UInt8(ascii: ","))
+        guard id >= 0, line.count > prefix.count, line.starts(with: prefix) else { return }
+        let tail = Array(line[(prefix.count - 1)...])
+        state.withLock { state in
+            drain(&state)
+            guard state.generations == inputs.generations else { return }
+            state.replyServes &+= 1
+            let kept = KeptReply(head: head, tail: tail, generations: inputs.generations, validity: inputs.validity,
+                                 lastServed: state.replyServes)
+            if let old = state.replies.updateValue(kept, forKey: key) { state.replyBytes -= old.size }
+            state.replyBytes += kept.size
+            while state.replies.count > Self.maxReplies || state.replyBytes > Self.maxReplyBytes,
+                  let oldest = state.replies.min(by: { $0.value.lastServed < $1.value.lastServed }) {
+                state.replies[oldest.key] = nil
+                state.replyBytes -= oldest.value.size
+            }
+        }
+    }
+
+    /// How many replies are kept (tests).
+    var keptReplyCount: Int { state.withLock { $0.replies.count } }
+
+    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var rest = value.magnitude
+        let start = bytes.count
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        } while rest > 0
+        bytes[start...].reverse()
     }
 
     /// The current generations (after reading the queue): take them before a read.
@@ -227,10 +400,7 @@ final class StatusInputsCache: Sendable {
         return state.withLock { state -> (UserIdentity?, Generations) in
             drain(&state)
             let generations = Generations(values: state.generations)
-            guard state.unwatched[.identities] == nil, let kept = state.identities[uid],
-                  kept.generation == state.generations[Input.identities.rawValue],
-                  kept.lifetime.map({ now &- kept.at < $0 }) ?? true else { return (nil, generations) }
-            return (kept.identity, generations)
+            return (Self.currentIdentity(uid, state, now: now)?.identity, generations)
         }
     }
 
@@ -283,6 +453,9 @@ final class StatusInputsCache: Sendable {
         case .decisions: state.decisions = nil
         case .identities: state.identities.removeAll(keepingCapacity: true)
         }
+        // A kept reply holds every input: whichever changed, none is true any more.
+        state.replies.removeAll()
+        state.replyBytes = 0
     }
 
     // MARK: inotify

@@ -470,11 +470,17 @@ public final class BrokerServer: Sendable {
 
         mutating func dispatch(_ line: [UInt8], on connection: Connection) {
             let envelope: RequestEnvelope
-            do {
-                envelope = try MessageCodec.decodeRequest(line)
-            } catch {
-                reject(connection, id: error.id, version: error.version, error.error)
-                return
+            // The common status request is recognised without a JSON tree; anything else
+            // (and anything odd) goes through the full decoder.
+            if let status = MessageCodec.decodeStatusRequest(line) {
+                envelope = status
+            } else {
+                do {
+                    envelope = try MessageCodec.decodeRequest(line)
+                } catch {
+                    reject(connection, id: error.id, version: error.version, error.error)
+                    return
+                }
             }
             // Descriptors belong to a `run`, which takes exactly three; any other message
             // that brought some is refused (and they are closed).

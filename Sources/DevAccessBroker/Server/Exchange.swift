@@ -93,6 +93,19 @@ public final class Exchange: Sendable {
         server.post(self, encode(reply), final: true, awaitingAnswer: false, descriptor: descriptor)
     }
 
+    /// `finish` with the reply already encoded for this exchange (`encode`): a kept status reply.
+    func finish(line: [UInt8]) {
+        let first = state.withLock { state -> Bool in
+            defer { state.finished = true }
+            state.listener = nil
+            state.signalHandler = nil
+            return !state.finished
+        }
+        guard first else { return }
+        closeUntakenDescriptors()
+        server.post(self, line, final: true, awaitingAnswer: false)
+    }
+
     /// Calls `listener` once, with the next client event: the awaited answer, or the
     /// client's departure (at once if it already left).
     public func listen(_ listener: @escaping Listener) {
@@ -156,7 +169,8 @@ public final class Exchange: Sendable {
         listener?(.departed(departure))
     }
 
-    private func encode(_ reply: Reply) -> [UInt8] {
+    /// The line `reply` is sent as on this exchange (its id and version; an error when too large).
+    func encode(_ reply: Reply) -> [UInt8] {
         let line = MessageCodec.encode(ReplyEnvelope(id: request.id, reply: reply, version: request.version))
         guard line.count > BrokerProtocol.maxReplySize else { return line }
         return MessageCodec.encode(ReplyEnvelope(id: request.id, reply: .error(ProtocolError(

@@ -65,6 +65,94 @@ public enum MessageCodec {
         return JSONWriter.bytes(.object(members))
     }
 
+    /// The common status request, recognised without building a JSON tree: exactly
+    /// `{"version":V,"id":N,"type":"status"}`, optionally with `"permissions":[...]` last,
+    /// members in that order, spaces allowed between tokens, the version one this broker
+    /// speaks, the id in range, the permissions known, each once. nil for anything else,
+    /// which `decodeRequest` then decodes (and accepts or rejects) as always; what this
+    /// accepts, `decodeRequest` decodes to the same envelope (MessageCodecTests).
+    public static func decodeStatusRequest(_ line: [UInt8]) -> RequestEnvelope? {
+        var scanner = StatusScanner(line)
+        guard scanner.take("{"), scanner.take(#""version""#), scanner.take(":"), let version = scanner.integer(),
+              BrokerProtocol.supportedVersions.contains(version),
+              scanner.take(","), scanner.take(#""id""#), scanner.take(":"), let id = scanner.integer(),
+              BrokerProtocol.requestIDs.contains(id),
+              scanner.take(","), scanner.take(#""type""#), scanner.take(":"), scanner.take(#""status""#)
+        else { return nil }
+        var permissions: [Permission]?
+        if scanner.take(",") {
+            guard scanner.take(#""permissions""#), scanner.take(":"), scanner.take("[") else { return nil }
+            var list: [Permission] = []
+            repeat {
+                guard let permission = scanner.permission(), !list.contains(permission) else { return nil }
+                list.append(permission)
+            } while scanner.take(",")
+            guard scanner.take("]") else { return nil }
+            permissions = list
+        }
+        guard scanner.take("}"), scanner.atEnd else { return nil }
+        return RequestEnvelope(id: id, request: .status(StatusQuery(permissions: permissions)), version: version)
+    }
+
+    /// Tokens of `decodeStatusRequest`, each after optional spaces.
+    private struct StatusScanner {
+        let bytes: [UInt8]
+        var position = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        mutating func skipSpaces() {
+            while position < bytes.count && bytes[position] == UInt8(ascii: " ") { position += 1 }
+        }
+
+        var atEnd: Bool {
+            mutating get {
+                skipSpaces()
+                return position == bytes.count
+            }
+        }
+
+        /// Takes `token` (ASCII, no escapes) when it comes next.
+        mutating func take(_ token: StaticString) -> Bool {
+            skipSpaces()
+            let count = token.utf8CodeUnitCount
+            guard bytes.count - position >= count else { return false }
+            let matches = token.withUTF8Buffer { expected in
+                for offset in 0..<count where bytes[position + offset] != expected[offset] { return false }
+                return true
+            }
+            if matches { position += count }
+            return matches
+        }
+
+        /// A JSON integer without sign, fraction or exponent: `0` or up to 16 digits not
+        /// beginning with 0 (larger ones are out of every range read here).
+        mutating func integer() -> Int64? {
+            skipSpaces()
+            var value: Int64 = 0
+            var digits = 0
+            while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") {
+                if digits == 1 && value == 0 { return nil }
+                guard digits < 16 else { return nil }
+                value = value * 10 + Int64(bytes[position] - UInt8(ascii: "0"))
+                digits += 1
+                position += 1
+            }
+            guard digits > 0 else { return nil }
+            // `1.0`, `1e3` are numbers the full decoder judges.
+            if position < bytes.count, bytes[position] == UInt8(ascii: ".") || bytes[position] == UInt8(ascii: "e")
+                || bytes[position] == UInt8(ascii: "E") { return nil }
+            return value
+        }
+
+        mutating func permission() -> Permission? {
+            if take(#""camera""#) { return .camera }
+            if take(#""microphone""#) { return .microphone }
+            if take(#""location""#) { return .location }
+            return nil
+        }
+    }
+
     public static func decodeRequest(_ line: some Collection<UInt8>) throws(Rejection) -> RequestEnvelope {
         let (version, id, type, envelopeReader) = try envelope(line, ids: BrokerProtocol.requestIDs, speaker: "broker")
         var reader = envelopeReader
