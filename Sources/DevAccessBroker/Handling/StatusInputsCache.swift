@@ -381,7 +381,9 @@ final class StatusInputsCache: Sendable {
         let validUntil = ends.min()
         // A policy file that is a symlink or has another hard link changes, edited through its
         // other name, with no event on the policy directory: such a read is not kept. (Checked
-        // after the read; a file becoming a link since is an event that moves the generation.)
+        // after the read. A symlink put in place since is an event on the directory; a second
+        // hard link made since is not, as link() tells only watches on the file itself: that
+        // read stays kept until the next live-enforcer run; a known limit, docs/architecture.md.)
         guard policyFilesHaveSingleNames() else { return }
         state.withLock { state in
             let fresh = ensure(paths, &state)
@@ -416,8 +418,9 @@ final class StatusInputsCache: Sendable {
         // A database or nsswitch.conf that is a symlink, or a file with a second hard link,
         // can be edited where /etc's watch sees nothing (the target's own directory): not
         // kept at all, rather than kept `nssLifetime`, since even 1 s would serve a status
-        // that is false after a change made before it was asked. (Checked after the read:
-        // a file becoming a link since is a rename on /etc, which moves the generation.)
+        // that is false after a change made before it was asked. (Checked after the read: a
+        // symlink put in place since is a rename on /etc, an event; a second hard link made
+        // since is not, and stays kept until the next live-enforcer run: a known limit.)
         guard Self.singleName(accountsDirectory + "/passwd"), Self.singleName(accountsDirectory + "/group"),
               Self.singleName(nsswitchPath, orAbsent: true) else {
             return identity
