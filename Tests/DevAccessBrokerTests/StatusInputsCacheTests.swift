@@ -144,7 +144,7 @@ struct StatusInputsCacheTests {
 
     static func identityCache(_ accounts: TemporaryDirectory) -> StatusInputsCache {
         StatusInputsCache(policyDirectory: accounts.path, ledgerDirectory: nil, log: BrokerLog(target: .none),
-                          accountsDirectory: accounts.path)
+                          accountsDirectory: accounts.path, nscdSocket: accounts.path + "/no-nscd")
     }
 
     /// Looks uid 0 up until the cache keeps it (the first lookup sets the watch).
@@ -213,6 +213,28 @@ struct StatusInputsCacheTests {
         let kept = MonotonicClock.microseconds()
         while MonotonicClock.microseconds() &- kept < StatusInputsCache.nssLifetime + 100_000 { usleep(20_000) }
         #expect(cache.keptIdentity(uid: 0).0 == nil, "kept past the lifetime with initgroups from sss")
+    }
+
+    /// nscd running: glibc asks it before the files, and it may answer with a list it has
+    /// not yet forgotten after /etc changed, so "files only" is not enough to keep forever.
+    @Test func aRunningNscdGivesTheLifetime() throws {
+        let accounts = try Self.accounts()
+        let socketPath = accounts.path + "/nscd-socket"
+        let listener = try Listener(path: socketPath)
+        defer { listener.close() }
+        let cache = StatusInputsCache(policyDirectory: accounts.path, ledgerDirectory: nil, log: BrokerLog(target: .none),
+                                      accountsDirectory: accounts.path, nscdSocket: socketPath)
+        Self.keepRoot(cache)
+        #expect(cache.keptIdentity(uid: 0).0 != nil, "not kept at all")
+        let kept = MonotonicClock.microseconds()
+        while MonotonicClock.microseconds() &- kept < StatusInputsCache.nssLifetime + 100_000 { usleep(20_000) }
+        #expect(cache.keptIdentity(uid: 0).0 == nil, "kept past the lifetime while nscd listens")
+        // Without nscd, the same files-only accounts are kept past it.
+        let plain = Self.identityCache(accounts)
+        Self.keepRoot(plain)
+        let since = MonotonicClock.microseconds()
+        while MonotonicClock.microseconds() &- since < StatusInputsCache.nssLifetime + 100_000 { usleep(20_000) }
+        #expect(plain.keptIdentity(uid: 0).0 != nil, "files only, no nscd: kept without a lifetime")
     }
 
     // MARK: - Policy files reached through another name

@@ -177,6 +177,9 @@ final class StatusInputsCache: Sendable {
     private let ledgerDirectory: String?
     private let accountsDirectory: String
     private let nsswitchPath: String
+    /// Where glibc asks nscd first; while it listens, identities come from its cache.
+    private let nscdSocketPath: String
+    static let nscdSocket = "/var/run/nscd/socket"
     /// DEBUG tests: every watch fails with this errno (as when the watch limit is reached).
     private let failWatchesWith: CInt?
 
@@ -184,11 +187,12 @@ final class StatusInputsCache: Sendable {
     static let accountNames: Set<String> = ["passwd", "group", "nsswitch.conf"]
 
     init(policyDirectory: String, ledgerDirectory: String?, log: BrokerLog, accountsDirectory: String = "/etc",
-         failWatchesWith: CInt? = nil) {
+         nscdSocket: String = StatusInputsCache.nscdSocket, failWatchesWith: CInt? = nil) {
         self.log = log
         self.policyDirectory = policyDirectory
         self.ledgerDirectory = ledgerDirectory
         self.accountsDirectory = accountsDirectory
+        nscdSocketPath = nscdSocket
         nsswitchPath = accountsDirectory + "/nsswitch.conf"
         self.failWatchesWith = failWatchesWith
         descriptor = inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK))
@@ -412,7 +416,9 @@ final class StatusInputsCache: Sendable {
     func identity(uid: UInt32) -> UserIdentity? {
         let (kept, generations) = keptIdentity(uid: uid)
         if let kept { return kept }
-        let lifetime: UInt64? = Self.nssOnlyFiles(nsswitchPath) ? nil : Self.nssLifetime
+        // nscd answers before the files and forgets a change on its own schedule: an identity
+        // read right after /etc's event can be its old list, so it only gets the lifetime.
+        let lifetime: UInt64? = Self.nssOnlyFiles(nsswitchPath) && !Self.isSocket(nscdSocketPath) ? nil : Self.nssLifetime
         let at = MonotonicClock.microseconds()
         guard let identity = try? UserDatabase.identity(uid: uid) else { return nil }
         // A database or nsswitch.conf that is a symlink, or a file with a second hard link,
@@ -640,6 +646,11 @@ final class StatusInputsCache: Sendable {
 
     /// Whether `path` is a regular file with no other name: not a symlink, one hard link
     /// (with `orAbsent`, not being there at all also counts).
+    static func isSocket(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK
+    }
+
     static func singleName(_ path: String, orAbsent: Bool = false) -> Bool {
         var info = stat()
         guard lstat(path, &info) == 0 else { return orAbsent && errno == ENOENT }
