@@ -383,12 +383,7 @@ final class EnforcementWorker {
             trackers[permission] = tracker
         }
         self.trackers = trackers
-        guard !records.isEmpty else { return }
-        do {
-            _ = try enforcer.ledger.append(contentsOf: records)
-        } catch {
-            log.error("cannot record hotplug events in the ledger", ["error": error.description])
-        }
+        record(records)
     }
 
     /// The node events were more than the queue keeps, so the devices that came or went in
@@ -416,6 +411,11 @@ final class EnforcementWorker {
             trackers[permission] = tracker
         }
         self.trackers = trackers
+        record(records)
+    }
+
+    /// Hotplug audit events go in after the run, so recording them never delays an ACL entry.
+    private func record(_ records: [AuditEvent]) {
         guard !records.isEmpty else { return }
         do {
             _ = try enforcer.ledger.append(contentsOf: records)
