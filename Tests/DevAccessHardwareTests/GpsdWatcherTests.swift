@@ -405,9 +405,11 @@ struct GpsdWatcherTests {
         print("[gpsd-timing] watcher: longest stop() of 20 while connected: \(longest)")
         #expect(longest < .seconds(1))
         #expect(server.accepted >= 40)
-        // Other suites may open descriptors in parallel; give them a moment to settle.
+        // Other suites may open descriptors in parallel; give them time to settle (a fresh-clone
+        // CI saw 4 more still open after 2 s: another suite's, not this test's, which the
+        // check below names by the server's port).
         var after = openDescriptors()
-        for _ in 0..<20 where after.count > before.count {
+        for _ in 0..<300 where after.count > before.count {
             usleep(100_000)
             after = openDescriptors()
         }
