@@ -1,11 +1,25 @@
 import Foundation
 import Glibc
+import Synchronization
 
 // gpsd for tests: fed by gpsfake from an NMEA log on a free loopback port (the location
 // suites of the hardware adapter and of devaccessd share it).
 
-/// A loopback port nobody listens on now: bind port 0, read the number, close.
+/// A loopback port nobody listens on now and that no other test of this process was given:
+/// bind port 0, read the number, close. The kernel picks ports at random, so among the
+/// hundreds a full run asks for two would often be equal (a birthday collision): then one
+/// test's gpsd could not listen and the other's would be taken for it.
 public func freeLoopbackPort() throws -> UInt16 {
+    for _ in 0..<64 {
+        let port = try unboundLoopbackPort()
+        if handedOutPorts.withLock({ $0.insert(port).inserted }) { return port }
+    }
+    throw SetupError("no loopback port left that no test of this process was given")
+}
+
+private let handedOutPorts = Mutex<Set<UInt16>>([])
+
+private func unboundLoopbackPort() throws -> UInt16 {
     let fd = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw SetupError("socket: \(String(cString: strerror(errno)))") }
     defer { close(fd) }
@@ -38,13 +52,42 @@ public func withSockaddr(_ address: inout sockaddr_in, _ body: (UnsafePointer<so
 /// `ss -Hltn` shows) so that no test connection is made: gpsfake starts its feed on
 /// the first connection, and a probe connection would use up the log.
 public func isListening(port: UInt16) -> Bool {
+    !listeningSocketInodes(port: port).isEmpty
+}
+
+/// The inodes of the sockets listening at `port`; with `reachedFromIPv4Loopback`, only those
+/// a connection to 127.0.0.1:`port` can reach (bound to 127.0.0.1 or any address, also
+/// through IPv6's `::`), not one on ::1 alone.
+func listeningSocketInodes(port: UInt16, reachedFromIPv4Loopback: Bool = false) -> Set<String> {
     let hexPort = String(format: ":%04X", port)
+    let reaching = ["0100007F", "00000000", "0000000000000000FFFF00000100007F",
+                    "00000000000000000000000000000000"].map { $0 + hexPort }
+    var inodes: Set<String> = []
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
         for line in text.split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ")
-            // fields: sl local_address rem_address st ...; st 0A is LISTEN.
-            if fields.count > 3, fields[1].hasSuffix(hexPort), fields[3] == "0A" { return true }
+            // fields: sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode;
+            // st 0A is LISTEN.
+            guard fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] == "0A" else { continue }
+            if reachedFromIPv4Loopback && !reaching.contains(String(fields[1])) { continue }
+            inodes.insert(String(fields[9]))
+        }
+    }
+    return inodes
+}
+
+/// Whether a process of `group` holds one of `inodes` (its /proc/PID/fd links read
+/// `socket:[INODE]`).
+func processGroup(_ group: pid_t, holdsOneOf inodes: Set<String>) -> Bool {
+    guard !inodes.isEmpty, let pids = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
+    for pid in pids where pid.allSatisfy(\.isNumber) {
+        guard let pidNumber = pid_t(pid), getpgid(pidNumber) == group,
+              let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { continue }
+        for fd in fds {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
+                  target.hasPrefix("socket:["), target.hasSuffix("]") else { continue }
+            if inodes.contains(String(target.dropFirst("socket:[".count).dropLast())) { return true }
         }
     }
     return false
@@ -89,13 +132,23 @@ public final class GpsFakeProcess: Sendable {
         self.port = port
         logPath = NSTemporaryDirectory() + "devaccess-gpsfake-\(port).log"
         processGroup = try Self.spawnInOwnGroup(arguments, log: logPath)
+        // Ready when our own gpsd listens where the test connects: another program's socket
+        // there would otherwise be taken for it (and gpsd may still bind ::1 beside it).
         let deadline = ContinuousClock.now + .seconds(15)
-        while !isListening(port: port) {
+        let foreignGrace = ContinuousClock.now + .seconds(2)
+        while true {
+            let reached = listeningSocketInodes(port: port, reachedFromIPv4Loopback: true)
+            let ours = reached.filter { DevAccessTestSupport.processGroup(processGroup, holdsOneOf: [$0]) }
+            if !reached.isEmpty && ours == reached { return }
             var status: CInt = 0
-            if waitpid(processGroup, &status, WNOHANG) == processGroup || ContinuousClock.now > deadline {
+            let exited = waitpid(processGroup, &status, WNOHANG) == processGroup
+            // A foreign listener gets 2 s: the last gpsd on a reused port may still be exiting.
+            if exited || (ours != reached && ContinuousClock.now > foreignGrace) || ContinuousClock.now > deadline {
                 let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
                 kill(-processGroup, SIGKILL)
-                throw SetupError("\(arguments[0]) did not listen on port \(port); its output:\n\(log)")
+                if !exited { _ = waitpid(processGroup, &status, 0) }
+                let other = ours != reached ? " (another process listens there)" : ""
+                throw SetupError("\(arguments[0]) did not listen on port \(port)\(other); its output:\n\(log)")
             }
             usleep(20_000)
         }
@@ -113,8 +166,11 @@ public final class GpsFakeProcess: Sendable {
             }
             usleep(10_000)
         }
-        // gpsd is gpsfake's child, not ours; make sure it goes with the group.
+        // gpsd is gpsfake's child, not ours; make sure it goes with the group, and is gone
+        // (its listener closed) before a test starts another gpsd on the same port.
         kill(-processGroup, SIGKILL)
+        let gone = ContinuousClock.now + .seconds(5)
+        while kill(-processGroup, 0) == 0 && ContinuousClock.now < gone { usleep(10_000) }
         unlink(logPath)
         // gpsd drops root before it exits, so it cannot remove its control socket from /tmp.
         for socket in controlSockets { unlink(socket) }
