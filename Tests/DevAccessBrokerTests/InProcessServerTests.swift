@@ -167,8 +167,15 @@ struct InProcessServerTests {
         #expect(plain.requestSettings.keepsStatusInputs)
         #expect(plain.requestSettings.testFailWatches == nil && plain.requestSettings.testCrashAt == nil)
         #expect(BrokerLog.detectTarget(journalStream: nil) == .stderr)
-        #expect(throws: DaemonOptions.UsageError.self) {
+        #expect {
             try DaemonOptions.parse([], environment: ["DEVACCESS_GPSD": "gps:none"])
+        } throws: { error in
+            error is DaemonOptions.UsageError && "\(error)".contains("DEVACCESS_GPSD")
+        }
+        // Blanks mean the default, as devaccess reads the same variable (it once refused them).
+        for blank in ["", "  ", "\t"] {
+            let (options, _) = try DaemonOptions.parse([], environment: ["DEVACCESS_GPSD": blank])
+            #expect(options.probe.gpsd == GpsdEndpoint.default, "DEVACCESS_GPSD=\(blank.debugDescription)")
         }
     }
 

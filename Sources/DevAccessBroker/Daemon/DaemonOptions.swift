@@ -118,12 +118,11 @@ public struct DaemonOptions: Sendable {
         #if DEBUG
         options.testDevices = environment[ProcessEnvironment.Name.testDevices]
         #endif
-        if let text = environment.gpsd, !text.isEmpty {
-            do {
-                options.probe.gpsd = try GpsdEndpoint(parsing: text)
-            } catch {
-                throw UsageError(message: "\(GpsdEndpoint.environmentVariable): \(error)")
-            }
+        // The same reading as devaccess's: unset, empty or blank means the default.
+        do {
+            options.probe.gpsd = try GpsdEndpoint.fromEnvironment(environment)
+        } catch {
+            throw UsageError(message: "\(error)")
         }
         func nonEmpty(_ option: String, _ what: String) throws(UsageError) -> String? {
             guard let text = parsed.value(option) else { return nil }
