@@ -139,10 +139,9 @@ struct DecidePathTests {
             Enforcer.DecisionRequest(subject: alice, permission: permission, decision: .allow, scope: .always,
                                      reason: "approved request \(queued.id)")
         }
-        let resolved: (request: PendingRequest, outcomes: [DecisionOutcomeOrFailure])
+        let resolved: (request: PendingRequest, results: [Enforcer.DecisionResult])
         do {
-            let answer = try engine.resolve(queued.id, as: .approved, decisions: approvals, note: "ok")
-            resolved = (answer.request, answer.outcomes.map { .success($0) })
+            resolved = try engine.resolve(queued.id, as: .approved, decisions: approvals, note: "ok")
         } catch {
             Issue.record("the approval failed as a whole, the camera with the microphone: \(error)")
             #expect(try fx.alice.canOpen(camera, .readWrite), "the camera's approval was lost with the microphone's")
@@ -151,13 +150,13 @@ struct DecidePathTests {
 
         #expect(resolved.request.resolution == .approved && resolved.request.resolvedBy == carol)
         #expect(try fx.ledger().pendingRequests().isEmpty, "the request is resolved, not left waiting")
-        #expect(resolved.outcomes.count == 2)
-        let granted = try #require(try resolved.outcomes.first?.get())
+        #expect(resolved.results.count == 2)
+        let granted = try #require(try resolved.results.first?.get())
         #expect(granted.grant.permission == .camera && granted.grant.decision == .allow)
         #expect(granted.grant.method == .admin && granted.grant.decidedBy == carol)
         #expect(try fx.alice.canOpen(camera, .readWrite))
-        guard case .failure(.policyForbids(let why))? = resolved.outcomes.last else {
-            Issue.record("the forbidden microphone was not refused for the policy: \(String(describing: resolved.outcomes.last))")
+        guard case .failure(.policyForbids(let why))? = resolved.results.last else {
+            Issue.record("the forbidden microphone was not refused for the policy: \(String(describing: resolved.results.last))")
             return
         }
         #expect(why.contains("microphone"), "\(why)")
@@ -190,5 +189,3 @@ struct DecidePathTests {
         #expect(try fx.ledger().activeGrants(uid: fx.alice.uid, permission: .camera, now: fx.clock.now).isEmpty)
     }
 }
-
-typealias DecisionOutcomeOrFailure = Result<Enforcer.DecisionOutcome, EnforcementError>
