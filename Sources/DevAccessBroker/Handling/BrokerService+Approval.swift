@@ -224,9 +224,10 @@ extension BrokerService {
             return .resolved(ResolvedReply(pending: request.id, resolution: resolution,
                                            user: request.subject.name, uid: request.subject.uid, results: results))
         case .failed(let request, let held, let failures):
-            // The request is resolved in the ledger: a requester waiting hears what held (and,
-            // for the rest, the resolution the ledger records); the administrator gets an error
-            // that says, permission by permission, what failed and what held.
+            // The request is resolved in the ledger: a requester waiting hears what held; for a
+            // permission that failed it hears the request's resolution (`queueForAdmin`), and
+            // its decision's statuses, computed afresh, say where it stands. The administrator
+            // gets an error that says, permission by permission, what failed and what held.
             let text = failures.map { "\($0.rawValue): \($1.description)" }
             log.error("a pending request was resolved, but not every decision was taken", [
                 "pending": String(request.id), "error": text.joined(separator: "; ")])
@@ -241,7 +242,8 @@ extension BrokerService {
     /// The engine operation behind `approve`/`reject`, on the enforcement queue: the
     /// decisions and the request's resolution written in one transaction
     /// (`Enforcer.resolve`, as the administrator), then applied. A crash leaves the request
-    /// waiting with no decision, or resolved with all of them.
+    /// waiting with no decision, or resolved with all of them; a permission the engine
+    /// refuses (the policy forbids it by now) is `restricted` alone.
     /// What an administrator decided about a pending request.
     enum Verdict: Sendable, Hashable {
         /// The term chosen (nil: as requested).
