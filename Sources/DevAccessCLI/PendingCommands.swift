@@ -92,9 +92,13 @@ enum ResolveCommand {
                 --for DURATION; --always), else the one the requester asked for, under the
                 policy as it is now (MaxDuration= shortens it; a permission the policy now
                 forbids is not granted). The requester's ACL entries are added at once, and a
-                requester waiting with --wait is answered. Exit 0; 64 unknown or already
-                resolved ID; 77 not root or devaccess-admin (recorded as refused); 69
-                devaccessd unreachable.
+                requester waiting with --wait is answered. Each permission's outcome is
+                said on its own: one the policy forbids by now is not granted (restricted)
+                and the others are. Exit 0 when every permission was granted; else, as
+                'request', for the first that was not: 5 restricted, 4 not decided (a
+                'once' with no process to last for); 1 an error (the message says what was
+                recorded); 64 unknown or already resolved ID; 77 not root or
+                devaccess-admin (recorded as refused); 69 devaccessd unreachable.
                 """
                 : """
                 ID is from 'devaccess pending'. Without --deny the request is declined: no
@@ -130,6 +134,10 @@ enum ResolveCommand {
         } catch {
             throw RequestCommand.failure(error)
         }
+        // What the verdict gives each permission; one that did not get it (the policy forbids
+        // it by now, a 'once' with no process to last for) is said and sets the exit code.
+        let expected: RequestOutcome = approve ? .granted : resolved.resolution == .declined ? .undecided : .denied
+        let missed = resolved.results.filter { $0.outcome != expected }
         if arguments.has("json") {
             console.out(try JSONOutput.encode(ResolvedDocument(resolved)))
         } else {
@@ -137,10 +145,26 @@ enum ResolveCommand {
             let time = HumanTime.now()
             for result in resolved.results {
                 console.out("  \(result.permission.rawValue): "
+                    + (result.outcome == expected ? "" : "\(result.outcome.rawValue): ")
                     + TerminalText.block(time.rewritingISOTimes(in: result.message)))
             }
         }
-        return .success
+        guard let first = missed.first else { return .success }
+        console.error("devaccess: request \(resolved.pending): not \(approve ? "granted" : "denied"): "
+            + missed.map { "\($0.permission.rawValue) (\($0.outcome.rawValue))" }.joined(separator: ", "))
+        return exitCode(first.outcome)
+    }
+
+    /// The exit code of a permission the verdict did not give, as `request` exits with the
+    /// status it leaves: 5 restricted, 4 no decision, 3 denied, 6 unavailable.
+    static func exitCode(_ outcome: RequestOutcome) -> ExitCode {
+        switch outcome {
+        case .granted, .alreadyAllowed: return .success
+        case .denied, .alreadyDenied: return .denied
+        case .restricted: return .restricted
+        case .unavailable: return .unavailable
+        case .undecided, .pending: return .notDetermined
+        }
     }
 }
 

@@ -122,6 +122,9 @@ public struct Enforcer: Sendable {
         return try result.get()
     }
 
+    /// Each decision's own result, in the order given (`decide([...])`, `resolve`).
+    public typealias DecisionResult = Result<DecisionOutcome, EnforcementError>
+
     /// Records the decisions in order, as `decide` does each, then applies them in one run
     /// (a request's permissions, decided together). Each has its own result, in the order
     /// given: one that cannot be taken (an allow the policy now forbids, a device that is
@@ -129,60 +132,22 @@ public struct Enforcer: Sendable {
     /// and applied all the same. A denial only ends access, so it never waits on another
     /// decision of the batch; and when the ledger refuses it, its entries are removed anyway
     /// (`endedUnrecorded`).
-    public func decide(_ requests: [DecisionRequest]) -> [Result<DecisionOutcome, EnforcementError>] {
-        var results = [Result<DecisionOutcome, EnforcementError>?](repeating: nil, count: requests.count)
-        var valid: [Int] = []
-        for (index, request) in requests.enumerated() {
-            do {
-                try validate(request)
-                valid.append(index)
-            } catch {
-                results[index] = .failure(error)
-            }
-        }
-        var recorded: [(index: Int, grant: Grant, ended: [Grant])] = []
-        var refused: LedgerError?
+    public func decide(_ requests: [DecisionRequest]) -> [DecisionResult] {
+        var (results, valid) = validated(requests)
+        var recorded: [RecordedDecision] = []
         do {
             // Earlier endings first, so the ledger keeps the order things happened in.
             try recordUnrecordedEndings()
             for index in valid {
                 let (grant, ended) = try recordDecision(requests[index])
-                recorded.append((index, grant, ended))
+                recorded.append(RecordedDecision(index: index, grant: grant, ended: ended))
             }
         } catch {
-            refused = error
+            // The ledger stopped at one decision: it and those after it are not written.
+            refused(valid.dropFirst(recorded.count), of: requests, error, into: &results)
         }
-        if let refused {
-            // The ledger stopped at one decision: it and those after it are not written. A
-            // denial ends access all the same (it never waits for the ledger); an allow fails.
-            for index in valid.dropFirst(recorded.count) {
-                let request = requests[index]
-                guard request.decision == .deny else {
-                    results[index] = .failure(.ledger(refused))
-                    continue
-                }
-                results[index] = .failure(failClosed(.deny(request), refused) { () throws(LedgerError) -> [Grant] in
-                    try coveredAllows(request)
-                })
-            }
-        }
-        // What was written holds, and is applied now (a written denial must not wait for the
-        // next run). A run that fails leaves it to the next run, and says so.
-        if !recorded.isEmpty {
-            let applied = Result { () throws(LedgerError) -> EnforcementReport in
-                try run(scope: Set(recorded.map { requests[$0.index].subject.uid }))
-            }
-            for entry in recorded {
-                results[entry.index] = applied.map { report in
-                    var own = report
-                    if !nodePermissions.contains(entry.grant.permission) {
-                        own.notes.append(Self.serviceNote(entry.grant.permission))
-                    }
-                    return DecisionOutcome(grant: entry.grant, ended: entry.ended, report: own)
-                }.mapError { .ledger($0) }
-            }
-        }
-        return results.map { $0 ?? .failure(.ledger(.invalidArgument("the decision was neither recorded nor refused"))) }
+        apply(recorded, of: requests, into: &results)
+        return Self.settled(results)
     }
 
     /// Whether `request` can be recorded as it is; nothing is written.
@@ -196,41 +161,104 @@ public struct Enforcer: Sendable {
     }
 
     /// An administrator's approval or rejection (with denials) of pending request `id`: the
-    /// decisions and the request's resolution are written in one transaction
-    /// (`Ledger.recordResolution`), then applied. Like `decide` for each decision otherwise.
+    /// decisions that can be taken and the request's resolution are written in one
+    /// transaction (`Ledger.recordResolution`), then applied. Each decision has its own
+    /// result, as in `decide([...])`: one that cannot be taken (an allow the policy forbids
+    /// by now) fails alone, saying why, and is not written; the others are, and the request
+    /// is resolved all the same (hostile review L2: an approval of camera and microphone
+    /// where the policy had come to forbid the microphone failed as a whole, the camera
+    /// with it). Throws when the request itself cannot be resolved: it does not exist or
+    /// was resolved already (nothing written), or the ledger refused the transaction (the
+    /// request still waits; a denial's entries are removed anyway, `endedUnrecorded`).
     public func resolve(_ id: Int64, as resolution: PendingResolution, decisions requests: [DecisionRequest],
-                        note: String) throws(EnforcementError) -> (request: PendingRequest, outcomes: [DecisionOutcome]) {
-        for request in requests { try validate(request) }
+                        note: String) throws(EnforcementError) -> (request: PendingRequest, results: [DecisionResult]) {
+        var (results, valid) = validated(requests)
         let written: (request: PendingRequest, recorded: [(grant: Grant, ended: [Grant])])
         do {
             try recordUnrecordedEndings()
             let now = clock()
-            let decisions = try requests.map { (request) throws(LedgerError) in
-                ResolutionDecision(grant: newGrant(request, now: now), ends: Set(try coveredAllows(request).map(\.id)))
+            let decisions = try valid.map { (index) throws(LedgerError) in
+                ResolutionDecision(grant: newGrant(requests[index], now: now),
+                                   ends: Set(try coveredAllows(requests[index]).map(\.id)))
             }
             written = try ledger.recordResolution(id, as: resolution, decisions: decisions, by: actor, note: note, at: now)
         } catch {
             // A refusal (no such request, already resolved) wrote nothing and says why; it is
             // no ledger failure, and ends nobody's access.
             if case .invalidArgument = error { throw .ledger(error) }
-            // A denial ends access: that never waits for the ledger (an allow simply fails).
-            guard let denial = requests.last(where: { $0.decision == .deny }) else { throw .ledger(error) }
-            for other in requests where other.decision == .deny && other != denial {
-                _ = failClosed(.deny(other), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(other) }
+            // Nothing of the transaction was written. A denial ends access all the same.
+            refused(valid, of: requests, error, into: &results)
+            let denials = valid.filter { requests[$0].decision == .deny }.compactMap { index -> EnforcementError? in
+                guard case .failure(let failure)? = results[index] else { return nil }
+                return failure
             }
-            throw failClosed(.deny(denial), error) { () throws(LedgerError) -> [Grant] in try coveredAllows(denial) }
+            throw denials.last ?? .ledger(error)
         }
-        return try ledgerWork { () throws(LedgerError) -> (request: PendingRequest, outcomes: [DecisionOutcome]) in
-            let report = written.recorded.isEmpty ? EnforcementReport() : try run(scope: [written.request.subject.uid])
-            let outcomes = written.recorded.map { recorded in
+        apply(zip(valid, written.recorded).map { RecordedDecision(index: $0, grant: $1.grant, ended: $1.ended) },
+              of: requests, into: &results)
+        return (written.request, Self.settled(results))
+    }
+
+    /// A decision the ledger wrote: its place in the batch, its row, the allows it ended.
+    private struct RecordedDecision {
+        var index: Int
+        var grant: Grant
+        var ended: [Grant]
+    }
+
+    /// The batch's results so far (a decision that cannot be taken fails alone: nothing is
+    /// written for it), and the places of those to record, in order.
+    private func validated(_ requests: [DecisionRequest]) -> (results: [DecisionResult?], valid: [Int]) {
+        var results = [DecisionResult?](repeating: nil, count: requests.count)
+        var valid: [Int] = []
+        for (index, request) in requests.enumerated() {
+            do {
+                try validate(request)
+                valid.append(index)
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        return (results, valid)
+    }
+
+    /// The decisions at `indices` the ledger did not write: a denial ends access all the
+    /// same (it never waits for the ledger: `endedUnrecorded`); an allow fails.
+    private func refused(_ indices: some Sequence<Int>, of requests: [DecisionRequest], _ error: LedgerError,
+                         into results: inout [DecisionResult?]) {
+        for index in indices {
+            let request = requests[index]
+            guard request.decision == .deny else {
+                results[index] = .failure(.ledger(error))
+                continue
+            }
+            results[index] = .failure(failClosed(.deny(request), error) { () throws(LedgerError) -> [Grant] in
+                try coveredAllows(request)
+            })
+        }
+    }
+
+    /// What was written holds, and is applied now in one run (a written denial must not
+    /// wait for the next run). A run that fails leaves it to the next run, and says so.
+    private func apply(_ recorded: [RecordedDecision], of requests: [DecisionRequest],
+                       into results: inout [DecisionResult?]) {
+        guard !recorded.isEmpty else { return }
+        let applied = Result { () throws(LedgerError) -> EnforcementReport in
+            try run(scope: Set(recorded.map { requests[$0.index].subject.uid }))
+        }
+        for entry in recorded {
+            results[entry.index] = applied.map { report in
                 var own = report
-                if !nodePermissions.contains(recorded.grant.permission) {
-                    own.notes.append(Self.serviceNote(recorded.grant.permission))
+                if !nodePermissions.contains(entry.grant.permission) {
+                    own.notes.append(Self.serviceNote(entry.grant.permission))
                 }
-                return DecisionOutcome(grant: recorded.grant, ended: recorded.ended, report: own)
-            }
-            return (written.request, outcomes)
+                return DecisionOutcome(grant: entry.grant, ended: entry.ended, report: own)
+            }.mapError { .ledger($0) }
         }
+    }
+
+    private static func settled(_ results: [DecisionResult?]) -> [DecisionResult] {
+        results.map { $0 ?? .failure(.ledger(.invalidArgument("the decision was neither recorded nor refused"))) }
     }
 
     /// The row a decision writes; `--for` counts from `now`, when it is written.

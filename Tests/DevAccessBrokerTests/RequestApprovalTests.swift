@@ -181,6 +181,61 @@ extension RequestApprovalTests {
     }
 }
 
+extension RequestApprovalTests {
+    /// Hostile review L2, for approvals: requests for camera and microphone wait for an
+    /// administrator; meanwhile the policy comes to forbid the microphone. `approve` grants
+    /// the camera, refuses the microphone alone and says so per permission (text and
+    /// --json), and exits as `request` does with a permission left restricted: 5. The
+    /// request is resolved. A rejection with --deny of the same permissions denies both and
+    /// exits 0, as before.
+    @Test func anApprovalSaysWhichPermissionThePolicyNowForbids() throws {
+        let carol = try TestUser("apadmin")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=auth_admin\n[microphone]\nDefault=auth_admin\n",
+                                     admins: [carol])
+        let erin = try TestUser("appart")
+        let fay = try TestUser("apjson")
+        let gus = try TestUser("apdeny")
+        for user in [erin, fay, gus] {
+            let queued = try user.withoutTerminal(["request", "camera", "microphone", "--for", "1h"] + setup.socket)
+            #expect(queued.status == 4, "\(queued.stdout) \(queued.stderr)")
+        }
+        let waiting = try setup.ledger().pendingRequests()
+        try #require(waiting.count == 3)
+        let ids = Dictionary(uniqueKeysWithValues: waiting.map { ($0.subject.uid, $0.id) })
+        try Data("[camera]\nDefault=auth_admin\n[microphone]\nDefault=deny\n".utf8)
+            .write(to: URL(fileURLWithPath: setup.config.path + "/devaccess.conf"))
+
+        let approved = try carol.devaccess(["approve", String(ids[erin.uid] ?? 0)] + setup.socket)
+        #expect(approved.status == 5, "the microphone was refused: \(approved.stdout) \(approved.stderr)")
+        #expect(approved.stdout.contains("camera: allowed until"), "\(approved.stdout)")
+        #expect(approved.stdout.contains("microphone: restricted: policy forbids microphone"), "\(approved.stdout)")
+        #expect(approved.stderr.contains("microphone"), "the refusal is said on stderr too: \(approved.stderr)")
+        let grants = try setup.grants(erin)
+        #expect(grants.map(\.permission) == [.camera] && grants.first?.decision == .allow, "\(grants)")
+        #expect(grants.first?.decidedBy == Principal(uid: carol.uid, name: carol.name))
+        #expect(try erin.canOpen(setup.camera, .readWrite))
+        #expect(try !erin.canOpen(setup.microphone, .read))
+        #expect(try setup.ledger().pendingRequest(id: ids[erin.uid] ?? 0)?.resolution == .approved)
+
+        let inJSON = try carol.devaccess(["approve", String(ids[fay.uid] ?? 0), "--json"] + setup.socket)
+        #expect(inJSON.status == 5, "\(inJSON.stdout) \(inJSON.stderr)")
+        let document = try json(inJSON.stdout)
+        let results = try #require(document["results"] as? [[String: Any]], "\(inJSON.stdout)")
+        #expect(results.map { $0["permission"] as? String } == ["camera", "microphone"], "\(inJSON.stdout)")
+        #expect(results.map { $0["outcome"] as? String } == ["granted", "restricted"], "\(inJSON.stdout)")
+        #expect(document["resolution"] as? String == "approved")
+        #expect(try fay.canOpen(setup.camera, .readWrite) && !fay.canOpen(setup.microphone, .read))
+
+        // A rejection denies what the policy forbids as well: nothing in it is refused.
+        let rejected = try carol.devaccess(["reject", String(ids[gus.uid] ?? 0), "--deny"] + setup.socket)
+        #expect(rejected.status == 0, "\(rejected.stdout) \(rejected.stderr)")
+        let denials = try setup.grants(gus)
+        #expect(Set(denials.map(\.permission)) == [.camera, .microphone] && denials.allSatisfy { $0.decision == .deny })
+        #expect(try setup.ledger().pendingRequests().isEmpty)
+        #expect(try TestProcess.devaccess(["audit", "--verify"] + setup.socket).status == 0)
+    }
+}
+
 /// One result from another thread.
 final class ResultBox<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()

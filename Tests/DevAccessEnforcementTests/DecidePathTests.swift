@@ -119,6 +119,52 @@ struct DecidePathTests {
         #expect(try fx.ledger().verify().isIntact)
     }
 
+    /// Hostile review L2, for approvals: alice's request for camera and microphone waits for
+    /// an administrator; meanwhile the policy comes to forbid the microphone. The approval
+    /// grants the camera (recorded and applied) and refuses the microphone alone, saying
+    /// why; the request is resolved (not left waiting), and the audit chain holds.
+    @Test func anApprovalGrantsWhatThePolicyAllowsAndRefusesTheRestAlone() throws {
+        let fx = try EngineFixture("dappr")
+        let camera = try fx.camera("video0")
+        let microphone = try fx.microphone("pcm0")
+        let policy = PolicyText()
+        let carol = Principal(uid: 0, name: "root")
+        let engine = try fx.engine(policy: policy).acting(as: carol)
+        let alice = fx.principal(fx.alice)
+        let queued = try fx.ledger().queueRequest(NewPendingRequest(subject: alice, permissions: [.camera, .microphone],
+                                                                    scope: .always, reason: "lab"))
+
+        policy.set("[microphone]\nDefault=deny\n")
+        let approvals = [Permission.camera, .microphone].map { permission in
+            Enforcer.DecisionRequest(subject: alice, permission: permission, decision: .allow, scope: .always,
+                                     reason: "approved request \(queued.id)")
+        }
+        let resolved: (request: PendingRequest, results: [Enforcer.DecisionResult])
+        do {
+            resolved = try engine.resolve(queued.id, as: .approved, decisions: approvals, note: "ok")
+        } catch {
+            Issue.record("the approval failed as a whole, the camera with the microphone: \(error)")
+            #expect(try fx.alice.canOpen(camera, .readWrite), "the camera's approval was lost with the microphone's")
+            return
+        }
+
+        #expect(resolved.request.resolution == .approved && resolved.request.resolvedBy == carol)
+        #expect(try fx.ledger().pendingRequests().isEmpty, "the request is resolved, not left waiting")
+        #expect(resolved.results.count == 2)
+        let granted = try #require(try resolved.results.first?.get())
+        #expect(granted.grant.permission == .camera && granted.grant.decision == .allow)
+        #expect(granted.grant.method == .admin && granted.grant.decidedBy == carol)
+        #expect(try fx.alice.canOpen(camera, .readWrite))
+        guard case .failure(.policyForbids(let why))? = resolved.results.last else {
+            Issue.record("the forbidden microphone was not refused for the policy: \(String(describing: resolved.results.last))")
+            return
+        }
+        #expect(why.contains("microphone"), "\(why)")
+        #expect(try fx.ledger().activeGrants(uid: fx.alice.uid, permission: .microphone, now: fx.clock.now).isEmpty)
+        #expect(try !fx.alice.canOpen(microphone, .readWrite))
+        #expect(try fx.ledger().verify().isIntact)
+    }
+
     /// Each decision of a batch has its own result, in order: one naming a device that is
     /// gone fails alone, and the allow beside it is recorded and applied.
     @Test func eachDecisionOfABatchHasItsOwnResult() throws {

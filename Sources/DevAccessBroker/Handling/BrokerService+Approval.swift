@@ -156,6 +156,9 @@ extension BrokerService {
         case notFound
         case alreadyResolved(PendingRequest)
         case done(PendingRequest, [RequestResult])
+        /// Resolved, but the engine failed for some permissions (not the policy's refusal,
+        /// which is `restricted`): what held, and what failed.
+        case failed(PendingRequest, held: [RequestResult], failures: [(Permission, EnforcementError)])
     }
 
     /// What a requester is told of a request an administrator declined: no decision.
@@ -215,17 +218,32 @@ extension BrokerService {
             let resolution: Resolution = verdict.resolution
             log.notice("request \(resolution.rawValue)", [
                 "pending": String(request.id), "uid": String(request.subject.uid), "by": String(peer.uid),
-                "permissions": request.permissions.map(\.rawValue).joined(separator: " ")])
+                "permissions": request.permissions.map(\.rawValue).joined(separator: " "),
+                "outcomes": results.map { "\($0.permission.rawValue)=\($0.outcome.rawValue)" }.joined(separator: ",")])
             approvals.resolve(ApprovalWaiters.Outcome(request: request, results: results))
             return .resolved(ResolvedReply(pending: request.id, resolution: resolution,
                                            user: request.subject.name, uid: request.subject.uid, results: results))
+        case .failed(let request, let held, let failures):
+            // The request is resolved in the ledger: a requester waiting hears what held; for a
+            // permission that failed it hears the request's resolution (`queueForAdmin`), and
+            // its decision's statuses, computed afresh, say where it stands. The administrator
+            // gets an error that says, permission by permission, what failed and what held.
+            let text = failures.map { "\($0.rawValue): \($1.description)" }
+            log.error("a pending request was resolved, but not every decision was taken", [
+                "pending": String(request.id), "error": text.joined(separator: "; ")])
+            approvals.resolve(ApprovalWaiters.Outcome(request: request, results: held))
+            let rest = held.map { "\($0.permission.rawValue): \($0.outcome.rawValue), \($0.message)" }
+            return .error(ProtocolError(.internal, context: operation.rawValue,
+                reason: "request \(request.id) was \(verdict.resolution.rawValue), but the decision failed for "
+                    + text.joined(separator: "; ") + (rest.isEmpty ? "" : "; the rest: " + rest.joined(separator: "; "))))
         }
     }
 
     /// The engine operation behind `approve`/`reject`, on the enforcement queue: the
     /// decisions and the request's resolution written in one transaction
     /// (`Enforcer.resolve`, as the administrator), then applied. A crash leaves the request
-    /// waiting with no decision, or resolved with all of them.
+    /// waiting with no decision, or resolved with all of them; a permission the engine
+    /// refuses (the policy forbids it by now) is `restricted` alone.
     /// What an administrator decided about a pending request.
     enum Verdict: Sendable, Hashable {
         /// The term chosen (nil: as requested).
@@ -311,18 +329,34 @@ extension BrokerService {
                 subject: request.subject, permission: permission, decision: approve ? .allow : .deny, term: term,
                 from: enforcer.clock(), holder: request.holder, reason: reason, accuracy: location?.granted))
         }
-        let (resolved, outcomes) = try enforcer.resolve(id, as: approve ? .approved : .rejected, decisions: decisions,
-                                                        note: note)
-        let results = answers.map { answer -> RequestResult in
+        // Each decision has its own result (`Enforcer.resolve`): one the engine refuses fails
+        // alone, and the request is resolved with the rest.
+        let (resolved, decided) = try enforcer.resolve(id, as: approve ? .approved : .rejected, decisions: decisions,
+                                                       note: note)
+        var failed: [(Permission, EnforcementError)] = []
+        var results: [RequestResult] = []
+        for (permission, answer) in zip(request.permissions, answers) {
             switch answer {
-            case .final(let result): return result
+            case .final(let result): results.append(result)
             case .decision(let index, let term, let capNote):
-                var granted = result(for: outcomes[index].grant, outcome: approve ? .granted : .denied, term: term.term.word)
-                granted.message += capNote
-                return granted
+                switch decided[index] {
+                case .success(let outcome):
+                    var done = result(for: outcome.grant, outcome: approve ? .granted : .denied, term: term.term.word)
+                    done.message += capNote
+                    results.append(done)
+                case .failure(.policyForbids(let why)):
+                    // The policy changed while the approval waited its turn (read above, applied by the engine).
+                    results.append(RequestResult(permission: permission, outcome: .restricted,
+                        message: why + " (the policy changed while this approval was decided); nothing was granted "
+                            + "for \(permission.rawValue)"))
+                case .failure(let error):
+                    failed.append((permission, error))
+                }
             }
         }
-        return (.done(resolved, results), outcomes.last?.report ?? EnforcementReport())
+        let report = decided.compactMap { try? $0.get().report }.last ?? EnforcementReport()
+        guard failed.isEmpty else { return (.failed(resolved, held: results, failures: failed), report) }
+        return (.done(resolved, results), report)
     }
 
     /// `reject` without `deny`: the request ends as declined; nothing is decided.
