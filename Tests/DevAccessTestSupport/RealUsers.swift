@@ -64,12 +64,36 @@ public final class TestUser: @unchecked Sendable {
 
     private static let uidCounter = Mutex<UInt32>(0)
 
-    /// 200000 + a per-process block + a counter: unique within a run, and across
-    /// concurrent runs unless two pids share a block (then useradd's check retries).
+    /// 700,000,000 + a per-process block + a counter: unique within a run, and across
+    /// concurrent runs unless two pids share a block (then useradd's check retries); skipping
+    /// any uid inside a subordinate range of /etc/subuid or /etc/subgid. Those ranges start at
+    /// 100,000 (login.defs SUB_UID_MIN to SUB_UID_MAX 600,100,000), and devaccessd charges a
+    /// subordinate uid to the range's owner (docs/architecture.md, "Limits per person"): a
+    /// test user inside another user's range was refused as that user once a third login
+    /// user existed on the machine (it took 231072-296607, over the old base of 200,000).
     static func nextUID() -> UInt32 {
-        uidCounter.withLock { counter in
-            counter += 1
-            return 200_000 + (UInt32(getpid()) % 400) * 2_000 + counter % 2_000
+        let taken = subordinateRanges()
+        return uidCounter.withLock { counter in
+            var candidate: UInt32 = 0
+            for _ in 0..<2_000 {   // the block's every uid at most once
+                counter += 1
+                candidate = 700_000_000 + (UInt32(getpid()) % 400) * 2_000 + counter % 2_000
+                if !taken.contains(where: { $0.contains(candidate) }) { break }
+            }
+            return candidate
+        }
+    }
+
+    /// The uid and gid ranges /etc/subuid and /etc/subgid hand out (`name:first:count` lines).
+    static func subordinateRanges() -> [ClosedRange<UInt32>] {
+        ["/etc/subuid", "/etc/subgid"].flatMap { file -> [ClosedRange<UInt32>] in
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { return [] }
+            return text.split(separator: "\n").compactMap { line in
+                let fields = line.split(separator: ":", omittingEmptySubsequences: false)
+                guard fields.count == 3, let first = UInt32(fields[1]), let count = UInt32(fields[2]), count > 0,
+                      first <= UInt32.max - (count - 1) else { return nil }
+                return first...(first + count - 1)
+            }
         }
     }
 
