@@ -63,4 +63,25 @@ import Testing
         #expect(CameraAdapter.udevCapabilities(":") == ([], false))
         #expect(CameraAdapter.udevCapabilities("") == ([], false))
     }
+
+    /// Regression (found by the `uevent` fuzz target): a sound node's card and PCM numbers
+    /// are read only as the kernel writes them, so `pcmC0000D0p`, `controlC+1` and
+    /// `controlC-1` are no card's nodes and a capture PCM is `pcmC<card>D<n>c` exactly.
+    @Test func soundNodeNumbersAreReadOnlyAsTheKernelWritesThem() {
+        #expect(MicrophoneAdapter.cardNumber(ofNode: "/dev/snd/pcmC0D0c") == 0)
+        #expect(MicrophoneAdapter.cardNumber(ofNode: "/dev/snd/pcmC12D3p") == 12)
+        #expect(MicrophoneAdapter.cardNumber(ofNode: "/dev/snd/controlC1") == 1)
+        #expect(MicrophoneAdapter.cardNumber(ofNode: "/dev/snd/controlC10") == 10)
+        for path in ["/dev/snd/pcmC0000D0p", "/dev/snd/pcmC01D0c", "/dev/snd/pcmC+1D0c", "/dev/snd/pcmC-1D0c",
+                     "/dev/snd/pcmCD0c", "/dev/snd/controlC+1", "/dev/snd/controlC-1", "/dev/snd/controlC01",
+                     "/dev/snd/controlC", "/dev/snd/controlC1x", "/dev/snd/controlC99999999999999999999",
+                     "/dev/snd/timer", "/dev/snd/seq"] {
+            #expect(MicrophoneAdapter.cardNumber(ofNode: path) == nil, "\(path)")
+        }
+        #expect(MicrophoneAdapter.captureDeviceNumber("pcmC1D0c", card: 1) == 0)
+        #expect(MicrophoneAdapter.captureDeviceNumber("pcmC1D10c", card: 1) == 10)
+        for name in ["pcmC1D0p", "pcmC1D00c", "pcmC1D+1c", "pcmC1D-1c", "pcmC1Dc", "pcmC2D0c", "pcmC10D0c"] {
+            #expect(MicrophoneAdapter.captureDeviceNumber(name, card: 1) == nil, "\(name)")
+        }
+    }
 }
