@@ -111,6 +111,7 @@ if Context.environment["DEVACCESS_FUZZ"] == "1" {
         ("fuzz-gpsd-reports", ["DevAccessHardware", "DevAccessCore"]),
         ("fuzz-time", ["DevAccessCLI", "DevAccessCore", "DevAccessSystem"]),
         ("fuzz-gpsd-session", ["DevAccessBroker", "DevAccessProtocol", "DevAccessCore"]),
+        ("fuzz-uevent", ["DevAccessBroker", "DevAccessHardware", "DevAccessCore"]),
     ]
     for target in fuzzTargets {
         package.targets.append(.executableTarget(name: target.name, dependencies: target.dependencies + ["FuzzSupport"],

@@ -9,13 +9,14 @@
 # A build failure, a crash, a leak, a timeout or a broken invariant fails the script, with
 # the input that did it in .build/fuzz/artifacts/<target>/ (replay: the binary with that
 # file as its argument). Inputs that reached new code accumulate in .build/fuzz/corpus/;
-# the seeds in Fuzz/corpus/ are read, never written.
+# the seeds in Fuzz/corpus/ are read, never written; Fuzz/dict/<target>.dict, when there is
+# one, is the target's libFuzzer dictionary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 SECONDS_EACH=${FUZZ_SECONDS:-600}
-ALL=(protocol policy gpsd-reports time gpsd-session)
+ALL=(protocol policy gpsd-reports time gpsd-session uevent)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL[@]}")
 BUILD=.build/fuzz
@@ -46,9 +47,12 @@ for target in "${TARGETS[@]}"; do
     corpus=$BUILD/corpus/$target artifacts=$BUILD/artifacts/$target log=$BUILD/fuzz-$target.log
     mkdir -p "$corpus" "$artifacts"
     echo "fuzz.sh: fuzz-$target for ${SECONDS_EACH}s" >&2
+    # A target's dictionary (libFuzzer's -dict: words it splices into inputs), when it has one.
+    dict=()
+    [ ! -f "Fuzz/dict/$target.dict" ] || dict=(-dict="Fuzz/dict/$target.dict")
     status=0
     "$BUILD/debug/fuzz-$target" "$corpus" "Fuzz/corpus/$target" -max_total_time="$SECONDS_EACH" \
-        -timeout=30 -rss_limit_mb=4096 -max_len=8192 -print_final_stats=1 \
+        -timeout=30 -rss_limit_mb=4096 -max_len=8192 -print_final_stats=1 "${dict[@]}" \
         -artifact_prefix="$artifacts/" > "$log" 2>&1 || status=$?
     done_line=$(grep -E "^#[0-9]+[[:space:]]+DONE" "$log" | tail -1 || true)
     runs=$(grep -E "^stat::number_of_executed_units:" "$log" | awk '{print $2}' || true)

@@ -18,6 +18,13 @@ struct HotplugEvent: Sendable, Hashable {
     var received: UInt64
 }
 
+extension HotplugEvent {
+    init(_ event: UdevNodeEvent, kernelArrival: UInt64?, received: UInt64) {
+        self.init(action: event.action, subsystem: event.subsystem, devnode: event.devnode, seqnum: event.seqnum,
+                  kernelArrival: kernelArrival, received: received)
+    }
+}
+
 /// Listens to udev on a thread of its own and hands node events to `deliver`.
 ///
 /// Why a thread and not the worker's poll: `UdevMonitor` owns its netlink sockets and
@@ -75,11 +82,9 @@ final class UdevWatch: Sendable {
                 usleep(UInt32(Self.tick) * 1000)
                 continue
             }
-            guard let received, let devnode = received.device.devnode, let subsystem = received.device.subsystem,
-                  let action = received.device.action, ["add", "change", "remove", "move"].contains(action)
-            else { continue }  // a card or a bind event: its nodes have events of their own
-            deliver(HotplugEvent(action: action, subsystem: subsystem, devnode: devnode,
-                                 seqnum: received.device.seqnum, kernelArrival: received.kernelArrivalMicroseconds,
+            // A card or a bind event: its nodes have events of their own.
+            guard let received, let event = UdevNodeEvent(received.device) else { continue }
+            deliver(HotplugEvent(event, kernelArrival: received.kernelArrivalMicroseconds,
                                  received: MonotonicClock.microseconds()))
         }
     }

@@ -68,8 +68,7 @@ public enum CameraAdapter {
             isCapture = capability.isVideoCapture
             roles = capability.roles
         } else if let udevCaps = node.properties["ID_V4L_CAPABILITIES"] {
-            roles = udevCaps.split(separator: ":").map(String.init)
-            isCapture = roles.contains("capture") && !roles.contains("touch")
+            (roles, isCapture) = udevCapabilities(udevCaps)
         } else {
             return .notCamera(Reason(.skipped,
                 "\(devnode): cannot tell whether it captures video (VIDIOC_QUERYCAP not possible and udev " +
@@ -92,6 +91,13 @@ public enum CameraAdapter {
                                state: NodeState.inspect(devnode, major: node.major, minor: node.minor))],
             details: details)
         return .camera(device, note: note)
+    }
+
+    /// udev's ID_V4L_CAPABILITIES (`:capture:`, `:video_output:`, ...): its words, and whether
+    /// they make a capture node (capture, and not a touch sensor).
+    static func udevCapabilities(_ text: String) -> (roles: [String], isCapture: Bool) {
+        let roles = text.split(separator: ":").map(String.init)
+        return (roles, roles.contains("capture") && !roles.contains("touch"))
     }
 
     /// Like udev's /dev/v4l/by-path and by-id links: the port path (or the device's

@@ -20,7 +20,7 @@ public enum MicrophoneAdapter {
             return AdapterReport(permission: .microphone, devices: [], unavailableReason: error.description)
         }
         let cards = sound.compactMap { device -> (Int, UdevDevice)? in
-            guard device.sysname.hasPrefix("card"), let number = Int(device.sysname.dropFirst(4)) else { return nil }
+            guard device.sysname.hasPrefix("card"), let number = kernelNumber(device.sysname.dropFirst(4)) else { return nil }
             return (number, device)
         }
         if cards.isEmpty {
@@ -87,18 +87,31 @@ public enum MicrophoneAdapter {
     }
 
     /// The card a sound node belongs to, from the kernel's node name: `/dev/snd/pcmC1D0c`
-    /// and `/dev/snd/controlC1` -> 1; anything else -> nil.
+    /// and `/dev/snd/controlC1` -> 1; anything else (`pcmC01D0c`, `controlC+1`: no name the
+    /// kernel gives) -> nil.
     public static func cardNumber(ofNode path: String) -> Int? {
         let name = path.split(separator: "/").last.map(String.init) ?? ""
-        if name.hasPrefix("controlC") { return Int(name.dropFirst("controlC".count)) }
+        if name.hasPrefix("controlC") { return kernelNumber(name.dropFirst("controlC".count)) }
         guard name.hasPrefix("pcmC"), let d = name.firstIndex(of: "D") else { return nil }
-        return Int(name[name.index(name.startIndex, offsetBy: 4)..<d])
+        return kernelNumber(name[name.index(name.startIndex, offsetBy: 4)..<d])
     }
 
-    /// `pcmC1D0c` on card 1 -> 0; playback nodes and other cards -> nil.
+    /// `pcmC1D0c` on card 1 -> 0; playback nodes, other cards and names the kernel does
+    /// not give (`pcmC1D00c`, `pcmC1D-1c`) -> nil.
     static func captureDeviceNumber(_ sysname: String, card: Int) -> Int? {
         let prefix = "pcmC\(card)D"
         guard sysname.hasPrefix(prefix), sysname.hasSuffix("c") else { return nil }
-        return Int(sysname.dropFirst(prefix.count).dropLast())
+        return kernelNumber(sysname.dropFirst(prefix.count).dropLast())
+    }
+
+    /// A card or device number as the kernel writes it into a sound node's name (`%i`):
+    /// decimal digits, no sign, no leading zero. `Int(_:)` alone takes `+1`, `-1` and `01`,
+    /// so `pcmC0000D0p` was card 0's node and `controlC-1` a card -1's (the `uevent` fuzz
+    /// target found it).
+    static func kernelNumber(_ text: Substring) -> Int? {
+        let digits = text.utf8
+        guard let first = digits.first, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              first != UInt8(ascii: "0") || digits.count == 1 else { return nil }
+        return Int(text)
     }
 }

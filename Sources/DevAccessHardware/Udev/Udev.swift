@@ -93,14 +93,14 @@ public final class Udev {
     }
 
     static func properties(_ first: OpaquePointer?) -> [String: String] {
-        var result: [String: String] = [:]
+        var pairs: [(name: String, value: String?)] = []
         var entry = first
         while let current = entry {
             if let name = udev_list_entry_get_name(current) {
-                result[String(cString: name)] = udev_list_entry_get_value(current).map { String(cString: $0) } ?? ""
+                pairs.append((String(cString: name), udev_list_entry_get_value(current).map { String(cString: $0) }))
             }
             entry = udev_list_entry_get_next(current)
         }
-        return result
+        return UdevDevice.properties(pairs)
     }
 }

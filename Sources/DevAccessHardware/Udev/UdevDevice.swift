@@ -39,6 +39,14 @@ public struct UdevDevice: Sendable, Hashable {
         self.parentProperties = parentProperties
     }
 
+    /// A device's property list (libudev's, in its order) as `properties`: a property with no
+    /// value is an empty string; a name listed twice keeps its last value.
+    public static func properties(_ pairs: some Sequence<(name: String, value: String?)>) -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in pairs { result[pair.name] = pair.value ?? "" }
+        return result
+    }
+
     /// The device's current udev tags (`CURRENT_TAGS`; `TAGS` on udev before systemd 247,
     /// which also keeps tags a later rule removed).
     public var currentTags: Set<String> {
