@@ -1,5 +1,3 @@
-import Glibc
-
 /// A failed system call as it happened: the function, the path it was given (when it names
 /// one) and errno, kept as values to the top, so a caller can tell ENOENT from EACCES
 /// without reading text, and every message has one form:
