@@ -34,7 +34,7 @@ public enum PolicyFiles {
     public static func load(directory: String) throws(LoadError) -> Policy {
         var files: [(path: String, text: String)] = []
         let main = directory + "/" + mainFile
-        if let text = try read(main, absentIsNil: true) {
+        if let text = try read(main) {
             files.append((main, text))
         }
         let dropIns = directory + "/" + dropInDirectory
@@ -42,7 +42,7 @@ public enum PolicyFiles {
             for name in names.filter({ $0.hasSuffix(".conf") }).sorted() {
                 let path = dropIns + "/" + name
                 // Listed a moment ago: gone now is as good as never there.
-                if let text = try read(path, absentIsNil: true) { files.append((path, text)) }
+                if let text = try read(path) { files.append((path, text)) }
             }
         }
         do {
@@ -52,14 +52,14 @@ public enum PolicyFiles {
         }
     }
 
-    /// The file's text; nil when `absentIsNil` and open said ENOENT (no file, or a symlink
-    /// to none). Any other failure keeps its call and errno (EACCES, EISDIR, ...).
-    private static func read(_ path: String, absentIsNil: Bool) throws(LoadError) -> String? {
+    /// The file's text; nil when open said ENOENT (no file, or a symlink to none): absence is
+    /// decided by errno, never guessed. Any other failure keeps its call and errno (EACCES, EISDIR).
+    private static func read(_ path: String) throws(LoadError) -> String? {
         let bytes: [UInt8]
         do {
             bytes = try FileDescriptor.contents(of: path)
         } catch {
-            if absentIsNil && error.function == "open" && error.isNotFound { return nil }
+            if error.function == "open" && error.isNotFound { return nil }
             throw .unreadable(error)
         }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .notText(path) }
