@@ -2,6 +2,8 @@ import Glibc
 import Testing
 import DevAccessSystem
 import DevAccessCore
+import DevAccessTestSupport
+import CLinux
 
 @Suite struct SystemCallErrorTests {
     @Test func describesTheCallThePathTheTextAndTheName() {
@@ -76,5 +78,38 @@ import DevAccessCore
         #expect(throws: SystemCallError("close", Errno(rawValue: EBADF))) {
             try SystemCall.check("close") { close(-1) }
         }
+    }
+}
+
+/// A root-only file opened with a real user's file-system identity: EACCES is kept as a
+/// value through `FileDescriptor.open` and `PolicyFiles.load`, never turned into a guess.
+@Suite(.enabled(if: isRoot, "needs root to make a user and switch the file-system uid"))
+struct SystemCallErrorAsUserTests {
+    @Test func aRootOnlyFileIsEACCESForARealUser() async throws {
+        let user = try TestUser("syserr")
+        let directory = try TemporaryDirectory()
+        let main = directory.path + "/" + PolicyFiles.mainFile
+        let fd = open(main, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        try #require(fd >= 0)
+        close(fd)
+        let uid = user.uid
+        // setfsuid is per thread: a thread of its own, so no test sharing a pool thread runs
+        // with the user's identity. Leaving fsuid 0 drops CAP_DAC_OVERRIDE for the thread.
+        let (opened, loaded) = await DetachedThread.run(name: "syserr as user") {
+            () -> (Result<Void, SystemCallError>, Result<Policy, PolicyFiles.LoadError>) in
+            _ = setfsuid(uid)
+            defer { _ = setfsuid(0) }
+            let opened = Result { () throws(SystemCallError) in _ = try FileDescriptor.open(main, O_RDONLY | O_CLOEXEC) }
+            let loaded = Result { () throws(PolicyFiles.LoadError) in try PolicyFiles.load(directory: directory.path) }
+            return (opened, loaded)
+        }
+        #expect(throws: SystemCallError("open", path: main, .permissionDenied)) { try opened.get() }
+        #expect(throws: PolicyFiles.LoadError.unreadable(SystemCallError("open", path: main, .permissionDenied))) {
+            try loaded.get()
+        }
+        if case .failure(let error) = loaded {
+            #expect(error.description == "cannot read the policy: open(\"\(main)\"): Permission denied (EACCES)")
+        }
+        #expect(try PolicyFiles.load(directory: directory.path) == Policy(), "root reads the empty file")
     }
 }
