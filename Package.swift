@@ -54,7 +54,7 @@ let package = Package(
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "DevAccess"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessSystem"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
-        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "CLinux"]),
+        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "DevAccessSystem", "CLinux"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
                 dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
@@ -87,7 +87,7 @@ let package = Package(
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessArguments", "DevAccessCLI", "DevAccessCore", "DevAccessSystem",
                                                              "DevAccessTestSupport"]),
-        .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore"]),
+        .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore", "DevAccessSystem"]),
         .testTarget(name: "DevAccessBrokerTests",
                     dependencies: ["DevAccessArguments", "DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
                                    "DevAccessSystem", "DevAccessInterface", "DevAccessTestSupport"]),

@@ -41,6 +41,10 @@ static inline dev_t devaccess_makedev(unsigned int ma, unsigned int mi) { return
 /* SCM_RIGHTS needs the CMSG_* macros, which Swift cannot import. */
 #ifndef DEVACCESS_MSG_CMSG_CLOEXEC
 #define DEVACCESS_MSG_CMSG_CLOEXEC 0x40000000
+/* errno's symbolic name ("EACCES"), or NULL for a value glibc does not know (glibc 2.32+).
+   string.h declares it only under _GNU_SOURCE, which a shim must not define. */
+const char *strerrorname_np(int errnum);
+
 #endif
 #define DEVACCESS_MAX_PASSED_FDS 8
 
@@ -103,12 +107,24 @@ static inline ssize_t devaccess_send_with_fds(int sock, const void *buffer, size
 
 #ifndef AT_STATX_DONT_SYNC
 #define AT_STATX_DONT_SYNC 0x4000
+/* errno's symbolic name ("EACCES"), or NULL for a value glibc does not know (glibc 2.32+).
+   string.h declares it only under _GNU_SOURCE, which a shim must not define. */
+const char *strerrorname_np(int errnum);
+
 #endif
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
+/* errno's symbolic name ("EACCES"), or NULL for a value glibc does not know (glibc 2.32+).
+   string.h declares it only under _GNU_SOURCE, which a shim must not define. */
+const char *strerrorname_np(int errnum);
+
 #endif
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
+/* errno's symbolic name ("EACCES"), or NULL for a value glibc does not know (glibc 2.32+).
+   string.h declares it only under _GNU_SOURCE, which a shim must not define. */
+const char *strerrorname_np(int errnum);
+
 #endif
 
 /* syscall(2) is variadic, which Swift cannot call. */
@@ -254,5 +270,9 @@ static inline int devaccess_queued_bytes(int fd) {
     if (ioctl(fd, FIONREAD, &count) < 0) return -1;
     return count;
 }
+
+/* errno's symbolic name ("EACCES"), or NULL for a value glibc does not know (glibc 2.32+).
+   string.h declares it only under _GNU_SOURCE, which a shim must not define. */
+const char *strerrorname_np(int errnum);
 
 #endif

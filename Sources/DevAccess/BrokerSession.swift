@@ -3,6 +3,7 @@ import Glibc
 import Glibc
 import DevAccessCore
 import DevAccessProtocol
+import DevAccessSystem
 
 /// DevAccess's lower layer: one connection to devaccessd, the protocol's requests as they
 /// are, and its failures as the protocol states them (`BrokerClientError`).
@@ -125,7 +126,7 @@ import DevAccessProtocol
             let ready = poll(&descriptors, nfds_t(descriptors.count), CInt(clamping: milliseconds))
             if ready < 0 {
                 if errno == EINTR { continue }
-                throw .io(path: socketPath, operation: "poll()", reason: String(cString: strerror(errno)))
+                throw .io(path: socketPath, .current("poll"))
             }
             if watching != nil, descriptors[1].revents != 0 { return .watched }
             if descriptors[0].revents != 0 { break }

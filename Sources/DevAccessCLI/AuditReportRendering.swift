@@ -19,7 +19,7 @@ final class ReportSink {
         if let path {
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else {
-                throw CommandFailure(message: "cannot write the report to \(path): \(String(cString: strerror(errno)))",
+                throw CommandFailure(message: "cannot write the report: \(SystemCallError.current("open", path: path))",
                                      code: .failure)
             }
             descriptor = fd

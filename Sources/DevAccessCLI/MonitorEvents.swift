@@ -1,5 +1,6 @@
 import DevAccessCore
 import DevAccessHardware
+import DevAccessSystem
 import FoundationEssentials
 import Glibc
 
@@ -76,7 +77,7 @@ final class DeclaredUevents: MonitorEventSource {
     init(path: String) throws(CommandFailure) {
         descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
-            throw CommandFailure(message: "cannot open DEVACCESS_TEST_UEVENTS \(path): \(String(cString: strerror(errno)))")
+            throw CommandFailure(message: "cannot read DEVACCESS_TEST_UEVENTS: \(SystemCallError.current("open", path: path))")
         }
         self.path = path
     }

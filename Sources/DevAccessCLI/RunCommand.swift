@@ -2,6 +2,7 @@ import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessProtocol
+import DevAccessSystem
 import FoundationEssentials
 import Glibc
 
@@ -190,7 +191,7 @@ enum RunCommand: Command {
         if name.contains("/") {
             let absolute = name.hasPrefix("/") ? name : FileManager.default.currentDirectoryPath + "/" + name
             guard access(absolute, X_OK) == 0 else {
-                throw CommandFailure(message: "\(name): \(String(cString: strerror(errno))); nothing was run",
+                throw CommandFailure(message: "\(SystemCallError.current("access", path: absolute)); nothing was run",
                                      code: .failure)
             }
             return absolute

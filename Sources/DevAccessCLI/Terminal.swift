@@ -78,9 +78,8 @@ final class Terminal {
     static func open() -> Result<Terminal, OpenError> {
         let fd = Glibc.open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
-            let error = errno
-            let why = error == ENXIO ? "this process has no controlling terminal"
-                : "/dev/tty: \(String(cString: strerror(error)))"
+            let failure = SystemCallError.current("open", path: "/dev/tty")
+            let why = failure.errno == .noDevice ? "this process has no controlling terminal" : failure.description
             return .failure(.none(why))
         }
         return .success(Terminal(descriptor: fd))

@@ -80,7 +80,7 @@ public struct DeclaredDeviceSource: DeviceSource {
         do {
             data = Data(try FileDescriptor.contents(of: path))
         } catch {
-            throw DeclarationError(path: path, problem: error.description)
+            throw DeclarationError(path: path, problem: error.description, systemCall: error)
         }
         struct File: Decodable { var devices: [DeclaredDevice] }
         do {
@@ -113,6 +113,14 @@ public struct DeclaredDeviceSource: DeviceSource {
 public struct DeclarationError: Error, Sendable, Hashable, CustomStringConvertible {
     public var path: String
     public var problem: String
+    /// The failed call when the file could not be read (nil for a file that is not valid).
+    public var systemCall: SystemCallError?
+
+    public init(path: String, problem: String, systemCall: SystemCallError? = nil) {
+        self.path = path
+        self.problem = problem
+        self.systemCall = systemCall
+    }
 
     public var description: String { "cannot read the device declarations in \(path): \(problem)" }
 }

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import CSQLite
 import DevAccessCore
+import DevAccessSystem
 
 /// The grant ledger: one SQLite file holding decisions, the ACL entries devaccess made,
 /// and the hash-chained audit trail.
@@ -135,7 +136,7 @@ public final class Ledger: Sendable {
         try StateFiles.createDirectory(path)
         var info = stat()
         guard lstat(path, &info) == 0 else {
-            throw .stateDirectory(path: path, reason: StateFiles.errnoText(errno))
+            throw .stateDirectoryCall(path: path, .current("lstat", path: path))
         }
         guard info.st_mode & S_IFMT == S_IFDIR else {
             throw .stateDirectory(path: path, reason: "it is not a directory (a symlink?); refusing it")

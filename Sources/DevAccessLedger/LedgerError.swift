@@ -1,4 +1,5 @@
 import CSQLite
+import DevAccessSystem
 
 /// What SQLite said when a call failed: the extended result code and its message.
 /// Kept whole so that no error loses the code it came from.
@@ -40,6 +41,8 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The state directory could not be created, or it or a ledger file in it could not
     /// be made private (a symlink or non-regular file in place of one, a failed chmod).
     case stateDirectory(path: String, reason: String)
+    /// As `stateDirectory`, when a system call said why: the call, its path and errno.
+    case stateDirectoryCall(path: String, SystemCallError)
     /// A ledger file (`ledger.db`, `-wal` or `-shm`) belongs to another user than the one
     /// opening it read-write: possibly planted in a shared state directory, so not trusted.
     case foreignOwner(path: String, owner: UInt32, expected: UInt32)
@@ -58,6 +61,8 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     case archive(path: String, reason: String)
     /// libcrypto could not provide SHA-256.
     case crypto(String)
+    /// The program to hash could not be read.
+    case programUnreadable(SystemCallError)
     /// Any other SQLite failure, with the operation that hit it.
     case sqlite(path: String, operation: String, SQLiteFailure)
 
@@ -103,6 +108,8 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         case .stateDirectory(let path, let reason):
             return "cannot set up state directory \(path): \(reason); create it (root, mode 0700, ledger files 0600)"
                 + " or choose another with DEVACCESS_STATE_DIR"
+        case .stateDirectoryCall(let path, let failure):
+            return LedgerError.stateDirectory(path: path, reason: failure.description).description
         case .foreignOwner(let path, let owner, let expected):
             return "ledger file \(path) belongs to uid \(owner), not to uid \(expected) that writes the ledger; it is not"
                 + " trusted (planted in a shared state directory?): check where it came from, then move it aside or"
@@ -122,6 +129,8 @@ public enum LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
             return "audit archive \(path): \(reason)"
         case .crypto(let problem):
             return "SHA-256 unavailable from libcrypto: \(problem); check the OpenSSL installation"
+        case .programUnreadable(let failure):
+            return "cannot read the program to hash it: \(failure)"
         case .sqlite(let path, let operation, let failure):
             return "ledger \(path): \(operation) failed: \(failure)"
         }

@@ -1,5 +1,6 @@
 import Glibc
 import CCrypto
+import DevAccessSystem
 
 /// SHA-256 of a program file, for the audit trail of a run.
 public enum ProgramDigest {
@@ -24,7 +25,7 @@ extension SHA256Hasher {
             let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw .crypto("reading the program to hash it failed: \(String(cString: strerror(errno)))")
+                throw .programUnreadable(.current("pread"))
             }
             if count == 0 { break }
             offset += off_t(count)

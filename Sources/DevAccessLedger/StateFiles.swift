@@ -1,5 +1,6 @@
 import Glibc
 import CSQLite
+import DevAccessSystem
 
 /// Keeps the ledger private: its state directory 0700, `ledger.db` and its `-wal`/`-shm`
 /// 0600, all owned by the writer (root in production). The ledger holds every user's
@@ -98,7 +99,7 @@ enum StateFiles {
                 failure = errno
             }
         }
-        throw .stateDirectory(path: stateDirectory, reason: "mkdir \(path): \(errnoText(failure))")
+        throw .stateDirectoryCall(path: stateDirectory, SystemCallError("mkdir", path: path, Errno(rawValue: failure)))
     }
 
     /// Removes group/other access from the directory holding the ledger, when the effective
@@ -112,22 +113,22 @@ enum StateFiles {
             let failure = errno
             // A missing directory is reported by the file creation that follows, as before.
             if failure == ENOENT { return }
-            throw .stateDirectory(path: directory, reason: "lstat: \(errnoText(failure))")
+            throw .stateDirectoryCall(path: directory, SystemCallError("lstat", path: directory, Errno(rawValue: failure)))
         }
         // A symlinked state directory (an admin's choice) is not chmod-ed through the link.
         guard before.st_mode & S_IFMT == S_IFDIR else { return }
         guard before.st_uid == geteuid(), before.st_mode & sharedBits != 0, before.st_mode & S_ISVTX == 0 else { return }
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw .stateDirectory(path: directory, reason: "open: \(errnoText(errno))") }
+        guard fd >= 0 else { throw .stateDirectoryCall(path: directory, .current("open", path: directory)) }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw .stateDirectory(path: directory, reason: "fstat: \(errnoText(errno))") }
+        guard fstat(fd, &info) == 0 else { throw .stateDirectoryCall(path: directory, .current("fstat", path: directory)) }
         guard info.st_dev == before.st_dev, info.st_ino == before.st_ino else {
             throw .stateDirectory(path: directory, reason: "it was replaced while its mode was being checked")
         }
         guard try holdsOnlyLedgerFiles(fd, directory: directory, ledgerName: ledgerName) else { return }
         guard fchmod(fd, directoryMode) == 0 else {
-            throw .stateDirectory(path: directory, reason: "chmod 0700: \(errnoText(errno))")
+            throw .stateDirectoryCall(path: directory, .current("fchmod", path: directory))
         }
     }
 
@@ -144,7 +145,7 @@ enum StateFiles {
         guard listing >= 0, let stream = fdopendir(listing) else {
             let failure = errno
             if listing >= 0 { close(listing) }
-            throw .stateDirectory(path: directory, reason: "reading the directory: \(errnoText(failure))")
+            throw .stateDirectoryCall(path: directory, SystemCallError("fdopendir", path: directory, Errno(rawValue: failure)))
         }
         defer { closedir(stream) }
         rewinddir(stream)
@@ -168,7 +169,7 @@ enum StateFiles {
         guard lstat(path, &info) == 0 else {
             let failure = errno
             if failure == ENOENT { return nil }
-            throw .stateDirectory(path: directory, reason: "lstat \(name): \(errnoText(failure))")
+            throw .stateDirectoryCall(path: directory, SystemCallError("lstat", path: path, Errno(rawValue: failure)))
         }
         guard info.st_mode & S_IFMT != S_IFLNK else {
             throw .stateDirectory(path: directory, reason: "\(name) is a symbolic link; devaccess does not follow it")
@@ -189,17 +190,17 @@ enum StateFiles {
         let name = split(path).name
         // O_NONBLOCK: never hang on a FIFO swapped in after the lstat; the fstat below refuses it.
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else { throw .stateDirectory(path: directory, reason: "open \(name): \(errnoText(errno))") }
+        guard fd >= 0 else { throw .stateDirectoryCall(path: directory, .current("open", path: path)) }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
-            throw .stateDirectory(path: directory, reason: "fstat \(name): \(errnoText(errno))")
+            throw .stateDirectoryCall(path: directory, .current("fstat", path: path))
         }
         guard info.st_dev == facts.device, info.st_ino == facts.inode else {
             throw .stateDirectory(path: directory, reason: "\(name) was replaced while its mode was being checked")
         }
         guard fchmod(fd, fileMode) == 0 else {
-            throw .stateDirectory(path: directory, reason: "chmod 0600 \(name): \(errnoText(errno))")
+            throw .stateDirectoryCall(path: directory, .current("fchmod", path: path))
         }
     }
 
@@ -246,7 +247,7 @@ enum StateFiles {
         return (directory.isEmpty ? "/" : directory, name)
     }
 
-    static func errnoText(_ code: Int32) -> String {
-        String(cString: strerror(code))
-    }
+    /// strerror's text for the messages that still carry a reason string (archives, the
+    /// private copy); new code throws a `SystemCallError`.
+    static func errnoText(_ code: Int32) -> String { Errno(rawValue: code).message }
 }

@@ -163,10 +163,10 @@ public enum ACLWriter {
     static func withVerifiedNode<R>(_ path: String, major: UInt32, minor: UInt32,
                                             _ body: (String) throws(WriteError) -> R) throws(WriteError) -> R {
         let fd: FileDescriptor
-        switch Result(catching: { () throws(Errno) in try FileDescriptor.openPath(path) }) {
+        switch Result(catching: { () throws(SystemCallError) in try FileDescriptor.openPath(path) }) {
         case .success(let opened): fd = opened
-        case .failure(.noSuchFile): throw .vanished(path)
-        case .failure(let error): throw .failed(path, operation: "open", error)
+        case .failure(let error) where error.isNotFound: throw .vanished(path)
+        case .failure(let error): throw .failed(path, operation: "open", error.errno)
         }
         var info = stat()
         guard fstat(fd.rawValue, &info) == 0 else { throw .failed(path, operation: "fstat", .current) }

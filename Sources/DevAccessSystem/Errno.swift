@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// A C `errno` value with a readable name; the one error type of the syscall layer.
 public struct Errno: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -23,7 +24,20 @@ public struct Errno: Error, RawRepresentable, Hashable, Sendable, CustomStringCo
 
     /// `strerror` text, e.g. "No such file or directory".
     public var message: String { String(cString: strerror(rawValue)) }
+    /// The strerror text alone: messages that people and tests read ("...: Permission denied")
+    /// keep their form; `SystemCallError` adds the function and the name.
     public var description: String { message }
+
+    /// The symbolic name, e.g. "ENOENT"; "errno N" for a value glibc does not name.
+    public var name: String {
+        guard let name = strerrorname_np(rawValue) else { return "errno \(rawValue)" }
+        return String(cString: name)
+    }
+
+    /// ENOENT: the file, or a directory on the way to it, is not there.
+    public var isNotFound: Bool { self == .noSuchFile }
+    /// EACCES or EPERM: the caller may not (mode bits, ACL, capability, or an LSM said no).
+    public var isPermissionDenied: Bool { self == .permissionDenied || self == .notPermitted }
 
     public static func ~= (lhs: Errno, rhs: any Error) -> Bool {
         (rhs as? Errno) == lhs

@@ -7,15 +7,14 @@ public struct FileDescriptor: ~Copyable {
 
     public init(owning rawValue: CInt) { self.rawValue = rawValue }
 
-    /// Opens `path` with `open(2)`.
-    public static func open(_ path: String, _ flags: CInt, mode: mode_t = 0) throws(Errno) -> FileDescriptor {
-        let fd = try valueOrErrno { Glibc.open(path, flags, mode) }.get()
-        return FileDescriptor(owning: fd)
+    /// Opens `path` with `open(2)`; the error names open and the path.
+    public static func open(_ path: String, _ flags: CInt, mode: mode_t = 0) throws(SystemCallError) -> FileDescriptor {
+        FileDescriptor(owning: try SystemCall.value("open", path: path) { Glibc.open(path, flags, mode) })
     }
 
     /// An `O_PATH|O_NOFOLLOW` descriptor: names the file without opening the device
     /// behind it (no driver open, no side effects) and never follows a symlink.
-    public static func openPath(_ path: String) throws(Errno) -> FileDescriptor {
+    public static func openPath(_ path: String) throws(SystemCallError) -> FileDescriptor {
         try open(path, devaccess_o_path() | O_NOFOLLOW | O_CLOEXEC)
     }
 
@@ -48,17 +47,15 @@ extension FileDescriptor {
 }
 
 extension FileDescriptor {
-    /// The whole file at `path` (up to `limit` bytes), keeping errno when it cannot be read,
-    /// so a message can say EACCES rather than "could not be read".
-    public static func contents(of path: String, limit: Int = 16 << 20) throws(Errno) -> [UInt8] {
+    /// The whole file at `path` (up to `limit` bytes), keeping the failed call and errno
+    /// when it cannot be read, so a message can say EACCES rather than "could not be read".
+    public static func contents(of path: String, limit: Int = 16 << 20) throws(SystemCallError) -> [UInt8] {
         let file = try open(path, O_RDONLY | O_CLOEXEC)
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while bytes.count < limit {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(file.rawValue, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Errno.current
+            let count = try SystemCall.value("read", path: path) {
+                chunk.withUnsafeMutableBytes { Glibc.read(file.rawValue, $0.baseAddress, $0.count) }
             }
             if count == 0 { break }
             bytes.append(contentsOf: chunk[..<count])

@@ -182,8 +182,8 @@ public final class LandlockRuleset: Sendable {
         do {
             fd = try FileDescriptor.openPath(path)
         } catch {
-            if error == .noSuchFile { return false }
-            throw .open(path, error)
+            if error.isNotFound { return false }
+            throw .open(path, error.errno)
         }
         var info = stat()
         guard fstat(fd.rawValue, &info) == 0 else { throw .open(path, .current) }

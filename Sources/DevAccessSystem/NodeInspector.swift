@@ -22,10 +22,10 @@ public enum NodeInspector {
 
     public static func inspect(_ path: String) throws(InspectionError) -> NodeFacts {
         let fd: FileDescriptor
-        switch Result(catching: { () throws(Errno) in try FileDescriptor.openPath(path) }) {
+        switch Result(catching: { () throws(SystemCallError) in try FileDescriptor.openPath(path) }) {
         case .success(let opened): fd = opened
-        case .failure(.noSuchFile): throw .vanished(path)
-        case .failure(let error): throw .failed(path, operation: "open", error)
+        case .failure(let error) where error.isNotFound: throw .vanished(path)
+        case .failure(let error): throw .failed(path, operation: "open", error.errno)
         }
         var info = stat()
         if fstat(fd.rawValue, &info) != 0 {

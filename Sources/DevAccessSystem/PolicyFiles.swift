@@ -16,12 +16,15 @@ public enum PolicyFiles {
     }
 
     public enum LoadError: Error, Equatable, CustomStringConvertible {
-        case unreadable(String, String)
+        /// A policy file is there but cannot be read: the call that failed and its errno.
+        case unreadable(SystemCallError)
+        case notText(String)
         case invalid(PolicyParser.ConfigError)
 
         public var description: String {
             switch self {
-            case .unreadable(let path, let why): return "cannot read \(path): \(why)"
+            case .unreadable(let failure): return "cannot read the policy: \(failure)"
+            case .notText(let path): return "cannot read \(path): not UTF-8 text"
             case .invalid(let error): return error.description
             }
         }
@@ -31,13 +34,15 @@ public enum PolicyFiles {
     public static func load(directory: String) throws(LoadError) -> Policy {
         var files: [(path: String, text: String)] = []
         let main = directory + "/" + mainFile
-        if FileManager.default.fileExists(atPath: main) {
-            files.append((main, try read(main)))
+        if let text = try read(main) {
+            files.append((main, text))
         }
         let dropIns = directory + "/" + dropInDirectory
         if let names = try? FileManager.default.contentsOfDirectory(atPath: dropIns) {
             for name in names.filter({ $0.hasSuffix(".conf") }).sorted() {
-                files.append((dropIns + "/" + name, try read(dropIns + "/" + name)))
+                let path = dropIns + "/" + name
+                // Listed a moment ago: gone now is as good as never there.
+                if let text = try read(path) { files.append((path, text)) }
             }
         }
         do {
@@ -47,13 +52,17 @@ public enum PolicyFiles {
         }
     }
 
-    private static func read(_ path: String) throws(LoadError) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw .unreadable(path, "permission denied or not a regular file")
+    /// The file's text; nil when open said ENOENT (no file, or a symlink to none): absence is
+    /// decided by errno, never guessed. Any other failure keeps its call and errno (EACCES, EISDIR).
+    private static func read(_ path: String) throws(LoadError) -> String? {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileDescriptor.contents(of: path)
+        } catch {
+            if error.function == "open" && error.isNotFound { return nil }
+            throw .unreadable(error)
         }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw .unreadable(path, "not UTF-8 text")
-        }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .notText(path) }
         return text
     }
 }

@@ -3,6 +3,7 @@ import DevAccessEnforcement
 import DevAccessLedger
 import Foundation
 import Glibc
+import DevAccessSystem
 
 /// The sections, in the order `all` runs them, and the quick set run when none is named.
 enum Section: String, CaseIterable {
@@ -163,7 +164,7 @@ enum Measure {
 enum Scratch {
     static func make(in directory: String) -> String {
         var template = Array("\(directory)/devaccess-bench-XXXXXX".utf8CString)
-        guard mkdtemp(&template) != nil else { fail("mkdtemp: \(String(cString: strerror(errno)))") }
+        guard mkdtemp(&template) != nil else { fail("\(SystemCallError.current("mkdtemp", path: directory))") }
         let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         chmod(path, 0o755)
         return path

@@ -3,6 +3,7 @@ import DevAccessEnforcement
 import DevAccessLedger
 import Foundation
 import Glibc
+import DevAccessSystem
 
 /// Grants through the engine on real nodes (mknod 1:3) against `setfacl -m` on the same
 /// number of nodes. The subject is `nobody`, so no user is created. Each figure is the
@@ -30,7 +31,7 @@ enum GrantBench {
         for index in 0..<count {
             let path = "\(directory)/video\(index)"
             guard mknod(path, S_IFCHR | 0o600, deviceNumber(major: 1, minor: 3)) == 0 else {
-                fail("mknod \(path) failed: \(String(cString: strerror(errno)))")
+                fail("\(SystemCallError.current("mknod", path: path))")
             }
             declared.append(DeclaredDevice(permission: .camera, id: "camera:bench-\(index)", name: "bench \(index)",
                                            nodes: [DeclaredNode(path: path, major: 1, minor: 3)]))

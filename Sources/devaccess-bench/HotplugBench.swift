@@ -9,6 +9,7 @@
 import DevAccessProtocol
 import Foundation
 import Glibc
+import DevAccessSystem
 
 final class HotplugBench {
     /// The grantee: `nobody`, so no user is created.
@@ -184,7 +185,7 @@ final class HotplugBench {
         guard mknod(path, S_IFCHR | 0o600, device) == 0 else { fail("mknod \(path): \(errnoText())") }
     }
 
-    func errnoText() -> String { String(cString: strerror(errno)) }
+    func errnoText() -> String { Errno.current.message }
 
     /// posix_spawn + wait, output discarded (Foundation's Process costs tens of ms here,
     /// which would be charged to setfacl). True when it exited 0.
@@ -256,7 +257,7 @@ final class AttributeWatch {
         descriptor = inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK))
         self.name = name
         guard descriptor >= 0, inotify_add_watch(descriptor, directory, UInt32(IN_ATTRIB)) >= 0 else {
-            bench.fail("inotify on \(directory): \(String(cString: strerror(errno)))")
+            bench.fail("inotify on \(directory): \(Errno.current)")
         }
     }
 

@@ -19,6 +19,7 @@ import DevAccessCore
 import Foundation
 import Glibc
 import Synchronization
+import DevAccessSystem
 
 /// Set by SIGINT/SIGTERM: the poll loop then fails, which removes the users and stops gpsd.
 let locationBenchInterrupted = Atomic<Bool>(false)
@@ -186,9 +187,9 @@ extension HotplugBench {
     func connectClient(port: UInt16, owner: UInt32, viaDevaccessd: Bool, city: Bool) -> WatchingClient {
         guard seteuid(owner) == 0 else { fail("seteuid(\(owner)): \(errnoText())") }
         let descriptor = socket(AF_INET, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
-        let made = errno
+        let made = SystemCallError.current("socket")
         guard seteuid(0) == 0 else { fail("seteuid(0): \(errnoText())") }
-        guard descriptor >= 0 else { fail("socket: \(String(cString: strerror(made)))") }
+        guard descriptor >= 0 else { fail("\(made)") }
         var one: CInt = 1
         setsockopt(descriptor, SOL_SOCKET, SO_TIMESTAMPNS, &one, socklen_t(MemoryLayout<CInt>.size))
         setsockopt(descriptor, CInt(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<CInt>.size))

@@ -29,8 +29,10 @@ import DevAccessCore
     }
 
     @Test func fileContentsKeepErrno() throws {
-        #expect(throws: Errno.noSuchFile) { try FileDescriptor.contents(of: "/nonexistent/devaccess") }
-        #expect(throws: Errno(rawValue: EISDIR)) { try FileDescriptor.contents(of: "/") }
+        #expect(throws: SystemCallError("open", path: "/nonexistent/devaccess", .noSuchFile)) {
+            try FileDescriptor.contents(of: "/nonexistent/devaccess")
+        }
+        #expect(throws: SystemCallError("read", path: "/", Errno(rawValue: EISDIR))) { try FileDescriptor.contents(of: "/") }
         let text = try FileDescriptor.contents(of: "/proc/self/status")
         #expect(String(decoding: text, as: UTF8.self).hasPrefix("Name:"))
         #expect(try FileDescriptor.contents(of: "/dev/zero", limit: 100_000).count >= 100_000,

@@ -52,7 +52,7 @@ public enum Daemon {
         let log = BrokerLog(target: options.logTarget ?? BrokerLog.detectTarget(journalStream: options.journalStream),
                             minimum: options.logLevel)
         guard signalDescriptor >= 0 else {
-            log.error("cannot create a signalfd", ["error": String(cString: strerror(errno))])
+            log.error("cannot create a signalfd", ["error": SystemCallError.current("signalfd").description])
             return 1
         }
         if getuid() != 0 {
@@ -231,7 +231,7 @@ public enum Daemon {
         guard limit.rlim_cur < wanted else { return }
         limit.rlim_cur = wanted
         if setrlimit(CInt(RLIMIT_NOFILE.rawValue), &limit) != 0 {
-            log.warning("cannot raise the descriptor limit", ["error": String(cString: strerror(errno))])
+            log.warning("cannot raise the descriptor limit", ["error": SystemCallError.current("setrlimit").description])
         }
     }
 

@@ -67,7 +67,7 @@ struct RunProgram {
         do {
             located = try FileDescriptor.openPath(path)
         } catch {
-            return .failure(.unresolvable(path, error))
+            return .failure(.unresolvable(path, error.errno))
         }
         var info = stat()
         guard fstat(located.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {

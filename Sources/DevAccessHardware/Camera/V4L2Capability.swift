@@ -56,7 +56,7 @@ public struct V4L2Capability: Sendable, Hashable {
         do {
             pinned = try FileDescriptor.openPath(node)
         } catch {
-            throw .open(error)
+            throw .open(error.errno)
         }
         var info = stat()
         guard fstat(pinned.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFCHR,

@@ -138,7 +138,7 @@ public final class GpsdWatcher: Sendable {
                     loop(run)
                 }
             } catch {
-                throw GpsdWatcherError(problem: "cannot start the watching thread: \(error)")
+                throw GpsdWatcherError(systemCall: SystemCallError("pthread_create", error))
             }
             current = run
         }
@@ -168,7 +168,7 @@ public final class GpsdWatcher: Sendable {
             var pair: [CInt] = [-1, -1]
             let flags = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
             guard socketpair(AF_UNIX, flags, 0, &pair) == 0 else {
-                throw GpsdWatcherError(problem: "socketpair(): \(String(cString: strerror(errno)))")
+                throw GpsdWatcherError(systemCall: .current("socketpair"))
             }
             wakeReader = pair[0]
             wakeWriter = pair[1]
@@ -295,8 +295,9 @@ public final class GpsdWatcher: Sendable {
 
 /// The watcher could not start.
 public struct GpsdWatcherError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var problem: String
-    public var description: String { "cannot watch gpsd: \(problem)" }
+    /// The call that failed (socketpair for the wake-up pair, pthread_create for the thread).
+    public var systemCall: SystemCallError
+    public var description: String { "cannot watch gpsd: \(systemCall)" }
 }
 
 /// A handle to stop observing a `GpsdWatcher`.

@@ -3,20 +3,26 @@ import CLinux
 import Glibc
 import FoundationEssentials
 import DevAccessCore
+import DevAccessSystem
 
 public enum UdevError: Error, Equatable, CustomStringConvertible {
     case contextUnavailable
-    case enumerationFailed(subsystem: String, code: CInt)
+    case enumerationFailed(subsystem: String, SystemCallError)
+    /// libudev gave no monitor (it reports no errno then).
     case monitorFailed(String)
+    /// A call on the monitor failed with errno (libudev's -errno, or poll's).
+    case monitorCall(SystemCallError)
 
     public var description: String {
         switch self {
         case .contextUnavailable:
             return "libudev could not create a context (is /sys mounted?)"
-        case .enumerationFailed(let subsystem, let code):
-            return "udev enumeration of '\(subsystem)' failed: \(String(cString: strerror(-code)))"
+        case .enumerationFailed(let subsystem, let failure):
+            return "udev enumeration of '\(subsystem)' failed: \(failure)"
         case .monitorFailed(let what):
             return "udev monitor: \(what)"
+        case .monitorCall(let failure):
+            return "udev monitor: \(failure)"
         }
     }
 }
@@ -37,9 +43,16 @@ public final class Udev {
                         parentSubsystem: String? = nil) throws(UdevError) -> [UdevDevice] {
         guard let enumerate = udev_enumerate_new(handle) else { throw .contextUnavailable }
         defer { udev_enumerate_unref(enumerate) }
+        // libudev returns -errno.
         var rc = udev_enumerate_add_match_subsystem(enumerate, subsystem)
-        if rc >= 0 { rc = udev_enumerate_scan_devices(enumerate) }
-        if rc < 0 { throw .enumerationFailed(subsystem: subsystem, code: rc) }
+        if rc < 0 {
+            throw .enumerationFailed(subsystem: subsystem,
+                                     SystemCallError("udev_enumerate_add_match_subsystem", Errno(rawValue: -rc)))
+        }
+        rc = udev_enumerate_scan_devices(enumerate)
+        if rc < 0 {
+            throw .enumerationFailed(subsystem: subsystem, SystemCallError("udev_enumerate_scan_devices", Errno(rawValue: -rc)))
+        }
 
         var result: [UdevDevice] = []
         var entry = udev_enumerate_get_list_entry(enumerate)

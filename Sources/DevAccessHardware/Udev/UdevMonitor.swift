@@ -1,5 +1,6 @@
 import CUdev
 import Glibc
+import DevAccessSystem
 
 /// A udev netlink monitor: events after udevd has applied its rules (so nodes have
 /// their final owner, mode and ACLs), filtered by subsystem in the kernel.
@@ -30,10 +31,12 @@ public final class UdevMonitor {
         for handle in [monitor, kernelMonitor] {
             for subsystem in subsystems {
                 let rc = udev_monitor_filter_add_match_subsystem_devtype(handle, subsystem, nil)
-                if rc < 0 { throw .monitorFailed("cannot filter on '\(subsystem)': \(String(cString: strerror(-rc)))") }
+                if rc < 0 {
+                    throw .monitorCall(SystemCallError("udev_monitor_filter_add_match_subsystem_devtype", Errno(rawValue: -rc)))
+                }
             }
             let rc = udev_monitor_enable_receiving(handle)
-            if rc < 0 { throw .monitorFailed("cannot start receiving: \(String(cString: strerror(-rc)))") }
+            if rc < 0 { throw .monitorCall(SystemCallError("udev_monitor_enable_receiving", Errno(rawValue: -rc))) }
         }
     }
 
@@ -59,7 +62,7 @@ public final class UdevMonitor {
             let ready = poll(&descriptors, 2, timeoutMilliseconds)
             if ready < 0 {
                 if errno == EINTR { return nil }
-                throw .monitorFailed("poll failed: \(String(cString: strerror(errno)))")
+                throw .monitorCall(.current("poll"))
             }
             if ready == 0 { return nil }
             if descriptors[0].revents & Int16(POLLIN) != 0, let raw = udev_monitor_receive_device(kernelMonitor) {

@@ -1,12 +1,14 @@
 import Glibc
 import CLinux
 import DevAccessCore
+import DevAccessSystem
 
 /// Why a call to the broker failed. `unreachable` and `timedOut` mean "no broker to
 /// talk to" (the CLI exits 69); `rejected` carries the broker's own error frame.
 public enum BrokerClientError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Nothing listens at the path, the connection was refused, or the path cannot be used.
-    case unreachable(path: String, reason: String)
+    /// Nothing listens at the path, the connection was refused, or the path cannot be used;
+    /// `systemCall` is the failed call and its errno when one said so (ENOENT, ECONNREFUSED, EACCES).
+    case unreachable(path: String, reason: String, systemCall: SystemCallError? = nil)
     /// The broker did not accept, take or answer the message within the timeout.
     case timedOut(path: String, operation: String, seconds: Double)
     /// The broker closed the connection before answering.
@@ -16,11 +18,11 @@ public enum BrokerClientError: Error, Sendable, Hashable, CustomStringConvertibl
     /// The broker answered with an error frame.
     case rejected(ProtocolError)
     /// A socket call failed after the connection was made.
-    case io(path: String, operation: String, reason: String)
+    case io(path: String, SystemCallError)
 
     public var description: String {
         switch self {
-        case .unreachable(let path, let reason):
+        case .unreachable(let path, let reason, _):
             return "cannot reach devaccessd at \(path): \(reason)"
         case .timedOut(let path, let operation, let seconds):
             return "devaccessd at \(path) did not \(operation) within \(seconds) s"
@@ -30,8 +32,17 @@ public enum BrokerClientError: Error, Sendable, Hashable, CustomStringConvertibl
             return "devaccessd at \(path) sent a reply that breaks the protocol: \(error)"
         case .rejected(let error):
             return "devaccessd refused (\(error.code)): \(error.reason)"
-        case .io(let path, let operation, let reason):
-            return "talking to devaccessd at \(path): \(operation) failed: \(reason)"
+        case .io(let path, let failure):
+            return "talking to devaccessd at \(path): \(failure)"
+        }
+    }
+
+    /// The system call that failed and its errno, for a caller that must tell them apart.
+    public var systemCall: SystemCallError? {
+        switch self {
+        case .unreachable(_, _, let failure): return failure
+        case .io(_, let failure): return failure
+        case .timedOut, .closed, .badReply, .rejected: return nil
         }
     }
 }
@@ -208,7 +219,7 @@ public final class BrokerClient {
                 continue
             }
             if error == EPIPE || error == ECONNRESET { throw .closed(path: socketPath) }
-            throw .io(path: socketPath, operation: "sendmsg()", reason: String(cString: strerror(error)))
+            throw .io(path: socketPath, SystemCallError("sendmsg", Errno(rawValue: error)))
         }
         try write(Array(line.dropFirst()), deadline: ContinuousClock.now + timeout)
         return id
@@ -276,7 +287,7 @@ public final class BrokerClient {
             raw.copyBytes(from: pathBytes)
         }
         let fd = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else { throw .io(path: path, operation: "socket()", reason: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw .io(path: path, .current("socket")) }
         let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + 1)
         while true {
             let rc = withUnsafePointer(to: &address) {
@@ -307,17 +318,19 @@ public final class BrokerClient {
                 _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &size)
                 if soError == 0 { return fd }
                 _ = Glibc.close(fd)
-                throw .unreachable(path: path, reason: String(cString: strerror(soError)))
+                let failure = SystemCallError("connect", path: path, Errno(rawValue: soError))
+                throw .unreachable(path: path, reason: failure.description, systemCall: failure)
             default:
                 _ = Glibc.close(fd)
+                let failure = SystemCallError("connect", path: path, Errno(rawValue: error))
                 let hint: String
-                switch error {
-                case ENOENT: hint = " (no socket there: is devaccessd running?)"
-                case ECONNREFUSED: hint = " (nothing accepts on it: devaccessd is not running)"
-                case EACCES: hint = " (the socket or its directory is not accessible to this user)"
+                switch failure.errno {
+                case .noSuchFile: hint = "; no socket there: is devaccessd running?"
+                case .connectionRefused: hint = "; nothing accepts on it: devaccessd is not running"
+                case .permissionDenied: hint = "; the socket or its directory is not accessible to this user"
                 default: hint = ""
                 }
-                throw .unreachable(path: path, reason: String(cString: strerror(error)) + hint)
+                throw .unreachable(path: path, reason: failure.description + hint, systemCall: failure)
             }
         }
     }
@@ -340,9 +353,7 @@ public final class BrokerClient {
             var descriptor = pollfd(fd: fd, events: events, revents: 0)
             let ready = poll(&descriptor, 1, CInt(clamping: milliseconds))
             if ready > 0 { return }
-            if ready < 0 && errno != EINTR {
-                throw .io(path: path, operation: "poll()", reason: String(cString: strerror(errno)))
-            }
+            if ready < 0 && errno != EINTR { throw .io(path: path, .current("poll")) }
         }
     }
 
@@ -365,7 +376,7 @@ public final class BrokerClient {
             case EPIPE, ECONNRESET:
                 throw .closed(path: socketPath)
             default:
-                throw .io(path: socketPath, operation: "send()", reason: String(cString: strerror(error)))
+                throw .io(path: socketPath, SystemCallError("send", Errno(rawValue: error)))
             }
         }
     }
@@ -416,7 +427,7 @@ public final class BrokerClient {
             switch error {
             case EINTR, EAGAIN: continue
             case ECONNRESET: throw .closed(path: socketPath)
-            default: throw .io(path: socketPath, operation: "recv()", reason: String(cString: strerror(error)))
+            default: throw .io(path: socketPath, SystemCallError("recv", Errno(rawValue: error)))
             }
         }
     }

@@ -1,0 +1,43 @@
+import Glibc
+import Testing
+import DevAccessSystem
+import DevAccessCore
+import DevAccessTestSupport
+
+/// The policy reader decides "absent" from open's ENOENT and reports anything else with the
+/// call and errno that failed, never a guess ("permission denied or not a regular file").
+@Suite struct PolicyFilesErrnoTests {
+    @Test func anAbsentMainFileMeansTheBuiltInDefaults() throws {
+        let directory = try TemporaryDirectory()
+        #expect(try PolicyFiles.load(directory: directory.path) == Policy())
+        #expect(try PolicyFiles.load(directory: directory.path + "/not-there") == Policy())
+        #expect(symlink(directory.path + "/nowhere", directory.path + "/" + PolicyFiles.mainFile) == 0)
+        #expect(try PolicyFiles.load(directory: directory.path) == Policy(), "a symlink to nothing is no file")
+    }
+
+    @Test func aMainFileThatCannotBeReadKeepsTheCallAndErrno() throws {
+        let directory = try TemporaryDirectory()
+        let main = directory.path + "/" + PolicyFiles.mainFile
+        #expect(mkdir(main, 0o755) == 0)
+        #expect(throws: PolicyFiles.LoadError.unreadable(SystemCallError("read", path: main, Errno(rawValue: EISDIR)))) {
+            try PolicyFiles.load(directory: directory.path)
+        }
+        do {
+            _ = try PolicyFiles.load(directory: directory.path)
+        } catch {
+            #expect(error.description == "cannot read the policy: read(\"\(main)\"): Is a directory (EISDIR)")
+        }
+    }
+
+    @Test func aDropInThatIsNotTextIsNamed() throws {
+        let directory = try TemporaryDirectory()
+        #expect(mkdir(directory.path + "/" + PolicyFiles.dropInDirectory, 0o755) == 0)
+        let dropIn = directory.path + "/" + PolicyFiles.dropInDirectory + "/10-bad.conf"
+        let fd = open(dropIn, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        #expect(fd >= 0)
+        let bytes: [UInt8] = [0x5B, 0xFF, 0xFE, 0x5D, 0x0A]
+        #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
+        close(fd)
+        #expect(throws: PolicyFiles.LoadError.notText(dropIn)) { try PolicyFiles.load(directory: directory.path) }
+    }
+}
