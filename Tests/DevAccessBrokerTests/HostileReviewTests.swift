@@ -1,0 +1,163 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessLedger
+import DevAccessTestSupport
+
+/// Findings of the hostile review of 2026-12-01 (a hostile unprivileged local user and a
+/// careless administrator against a real devaccessd): each test is the attack, run as real
+/// users (`hx…`) against real nodes, and says what must not happen.
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes users, groups, nodes and ACLs"))
+struct HostileReviewTests {
+    /// A camera node only root can open, declared to the daemon, a user, and a policy
+    /// directory of root's that queues the camera for an administrator.
+    final class Setup: @unchecked Sendable {
+        let nodes: TemporaryDirectory
+        let node: String
+        let devices: String
+        let config: TemporaryDirectory
+        let user: TestUser
+
+        init(_ tag: String) throws {
+            nodes = try TemporaryDirectory()
+            node = try nodes.makeNullNode("video0", mode: "0600")
+            devices = try declareDevices([[
+                "permission": "camera", "id": "camera:hostile", "name": "Hostile review camera",
+                "nodes": [["path": node, "major": 1, "minor": 3]],
+            ]], in: nodes)
+            config = try TemporaryDirectory()
+            try FileManager.default.createDirectory(atPath: config.path + "/conf.d", withIntermediateDirectories: false,
+                                                    attributes: [.posixPermissions: 0o755])
+            try "[camera]\nDefault=auth_admin\n".write(toFile: config.path + "/devaccess.conf", atomically: false,
+                                                       encoding: .utf8)
+            user = try TestUser(tag, prefix: "hx")
+        }
+
+        func daemon(_ arguments: [String] = []) throws -> RunningDaemon {
+            try RunningDaemon(arguments: ["--config-dir", config.path] + arguments,
+                              environment: ["DEVACCESS_TEST_DEVICES": devices, "DEVACCESS_CONFIG_DIR": config.path])
+        }
+
+        var socket: [String] { [] }
+    }
+
+    /// A group of the test's own, for `--admin-group` (not devaccess-admin, which other
+    /// suites add members to).
+    final class Group {
+        let name: String
+        let gid: UInt32
+
+        init() throws {
+            name = "hxadm\(getpid() % 100_000)"
+            _ = try? TestProcess.run("/usr/sbin/groupdel", [name])
+            try TestProcess.setup("groupadd", [name])
+            let text = try TestProcess.setup("getent", ["group", name]).stdout
+            guard let gid = text.split(separator: ":").dropFirst(2).first.flatMap({ UInt32($0) }) else {
+                throw SetupError("cannot read the gid of \(name): \(text)")
+            }
+            self.gid = gid
+        }
+
+        deinit { TestProcess.cleanup("groupdel", [name]) }
+    }
+
+    /// Runs the CLI as `user` holding exactly `groups` (a session started while the user was
+    /// in them), or the groups a login gives now (`nil`).
+    static func devaccess(_ user: TestUser, groups: [UInt32]?, _ arguments: [String],
+                          socket: String, devices: String) throws -> ProcessOutput {
+        let identity = groups.map { ["--groups=" + ([user.gid] + $0).map(String.init).joined(separator: ",")] }
+            ?? ["--init-groups"]
+        return try TestProcess.run("/usr/bin/setsid", ["-w", "/usr/bin/setpriv", "--reuid=\(user.uid)",
+                                                       "--regid=\(user.gid)"] + identity
+                                   + ["--", TestProcess.devaccessBinary] + arguments,
+                                   environment: ["DEVACCESS_SOCKET": socket, "DEVACCESS_TEST_DEVICES": devices,
+                                                 "DEVACCESS_GPSD": "127.0.0.1:9", "PATH": "/usr/bin:/bin"])
+    }
+
+    static func standingGrants(_ daemon: RunningDaemon, uid: UInt32) throws -> Int {
+        let ledger = try Ledger(path: daemon.stateDirectory + "/" + Ledger.fileName, mode: .readOnly, journal: .disabled)
+        return try ledger.grants().filter { $0.subject.uid == uid }.count
+    }
+
+    // MARK: finding 1: an administrator removed from the group keeps the power in a session from before
+
+    /// The administrator removes mallory from the admin group (`gpasswd -d`, `usermod -G`).
+    /// A process of hers started before (a shell in tmux, a `sleep` left running that she
+    /// later drives) still holds the group in its credentials: it must not be an
+    /// administrator any more, neither approve her own queued request nor grant herself
+    /// the camera. devaccessd took the process's credentials alone as proof.
+    @Test func anAdministratorRemovedFromTheGroupIsNoneInASessionFromBefore() throws {
+        let setup = try Setup("exadm")
+        let group = try Group()
+        let daemon = try setup.daemon(["--admin-group", group.name])
+        let mallory = setup.user
+        let socket = daemon.socketPath
+
+        // While she is a member, a session of hers (and one started now) is an administrator.
+        try TestProcess.setup("usermod", ["-a", "-G", group.name, mallory.name])
+        let member = try Self.devaccess(mallory, groups: nil, ["pending", "--json"], socket: socket,
+                                        devices: setup.devices)
+        #expect(member.status == 0, "a member lists the queue: \(member.stderr)")
+
+        // Removed. Her old session keeps the gid (the kernel's credentials do not change).
+        try TestProcess.setup("gpasswd", ["-d", mallory.name, group.name])
+        let oldSession = [group.gid]
+
+        let queued = try Self.devaccess(mallory, groups: oldSession, ["request", "camera", "--for", "1h", "--json"],
+                                        socket: socket, devices: setup.devices)
+        let pending = try #require(try json(queued.stdout)["results"] as? [[String: Any]]).first?["pending"] as? Int
+        #expect(pending != nil, "queued for an administrator: \(queued.stdout) \(queued.stderr)")
+
+        let approved = try Self.devaccess(mallory, groups: oldSession, ["approve", String(pending ?? 0)],
+                                          socket: socket, devices: setup.devices)
+        #expect(approved.status != 0, "an ex-administrator approved her own request: \(approved.stdout)")
+        let granted = try Self.devaccess(mallory, groups: oldSession,
+                                         ["grant", "camera", "--user", mallory.name, "--for", "1h"],
+                                         socket: socket, devices: setup.devices)
+        #expect(granted.status != 0, "an ex-administrator granted herself the camera: \(granted.stdout)")
+        #expect(try Self.standingGrants(daemon, uid: mallory.uid) == 0)
+        #expect(try !mallory.canOpen(setup.node, .read))
+        #expect(daemon.stop() == 0)
+    }
+
+    // MARK: finding 2: a policy file others can write is obeyed
+
+    /// A careless administrator leaves `conf.d` writable by everyone (or a drop-in 0666).
+    /// Any user then writes the policy: `Default=allow` for the camera, and the broker,
+    /// which decides, grants it to whoever asks. The files devaccessd obeys must be root's
+    /// alone (as sudo and sshd require of theirs); others are not applied, the last good
+    /// policy stays in force and the log says why.
+    @Test func aPolicyFileOthersCanWriteIsNotObeyed() throws {
+        let setup = try Setup("polw")
+        let daemon = try setup.daemon()
+        let mallory = setup.user
+        let socket = daemon.socketPath
+        // After the start, the administrator "fixes" a permission problem the careless way.
+        #expect(chmod(setup.config.path + "/conf.d", 0o777) == 0)
+        let planted = try mallory.run("/bin/sh", ["-c",
+            "printf '[camera]\\nDefault=allow\\n' > '\(setup.config.path)/conf.d/zz-mine.conf'"])
+        #expect(planted.status == 0, "\(planted.stderr)")
+
+        let asked = try Self.devaccess(mallory, groups: nil, ["request", "camera", "--for", "1h", "--json"],
+                                       socket: socket, devices: setup.devices)
+        let outcome = try #require(try json(asked.stdout)["results"] as? [[String: Any]]).first?["outcome"] as? String
+        #expect(outcome != "granted", "a policy file mallory wrote granted her the camera: \(asked.stdout)")
+        #expect(try Self.standingGrants(daemon, uid: mallory.uid) == 0)
+        #expect(try !mallory.canOpen(setup.node, .read))
+
+        // Root's own file, left writable by others (0666), is refused the same way.
+        unlink(setup.config.path + "/conf.d/zz-mine.conf")
+        #expect(chmod(setup.config.path + "/conf.d", 0o755) == 0)
+        let shared = setup.config.path + "/conf.d/50-shared.conf"
+        try "[camera]\nDefault=auth_admin\n".write(toFile: shared, atomically: false, encoding: .utf8)
+        #expect(chmod(shared, 0o666) == 0)
+        let edited = try mallory.run("/bin/sh", ["-c", "printf '[camera]\\nDefault=allow\\n' > '\(shared)'"])
+        #expect(edited.status == 0, "\(edited.stderr)")
+        let again = try Self.devaccess(mallory, groups: nil, ["request", "camera", "--for", "1h", "--json"],
+                                       socket: socket, devices: setup.devices)
+        let second = try #require(try json(again.stdout)["results"] as? [[String: Any]]).first?["outcome"] as? String
+        #expect(second != "granted", "a 0666 drop-in mallory edited granted her the camera: \(again.stdout)")
+        #expect(try Self.standingGrants(daemon, uid: mallory.uid) == 0)
+        #expect(daemon.stop() == 0)
+    }
+}
