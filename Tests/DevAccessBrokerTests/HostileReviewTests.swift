@@ -160,4 +160,54 @@ struct HostileReviewTests {
         #expect(try Self.standingGrants(daemon, uid: mallory.uid) == 0)
         #expect(daemon.stop() == 0)
     }
+
+    // MARK: finding 3: one person fills the administrators' queue through subordinate uids
+
+    /// As one user, in a user namespace of her own (`unshare --map-auto`: the 65,536
+    /// subordinate uids useradd gave her), queue a request from each of 40 uids. Every one
+    /// is a new waiting request (a uid's own are bounded: one per permission), so at the
+    /// default change budget (60 a minute) she queues some 3,600 an hour with 1 KiB reasons,
+    /// and within 20 minutes root's `devaccess pending` fails ("the reply would exceed
+    /// 1048576 bytes"), for every user's requests, across restarts (the queue is in the
+    /// ledger). The daemon here lifts the change budget so the test takes seconds: the cap
+    /// that matters is on what waits, per person (`Peer.accountable`), not on the rate.
+    @Test func onePersonCannotFillTheAdministratorsQueueFromSubordinateUIDs() throws {
+        let setup = try Setup("flood")
+        let daemon = try setup.daemon(["--max-changes-per-user", "100000"])
+        let mallory = setup.user
+        let script = """
+            import socket, sys, json, os
+            path, first, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+            queued = 0
+            for u in range(first, first + n):
+                pid = os.fork()
+                if pid == 0:
+                    os.setgroups([]); os.setgid(u); os.setuid(u)
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.connect(path)
+                    s.sendall(json.dumps({"version": 7, "id": 1, "type": "request", "permissions": ["camera"],
+                                          "scope": "always", "wait": False, "reason": "x" * 1000}).encode() + b"\\n")
+                    buf = b""
+                    s.settimeout(10)
+                    while b"\\n" not in buf:
+                        d = s.recv(65536)
+                        if not d: break
+                        buf += d
+                    os._exit(0 if b'"pending"' in buf else 1)
+                _, status = os.waitpid(pid, 0)
+                queued += status == 0
+            print(json.dumps({"queued": queued}))
+            """
+        let flood = try TestProcess.run("/usr/bin/setpriv", ["--reuid=\(mallory.uid)", "--regid=\(mallory.gid)",
+                                                            "--clear-groups", "--", "/usr/bin/unshare", "--map-auto",
+                                                            "--map-user=0", "/usr/bin/python3", "-c", script,
+                                                            daemon.socketPath, "1", "40"])
+        try #require(flood.status == 0, "the flood did not run: \(flood.stderr)")
+        let queued = try json(flood.stdout)["queued"] as? Int ?? -1
+        let ledger = try Ledger(path: daemon.stateDirectory + "/" + Ledger.fileName, mode: .readOnly, journal: .disabled)
+        let waiting = try ledger.pendingRequests(uid: nil).filter { $0.subject.uid != mallory.uid }.count
+        #expect(queued == waiting)
+        #expect(waiting <= 16, "one person queued \(waiting) waiting requests from subordinate uids")
+        #expect(daemon.stop() == 0)
+    }
 }

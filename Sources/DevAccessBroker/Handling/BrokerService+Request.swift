@@ -185,6 +185,21 @@ extension BrokerService {
                                   + "was asked or queued", code: .busy)
             }
         }
+        if let forAdmin = byAction[.authAdmin], !rules.isAdmin(peer) {
+            // A new waiting request, when the person has as many waiting as they may: refused.
+            let waiting = (try? ledger.pendingRequests(uid: nil)) ?? []
+            let queuesNew = forAdmin.contains { permission in
+                !waiting.contains { $0.subject.uid == user.uid && Self.covers($0, permission, location: context.location) }
+            }
+            let theirs = waiting.filter { SubordinateIDs.accountable($0.subject.uid) == peer.accountable }.count
+            if queuesNew && theirs >= settings.maxQueuedPerPerson {
+                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
+                              reason: "\(describe(peer)) has \(theirs) requests waiting for an administrator already "
+                                  + "(with those of the uids of its user namespaces), the most one person may; "
+                                  + "'devaccess pending' lists them, 'devaccess withdraw ID' takes one back; nothing "
+                                  + "was asked or queued", code: .busy)
+            }
+        }
         let changesNothing = Self.changesNothing(byAction, user: user, ledger: ledger, location: context.location)
         if !changesNothing, let refusal = overChangeBudget("request", id: envelope.id, peer: peer,
                                                           subject: context.subject) {

@@ -30,6 +30,12 @@ public struct RequestSettings: Sendable {
     /// Clients of one user waiting (`wait`) for an administrator at once; root and
     /// administrators are not limited.
     public var maxWaitingPerUser = 16
+    /// Requests waiting for an administrator in the ledger that one person (`Peer.accountable`:
+    /// a user with the subordinate uids of their user namespaces) may have queued; root and
+    /// administrators are not limited. A uid's own are few (one per permission, a location
+    /// request per level), but each of a user's 65,536 subordinate uids queues its own, and
+    /// a queue larger than a reply leaves administrators unable to list anyone's.
+    public var maxQueuedPerPerson = 16
     /// Requests of one user that ask, queue or decide, and their own revokes, resets and
     /// withdraws, per minute; root and administrators are not limited.
     public var maxChangesPerMinute = 60
