@@ -175,9 +175,23 @@ struct HostileReviewTests {
         let setup = try Setup("flood")
         let daemon = try setup.daemon(["--max-changes-per-user", "100000"])
         let mallory = setup.user
+        let flood = try Self.fromSubordinateUIDs(mallory, daemon, count: 40, marker: #""pending":"#)
+        let queued = try json(flood.stdout)["queued"] as? Int ?? -1
+        let ledger = try Ledger(path: daemon.stateDirectory + "/" + Ledger.fileName, mode: .readOnly, journal: .disabled)
+        let waiting = try ledger.pendingRequests(uid: nil).filter { $0.subject.uid != mallory.uid }.count
+        #expect(queued == waiting)
+        #expect(waiting <= 16, "one person queued \(waiting) waiting requests from subordinate uids")
+        #expect(daemon.stop() == 0)
+    }
+
+    /// `count` requests for the camera (`always`), each from a subordinate uid of `user`
+    /// (1...count inside `unshare --map-auto`, as root of the namespace); prints how many
+    /// replies held `marker`.
+    static func fromSubordinateUIDs(_ user: TestUser, _ daemon: RunningDaemon, count: Int,
+                                    marker: String) throws -> ProcessOutput {
         let script = """
             import socket, sys, json, os
-            path, first, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+            path, first, n, marker = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].encode()
             queued = 0
             for u in range(first, first + n):
                 pid = os.fork()
@@ -193,21 +207,50 @@ struct HostileReviewTests {
                         d = s.recv(65536)
                         if not d: break
                         buf += d
-                    os._exit(0 if b'"pending"' in buf else 1)
+                    os._exit(0 if marker in buf else 1)
                 _, status = os.waitpid(pid, 0)
                 queued += status == 0
             print(json.dumps({"queued": queued}))
             """
-        let flood = try TestProcess.run("/usr/bin/setpriv", ["--reuid=\(mallory.uid)", "--regid=\(mallory.gid)",
+        let flood = try TestProcess.run("/usr/bin/setpriv", ["--reuid=\(user.uid)", "--regid=\(user.gid)",
                                                             "--clear-groups", "--", "/usr/bin/unshare", "--map-auto",
                                                             "--map-user=0", "/usr/bin/python3", "-c", script,
-                                                            daemon.socketPath, "1", "40"])
+                                                            daemon.socketPath, "1", String(count), marker])
         try #require(flood.status == 0, "the flood did not run: \(flood.stderr)")
-        let queued = try json(flood.stdout)["queued"] as? Int ?? -1
+        return flood
+    }
+
+    // MARK: finding 4: one person fills a node's ACL from subordinate uids
+
+    /// Under a policy `allow` (here the camera), each of a user's subordinate uids gets a
+    /// grant, and each grant is a `user:UID:rw-` entry on every node of the device. On the
+    /// review's machine 504 entries filled an ext4 node's ACL (a tmpfs /dev holds some 8,000):
+    /// after that every other user's grant was recorded but not applied ("writing the ACL
+    /// failed: No space left on device"), and a full engine run took 2 s instead of
+    /// milliseconds, so every expiry came that much later. The grants one person's
+    /// namespaces hold together must be bounded.
+    @Test func onePersonCannotFillANodesACLFromSubordinateUIDs() throws {
+        let setup = try Setup("aclfill")
+        try "[camera]\nDefault=allow\n".write(toFile: setup.config.path + "/devaccess.conf", atomically: false,
+                                               encoding: .utf8)
+        let daemon = try setup.daemon(["--max-changes-per-user", "100000"])
+        let mallory = setup.user
+        let flood = try Self.fromSubordinateUIDs(mallory, daemon, count: 40, marker: #""outcome":"granted""#)
+        let granted = try json(flood.stdout)["queued"] as? Int ?? -1
         let ledger = try Ledger(path: daemon.stateDirectory + "/" + Ledger.fileName, mode: .readOnly, journal: .disabled)
-        let waiting = try ledger.pendingRequests(uid: nil).filter { $0.subject.uid != mallory.uid }.count
-        #expect(queued == waiting)
-        #expect(waiting <= 16, "one person queued \(waiting) waiting requests from subordinate uids")
+        let theirs = try ledger.grants().filter { $0.subject.uid != mallory.uid }.count
+        #expect(granted == theirs)
+        #expect(theirs <= 16, "one person's subordinate uids hold \(theirs) grants (ACL entries on the node)")
+        let entries = try TestProcess.run("/usr/bin/getfacl", ["-cp", setup.node]).stdout
+            .split(separator: "\n").filter { $0.hasPrefix("user:") && $0 != "user::rw-" }.count
+        #expect(entries <= 16, "\(entries) user entries on the node")
+
+        // Someone else still gets the camera.
+        let bob = try TestUser("aclbob", prefix: "hx")
+        let asked = try Self.devaccess(bob, groups: nil, ["request", "camera", "--for", "1h", "--json"],
+                                       socket: daemon.socketPath, devices: setup.devices)
+        #expect(asked.status == 0, "\(asked.stdout) \(asked.stderr)")
+        #expect(try bob.canOpen(setup.node, .readWrite))
         #expect(daemon.stop() == 0)
     }
 }

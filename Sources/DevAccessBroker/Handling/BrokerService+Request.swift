@@ -185,6 +185,20 @@ extension BrokerService {
                                   + "was asked or queued", code: .busy)
             }
         }
+        let mayGrant = byAction[.allow] != nil || byAction[.ask] != nil || byAction[.authSelf] != nil
+        if mayGrant, peer.accountable != peer.uid, !rules.isAdmin(peer) {
+            // A subordinate uid: its person's namespaces hold as many grants as they may.
+            let held = read.grants.filter { grant in
+                grant.decision == .allow && grant.subject.uid != peer.accountable
+                    && SubordinateIDs.accountable(grant.subject.uid) == peer.accountable
+            }.count
+            if held >= settings.maxSubordinateGrantsPerPerson {
+                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
+                              reason: "\(describe(peer)) is a uid of a user namespace of uid \(peer.accountable), whose "
+                                  + "namespaces hold \(held) grants already, the most one person's may; 'devaccess revoke' "
+                                  + "one first; nothing was asked or recorded", code: .busy)
+            }
+        }
         if let forAdmin = byAction[.authAdmin], !rules.isAdmin(peer) {
             // A new waiting request, when the person has as many waiting as they may: refused.
             let waiting = (try? ledger.pendingRequests(uid: nil)) ?? []
