@@ -266,4 +266,38 @@ struct HostileReviewTests {
         #expect(try bob.canOpen(setup.node, .readWrite))
         #expect(daemon.stop() == 0)
     }
+
+    // MARK: finding 5: an approval goes to whoever has the uid now
+
+    /// alice queues a request for the camera, `always`; the administrator deletes her
+    /// account, and the next `useradd` hands her uid to bob (it takes the highest uid + 1,
+    /// which was hers). `devaccess pending` still says "alice", and approving it answered
+    /// "request 1 of alice approved" while the ACL entry went to bob, until revoked.
+    @Test func anApprovalDoesNotGoToWhoeverHasTheUIDNow() throws {
+        let setup = try Setup("alice")
+        let daemon = try setup.daemon()
+        let alice = setup.user
+        let environment = ["DEVACCESS_SOCKET": daemon.socketPath, "DEVACCESS_TEST_DEVICES": setup.devices,
+                           "DEVACCESS_GPSD": "127.0.0.1:9"]
+        let queued = try Self.devaccess(alice, groups: nil, ["request", "camera", "--always", "--json"],
+                                        socket: daemon.socketPath, devices: setup.devices)
+        let pending = try #require(try json(queued.stdout)["results"] as? [[String: Any]]).first?["pending"] as? Int
+        let id = try #require(pending, "queued: \(queued.stdout) \(queued.stderr)")
+
+        try TestProcess.setup("userdel", [alice.name])
+        let bob = "hxbob\(getpid() % 100_000)"
+        try TestProcess.setup("useradd", ["-M", "-N", "-u", String(alice.uid), "-g", "nogroup", "-s",
+                                          "/usr/sbin/nologin", bob])
+        defer { TestProcess.cleanup("userdel", [bob]) }
+
+        let approved = try TestProcess.devaccess(["approve", String(id)], environment: environment)
+        #expect(approved.status != 0, "alice's request was approved for \(bob): \(approved.stdout)")
+        #expect(approved.stderr.contains("uid \(alice.uid) is \(bob)'s now"), "\(approved.stderr)")
+        #expect(try Self.standingGrants(daemon, uid: alice.uid) == 0)
+        #expect(!ACLProbe.hasUserEntry(setup.node, uid: alice.uid), "\(bob) got an ACL entry on the camera")
+        // Declining records nothing, and is still possible.
+        let declined = try TestProcess.devaccess(["reject", String(id)], environment: environment)
+        #expect(declined.status == 0, "\(declined.stderr)")
+        #expect(daemon.stop() == 0)
+    }
 }
