@@ -300,4 +300,29 @@ struct HostileReviewTests {
         #expect(declined.status == 0, "\(declined.stderr)")
         #expect(daemon.stop() == 0)
     }
+
+    /// The same for a standing grant: alice holds the camera `always`; her account is
+    /// deleted and bob gets her uid. The grant was alice's; bob must not inherit it (before:
+    /// `reconcile` said "nothing to change" and bob's uid kept the ACL entry).
+    @Test func aGrantDoesNotPassToTheNextOwnerOfTheUID() throws {
+        let setup = try Setup("galice")
+        let daemon = try setup.daemon()
+        let alice = setup.user
+        let environment = ["DEVACCESS_SOCKET": daemon.socketPath, "DEVACCESS_TEST_DEVICES": setup.devices,
+                           "DEVACCESS_GPSD": "127.0.0.1:9"]
+        let granted = try TestProcess.devaccess(["grant", "camera", "--user", alice.name], environment: environment)
+        try #require(granted.status == 0, "\(granted.stderr)")
+        #expect(ACLProbe.hasUserEntry(setup.node, uid: alice.uid))
+
+        try TestProcess.setup("userdel", [alice.name])
+        let bob = "hxgbob\(getpid() % 100_000)"
+        try TestProcess.setup("useradd", ["-M", "-N", "-u", String(alice.uid), "-g", "nogroup", "-s",
+                                          "/usr/sbin/nologin", bob])
+        defer { TestProcess.cleanup("userdel", [bob]) }
+        let reconciled = try TestProcess.devaccess(["reconcile"], environment: environment)
+        #expect(reconciled.status == 0, "\(reconciled.stdout) \(reconciled.stderr)")
+        #expect(!ACLProbe.hasUserEntry(setup.node, uid: alice.uid), "\(bob) inherited alice's camera grant")
+        #expect(try Self.standingGrants(daemon, uid: alice.uid) == 0)
+        #expect(daemon.stop() == 0)
+    }
 }
