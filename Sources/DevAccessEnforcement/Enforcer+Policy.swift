@@ -52,10 +52,20 @@ extension Enforcer {
         where grant.decision == .allow && scope.map({ $0.contains(grant.subject.uid) }) ?? true {
             let user = users[grant.subject.uid] ?? identity(grant.subject)
             users[grant.subject.uid] = user
-            let decision = policy.decision(for: grant.permission, user: user, program: grant.program?.path)
-            guard decision.action == .deny else { continue }
-            let ending = Ledger.PolicyEnding(grantID: grant.id, reason: decision.explanation(grant.permission, user: user),
+            let ending: Ledger.PolicyEnding
+            if user.name != grant.subject.name {
+                // The account the grant was for is gone and its uid names another user now
+                // (useradd hands out the highest uid + 1 again): a grant is a person's, and
+                // that person is not the one who has the uid now. (A renamed account ends
+                // its grants too: its user asks again.)
+                ending = Ledger.PolicyEnding(grantID: grant.id, reason: "uid \(grant.subject.uid) is \(user.name)'s now, "
+                                                 + "and the grant was \(grant.subject.name)'s", rule: nil)
+            } else {
+                let decision = policy.decision(for: grant.permission, user: user, program: grant.program?.path)
+                guard decision.action == .deny else { continue }
+                ending = Ledger.PolicyEnding(grantID: grant.id, reason: decision.explanation(grant.permission, user: user),
                                              rule: decision.origin?.description)
+            }
             endings.append(ending)
             why[grant.id] = ending
             forbidden.append(grant)

@@ -50,12 +50,18 @@ extension FileDescriptor {
     /// The whole file at `path` (up to `limit` bytes), keeping the failed call and errno
     /// when it cannot be read, so a message can say EACCES rather than "could not be read".
     public static func contents(of path: String, limit: Int = 16 << 20) throws(SystemCallError) -> [UInt8] {
-        let file = try open(path, O_RDONLY | O_CLOEXEC)
+        try open(path, O_RDONLY | O_CLOEXEC).contents(path: path, limit: limit)
+    }
+
+    /// What is left to read from this descriptor, up to about `limit` bytes (whole reads of
+    /// 64 KiB: a caller that must know whether more followed asks for one byte more than it
+    /// takes); `path` names the file in an error.
+    public func contents(path: String? = nil, limit: Int = 16 << 20) throws(SystemCallError) -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while bytes.count < limit {
             let count = try SystemCall.value("read", path: path) {
-                chunk.withUnsafeMutableBytes { Glibc.read(file.rawValue, $0.baseAddress, $0.count) }
+                chunk.withUnsafeMutableBytes { Glibc.read(rawValue, $0.baseAddress, $0.count) }
             }
             if count == 0 { break }
             bytes.append(contentsOf: chunk[..<count])

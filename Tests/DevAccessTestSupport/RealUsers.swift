@@ -15,11 +15,12 @@ public final class TestUser: @unchecked Sendable {
     public let home: String?
     private let homeDirectory: TemporaryDirectory?
 
-    /// `shell`: "/bin/sh" for users that log in (`LoginTerminal`).
-    public init(_ tag: String, shell: String = "/usr/sbin/nologin") throws {
+    /// `shell`: "/bin/sh" for users that log in (`LoginTerminal`). `prefix`: the name's
+    /// first letters ("hx" for the hostile review's users, so they never collide with the suite's).
+    public init(_ tag: String, shell: String = "/usr/sbin/nologin", prefix: String = "da") throws {
         let suffix = String(UInt32(getpid()) % 100_000) + String(UInt32.random(in: 0..<1000))
         // useradd limits names to 32 characters.
-        name = String("da\(tag)\(suffix)".prefix(31))
+        name = String("\(prefix)\(tag)\(suffix)".prefix(31))
         let homeDirectory = shell == "/usr/sbin/nologin" ? nil : try TemporaryDirectory()
         // An explicit uid from a range no test run reuses: useradd -r hands out the uid a
         // just-deleted test user had, and a test still holding that number (or a daemon

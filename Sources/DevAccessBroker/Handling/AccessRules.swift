@@ -1,4 +1,5 @@
 import Glibc
+import DevAccessCore
 import DevAccessSystem
 
 /// Who may do what, in one table (USBGuard's section x privilege, reduced to the two
@@ -37,13 +38,20 @@ public struct AccessRules: Sendable {
     }
 
     /// Root, or a process whose credentials (SO_PEERCRED gid, SO_PEERGROUPS) hold the
-    /// admin group. The group is looked up on every call, so one created while the
-    /// broker runs counts at once; a session started before its user joined the group
-    /// does not hold it, exactly as the kernel sees that session.
+    /// admin group **and** whose user is still a member as a fresh login sees it (NSS).
+    /// The group is looked up on every call, so one created while the broker runs counts
+    /// at once; a session started before its user joined the group does not hold it,
+    /// exactly as the kernel sees that session; and a session started before its user was
+    /// removed from the group (`gpasswd -d`, `usermod -G`) still holds the gid but is no
+    /// administrator any more: the credentials alone would keep an ex-administrator's
+    /// tmux or background process approving and granting for as long as it runs. A uid
+    /// with no passwd entry (a subordinate uid) is never an administrator. NSS is asked
+    /// only for a process that holds the gid.
     public func isAdmin(_ peer: Peer) -> Bool {
         if peer.uid == 0 { return true }
-        guard let gid = UserDatabase.groupID(adminGroup) else { return false }
-        return peer.isMember(of: gid)
+        guard let gid = UserDatabase.groupID(adminGroup), peer.isMember(of: gid) else { return false }
+        guard let user = try? UserDatabase.identity(uid: peer.uid) else { return false }
+        return user.isMember(of: gid)
     }
 
     public func allows(_ operation: Operation, for peer: Peer) -> Bool {

@@ -155,6 +155,9 @@ extension BrokerService {
     enum Resolving: Sendable {
         case notFound
         case alreadyResolved(PendingRequest)
+        /// The request's uid names another user now (`now`; nil: none): deleted, and its uid
+        /// handed to someone who never asked (useradd reuses the highest uid). Nothing decided.
+        case subjectChanged(PendingRequest, now: String?)
         case done(PendingRequest, [RequestResult])
         /// Resolved, but the engine failed for some permissions (not the policy's refusal,
         /// which is `restricted`): what held, and what failed.
@@ -214,6 +217,16 @@ extension BrokerService {
             if let by = request.resolvedBy { text += " by \(by.name)" }
             if let when = request.resolved { text += " at \(ISOTime.format(when))" }
             return .error(ProtocolError(.noSuchRequest, context: "$.pending", reason: text))
+        case .subjectChanged(let request, let now):
+            let uid = request.subject.uid
+            let who = now.map { "is \($0)'s now" } ?? "names no user now"
+            log.warning("a pending request's uid names another user now; nothing was decided", [
+                "pending": String(request.id), "uid": String(uid), "asked_as": request.subject.name,
+                "now": now ?? "-"])
+            return .error(ProtocolError(.noSuchUser, context: "$.pending",
+                reason: "request \(request.id) was made by \(request.subject.name) (uid \(uid)), and uid \(uid) \(who): "
+                    + "deciding it would decide for someone who did not ask; nothing was decided; decline it with "
+                    + "'devaccess reject \(request.id)'"))
         case .done(let request, let results):
             let resolution: Resolution = verdict.resolution
             log.notice("request \(resolution.rawValue)", [
@@ -282,7 +295,14 @@ extension BrokerService {
         guard let request = found else { return (.notFound, EnforcementReport()) }
         guard request.isWaiting else { return (.alreadyResolved(request), EnforcementReport()) }
         let enforcer = engine.acting(as: admin)
-        let user = engine.identities(request.subject.uid)
+        let current = engine.identities(request.subject.uid)
+        // The administrator was shown the name the request recorded; a uid that names another
+        // user now (a subordinate uid, with no passwd entry, is named by its number) is not
+        // decided for: approving would grant whoever has the uid now.
+        guard (current?.name ?? String(request.subject.uid)) == request.subject.name else {
+            return (.subjectChanged(request, now: current?.name), EnforcementReport())
+        }
+        let user = current
             ?? UserIdentity(uid: request.subject.uid, name: request.subject.name, primaryGID: UInt32.max, groups: [])
         let verb = approve ? "approved" : "rejected"
         let reason = "\(verb) request \(request.id)" + (note.isEmpty ? "" : ": \(note)")

@@ -185,6 +185,35 @@ extension BrokerService {
                                   + "was asked or queued", code: .busy)
             }
         }
+        let mayGrant = byAction[.allow] != nil || byAction[.ask] != nil || byAction[.authSelf] != nil
+        if mayGrant, peer.accountable != peer.uid, !rules.isAdmin(peer) {
+            // A subordinate uid: its person's namespaces hold as many grants as they may.
+            let held = read.grants.filter { grant in
+                grant.decision == .allow && grant.subject.uid != peer.accountable
+                    && SubordinateIDs.accountable(grant.subject.uid) == peer.accountable
+            }.count
+            if held >= settings.maxSubordinateGrantsPerPerson {
+                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
+                              reason: "\(describe(peer)) is a uid of a user namespace of uid \(peer.accountable), whose "
+                                  + "namespaces hold \(held) grants already, the most one person's may; 'devaccess revoke' "
+                                  + "one first; nothing was asked or recorded", code: .busy)
+            }
+        }
+        if let forAdmin = byAction[.authAdmin], !rules.isAdmin(peer) {
+            // A new waiting request, when the person has as many waiting as they may: refused.
+            let waiting = (try? ledger.pendingRequests(uid: nil)) ?? []
+            let queuesNew = forAdmin.contains { permission in
+                !waiting.contains { $0.subject.uid == user.uid && Self.covers($0, permission, location: context.location) }
+            }
+            let theirs = waiting.filter { SubordinateIDs.accountable($0.subject.uid) == peer.accountable }.count
+            if queuesNew && theirs >= settings.maxQueuedPerPerson {
+                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
+                              reason: "\(describe(peer)) has \(theirs) requests waiting for an administrator already "
+                                  + "(with those of the uids of its user namespaces), the most one person may; "
+                                  + "'devaccess pending' lists them, 'devaccess withdraw ID' takes one back; nothing "
+                                  + "was asked or queued", code: .busy)
+            }
+        }
         let changesNothing = Self.changesNothing(byAction, user: user, ledger: ledger, location: context.location)
         if !changesNothing, let refusal = overChangeBudget("request", id: envelope.id, peer: peer,
                                                           subject: context.subject) {

@@ -30,6 +30,19 @@ public struct RequestSettings: Sendable {
     /// Clients of one user waiting (`wait`) for an administrator at once; root and
     /// administrators are not limited.
     public var maxWaitingPerUser = 16
+    /// Requests waiting for an administrator in the ledger that one person (`Peer.accountable`:
+    /// a user with the subordinate uids of their user namespaces) may have queued; root and
+    /// administrators are not limited. A uid's own are few (one per permission, a location
+    /// request per level), but each of a user's 65,536 subordinate uids queues its own, and
+    /// a queue larger than a reply leaves administrators unable to list anyone's.
+    public var maxQueuedPerPerson = 16
+    /// Standing allow grants the subordinate uids of one person's user namespaces may hold
+    /// together (the person's own uid is not counted); root and administrators are not
+    /// limited. Each grant is an ACL entry on every node of the device, and a node's ACL
+    /// holds a few hundred (ext4) to some 8,000 (tmpfs) entries: without the limit one user
+    /// fills it from subordinate uids under a policy `allow`, and nobody else's grant can be
+    /// applied (ENOSPC); every engine run also grows with the grants, delaying expiries.
+    public var maxSubordinateGrantsPerPerson = 16
     /// Requests of one user that ask, queue or decide, and their own revokes, resets and
     /// withdraws, per minute; root and administrators are not limited.
     public var maxChangesPerMinute = 60
