@@ -65,20 +65,22 @@ public final class TestUser: @unchecked Sendable {
 
     private static let uidCounter = Mutex<UInt32>(0)
 
-    /// 700,000,000 + a per-process block + a counter: unique within a run, and across
-    /// concurrent runs unless two pids share a block (then useradd's check retries); skipping
-    /// any uid inside a subordinate range of /etc/subuid or /etc/subgid. Those ranges start at
-    /// 100,000 (login.defs SUB_UID_MIN to SUB_UID_MAX 600,100,000), and devaccessd charges a
-    /// subordinate uid to the range's owner (docs/architecture.md, "Limits per person"): a
-    /// test user inside another user's range was refused as that user once a third login
-    /// user existed on the machine (it took 231072-296607, over the old base of 200,000).
+    /// 70,000 + a per-process block + a counter: unique within a run, and across concurrent
+    /// runs unless two pids share a block (then useradd's check retries). Between the uids
+    /// useradd hands out itself (login.defs UID_MAX 60,000) and the subordinate ranges of
+    /// /etc/subuid and /etc/subgid (SUB_UID_MIN 100,000), and skipping any uid inside such a
+    /// range where an administrator moved them: devaccessd charges a subordinate uid to the
+    /// range's owner (docs/architecture.md, "Limits per person"), and a test user inside
+    /// another user's range was refused as that user once a fourth login user existed on the
+    /// machine (its range 231072-296607 held the old base of 200,000). Small enough for
+    /// `uid * 10` and lastlog's `uid * 292` offset.
     static func nextUID() -> UInt32 {
         let taken = subordinateRanges()
         return uidCounter.withLock { counter in
             var candidate: UInt32 = 0
             for _ in 0..<2_000 {   // the block's every uid at most once
                 counter += 1
-                candidate = 700_000_000 + (UInt32(getpid()) % 400) * 2_000 + counter % 2_000
+                candidate = 70_000 + (UInt32(getpid()) % 10) * 2_000 + counter % 2_000
                 if !taken.contains(where: { $0.contains(candidate) }) { break }
             }
             return candidate
