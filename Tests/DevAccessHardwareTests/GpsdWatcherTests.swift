@@ -583,9 +583,15 @@ func fakeGpsd(as user: TestUser, port: UInt16, devices: String, then: String = "
 /// test's daemon talked to another test's gpsd without devices and saw no fix for 40 s.
 @Suite(.enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed (apt-get install gpsd gpsd-clients)"))
 struct GpsdHarnessPortTests {
-    @Test func noPortIsHandedOutTwice() throws {
+    /// Never twice, and never from the range the kernel hands out itself (bind to port 0,
+    /// outgoing connections): a port from there was once some connection's local end by the
+    /// time the test listened on it.
+    @Test func noPortIsHandedOutTwiceNorFromTheKernelsOwnRange() throws {
         let ports = try (0..<500).map { _ in try freeLoopbackPort() }
         #expect(Set(ports).count == ports.count)
+        let text = try String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
+        let ephemeralLow = try #require(text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) })
+        #expect(ports.allSatisfy { Int($0) < ephemeralLow }, "\(ports.filter { Int($0) >= ephemeralLow })")
     }
 
     /// A port another program already listens on is not mistaken for gpsd's.

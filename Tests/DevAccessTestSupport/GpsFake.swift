@@ -5,33 +5,59 @@ import Synchronization
 // gpsd for tests: fed by gpsfake from an NMEA log on a free loopback port (the location
 // suites of the hardware adapter and of devaccessd share it).
 
-/// A loopback port nobody listens on now and that no other test of this process was given:
-/// bind port 0, read the number, close. The kernel picks ports at random, so among the
-/// hundreds a full run asks for two would often be equal (a birthday collision): then one
-/// test's gpsd could not listen and the other's would be taken for it.
+/// A loopback port nobody holds now, that no other test of this process was given, and
+/// that the kernel never picks on its own. Ports the kernel picks (bind to port 0, and the
+/// local end of every outgoing connection) come from net.ipv4.ip_local_port_range, so a
+/// port taken from there could be handed out twice (a birthday collision among the hundreds
+/// a run asks for: one test's daemon then talked to another test's gpsd) or become some
+/// connection's local end before the test listens on it ("Address already in use"). So the
+/// ports come from below that range, in turn from a start that differs per process.
 public func freeLoopbackPort() throws -> UInt16 {
-    for _ in 0..<64 {
-        let port = try unboundLoopbackPort()
-        if handedOutPorts.withLock({ $0.insert(port).inserted }) { return port }
+    let candidates = portsBelowEphemeralRange()
+    guard !candidates.isEmpty else { throw SetupError("no loopback ports below the kernel's ephemeral range") }
+    return try nextPort.withLock { next -> UInt16 in
+        if next == nil { next = Int(UInt32(getpid()) * 7_919 % UInt32(candidates.count)) }
+        for _ in 0..<candidates.count {
+            guard let index = next else { break }
+            let port = UInt16(candidates.lowerBound + index)
+            next = (index + 1) % candidates.count
+            if isUnbound(port: port) { return port }
+        }
+        throw SetupError("every loopback port in \(candidates) is taken or was given to another test")
     }
-    throw SetupError("no loopback port left that no test of this process was given")
 }
 
-private let handedOutPorts = Mutex<Set<UInt16>>([])
+/// The index in `portsBelowEphemeralRange()` of the next port to try; each is tried once a run.
+private let nextPort = Mutex<Int?>(nil)
 
-private func unboundLoopbackPort() throws -> UInt16 {
-    let fd = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw SetupError("socket: \(String(cString: strerror(errno)))") }
-    defer { close(fd) }
-    var address = loopback(port: 0)
-    guard withSockaddr(&address, { bind(fd, $0, $1) }) == 0 else {
-        throw SetupError("bind: \(String(cString: strerror(errno)))")
-    }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    guard withUnsafeMutablePointer(to: &address, {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }) == 0 else { throw SetupError("getsockname: \(String(cString: strerror(errno)))") }
-    return UInt16(bigEndian: address.sin_port)
+/// 10000 up to the first port of ip_local_port_range (32768 by default).
+func portsBelowEphemeralRange() -> Range<Int> {
+    let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    let low = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { Int($0) } ?? 32_768
+    return 10_000..<max(10_000, min(low, 65_536))
+}
+
+/// Whether nothing holds `port` on IPv4 or IPv6 (both bound without SO_REUSEADDR, so even a
+/// connection's local end or a TIME_WAIT counts as taken).
+private func isUnbound(port: UInt16) -> Bool {
+    let v4 = socket(AF_INET, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+    guard v4 >= 0 else { return false }
+    defer { close(v4) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    guard withSockaddr(&address, { bind(v4, $0, $1) }) == 0 else { return false }
+    let v6 = socket(AF_INET6, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+    guard v6 >= 0 else { return true }   // no IPv6 here
+    defer { close(v6) }
+    var only: CInt = 1
+    setsockopt(v6, CInt(IPPROTO_IPV6), IPV6_V6ONLY, &only, socklen_t(MemoryLayout<CInt>.size))
+    var address6 = sockaddr_in6()
+    address6.sin6_family = sa_family_t(AF_INET6)
+    address6.sin6_port = port.bigEndian
+    return withUnsafePointer(to: &address6) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(v6, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+    } == 0
 }
 
 public func loopback(port: UInt16) -> sockaddr_in {
