@@ -594,6 +594,22 @@ struct GpsdHarnessPortTests {
         #expect(ports.allSatisfy { Int($0) < ephemeralLow }, "\(ports.filter { Int($0) >= ephemeralLow })")
     }
 
+    /// The harness's check that gpsfake's receiver reached gpsd (gpsfake adds it silently or
+    /// not at all): a gpsd without devices does not pass it, a gpsfake does, and asking does
+    /// not use up the log (the fix still comes to a watcher afterwards).
+    @Test func aGpsdWithoutItsReceiverIsTold() throws {
+        let bare = try GpsFakeProcess(gpsdWithoutDevices: ())
+        defer { bare.stop() }
+        #expect(!GpsFakeProcess.listsADevice(port: bare.port, within: .milliseconds(500)))
+        let fake = try GpsFakeProcess(log: fixture("fix-3d.nmea"))
+        defer { fake.stop() }
+        #expect(GpsFakeProcess.listsADevice(port: fake.port, within: .seconds(5)))
+        let watcher = GpsdWatcher(endpoint: GpsdEndpoint(host: "127.0.0.1", port: fake.port))
+        try watcher.start()
+        defer { watcher.stop() }
+        #expect(watcher.waitForFix(timeout: .seconds(15)) != nil, "\(watcher.snapshot())")
+    }
+
     /// A port another program already listens on is not mistaken for gpsd's.
     @Test func aPortSomeoneElseListensOnIsNotTakenForGpsd() throws {
         let squatter = try GpsdFakeServer(.send(Array(GpsdWatcherTests.banner.utf8), thenClose: false))

@@ -151,33 +151,106 @@ public final class GpsFakeProcess: Sendable {
         let port = try freeLoopbackPort()
         guard let gpsd = GpsFakeProcess.executable("gpsd") else { throw SetupError("gpsd not found") }
         try self.init(port: port, arguments: [gpsd, "-N", "-S", String(port),
-                                              "-F", Self.bareControlSocket(port)])
+                                              "-F", Self.bareControlSocket(port)], expectsDevice: false)
     }
 
-    private init(port: UInt16, arguments: [String]) throws {
+    private init(port: UInt16, arguments: [String], expectsDevice: Bool = true) throws {
         self.port = port
         logPath = NSTemporaryDirectory() + "devaccess-gpsfake-\(port).log"
-        processGroup = try Self.spawnInOwnGroup(arguments, log: logPath)
-        // Ready when our own gpsd listens where the test connects: another program's socket
-        // there would otherwise be taken for it (and gpsd may still bind ::1 beside it).
+        processGroup = try Self.start(arguments, port: port, log: logPath, expectsDevice: expectsDevice)
+    }
+
+    /// Starts `arguments` until its gpsd listens and, for gpsfake, lists the fake receiver.
+    ///
+    /// gpsfake waits only until gpsd's control socket *file* exists, then connects to add
+    /// its pty; a gpsd that has bound but not yet listened refuses that connection, and
+    /// gpsfake then silently adds no device: a gpsd with `DEVICES: []` for ever (twice in
+    /// CI under the full suite's load). So the receiver is asked for with `?DEVICES;` (no
+    /// WATCH: gpsd does not open the pty for it, and the log is not fed before a client
+    /// watches), and a gpsfake without one is stopped and started again.
+    private static func start(_ arguments: [String], port: UInt16, log: String,
+                              expectsDevice: Bool) throws -> pid_t {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let group = try spawnInOwnGroup(arguments, log: log)
+            try waitUntilListening(group, port: port, arguments: arguments, log: log)
+            if !expectsDevice || listsADevice(port: port, within: .seconds(5)) { return group }
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            end(group)
+            guard attempt < 3 else {
+                throw SetupError("\(arguments[0]) on port \(port) listed no receiver after \(attempt) starts; "
+                                 + "its output:\n\(output)")
+            }
+        }
+    }
+
+    /// Ready when our own gpsd listens where the test connects: another program's socket
+    /// there would otherwise be taken for it (and gpsd may still bind ::1 beside it).
+    private static func waitUntilListening(_ group: pid_t, port: UInt16, arguments: [String], log: String) throws {
         let deadline = ContinuousClock.now + .seconds(15)
         let foreignGrace = ContinuousClock.now + .seconds(2)
         while true {
             let reached = listeningSocketInodes(port: port, reachedFromIPv4Loopback: true)
-            let ours = reached.filter { DevAccessTestSupport.processGroup(processGroup, holdsOneOf: [$0]) }
+            let ours = reached.filter { DevAccessTestSupport.processGroup(group, holdsOneOf: [$0]) }
             if !reached.isEmpty && ours == reached { return }
             var status: CInt = 0
-            let exited = waitpid(processGroup, &status, WNOHANG) == processGroup
+            let exited = waitpid(group, &status, WNOHANG) == group
             // A foreign listener gets 2 s: the last gpsd on a reused port may still be exiting.
             if exited || (ours != reached && ContinuousClock.now > foreignGrace) || ContinuousClock.now > deadline {
-                let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-                kill(-processGroup, SIGKILL)
-                if !exited { _ = waitpid(processGroup, &status, 0) }
+                let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                kill(-group, SIGKILL)
+                if !exited { _ = waitpid(group, &status, 0) }
                 let other = ours != reached ? " (another process listens there)" : ""
-                throw SetupError("\(arguments[0]) did not listen on port \(port)\(other); its output:\n\(log)")
+                throw SetupError("\(arguments[0]) did not listen on port \(port)\(other); its output:\n\(output)")
             }
             usleep(20_000)
         }
+    }
+
+    /// Whether gpsd on 127.0.0.1:`port` lists a device in answer to `?DEVICES;`, asked
+    /// again every 200 ms until `within` has passed.
+    public static func listsADevice(port: UInt16, within: Duration) -> Bool {
+        let deadline = ContinuousClock.now + within
+        repeat {
+            if let devices = askForDevices(port: port), devices.contains("\"path\"") { return true }
+            usleep(200_000)
+        } while ContinuousClock.now < deadline
+        return false
+    }
+
+    /// The DEVICES line gpsd answers with, or nil when it did not within a second.
+    private static func askForDevices(port: UInt16) -> String? {
+        let fd = socket(AF_INET, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = loopback(port: port)
+        guard withSockaddr(&address, { connect(fd, $0, $1) }) == 0 else { return nil }
+        let request = Array("?DEVICES;\n".utf8)
+        guard send(fd, request, request.count, CInt(MSG_NOSIGNAL)) == request.count else { return nil }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while received.count < 1 << 16 {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { return nil }
+            received += buffer[..<count]
+            // Whole lines only: gpsd ends each with "\r\n".
+            guard let lastNewline = received.lastIndex(of: 0x0a) else { continue }
+            let lines = String(decoding: received[...lastNewline], as: UTF8.self).split(separator: "\n")
+            if let line = lines.first(where: { $0.contains("\"class\":\"DEVICES\"") }) { return String(line) }
+        }
+        return nil
+    }
+
+    /// Kills the whole group and waits until none of it is left.
+    private static func end(_ group: pid_t) {
+        kill(-group, SIGKILL)
+        var status: CInt = 0
+        _ = waitpid(group, &status, 0)
+        let gone = ContinuousClock.now + .seconds(5)
+        while kill(-group, 0) == 0 && ContinuousClock.now < gone { usleep(10_000) }
     }
 
     public func stop() {
