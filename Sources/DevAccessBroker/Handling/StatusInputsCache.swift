@@ -644,13 +644,14 @@ final class StatusInputsCache: Sendable {
         return seen.isSuperset(of: ["passwd", "group"])
     }
 
-    /// Whether `path` is a regular file with no other name: not a symlink, one hard link
-    /// (with `orAbsent`, not being there at all also counts).
+    /// Whether `path` is a socket now (nscd's, when it runs).
     static func isSocket(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK
     }
 
+    /// Whether `path` is a regular file with no other name: not a symlink, one hard link
+    /// (with `orAbsent`, not being there at all also counts).
     static func singleName(_ path: String, orAbsent: Bool = false) -> Bool {
         var info = stat()
         guard lstat(path, &info) == 0 else { return orAbsent && errno == ENOENT }
