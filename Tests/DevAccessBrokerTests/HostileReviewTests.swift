@@ -189,6 +189,29 @@ struct HostileReviewTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// The per-person cap on waiting requests is counted from the ledger. When the queue
+    /// cannot be read (here: a row root damaged by hand, a uid of -5, which the ledger refuses to
+    /// decode), the count must not fall back to "none waiting": that would let every
+    /// request past the cap while the insert, which reads nothing, still succeeds.
+    @Test func anUnreadableQueueQueuesNothing() throws {
+        let setup = try Setup("unreadq")
+        let daemon = try setup.daemon()
+        let ledgerPath = daemon.stateDirectory + "/" + Ledger.fileName
+        let damaged = try TestProcess.run("/usr/bin/sqlite3", [ledgerPath, """
+            INSERT INTO pending_requests (subject_uid, user_name, permissions, reason, created_usec)
+            VALUES (-5, 'other', 'camera', '', 1);
+            """])
+        try #require(damaged.status == 0, "\(damaged.stderr)")
+        let asked = try Self.devaccess(setup.user, groups: nil, ["request", "camera", "--for", "1h", "--json"],
+                                       socket: daemon.socketPath, devices: setup.devices)
+        #expect(!asked.stdout.contains(#""pending""#), "queued while the queue could not be read: \(asked.stdout)")
+        #expect(asked.stderr.contains("cannot be read"), "\(asked.stdout) \(asked.stderr)")
+        let rows = try TestProcess.run("/usr/bin/sqlite3", [ledgerPath,
+                                                            "SELECT count(*) FROM pending_requests WHERE subject_uid = \(setup.user.uid)"])
+        #expect(rows.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(rows.stdout)")
+        #expect(daemon.stop() == 0)
+    }
+
     /// `count` requests for the camera (`always`), each from a subordinate uid of `user`
     /// (1...count inside `unshare --map-auto`, as root of the namespace); prints how many
     /// replies held `marker`.

@@ -201,7 +201,19 @@ extension BrokerService {
         }
         if let forAdmin = byAction[.authAdmin], !rules.isAdmin(peer) {
             // A new waiting request, when the person has as many waiting as they may: refused.
-            let waiting = (try? ledger.pendingRequests(uid: nil)) ?? []
+            // The queue's cap is counted from the ledger: when it cannot be read, nothing
+            // is queued (an unreadable queue must not read as an empty one).
+            let waiting: [PendingRequest]
+            do throws(LedgerError) {
+                waiting = try ledger.pendingRequests(uid: nil)
+            } catch {
+                let code: ErrorCode = if case .busy = error { .ledgerBusy } else { .ledgerUnusable }
+                log.error("could not read the waiting requests; a request was refused",
+                          ["uid": String(peer.uid), "error": error.description])
+                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
+                              reason: "the requests waiting for an administrator cannot be read (\(error.description)); "
+                                  + "nothing was asked or queued", code: code)
+            }
             let queuesNew = forAdmin.contains { permission in
                 !waiting.contains { $0.subject.uid == user.uid && Self.covers($0, permission, location: context.location) }
             }
