@@ -181,7 +181,18 @@ public struct Enforcer: Sendable {
                 ResolutionDecision(grant: newGrant(requests[index], now: now),
                                    ends: Set(try coveredAllows(requests[index]).map(\.id)))
             }
-            written = try ledger.recordResolution(id, as: resolution, decisions: decisions, by: actor, note: note, at: now)
+            // A permission none of whose decisions can be taken is resolved without one; the
+            // audit says so and why.
+            var notTaken: [Permission: String] = [:]
+            for (index, result) in results.enumerated() {
+                guard case .failure(let error)? = result else { continue }
+                let permission = requests[index].permission
+                if !valid.contains(where: { requests[$0].permission == permission }) {
+                    notTaken[permission] = error.description
+                }
+            }
+            written = try ledger.recordResolution(id, as: resolution, decisions: decisions, notTaken: notTaken,
+                                                  by: actor, note: note, at: now)
         } catch {
             // A refusal (no such request, already resolved) wrote nothing and says why; it is
             // no ledger failure, and ends nobody's access.

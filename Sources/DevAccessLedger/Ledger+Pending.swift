@@ -74,7 +74,12 @@ extension Ledger {
     /// ends), then the request marked resolved. A crash leaves all of it or none: never a
     /// request still waiting beside the grant that approved it (which a later `decline`
     /// or `withdraw` would contradict), nor an approved request without its grant.
+    ///
+    /// `notTaken` names the permissions of the request for which no decision is written,
+    /// with why (an approval of a permission the policy forbids by now): their audit
+    /// events say `outcome=not-granted` and that reason, not only `stage=approved`.
     public func recordResolution(_ id: Int64, as resolution: PendingResolution, decisions: [ResolutionDecision],
+                                 notTaken: [Permission: String] = [:],
                                  by actor: Principal, note: String = "", at now: Date = Date())
         throws(LedgerError) -> (request: PendingRequest, recorded: [(grant: Grant, ended: [Grant])])
     {
@@ -108,8 +113,8 @@ extension Ledger {
                     recorded.append((grant, ended))
                 }
             }
-            let request = try Self.markResolved(id, as: resolution, by: actor, note: note, now: now, time: time, db,
-                                                &audit)
+            let request = try Self.markResolved(id, as: resolution, by: actor, note: note, notTaken: notTaken,
+                                                now: now, time: time, db, &audit)
             return (request, recorded)
         }
     }
@@ -126,6 +131,7 @@ extension Ledger {
 
     /// `resolvePendingRequest`'s part inside an open write transaction.
     private static func markResolved(_ id: Int64, as resolution: PendingResolution, by actor: Principal, note: String,
+                                     notTaken: [Permission: String] = [:],
                                      now: Date, time: Int64, _ db: borrowing SQLiteDatabase,
                                      _ audit: inout AuditWriter) throws(LedgerError) -> PendingRequest {
         guard var request = try PendingRow.query(db, where: "id = ?", [.integer(id)]).first else {
@@ -146,8 +152,13 @@ extension Ledger {
         details["stage"] = resolution.rawValue
         if !note.isEmpty { details["note"] = StoredText.capped(note) }
         for permission in request.permissions {
+            var event = details
+            if let why = notTaken[permission] {
+                event["outcome"] = "not-granted"
+                event["why"] = StoredText.capped(why)
+            }
             try audit.append(AuditEvent(type: .request, time: now, actor: actor, subject: request.subject,
-                                        permission: permission, program: request.program, details: details))
+                                        permission: permission, program: request.program, details: event))
         }
         return request
     }

@@ -163,6 +163,14 @@ struct DecidePathTests {
         #expect(try fx.ledger().activeGrants(uid: fx.alice.uid, permission: .microphone, now: fx.clock.now).isEmpty)
         #expect(try !fx.alice.canOpen(microphone, .readWrite))
         #expect(try fx.ledger().verify().isIntact)
+        // The audit trail does not say the microphone was approved and leave it there.
+        let resolutions = try fx.ledger().events().map(\.event).filter {
+            $0.type == .request && $0.details["stage"] == "approved"
+        }
+        let byPermission = Dictionary(resolutions.map { ($0.permission, $0.details) }, uniquingKeysWith: { $1 })
+        #expect(byPermission[.camera]?["outcome"] == nil, "\(resolutions)")
+        #expect(byPermission[.microphone]?["outcome"] == "not-granted", "\(resolutions)")
+        #expect(byPermission[.microphone]?["why"]?.contains("microphone") == true, "\(resolutions)")
     }
 
     /// Each decision of a batch has its own result, in order: one naming a device that is
