@@ -158,20 +158,13 @@ public final class LandlockRuleset: Sendable {
     }
 
     private static func entries(of directory: String) throws(LandlockError) -> [String] {
-        guard let stream = opendir(directory) else {
+        do {
+            return try DirectoryListing.names(directory)
+        } catch {
             // A directory on the way to a denied path that does not exist: nothing to allow.
-            if errno == ENOENT { return [] }
-            throw .readDirectory(directory, .current)
+            if error.isNotFound { return [] }
+            throw .readDirectory(directory, error.errno)
         }
-        defer { closedir(stream) }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
     }
 
     /// Adds a read+write rule beneath `path`. False for what gets no rule: a symlink, an

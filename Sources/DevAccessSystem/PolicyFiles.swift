@@ -54,12 +54,10 @@ public enum PolicyFiles {
         }
         let dropIns = directory + "/" + dropInDirectory
         try checkDirectory(dropIns)
-        if let names = try? FileManager.default.contentsOfDirectory(atPath: dropIns) {
-            for name in names.filter({ $0.hasSuffix(".conf") }).sorted() {
-                let path = dropIns + "/" + name
-                // Listed a moment ago: gone now is as good as never there.
-                if let text = try read(path) { files.append((path, text)) }
-            }
+        for name in try dropInNames(dropIns) {
+            let path = dropIns + "/" + name
+            // Listed a moment ago: gone now is as good as never there.
+            if let text = try read(path) { files.append((path, text)) }
         }
         do {
             return try PolicyParser.parse(files)
@@ -80,6 +78,18 @@ public enum PolicyFiles {
                 + "the policy is read only from files root alone can write: chmod go-w"
         }
         return nil
+    }
+
+    /// The `.conf` names in `conf.d`, sorted; none when it is not there. A `conf.d` that
+    /// cannot be listed (EMFILE, EACCES, not a directory) fails the load: a drop-in that
+    /// denies must never vanish from the policy because its directory could not be read.
+    public static func dropInNames(_ dropIns: String) throws(LoadError) -> [String] {
+        do {
+            return try DirectoryListing.names(dropIns).filter { $0.hasSuffix(".conf") }.sorted()
+        } catch {
+            if error.isNotFound { return [] }
+            throw .unreadable(error)
+        }
     }
 
     /// A directory that is not there is fine (no policy there); one someone else can write is not.

@@ -53,4 +53,36 @@ import DevAccessTestSupport
         close(fd)
         #expect(throws: PolicyFiles.LoadError.refused(path: dropIn, why: "not UTF-8 text")) { try PolicyFiles.load(directory: directory.path) }
     }
+
+    /// A `conf.d` that cannot be listed fails the load, with the call and errno: its
+    /// drop-ins (a deny among them) must not vanish while the main file alone is obeyed.
+    /// Here it is a regular file of root's (ENOTDIR); EMFILE in a daemon out of descriptors
+    /// takes the same path.
+    @Test func aDropInDirectoryThatCannotBeListedFailsTheLoad() throws {
+        let directory = try TemporaryDirectory()
+        let main = directory.path + "/" + PolicyFiles.mainFile
+        let mainFD = open(main, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let text = Array("[camera]\nDefault=allow\n".utf8)
+        #expect(text.withUnsafeBytes { write(mainFD, $0.baseAddress, $0.count) } == text.count)
+        close(mainFD)
+        let dropIns = directory.path + "/" + PolicyFiles.dropInDirectory
+        let fd = open(dropIns, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        #expect(fd >= 0)
+        close(fd)
+        #expect(throws: PolicyFiles.LoadError.unreadable(SystemCallError("opendir", path: dropIns, Errno(rawValue: ENOTDIR)))) {
+            try PolicyFiles.load(directory: directory.path)
+        }
+    }
+
+    @Test func aListingHasEveryNameButTheDots() throws {
+        let directory = try TemporaryDirectory()
+        for name in ["b.conf", "a.conf", "c.txt"] {
+            let fd = open(directory.path + "/" + name, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            #expect(fd >= 0)
+            close(fd)
+        }
+        #expect(try DirectoryListing.names(directory.path).sorted() == ["a.conf", "b.conf", "c.txt"])
+        #expect(try PolicyFiles.dropInNames(directory.path) == ["a.conf", "b.conf"])
+        #expect(try PolicyFiles.dropInNames(directory.path + "/absent") == [])
+    }
 }

@@ -666,8 +666,8 @@ final class StatusInputsCache: Sendable {
         let dropIns = policyDirectory + "/" + PolicyFiles.dropInDirectory
         var info = stat()
         guard stat(dropIns, &info) == 0 else { return errno == ENOENT }
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: dropIns) else { return false }
-        return names.filter { $0.hasSuffix(".conf") }.allSatisfy { Self.singleName(dropIns + "/" + $0, orAbsent: true) }
+        guard let names = try? PolicyFiles.dropInNames(dropIns) else { return false }
+        return names.allSatisfy { Self.singleName(dropIns + "/" + $0, orAbsent: true) }
     }
 
     static func parent(of path: String) -> String {
