@@ -111,7 +111,7 @@ public struct Decisions: Sendable {
 
     /// "until 2026-12-01T00:00:00Z; decided by root (0) via admin on ...", plus the reason.
     public static func terms(_ grant: Grant) -> String {
-        var text = grant.scope == .always ? "always" : grant.expires.map { "until \(ISOTime.format($0))" } ?? grant.scope.rawValue
+        var text = grant.scope == .always ? "always" : grant.expires.map { "until \(ISOTime.format($0))" } ?? grant.scope.recordedName
         if let holder = grant.holder { text = "once, while process \(holder.pid) runs" }
         text += "; decided by \(grant.decidedBy) via \(grant.method.rawValue) on \(ISOTime.format(grant.created))"
         if !grant.reason.isEmpty { text += ": \(grant.reason)" }

@@ -67,7 +67,7 @@ public struct Enforcer: Sendable {
         public var permission: Permission
         public var deviceID: String?
         public var decision: Decision
-        public var scope: GrantScope
+        public var scope: GrantTerm.Word
         public var expires: Date?
         /// `--for`: the grant ends this many seconds after it is recorded (scope `until`, no
         /// `expires`): the term starts when the row is written, not when the admin typed it.
@@ -87,7 +87,7 @@ public struct Enforcer: Sendable {
         public var method: DecisionMethod
 
         public init(subject: Principal, permission: Permission, deviceID: String? = nil, decision: Decision,
-                    scope: GrantScope, expires: Date? = nil, lastingSeconds: Int64? = nil, reason: String = "",
+                    scope: GrantTerm.Word, expires: Date? = nil, lastingSeconds: Int64? = nil, reason: String = "",
                     holder: ProcessHolder? = nil, program: Program? = nil, accuracy: LocationAccuracy? = nil,
                     decidedBy: Principal? = nil, method: DecisionMethod = .admin) {
             self.decidedBy = decidedBy
@@ -419,14 +419,14 @@ public struct Enforcer: Sendable {
                 + "not with \(request.decision == .deny ? "a denial" : request.permission.rawValue)"))
         }
         if let seconds = request.lastingSeconds {
-            guard request.scope == .until, request.expires == nil, seconds > 0 else {
+            guard request.scope == .duration, request.expires == nil, seconds > 0 else {
                 throw .ledger(.invalidArgument("a term of \(seconds) s needs scope 'until', a positive length "
                     + "and no expiry time"))
             }
             return
         }
         switch (request.scope, request.expires) {
-        case (.until, nil):
+        case (.duration, nil):
             throw .ledger(.invalidArgument("scope 'until' needs an expiry time"))
         case (.always, _?):
             throw .ledger(.invalidArgument("scope 'always' cannot have an expiry time"))

@@ -46,7 +46,7 @@ public struct GrantDocument: Codable, Sendable, Hashable {
         device = grant.deviceID
         program = grant.program?.path
         decision = grant.decision.rawValue
-        scope = grant.scope.rawValue
+        scope = grant.scope.recordedName
         created = ISOTime.format(grant.created)
         expires = grant.expires.map(ISOTime.format)
         ended = grant.revoked.map(ISOTime.format)

@@ -58,7 +58,7 @@ public struct EngineService: DevAccessInterface {
         let request = Enforcer.DecisionRequest(
             subject: subject, permission: order.permission, deviceID: order.device,
             decision: order.allow ? .allow : .deny,
-            scope: expires == nil && order.lastingSeconds == nil ? .always : .until, expires: expires,
+            scope: expires == nil && order.lastingSeconds == nil ? .always : .duration, expires: expires,
             lastingSeconds: order.lastingSeconds, reason: order.reason ?? "", program: program,
             accuracy: order.accuracy)
         let actor = caller.principal

@@ -49,30 +49,33 @@ public struct ProcessHolder: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "pid \(pid)" }
 }
 
-/// How long a recorded decision holds, as the ledger's `scope` column says it: one
-/// `devaccess run` or (with a holder) while the process that asked runs, until `expires`,
-/// or until revoked. A `GrantTerm` is recorded as one (`ResolvedTerm.recorded(at:)`): its
-/// `for` counts from the moment it is written, so the row keeps the time it ends.
-public enum GrantScope: String, Sendable, Hashable, CaseIterable {
-    case once, until, always
-
-    /// The term's word for a grant so recorded: `until` is a `for` that ends at `expires`.
-    public var word: GrantTerm.Word {
+/// How long a recorded decision holds is a `GrantTerm.Word`: one `devaccess run` or (with a
+/// holder) while the process that asked runs (`once`), until `expires` (`for`), or until
+/// revoked (`always`). The ledger's `scope` column, its audit details and the grant
+/// documents spell `for` as `until`: a recorded `for` counts from the moment it is written,
+/// so the row keeps the time it ends, not how long it was.
+extension GrantTerm.Word {
+    public var recordedName: String {
         switch self {
-        case .once: return .once
-        case .until: return .duration
-        case .always: return .always
+        case .once: return "once"
+        case .duration: return "until"
+        case .always: return "always"
         }
+    }
+
+    public init?(recordedName: String) {
+        guard let word = Self.allCases.first(where: { $0.recordedName == recordedName }) else { return nil }
+        self = word
     }
 }
 
 extension ResolvedTerm {
     /// The ledger's scope and expiry for this term recorded at `now`: a `for` ends `seconds`
     /// later, a `once` at its cap at the latest.
-    public func recorded(at now: Date) -> (scope: GrantScope, expires: Date?) {
+    public func recorded(at now: Date) -> (scope: GrantTerm.Word, expires: Date?) {
         switch term {
         case .once: return (.once, cap.map { now.addingTimeInterval(TimeInterval($0)) })
-        case .duration(let seconds): return (.until, now.addingTimeInterval(TimeInterval(seconds)))
+        case .duration(let seconds): return (.duration, now.addingTimeInterval(TimeInterval(seconds)))
         case .always: return (.always, nil)
         }
     }
@@ -86,8 +89,8 @@ public struct NewGrant: Sendable, Hashable {
     /// nil: every device of the permission.
     public var deviceID: String?
     public var decision: Decision
-    public var scope: GrantScope
-    /// Required for `.until`, refused for `.always`, optional for `.once` (a safety stop).
+    public var scope: GrantTerm.Word
+    /// Required for `.duration`, refused for `.always`, optional for `.once` (a safety stop).
     public var expires: Date?
     public var decidedBy: Principal
     public var method: DecisionMethod
@@ -99,7 +102,7 @@ public struct NewGrant: Sendable, Hashable {
     public var accuracy: LocationAccuracy?
 
     public init(subject: Principal, program: Program? = nil, permission: Permission, deviceID: String? = nil,
-                decision: Decision, scope: GrantScope, expires: Date? = nil,
+                decision: Decision, scope: GrantTerm.Word, expires: Date? = nil,
                 decidedBy: Principal, method: DecisionMethod, reason: String = "", holder: ProcessHolder? = nil,
                 accuracy: LocationAccuracy? = nil) {
         self.accuracy = accuracy
@@ -125,7 +128,7 @@ public struct Grant: Sendable, Hashable, Identifiable {
     public var permission: Permission
     public var deviceID: String?
     public var decision: Decision
-    public var scope: GrantScope
+    public var scope: GrantTerm.Word
     public var created: Date
     public var expires: Date?
     /// When it was revoked or marked expired; nil while it stands.
@@ -140,7 +143,7 @@ public struct Grant: Sendable, Hashable, Identifiable {
     public var accuracy: LocationAccuracy?
 
     public init(id: Int64, subject: Principal, program: Program? = nil, permission: Permission, deviceID: String? = nil,
-                decision: Decision, scope: GrantScope, created: Date, expires: Date? = nil, revoked: Date? = nil,
+                decision: Decision, scope: GrantTerm.Word, created: Date, expires: Date? = nil, revoked: Date? = nil,
                 decidedBy: Principal, method: DecisionMethod, reason: String = "", holder: ProcessHolder? = nil,
                 accuracy: LocationAccuracy? = nil) {
         self.accuracy = accuracy

@@ -19,7 +19,7 @@ enum GrantRow {
         guard let userName = row.text(2) else { throw bad("user_name is NULL") }
         guard let permission = row.text(5), !permission.isEmpty else { throw bad("permission is empty") }
         guard let decision = row.text(7).flatMap(Decision.init(rawValue:)) else { throw bad("decision is not allow/deny") }
-        guard let scope = row.text(8).flatMap(GrantScope.init(rawValue:)) else { throw bad("scope is not once/until/always") }
+        guard let scope = row.text(8).flatMap(GrantTerm.Word.init(recordedName:)) else { throw bad("scope is not once/until/always") }
         guard let created = row.int64(9) else { throw bad("created_usec is NULL") }
         guard let deciderUID = row.int64(12).flatMap(UInt32.init(exactly:)) else { throw bad("decided_by_uid is not a uid") }
         guard let deciderName = row.text(13) else { throw bad("decided_by_name is NULL") }
@@ -60,7 +60,7 @@ enum GrantRow {
     /// The details every grant-related audit event carries.
     static func auditDetails(_ grant: Grant) -> [String: String] {
         var details = [
-            "grant_id": String(grant.id), "decision": grant.decision.rawValue, "scope": grant.scope.rawValue,
+            "grant_id": String(grant.id), "decision": grant.decision.rawValue, "scope": grant.scope.recordedName,
             "how": grant.method.rawValue,
         ]
         if !grant.reason.isEmpty { details["reason"] = grant.reason }

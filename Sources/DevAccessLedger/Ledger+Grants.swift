@@ -28,7 +28,7 @@ extension Ledger {
         try insert.run([
             .uid(new.subject.uid), .text(new.subject.name), .optional(new.program?.path),
             .optional(new.program?.sha256), .text(new.permission.rawValue), .optional(new.deviceID),
-            .text(new.decision.rawValue), .text(new.scope.rawValue), .integer(created), .optional(expires),
+            .text(new.decision.rawValue), .text(new.scope.recordedName), .integer(created), .optional(expires),
             .uid(new.decidedBy.uid), .text(new.decidedBy.name), .text(new.method.rawValue),
             .text(StoredText.capped(new.reason)),
             new.holder.map { .integer(Int64($0.pid)) } ?? .null,
@@ -258,7 +258,7 @@ extension Ledger {
     static func validate(_ new: NewGrant, now: Date) throws(LedgerError) {
         if new.permission.rawValue.isEmpty { throw .invalidArgument("the permission name is empty") }
         switch (new.scope, new.expires) {
-        case (.until, nil):
+        case (.duration, nil):
             throw .invalidArgument("scope 'until' needs an expiry time")
         case (.always, _?):
             throw .invalidArgument("scope 'always' cannot have an expiry time (use 'until')")

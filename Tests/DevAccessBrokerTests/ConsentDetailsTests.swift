@@ -267,7 +267,7 @@ struct ConsentDetailsTests {
         #expect(run.exit == 0, "\(run.output)")
         #expect(run.output.contains("for 8h (the longest the policy allows)"), "\(run.output)")
         let grant = try #require(try setup.grants(user).first)
-        #expect(grant.scope == .until)
+        #expect(grant.scope == .duration)
         #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 8 * 3600) < 2)
         #expect(run.output.contains(#""term" : "for""#), "the recorded term is what was said: \(run.output)")
     }
@@ -359,7 +359,7 @@ extension LoginSessions {
             #expect(run.output.contains("Allow for 8h (the longest the policy allows)"), "\(run.output)")
             #expect(!run.output.contains("Allow always"), "\(run.output)")
             let grant = try #require(try setup.grants(user).first)
-            #expect(grant.scope == .until && grant.method == .consent)
+            #expect(grant.scope == .duration && grant.method == .consent)
             #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 8 * 3600) < 2)
         }
 
@@ -392,7 +392,7 @@ extension LoginSessions {
         @Test func aUserForgetsTheirOwnDenial() throws {
             let settings = try TerminalSettings(legacyTIOCSTI: 0)
             defer { settings.restore() }
-            let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n", promptTimeout: 4)
+            let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
             let user = try TestUser("lundo", shell: "/bin/sh")
             let request = [TestProcess.devaccessBinary, "request", "camera"] + setup.socket
             let denied = try LoginTerminal.run(user: user, command: request,

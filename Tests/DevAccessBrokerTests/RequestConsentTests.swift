@@ -58,7 +58,7 @@ struct RequestConsentTests {
                 "\(right.output)")
         #expect(try user.canOpen(setup.camera, .readWrite))
         let grant = try #require(try setup.grants(user).first)
-        #expect(grant.method == .authSelf && grant.decision == .allow && grant.scope == .until)
+        #expect(grant.method == .authSelf && grant.decision == .allow && grant.scope == .duration)
         let outcomes = try setup.requestEvents(user).compactMap { $0.details["outcome"] }
         #expect(outcomes.filter { $0 == "wrong-password" }.count == 3 && outcomes.contains("accepted"), "\(outcomes)")
         // No password ever reaches the audit trail.
@@ -123,7 +123,7 @@ struct RequestConsentTests {
         #expect(standing.count == 2, "\(grants)")
         #expect(standing.contains { $0.program != nil && $0.method == .admin }, "the program grant stands: \(grants)")
         #expect(standing.contains { $0.program == nil && $0.scope == .always && $0.method == .policy })
-        #expect(grants.filter { $0.revoked != nil }.map(\.scope) == [.until], "the 1h grant was replaced")
+        #expect(grants.filter { $0.revoked != nil }.map(\.scope) == [.duration], "the 1h grant was replaced")
         #expect(try user.canOpen(setup.camera, .readWrite))
     }
 
@@ -133,7 +133,7 @@ struct RequestConsentTests {
         let always = try user.onTerminal(["request", "camera", "--always"] + setup.socket)
         #expect(always.exit == 0, "\(always.output)")
         let capped = try #require(try setup.grants(user).first { $0.permission == .camera })
-        #expect(capped.scope == .until)
+        #expect(capped.scope == .duration)
         #expect(abs(try #require(capped.expires).timeIntervalSince(capped.created) - 3600) < 2)
 
         let kept = try user.onTerminal(["request", "microphone"] + setup.socket)

@@ -27,7 +27,7 @@ struct DecidePathTests {
         let alice = fx.principal(fx.alice)
         let first = try fx.engine().decide(consent(fx, .allow, ResolvedTerm(.duration(seconds: 3600))))
         #expect(first.grant.method == .consent && first.grant.decidedBy == alice)
-        #expect(first.grant.scope == .until && ends(first.grant.expires, 3600, after: fx.clock.now))
+        #expect(first.grant.scope == .duration && ends(first.grant.expires, 3600, after: fx.clock.now))
         #expect(try fx.alice.canOpen(node, .readWrite))
 
         // A longer term replaces it; the replaced grant is ended by the one who decided.

@@ -13,7 +13,7 @@ struct DecisionsTests {
     let root = Principal(uid: 0, name: "root")
 
     private func grant(_ id: Int64, _ decision: Decision, device: String? = nil, permission: Permission = .camera,
-                       program: Program? = nil, scope: GrantScope = .always) -> Grant {
+                       program: Program? = nil, scope: GrantTerm.Word = .always) -> Grant {
         Grant(id: id, subject: Principal(uid: alice.uid, name: alice.name), program: program, permission: permission,
               deviceID: device, decision: decision, scope: scope, created: start.addingTimeInterval(Double(id)),
               decidedBy: root, method: .admin)

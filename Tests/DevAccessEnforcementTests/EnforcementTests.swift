@@ -77,8 +77,8 @@ struct EnforcementTests {
     @Test func aGrantThatRanOutUnendedIsTheNextExpiry() throws {
         let fx = try EngineFixture("nextexp")
         try fx.camera("video0")
-        let first = try fx.allow(fx.alice, scope: .until, expires: fx.clock.now.addingTimeInterval(2)).grant
-        let second = try fx.allow(fx.bob, scope: .until, expires: fx.clock.now.addingTimeInterval(5)).grant
+        let first = try fx.allow(fx.alice, scope: .duration, expires: fx.clock.now.addingTimeInterval(2)).grant
+        let second = try fx.allow(fx.bob, scope: .duration, expires: fx.clock.now.addingTimeInterval(5)).grant
         #expect(try fx.engine().nextExpiry() == first.expires)
         fx.clock.advance(3)
         #expect(try fx.engine().nextExpiry() == first.expires, "overdue and not ended: due now")
@@ -99,7 +99,7 @@ struct EnforcementTests {
         let typed = fx.clock.now
         fx.clock.advance(2)  // the order's time on its way and in the engine's queue
         let grant = try fx.engine().decide(Enforcer.DecisionRequest(
-            subject: fx.principal(fx.alice), permission: .camera, decision: .allow, scope: .until,
+            subject: fx.principal(fx.alice), permission: .camera, decision: .allow, scope: .duration,
             lastingSeconds: 5)).grant
         // The ledger keeps milliseconds.
         #expect(abs(grant.created.timeIntervalSince(typed) - 2) < 0.001)
@@ -112,7 +112,7 @@ struct EnforcementTests {
         }
         #expect(throws: EnforcementError.self) {
             try fx.engine().decide(Enforcer.DecisionRequest(
-                subject: fx.principal(fx.alice), permission: .camera, decision: .allow, scope: .until,
+                subject: fx.principal(fx.alice), permission: .camera, decision: .allow, scope: .duration,
                 expires: fx.clock.now.addingTimeInterval(60), lastingSeconds: 5))
         }
     }
@@ -120,7 +120,7 @@ struct EnforcementTests {
     @Test func expiredGrantIsRemovedWhenTheEngineRuns() throws {
         let fx = try EngineFixture("expiry")
         let node = try fx.camera("video0")
-        let grant = try fx.allow(fx.alice, scope: .until, expires: fx.clock.now.addingTimeInterval(2)).grant
+        let grant = try fx.allow(fx.alice, scope: .duration, expires: fx.clock.now.addingTimeInterval(2)).grant
         #expect(try fx.alice.canOpen(node, .readWrite))
 
         fx.clock.advance(3)
@@ -214,7 +214,7 @@ struct EnforcementTests {
         let fx = try EngineFixture("replace")
         let node = try fx.camera("video0")
         let always = try fx.allow(fx.alice).grant
-        let timed = try fx.allow(fx.alice, scope: .until, expires: fx.clock.now.addingTimeInterval(60))
+        let timed = try fx.allow(fx.alice, scope: .duration, expires: fx.clock.now.addingTimeInterval(60))
         #expect(timed.ended.map(\.id) == [always.id])
         #expect(try fx.alice.canOpen(node, .readWrite))
         // The entry stays; its record now names the grant that keeps it.

@@ -107,7 +107,7 @@ final class EngineFixture: @unchecked Sendable {
                         policy: { policy.flatMap { $0.reading() } })
     }
 
-    func allow(_ user: TestUser, device: String? = nil, scope: GrantScope = .always, expires: Date? = nil,
+    func allow(_ user: TestUser, device: String? = nil, scope: GrantTerm.Word = .always, expires: Date? = nil,
                engine: Enforcer? = nil) throws -> Enforcer.DecisionOutcome {
         try (engine ?? self.engine()).decide(Enforcer.DecisionRequest(
             subject: principal(user), permission: .camera, deviceID: device, decision: .allow, scope: scope,

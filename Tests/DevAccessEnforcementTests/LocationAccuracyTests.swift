@@ -52,7 +52,7 @@ struct LocationAccuracyTests {
         func grant(_ accuracy: LocationAccuracy?, lasting seconds: Int64? = nil, program: String? = nil,
                    engine: Enforcer) throws -> Grant {
             try engine.decide(Enforcer.DecisionRequest(
-                subject: alice, permission: .location, decision: .allow, scope: seconds == nil ? .always : .until,
+                subject: alice, permission: .location, decision: .allow, scope: seconds == nil ? .always : .duration,
                 lastingSeconds: seconds, program: program.map { Program(path: $0) }, accuracy: accuracy)).grant
         }
     }

@@ -112,7 +112,7 @@ struct NodeEventTests {
         let fx = try EngineFixture("nevexp")
         let cam0 = try fx.camera("video0")
         let cam1 = try fx.camera("video1")
-        let grant = try fx.allow(fx.alice, scope: .until, expires: fx.clock.now.addingTimeInterval(60)).grant
+        let grant = try fx.allow(fx.alice, scope: .duration, expires: fx.clock.now.addingTimeInterval(60)).grant
         #expect(Self.hasEntry(cam1, fx.alice))
         fx.clock.advance(120)
         try Self.recreate(fx, "video0")

@@ -37,13 +37,16 @@ struct GrantTermStorageTests {
         #expect(ResolvedTerm(.once).recorded(at: now) == (.once, nil))
         #expect(ResolvedTerm(.once, cap: hour).recorded(at: now) == (.once, now.addingTimeInterval(3600)),
                 "MaxDuration= ends a once at the latest")
-        #expect(ResolvedTerm(.duration(seconds: 90)).recorded(at: now) == (.until, now.addingTimeInterval(90)))
+        #expect(ResolvedTerm(.duration(seconds: 90)).recorded(at: now) == (.duration, now.addingTimeInterval(90)))
         #expect(ResolvedTerm(.always).recorded(at: now) == (.always, nil))
-        #expect(ResolvedTerm(.always).capped(8 * hour).recorded(at: now) == (.until, now.addingTimeInterval(8 * 3600)))
+        #expect(ResolvedTerm(.always).capped(8 * hour).recorded(at: now) == (.duration, now.addingTimeInterval(8 * 3600)))
     }
 
-    @Test func aRecordedGrantSaysItsTermWithTheProtocolsWord() {
-        #expect(GrantScope.allCases.map(\.rawValue) == ["once", "until", "always"], "the stored values")
-        #expect(GrantScope.allCases.map(\.word) == [.once, .duration, .always])
+    /// The stored spelling is the ledger's since its first schema (rows and hashed audit
+    /// details say `until`); the word and its stored name go both ways.
+    @Test func aRecordedGrantKeepsTheLedgersSpellingOfItsTerm() {
+        #expect(GrantTerm.Word.allCases.map(\.recordedName) == ["once", "until", "always"], "the stored values")
+        #expect(GrantTerm.Word.allCases.allSatisfy { GrantTerm.Word(recordedName: $0.recordedName) == $0 })
+        #expect(GrantTerm.Word(recordedName: "for") == nil, "the ledger never stored 'for'")
     }
 }

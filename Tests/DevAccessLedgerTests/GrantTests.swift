@@ -8,7 +8,7 @@ struct GrantTests {
     let start = Date(timeIntervalSince1970: 1_800_000_000)
 
     private func consent(_ subject: Principal, _ permission: Permission, _ decision: Decision = .allow,
-                         scope: GrantScope = .always, expires: Date? = nil, device: String? = nil) -> NewGrant {
+                         scope: GrantTerm.Word = .always, expires: Date? = nil, device: String? = nil) -> NewGrant {
         NewGrant(subject: subject, program: nil, permission: permission, deviceID: device, decision: decision,
                  scope: scope, expires: expires, decidedBy: subject, method: .consent, reason: "asked")
     }
@@ -21,7 +21,7 @@ struct GrantTests {
         #expect(always.created == start)
         #expect(always.isActive(at: start))
         let pinned = NewGrant(subject: alice, program: Program(path: "/usr/bin/cheese", sha256: String(repeating: "ab", count: 32)),
-                              permission: .microphone, decision: .allow, scope: .until,
+                              permission: .microphone, decision: .allow, scope: .duration,
                               expires: start.addingTimeInterval(3600), decidedBy: rootUser, method: .admin)
         let timed = try ledger.recordGrant(pinned, at: start)
         #expect(timed.program == pinned.program)
@@ -91,8 +91,8 @@ struct GrantTests {
     @Test func expiryQueriesAndMarking() throws {
         let dir = TemporaryLedgerDirectory()
         let ledger = try openLedger(dir)
-        let short = try ledger.recordGrant(consent(alice, .camera, scope: .until, expires: start.addingTimeInterval(60)), at: start)
-        let long = try ledger.recordGrant(consent(bob, .camera, scope: .until, expires: start.addingTimeInterval(600)), at: start)
+        let short = try ledger.recordGrant(consent(alice, .camera, scope: .duration, expires: start.addingTimeInterval(60)), at: start)
+        let long = try ledger.recordGrant(consent(bob, .camera, scope: .duration, expires: start.addingTimeInterval(600)), at: start)
         try ledger.recordGrant(consent(alice, .location), at: start)
 
         #expect(try ledger.expiredUnrevoked(now: start.addingTimeInterval(59)).isEmpty)
@@ -114,14 +114,14 @@ struct GrantTests {
     @Test func invalidGrantsAreRefusedBeforeWriting() throws {
         let dir = TemporaryLedgerDirectory()
         let ledger = try openLedger(dir)
-        var grant = consent(alice, .camera, scope: .until)
+        var grant = consent(alice, .camera, scope: .duration)
         #expect(throws: LedgerError.invalidArgument("scope 'until' needs an expiry time")) {
             try ledger.recordGrant(grant, at: start)
         }
         grant.scope = .always
         grant.expires = start.addingTimeInterval(5)
         #expect(throws: LedgerError.self) { try ledger.recordGrant(grant, at: start) }
-        grant.scope = .until
+        grant.scope = .duration
         grant.expires = start
         #expect(throws: LedgerError.invalidArgument("the expiry time is not in the future")) {
             try ledger.recordGrant(grant, at: start)

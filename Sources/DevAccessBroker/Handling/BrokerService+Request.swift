@@ -514,7 +514,7 @@ extension BrokerService {
     /// The result a grant stands for. `term` is what was decided (a one-use grant is stored
     /// as `until`); nil reads it from the grant.
     static func result(for grant: Grant, outcome: RequestOutcome, term: GrantTerm.Word?) -> RequestResult {
-        let stored = grant.scope.word
+        let stored = grant.scope
         let ends = grant.expires.map { ISOTime.format($0) }
         let verb = grant.decision == .allow ? "allowed" : "denied"
         var terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
