@@ -86,7 +86,7 @@ let package = Package(
                     exclude: ["Fixtures"]),
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessArguments", "DevAccessCLI", "DevAccessCore", "DevAccessSystem",
-                                                             "DevAccessTestSupport"]),
+                                                             "DevAccessProtocol", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore", "DevAccessSystem"]),
         .testTarget(name: "DevAccessBrokerTests",
                     dependencies: ["DevAccessArguments", "DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",

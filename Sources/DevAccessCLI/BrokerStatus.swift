@@ -65,9 +65,7 @@ enum BrokerStatus {
         }
         let user = UserIdentity(uid: reply.uid, name: reply.user, primaryGID: 0, groups: [])
         if arguments.has("json") {
-            let document = StatusDocument(user: reply.user, uid: reply.uid,
-                                          permissions: reply.permissions.map(PermissionDocument.init))
-            console.out(try JSONOutput.encode(document))
+            console.out(StatusJSON.status(user: reply.user, uid: reply.uid, permissions: reply.permissions, gate: nil))
         } else {
             let rendering = StatusRendering(user: user, statuses: reply.permissions, gate: nil, time: HumanTime.now())
             console.out(arguments.has("verbose") ? rendering.verbose() : rendering.summary(),

@@ -4,6 +4,7 @@ import DevAccessCore
 import DevAccessHardware
 import DevAccessEnforcement
 import DevAccessInterface
+import DevAccessProtocol
 import Glibc
 
 enum MonitorCommand: Command {
@@ -215,38 +216,55 @@ struct MonitorOutput {
         decisionsUnknown = reading.decisionsUnknown
         let now = MonotonicClock.microseconds()
         for status in reading.statuses {
+            let head = [JSONMember("event", .string("snapshot")),
+                        JSONMember("permission", .string(status.permission.rawValue)),
+                        JSONMember("status", .string(status.status.rawValue))]
             if status.devices.isEmpty {
                 let reason = status.reasons.first?.message
-                try print(MonitorSnapshotDocument(permission: status.permission.rawValue, status: status.status.rawValue,
-                                                  reason: reason, decisionsUnknown: reading.decisionsUnknown,
-                                                  monotonicUsec: now),
-                          line: "snapshot \(status.permission.rawValue): \(status.status.rawValue)"
-                              + (reason.map { " (" + TerminalText.field($0) + ")" } ?? ""))
+                print(.object(head + (reason.map { [JSONMember("reason", .string($0))] } ?? [])
+                              + tail(reading.decisionsUnknown, monotonicUsec: now)),
+                      line: "snapshot \(status.permission.rawValue): \(status.status.rawValue)"
+                          + (reason.map { " (" + TerminalText.field($0) + ")" } ?? ""))
                 continue
             }
             for device in status.devices {
-                try print(MonitorSnapshotDocument(permission: status.permission.rawValue, id: device.device.id,
-                                                  name: device.device.name,
-                                                  nodes: device.nodes.map { NodeDocument($0.node, access: $0.evaluation?.access) },
-                                                  usable: device.usable, status: status.status.rawValue,
-                                                  decisionsUnknown: reading.decisionsUnknown, monotonicUsec: now),
-                          line: "snapshot \(status.permission.rawValue) \(Self.device(device.device)): \(status.status.rawValue)")
+                print(.object(head + [JSONMember("device", ModelCoding.encode(device))]
+                              + tail(reading.decisionsUnknown, monotonicUsec: now)),
+                      line: "snapshot \(status.permission.rawValue) \(Self.device(device.device)): \(status.status.rawValue)")
             }
         }
     }
 
+    /// `device` is the device as the event left it: with `usable` (the last reading) unless it
+    /// was removed; its nodes without an evaluation (the event does not read access).
     mutating func event(_ step: HotplugStatusModel.Step, permission: Permission, uevent: MonitorUevent, usable: Bool?,
                         decisionsUnknown: String?) throws {
         self.decisionsUnknown = decisionsUnknown
         let device = step.change.device
-        let document = MonitorEventDocument(
-            event: step.change.kind.rawValue, permission: permission.rawValue, id: device.id, name: device.name,
-            subsystem: uevent.subsystem, devnode: uevent.devnode, seqnum: uevent.seqnum, kernelUsec: uevent.kernelUsec,
-            monotonicUsec: MonotonicClock.microseconds(), nodes: device.nodes.map { NodeDocument($0, access: nil) },
-            usable: step.change.kind == .remove ? nil : usable,
-            previousStatus: step.previousStatus.rawValue, status: step.status.rawValue, decisionsUnknown: decisionsUnknown)
-        try print(document, line: "\(step.change.kind.rawValue) \(permission.rawValue) \(Self.device(device)): "
+        let encoded = switch (step.change.kind, usable) {
+        case (.remove, _), (_, nil): ModelCoding.encode(device)
+        case (_, let usable?):
+            ModelCoding.encode(DeviceStatus(device: device, nodes: device.nodes.map { NodeStatus(node: $0, evaluation: nil) },
+                                            usable: usable))
+        }
+        var members = [JSONMember("event", .string(step.change.kind.rawValue)),
+                       JSONMember("permission", .string(permission.rawValue)),
+                       JSONMember("device", encoded)]
+        if let subsystem = uevent.subsystem { members.append(JSONMember("subsystem", .string(subsystem))) }
+        if let devnode = uevent.devnode { members.append(JSONMember("devnode", .string(devnode))) }
+        members.append(JSONMember("seqnum", .integer(Int64(clamping: uevent.seqnum))))
+        if let kernelUsec = uevent.kernelUsec { members.append(JSONMember("kernelUsec", .integer(Int64(clamping: kernelUsec)))) }
+        members += [JSONMember("previousStatus", .string(step.previousStatus.rawValue)),
+                    JSONMember("status", .string(step.status.rawValue))]
+        print(.object(members + tail(decisionsUnknown, monotonicUsec: MonotonicClock.microseconds())),
+              line: "\(step.change.kind.rawValue) \(permission.rawValue) \(Self.device(device)): "
                   + "\(step.previousStatus.rawValue) -> \(step.status.rawValue)")
+    }
+
+    /// Why decisions are unknown (when they are), then when the line was made (CLOCK_MONOTONIC µs).
+    private func tail(_ decisionsUnknown: String?, monotonicUsec: UInt64) -> [JSONMember] {
+        (decisionsUnknown.map { [JSONMember("decisionsUnknown", .string($0))] } ?? [])
+            + [JSONMember("monotonicUsec", .integer(Int64(clamping: monotonicUsec)))]
     }
 
     /// `NAME [ID] NODE,NODE`, each made safe for a terminal.
@@ -255,9 +273,10 @@ struct MonitorOutput {
             + TerminalText.field(device.nodes.map(\.path).joined(separator: ","))
     }
 
-    private func print(_ document: some Encodable, line: String) throws {
+    /// One JSON object a line (`--json`), or the text line.
+    private func print(_ object: JSONValue, line: String) {
         if json {
-            console.out(try JSONOutput.encodeLine(document))
+            console.out(JSONWriter.string(object))
         } else {
             console.out(line + (decisionsUnknown == nil ? "" : " (decisions unknown)"))
         }

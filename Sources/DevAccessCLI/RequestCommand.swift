@@ -123,7 +123,7 @@ enum RequestCommand: Command {
                 + TerminalText.block(time.rewritingISOTimes(in: result.message)))
         }
         if json {
-            console.out(try JSONOutput.encode(RequestDocument(decision)))
+            console.out(StatusJSON.decision(decision))
         } else {
             let user = UserIdentity(uid: decision.uid, name: decision.user, primaryGID: 0, groups: [])
             console.out(StatusRendering(user: user, statuses: decision.permissions, gate: nil, time: HumanTime.now())
@@ -303,21 +303,8 @@ struct PromptSession {
     }
 }
 
-/// `devaccess request --json` (docs/json.md).
-struct RequestDocument: Encodable {
-    var user: String
-    var uid: UInt32
-    var results: [RequestResultDocument]
-    var permissions: [PermissionDocument]
-
-    init(_ decision: DecisionReply) {
-        user = decision.user
-        uid = decision.uid
-        results = decision.results.map(RequestResultDocument.init)
-        permissions = decision.permissions.map(PermissionDocument.init)
-    }
-}
-
+/// A request's result as `devaccess pending --json` prints it after a resolution (the
+/// same members as the wire's, ConversationCoding.encode(_: RequestResult)).
 struct RequestResultDocument: Encodable {
     var permission: String
     var outcome: String

@@ -47,10 +47,7 @@ enum StatusCommand: Command {
         let (user, statuses) = (computed.user, computed.statuses)
         let gate = try await LocalStatus.gate(permissions, computed, arguments, command: spec.name)
         if arguments.has("json") {
-            let document = StatusDocument(user: user.name, uid: user.uid,
-                                          permissions: statuses.map(PermissionDocument.init),
-                                          gate: gate.map(GateDocument.init))
-            console.out(try JSONOutput.encode(document))
+            console.out(StatusJSON.status(user: user.name, uid: user.uid, permissions: statuses, gate: gate))
         } else {
             let rendering = StatusRendering(user: user, statuses: statuses, gate: gate, time: HumanTime.now())
             console.out(arguments.has("verbose") ? rendering.verbose() : rendering.summary(), style: style)
@@ -217,7 +214,7 @@ enum DevicesCommand: Command {
         let options = try CommonOptions.probeOptions(arguments, command: spec.name)
         let reports = try await DeviceSources.reports(permissions, options: options, environment: arguments.environment)
         if arguments.has("json") {
-            console.out(try JSONOutput.encode(DevicesDocument(permissions: reports.map(InventoryDocument.init))))
+            console.out(StatusJSON.devices(reports))
         } else {
             console.out(TableOutput.devices(reports, skipped: arguments.has("all")))
         }

@@ -250,7 +250,7 @@ struct ConsentDetailsTests {
 
         let shorter = try user.onTerminal(["request", "camera", "--for", "5m", "--json"] + setup.socket)
         #expect(shorter.exit == 0 && !shorter.output.contains("Password"), "\(shorter.output)")
-        #expect(shorter.output.contains(#""outcome" : "already-allowed""#), "\(shorter.output)")
+        #expect(shorter.output.contains(#""outcome": "already-allowed""#), "\(shorter.output)")
 
         let always = try user.onTerminal(["request", "camera", "--always"] + setup.socket, answers: password)
         #expect(always.exit == 0 && always.output.contains("Password"), "\(always.output)")
@@ -269,7 +269,7 @@ struct ConsentDetailsTests {
         let grant = try #require(try setup.grants(user).first)
         #expect(grant.scope == .duration)
         #expect(abs(try #require(grant.expires).timeIntervalSince(grant.created) - 8 * 3600) < 2)
-        #expect(run.output.contains(#""term" : "for""#), "the recorded term is what was said: \(run.output)")
+        #expect(run.output.contains(#""term": "for""#), "the recorded term is what was said: \(run.output)")
     }
 
     /// `approve ID --for D` sets the term; `reject ID` declines (nothing recorded, the next
@@ -295,7 +295,7 @@ struct ConsentDetailsTests {
         #expect(try setup.grants(erin).allSatisfy { $0.permission == .camera }, "nothing recorded for the microphone")
         #expect(try setup.ledger().pendingRequest(id: 2)?.resolution == .declined)
         let again = try erin.onTerminal(["request", "microphone", "--json"] + setup.socket)
-        #expect(again.output.contains(#""outcome" : "pending""#), "asked again, queued again: \(again.output)")
+        #expect(again.output.contains(#""outcome": "pending""#), "asked again, queued again: \(again.output)")
         let third = try #require(try setup.ledger().pendingRequests().first)
 
         let denied = try carol.devaccess(["reject", String(third.id), "--deny"] + setup.socket)
@@ -303,7 +303,7 @@ struct ConsentDetailsTests {
         let denial = try #require(try setup.grants(erin).first { $0.permission == .microphone })
         #expect(denial.decision == .deny && denial.method == .admin)
         let after = try erin.onTerminal(["request", "microphone", "--json"] + setup.socket)
-        #expect(after.output.contains(#""outcome" : "already-denied""#), "\(after.output)")
+        #expect(after.output.contains(#""outcome": "already-denied""#), "\(after.output)")
 
         // Version 3 keeps its meaning: reject records a denial.
         try #require(try carol.devaccess(["reset", "--user", erin.name] + setup.socket).status == 0)

@@ -76,7 +76,7 @@ struct MonitorTests {
 
     static func brief(_ line: [String: Any]) -> String {
         let event = line["event"] as? String ?? "?"
-        let id = line["id"] as? String ?? "-"
+        let id = (line["device"] as? [String: Any])?["id"] as? String ?? "-"
         if event == "snapshot" { return "snapshot \(line["permission"] as? String ?? "?") \(id) \(line["status"] ?? "?")" }
         return "\(event) \(id) \(line["seqnum"] ?? "?") \(line["previousStatus"] ?? "?")->\(line["status"] ?? "?")"
     }
@@ -105,7 +105,8 @@ struct MonitorTests {
                 "snapshot camera camera:test-video-index0 \(word)", "snapshot camera camera:test-video-index1 \(word)",
                 "snapshot microphone - unavailable",
             ], "\(user.name): \(monitor.text)")
-            #expect(snapshot.first?["usable"] as? Bool == true, "the node opens; the decision says \(word)")
+            #expect((snapshot.first?["device"] as? [String: Any])?["usable"] as? Bool == true,
+                    "the node opens; the decision says \(word)")
 
             // rmmod: both remove events are queued before monitor reads the status again.
             // devaccessd's declared devices stay listed: which devices are there must come

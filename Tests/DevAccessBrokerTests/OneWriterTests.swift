@@ -298,7 +298,7 @@ struct OneWriterTests {
 
         let fromBroker = try user.devaccess(["status", "camera", "--json"], environment: env)
         #expect(fromBroker.status == 0, "\(fromBroker.stderr)")
-        #expect(fromBroker.stdout.contains("\"status\" : \"denied\""), "\(fromBroker.stdout)")
+        #expect(fromBroker.stdout.contains("\"status\": \"denied\""), "\(fromBroker.stdout)")
 
         // Another user's status: refused locally as the broker refuses it.
         let nosy = try other.devaccess(["status", "camera", "--user", user.name], environment: env)
@@ -308,10 +308,10 @@ struct OneWriterTests {
         let unknown = try user.devaccess(["status", "camera", "--json"], environment: env)
         #expect(unknown.status == 0, "\(unknown.stderr)")
         #expect(unknown.stdout.contains("decisions unknown: devaccessd not reachable"), "\(unknown.stdout)")
-        #expect(!unknown.stdout.contains("\"status\" : \"denied\""))
+        #expect(!unknown.stdout.contains("\"status\": \"denied\""))
         // Root still reads the ledger itself (read-only), daemon or not.
         let root = try TestProcess.devaccess(["status", "camera", "--user", user.name, "--json"], environment: env)
-        #expect(root.stdout.contains("\"status\" : \"denied\""), "\(root.stdout)")
+        #expect(root.stdout.contains("\"status\": \"denied\""), "\(root.stdout)")
     }
 
     /// A state directory another user owns (a world-writable --state-dir) or a symlink is

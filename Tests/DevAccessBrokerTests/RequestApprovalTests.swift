@@ -71,7 +71,7 @@ struct RequestApprovalTests {
         #expect(queued.exit == 4, "\(queued.output)")
         #expect(queued.prompts == 0)
         #expect(queued.output.contains("queued as request 1 for an administrator"))
-        #expect(queued.output.contains(#""outcome" : "pending""#))
+        #expect(queued.output.contains(#""outcome": "pending""#))
         #expect(try !erin.canOpen(setup.camera, .read))
 
         // The queue is in the ledger: it survives the requester leaving and a broker restart.
@@ -173,8 +173,8 @@ extension RequestApprovalTests {
                                       answers: [("Password", "\u{4}")])
         #expect(run.exit == 4, "\(run.output)")
         #expect(Date().timeIntervalSince(started) < 20)
-        #expect(run.output.contains(#""why" : "end-of-input""#))
-        #expect(run.output.contains(#""outcome" : "pending""#))
+        #expect(run.output.contains(#""why": "end-of-input""#))
+        #expect(run.output.contains(#""outcome": "pending""#))
         #expect(!run.output.contains("waiting for the answer"))
         #expect(try setup.ledger().pendingRequests().map(\.permissions) == [[.microphone]])
         #expect(try setup.grants(gina).isEmpty)

@@ -88,7 +88,7 @@ struct RequestConsentTests {
         let denied = try user.onTerminal(["request", "camera", "--json"] + setup.socket)
         #expect(denied.exit == 5, "\(denied.output)")
         #expect(denied.prompts == 0)
-        #expect(denied.output.contains(#""outcome" : "restricted""#))
+        #expect(denied.output.contains(#""outcome": "restricted""#))
         #expect(try setup.grants(user).isEmpty, "a restriction is not the user's denial")
 
         let allowed = try user.onTerminal(["request", "microphone"] + setup.socket)
@@ -231,7 +231,7 @@ extension LoginSessions {
             let again = try Self.request(user, setup, ["camera", "--json"])
             #expect(again.exitStatus == 3, "\(again.output)")
             #expect(!again.output.contains("the code"), "not asked again: \(again.output)")
-            #expect(again.output.contains(#""outcome" : "already-denied""#), "\(again.output)")
+            #expect(again.output.contains(#""outcome": "already-denied""#), "\(again.output)")
             #expect(try setup.grants(user).count == 1, "nothing new recorded")
         }
 

@@ -80,7 +80,7 @@ struct CommandLineTests {
 
     @Test func checkExitCodeFollowsTheStatus() throws {
         let json = try TestProcess.devaccess(["status", "location", "--json"], environment: closedGpsd)
-        #expect(json.stdout.contains("\"status\" : \"unavailable\""))
+        #expect(json.stdout.contains("\"status\": \"unavailable\""))
         let check = try TestProcess.devaccess(["check", "location"], environment: closedGpsd)
         #expect(check.status == 6)
         #expect(check.stdout.isEmpty && check.stderr.isEmpty)

@@ -134,7 +134,7 @@ struct GateReportTests {
         let group = without.first { $0["kind"] as? String == "group" }
         #expect(group?["name"] as? String == crew.name, "\(without)")
         #expect(group?["members"] as? [String] == [fx.alice.name], "\(without)")
-        #expect(group?["access"] as? String == "readwrite")
+        #expect(group?["access"] as? String == "rw-", "the wire's word for an access mode: \(without)")
         let users = without.filter { $0["kind"] as? String == "aclUser" }
         #expect(users.map { $0["name"] as? String } == [carol.name], "devaccess's own entry for bob is not listed: \(without)")
         #expect(users.first?["devaccess"] as? Bool == false)

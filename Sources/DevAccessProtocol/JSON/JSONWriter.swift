@@ -45,6 +45,46 @@ public enum JSONWriter {
         }
     }
 
+    /// The same value for people: one member or element a line, indented by two spaces,
+    /// `"key": value`; empty arrays and objects stay `[]` and `{}`. No trailing newline.
+    public static func indented(_ value: JSONValue) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity(1024)
+        writeIndented(value, depth: 0, into: &output)
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    private static func writeIndented(_ value: JSONValue, depth: Int, into output: inout [UInt8]) {
+        func newline(_ depth: Int) {
+            output.append(0x0a)
+            output.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * depth))
+        }
+        switch value {
+        case .array(let elements) where !elements.isEmpty:
+            output.append(UInt8(ascii: "["))
+            for (position, element) in elements.enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                newline(depth + 1)
+                writeIndented(element, depth: depth + 1, into: &output)
+            }
+            newline(depth)
+            output.append(UInt8(ascii: "]"))
+        case .object(let members) where !members.isEmpty:
+            output.append(UInt8(ascii: "{"))
+            for (position, member) in members.enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                newline(depth + 1)
+                writeString(member.key, into: &output)
+                output.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: " ")])
+                writeIndented(member.value, depth: depth + 1, into: &output)
+            }
+            newline(depth)
+            output.append(UInt8(ascii: "}"))
+        default:
+            write(value, into: &output)
+        }
+    }
+
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     private static func writeString(_ text: String, into output: inout [UInt8]) {

@@ -3,7 +3,7 @@ import DevAccessCore
 /// Encoding and strict decoding of the version 2 bodies (Conversation.swift), by the
 /// rules in StrictReader.swift. Each `decode` reads the fields of the envelope's reader;
 /// the caller finishes it (unknown fields refused).
-enum ConversationCoding {
+public enum ConversationCoding {
     static let maxPromptNumber: Int64 = 1_000_000
     static let maxTimeout: Int64 = 86_400
     static let maxAttempts: Int64 = 10
@@ -235,7 +235,7 @@ enum ConversationCoding {
 
     // MARK: results, decision, resolved
 
-    static func encode(_ result: RequestResult) -> JSONValue {
+    public static func encode(_ result: RequestResult) -> JSONValue {
         var members = [JSONMember("permission", .string(result.permission.rawValue)),
                        JSONMember("outcome", .string(result.outcome.rawValue))]
         if let how = result.how { members.append(JSONMember("how", .string(how.rawValue))) }
@@ -284,7 +284,8 @@ enum ConversationCoding {
         }
     }
 
-    static func encode(_ decision: DecisionReply) -> [JSONMember] {
+    /// The wire's `decision` reply after its envelope; also `devaccess request --json`.
+    public static func encode(_ decision: DecisionReply) -> [JSONMember] {
         [JSONMember("user", .string(decision.user)), JSONMember("uid", .integer(Int64(decision.uid))),
          JSONMember("results", .array(decision.results.map(encode))),
          JSONMember("permissions", .array(decision.permissions.map(ModelCoding.encode)))]

@@ -281,9 +281,7 @@ public enum MessageCodec {
             peerMembers.append(JSONMember("admin", .bool(peer.admin)))
             members.append(JSONMember("peer", .object(peerMembers)))
         case .status(let status):
-            members.append(JSONMember("user", .string(status.user)))
-            members.append(JSONMember("uid", .integer(Int64(status.uid))))
-            members.append(JSONMember("permissions", .array(status.permissions.map(ModelCoding.encode))))
+            members += ModelCoding.statusMembers(user: status.user, uid: status.uid, permissions: status.permissions)
         case .error(let error):
             members.append(JSONMember("code", .string(error.code.rawValue)))
             members.append(JSONMember("context", .string(error.context)))
@@ -334,9 +332,7 @@ public enum MessageCodec {
                 }
                 reply = .hello(HelloReply(server: server, versions: versions, peer: peer))
             case ("status", _):
-                let user = try reader.string("user", maxLength: 256)
-                let uid = try reader.uint32("uid")
-                let permissions = try reader.array("permissions", maxCount: 64, ModelCoding.decodePermissionStatus)
+                let (user, uid, permissions) = try ModelCoding.decodeStatusMembers(&reader)
                 reply = .status(StatusReply(user: user, uid: uid, permissions: permissions))
             case ("error", _):
                 let code = try reader.string("code", maxLength: 64)

@@ -1,13 +1,30 @@
 import DevAccessCore
 
-/// The core model on the wire: a `PermissionStatus` with its devices, nodes, kernel
-/// facts, evaluations and reasons, so that a client prints exactly what a local probe
-/// would. Encoding and strict decoding side by side; a round trip gives back an equal
-/// value (tests check it).
-enum ModelCoding {
+/// The core model in JSON: a `PermissionStatus` with its devices, nodes, kernel facts,
+/// evaluations and reasons, so that a client prints exactly what a local probe would.
+/// The one encoding of these models: the wire (devaccessd and the client library) and
+/// `devaccess status|devices|monitor --json` both print it (docs/json.md). Encoding and
+/// strict decoding side by side; a round trip gives back an equal value (tests check it).
+public enum ModelCoding {
+    // MARK: A status report (the wire's `status` reply, `devaccess status --json`)
+
+    /// `user`, `uid` and `permissions`: the members of the wire's `status` reply after its
+    /// envelope, and of `devaccess status --json` before its `gate`.
+    public static func statusMembers(user: String, uid: UInt32, permissions: [PermissionStatus]) -> [JSONMember] {
+        [JSONMember("user", .string(user)), JSONMember("uid", .integer(Int64(uid))),
+         JSONMember("permissions", .array(permissions.map(encode)))]
+    }
+
+    /// Reads what `statusMembers` wrote.
+    public static func decodeStatusMembers(_ reader: inout ObjectReader) throws(ProtocolError)
+        -> (user: String, uid: UInt32, permissions: [PermissionStatus]) {
+        (try reader.string("user", maxLength: 256), try reader.uint32("uid"),
+         try reader.array("permissions", maxCount: 64, decodePermissionStatus))
+    }
+
     // MARK: PermissionStatus
 
-    static func encode(_ status: PermissionStatus) -> JSONValue {
+    public static func encode(_ status: PermissionStatus) -> JSONValue {
         var members = [
             JSONMember("permission", .string(status.permission.rawValue)),
             JSONMember("status", .string(status.status.rawValue)),
@@ -21,7 +38,7 @@ enum ModelCoding {
         return .object(members)
     }
 
-    static func decodePermissionStatus(_ value: JSONValue, path: String) throws(ProtocolError) -> PermissionStatus {
+    public static func decodePermissionStatus(_ value: JSONValue, path: String) throws(ProtocolError) -> PermissionStatus {
         try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> PermissionStatus in
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
             let status = try reader.word("status", AuthorizationStatus.allCases.map { ($0.rawValue, $0) })
@@ -42,25 +59,34 @@ enum ModelCoding {
 
     // MARK: Reason
 
-    static func encode(_ reason: Reason) -> JSONValue {
+    public static func encode(_ reason: Reason) -> JSONValue {
         .object([JSONMember("kind", .string(reason.kind.rawValue)), JSONMember("message", .string(reason.message))])
     }
 
-    static func decodeReason(_ value: JSONValue, path: String) throws(ProtocolError) -> Reason {
+    public static func decodeReason(_ value: JSONValue, path: String) throws(ProtocolError) -> Reason {
         try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> Reason in
             Reason(Reason.Kind(rawValue: try reader.string("kind", maxLength: 64)),
                    try reader.string("message", maxLength: 16384))
         }
     }
 
-    // MARK: Device with its status
+    // MARK: Device, alone (`devaccess devices`) and with its status
 
-    static func encode(_ status: DeviceStatus) -> JSONValue {
-        let device = status.device
+    /// A device as the hardware shows it: its nodes' facts, no evaluation, no `usable`.
+    public static func encode(_ device: Device) -> JSONValue {
+        encode(device, usable: nil, nodes: device.nodes.map { NodeStatus(node: $0, evaluation: nil) })
+    }
+
+    public static func encode(_ status: DeviceStatus) -> JSONValue {
+        encode(status.device, usable: status.usable, nodes: status.nodes)
+    }
+
+    /// The one device object: `usable` only with a status; each node with its evaluation when it has one.
+    private static func encode(_ device: Device, usable: Bool?, nodes: [NodeStatus]) -> JSONValue {
         var members = [JSONMember("id", .string(device.id)), JSONMember("name", .string(device.name))]
         if let driver = device.driver { members.append(JSONMember("driver", .string(driver))) }
         if let bus = device.bus { members.append(JSONMember("bus", .string(bus))) }
-        members.append(JSONMember("usable", .bool(status.usable)))
+        if let usable { members.append(JSONMember("usable", .bool(usable))) }
         if case .service(let service) = device.route {
             members.append(JSONMember("service", .object([
                 JSONMember("name", .string(service.name)),
@@ -71,32 +97,73 @@ enum ModelCoding {
         members.append(JSONMember("details", .object(device.details.sorted { $0.key < $1.key }.map {
             JSONMember($0.key, .string($0.value))
         })))
-        members.append(JSONMember("nodes", .array(status.nodes.map(encode))))
+        members.append(JSONMember("nodes", .array(nodes.map(encode))))
         return .object(members)
     }
 
-    static func decodeDeviceStatus(_ value: JSONValue, path: String, permission: Permission) throws(ProtocolError) -> DeviceStatus {
+    public static func decodeDeviceStatus(_ value: JSONValue, path: String, permission: Permission) throws(ProtocolError) -> DeviceStatus {
         try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> DeviceStatus in
-            let id = try reader.string("id")
-            let name = try reader.string("name")
-            let driver = try reader.optionalString("driver")
-            let bus = try reader.optionalString("bus")
-            let usable = try reader.bool("usable")
-            let service = try reader.optionalObject("service") { (service) throws(ProtocolError) -> ServiceAccess in
-                ServiceAccess(name: try service.string("name"), endpoint: try service.string("endpoint"),
-                              openToAllLocalUsers: try service.bool("openToAllLocalUsers"))
+            let (device, nodes) = try decodeDevice(&reader, permission: permission)
+            return DeviceStatus(device: device, nodes: nodes, usable: try reader.bool("usable"))
+        }
+    }
+
+    /// Reads what `encode(_: Device)` wrote: no `usable`, no node with an evaluation.
+    public static func decodeDevice(_ value: JSONValue, path: String, permission: Permission) throws(ProtocolError) -> Device {
+        try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> Device in
+            let (device, nodes) = try decodeDevice(&reader, permission: permission)
+            if nodes.contains(where: { $0.evaluation != nil }) {
+                throw ProtocolError(.badMessage, context: reader.childPath("nodes"),
+                                    reason: "a device without a status has no node with an 'evaluation'")
             }
-            let details = try reader.stringMap("details")
-            let nodes = try reader.array("nodes", maxCount: 256, decodeNodeStatus)
-            let device = Device(permission: permission, id: id, name: name, driver: driver, bus: bus,
-                                nodes: nodes.map(\.node), route: service.map { .service($0) } ?? .nodes, details: details)
-            return DeviceStatus(device: device, nodes: nodes, usable: usable)
+            return device
+        }
+    }
+
+    private static func decodeDevice(_ reader: inout ObjectReader, permission: Permission) throws(ProtocolError)
+        -> (Device, [NodeStatus]) {
+        let id = try reader.string("id")
+        let name = try reader.string("name")
+        let driver = try reader.optionalString("driver")
+        let bus = try reader.optionalString("bus")
+        let service = try reader.optionalObject("service") { (service) throws(ProtocolError) -> ServiceAccess in
+            ServiceAccess(name: try service.string("name"), endpoint: try service.string("endpoint"),
+                          openToAllLocalUsers: try service.bool("openToAllLocalUsers"))
+        }
+        let details = try reader.stringMap("details")
+        let nodes = try reader.array("nodes", maxCount: 256, decodeNodeStatus)
+        let device = Device(permission: permission, id: id, name: name, driver: driver, bus: bus,
+                            nodes: nodes.map(\.node), route: service.map { .service($0) } ?? .nodes, details: details)
+        return (device, nodes)
+    }
+
+    // MARK: What the hardware shows for a permission (`devaccess devices`)
+
+    public static func encode(_ report: AdapterReport) -> JSONValue {
+        var members = [JSONMember("permission", .string(report.permission.rawValue))]
+        if let why = report.unavailableReason { members.append(JSONMember("unavailableReason", .string(why))) }
+        members += [
+            JSONMember("devices", .array(report.devices.map(encode))),
+            JSONMember("notes", .array(report.notes.map(encode))),
+        ]
+        return .object(members)
+    }
+
+    public static func decodeAdapterReport(_ value: JSONValue, path: String) throws(ProtocolError) -> AdapterReport {
+        try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> AdapterReport in
+            let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
+            let devices = try reader.array("devices", maxCount: 256) { (value, path) throws(ProtocolError) in
+                try decodeDevice(value, path: path, permission: permission)
+            }
+            return AdapterReport(permission: permission, devices: devices,
+                                 unavailableReason: try reader.optionalString("unavailableReason", maxLength: 16384),
+                                 notes: try reader.array("notes", maxCount: 4096, decodeReason))
         }
     }
 
     // MARK: Node with its evaluation
 
-    static func encode(_ status: NodeStatus) -> JSONValue {
+    public static func encode(_ status: NodeStatus) -> JSONValue {
         let node = status.node
         var members = [
             JSONMember("path", .string(node.path)),
@@ -111,7 +178,7 @@ enum ModelCoding {
         return .object(members)
     }
 
-    static func decodeNodeStatus(_ value: JSONValue, path: String) throws(ProtocolError) -> NodeStatus {
+    public static func decodeNodeStatus(_ value: JSONValue, path: String) throws(ProtocolError) -> NodeStatus {
         try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> NodeStatus in
             let nodePath = try reader.string("path")
             let role = try reader.string("role", maxLength: 64)
@@ -140,7 +207,7 @@ enum ModelCoding {
         ("directory", .directory), ("symlink", .symlink), ("other", .other),
     ]
 
-    static func encode(_ facts: NodeFacts) -> JSONValue {
+    public static func encode(_ facts: NodeFacts) -> JSONValue {
         var members = [
             JSONMember("path", .string(facts.path)),
             JSONMember("kind", .string(facts.kind.rawValue)),
@@ -156,7 +223,7 @@ enum ModelCoding {
         return .object(members)
     }
 
-    static func decodeFacts(_ value: JSONValue, path: String) throws(ProtocolError) -> NodeFacts {
+    public static func decodeFacts(_ value: JSONValue, path: String) throws(ProtocolError) -> NodeFacts {
         try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> NodeFacts in
             NodeFacts(path: try reader.string("path"), kind: try reader.word("kind", kinds),
                       major: try reader.uint32("major"), minor: try reader.uint32("minor"),
@@ -169,7 +236,7 @@ enum ModelCoding {
 
     // MARK: ACL entries, with libacl's tag names
 
-    static func encode(_ entry: ACLEntry) -> JSONValue {
+    public static func encode(_ entry: ACLEntry) -> JSONValue {
         var members: [JSONMember]
         switch entry.tag {
         case .userObject: members = [JSONMember("tag", .string("user_obj"))]
@@ -184,7 +251,7 @@ enum ModelCoding {
         return .object(members)
     }
 
-    static func decodeACLEntry(_ value: JSONValue, path: String) throws(ProtocolError) -> ACLEntry {
+    public static func decodeACLEntry(_ value: JSONValue, path: String) throws(ProtocolError) -> ACLEntry {
         try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> ACLEntry in
             let tagName = try reader.word("tag", [("user_obj", 0), ("user", 1), ("group_obj", 2), ("group", 3),
                                                   ("mask", 4), ("other", 5)])
@@ -205,7 +272,7 @@ enum ModelCoding {
 
     // MARK: Evaluation
 
-    static func encode(_ result: AccessEvaluator.Result) -> JSONValue {
+    public static func encode(_ result: AccessEvaluator.Result) -> JSONValue {
         var members = [JSONMember("access", .string(result.access.wireText))]
         switch result.decidedBy {
         case .superuser: members.append(JSONMember("source", .string("superuser")))
@@ -222,7 +289,7 @@ enum ModelCoding {
         return .object(members)
     }
 
-    static func decodeEvaluation(_ value: JSONValue, path: String) throws(ProtocolError) -> AccessEvaluator.Result {
+    public static func decodeEvaluation(_ value: JSONValue, path: String) throws(ProtocolError) -> AccessEvaluator.Result {
         try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> AccessEvaluator.Result in
             let access = try Strict.accessMode(try reader.required("access"), path: reader.childPath("access"))
             let sourceName = try reader.word("source", [("superuser", 0), ("owner", 1), ("namedUser", 2),

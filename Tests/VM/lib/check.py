@@ -255,6 +255,50 @@ def all_nodes(device):
     return [n for n in device.get("nodes", []) if isinstance(n, dict)]
 
 
+# Nodes in status/devices/monitor --json are the wire's node objects (docs/json.md):
+# the stat/ACL side under "facts", the user's side under "evaluation", access modes
+# as rwx text. These read them in this checker's words ("readwrite", "none").
+
+def access_word(text):
+    """'rw-' -> 'readwrite', 'r--' -> 'read', '-w-' -> 'write', '---' -> 'none'; None if not rwx text."""
+    if not isinstance(text, str) or not re.fullmatch(r"[r-][w-][x-]", text):
+        return None
+    return {(True, True): "readwrite", (True, False): "read",
+            (False, True): "write", (False, False): "none"}[(text[0] == "r", text[1] == "w")]
+
+
+def node_access(n):
+    """What the user can open the node for; 'none' for a node without an evaluation."""
+    evaluation = n.get("evaluation")
+    return access_word(evaluation.get("access")) if isinstance(evaluation, dict) else "none"
+
+
+def node_facts(n):
+    facts = n.get("facts")
+    return facts if isinstance(facts, dict) else {}
+
+
+def node_owner(n):
+    f = node_facts(n)
+    return f.get("ownerName") or (str(f["ownerUID"]) if "ownerUID" in f else None)
+
+
+def node_group(n):
+    f = node_facts(n)
+    return f.get("groupName") or (str(f["groupGID"]) if "groupGID" in f else None)
+
+
+def node_acl(n):
+    """The ACL in getfacl's short form ('user:alice:rw-'), [] without one."""
+    lines = []
+    for e in node_facts(n).get("acl") or []:
+        tag = e.get("tag", "?")
+        kind = {"user_obj": "user", "group_obj": "group"}.get(tag, tag)
+        who = e.get("name") or (str(e["qualifier"]) if "qualifier" in e else "")
+        lines.append(f"{kind}:{who}:{e.get('permissions')}")
+    return lines
+
+
 # --- shared expectations ------------------------------------------------------
 
 def check_deny_by_default(c, inv):
@@ -349,14 +393,11 @@ def check_inventory(c, inv, devices, what, single_instance):
             for n in caps:
                 st = inv.stat.get(node)
                 if st:
-                    mode = n.get("mode")
-                    try:
-                        mode_ok = int(str(mode), 8) == st[2]
-                    except ValueError:
-                        mode_ok = False
-                    c.expect(n.get("owner") == st[0] and n.get("group") == st[1] and mode_ok,
+                    mode = node_facts(n).get("mode")
+                    mode_ok = isinstance(mode, int) and mode == st[2]
+                    c.expect(node_owner(n) == st[0] and node_group(n) == st[1] and mode_ok,
                              f"{what}: {node} owner/group/mode match stat()",
-                             f"got {n.get('owner')}:{n.get('group')} {mode}, "
+                             f"got {node_owner(n)}:{node_group(n)} {mode!r}, "
                              f"want {st[0]}:{st[1]} {st[2]:04o}")
 
     mic = perm_entry(c, devices, "microphone", what)
@@ -426,9 +467,11 @@ def check_status(c, prefix, want, opens=None, user=None, uid=None, reasons=None,
                 if node not in opens:
                     continue
                 real = real_access(opens[node])
-                c.equal(n.get("access"), real,
+                c.equal(node_access(n), real,
                         f"{what}: {perm} {d.get('name')} {node} access agrees with real open()")
-                if n.get("required") and not covers(real, n["required"]):
+                required = access_word(n.get("required"))
+                c.expect(required is not None, f"{what}: {node} says its required access as rwx text", n.get("required"))
+                if required and not covers(real, required):
                     dev_real = False
             if any(n.get("path") in opens for n in all_nodes(d)):
                 c.equal(d.get("usable"), dev_real,
@@ -621,8 +664,8 @@ def check_events(c, what, events, want_nodes, want_ids):
 
 
 def node_state(nodes):
-    return tuple(sorted((n.get("path"), n.get("owner"), n.get("group"), n.get("mode"),
-                         tuple(n.get("acl") or [])) for n in nodes if isinstance(n, dict)))
+    return tuple(sorted((n.get("path"), node_owner(n), node_group(n), node_facts(n).get("mode"),
+                         tuple(node_acl(n))) for n in nodes if isinstance(n, dict)))
 
 
 def check_event_states(c, events):
@@ -686,6 +729,18 @@ def monitor_lines(c, name):
             e = None
         (lines if isinstance(e, dict) else bad).append(e if isinstance(e, dict) else line)
     c.equal(bad, [], f"{name} --json prints one JSON object per line")
+    # A camera or microphone line carries its device as status --json's device object
+    # ("device"); the checks below read its id, name, usable and nodes from there.
+    flat = []
+    for e in lines:
+        device = e.get("device")
+        if e.get("permission") in ("camera", "microphone") and isinstance(device, dict):
+            e = {**e, **{k: device[k] for k in ("id", "name", "usable", "nodes") if k in device}}
+        flat.append(e)
+    no_device = [e for e in flat if e.get("permission") in ("camera", "microphone") and "id" not in e
+                 and not (e.get("event") == "snapshot" and "reason" in e)]
+    c.equal(no_device, [], f"{name}: every camera/microphone line but a device-less snapshot has a device with an id")
+    lines = flat
     kinds = [e.get("event") for e in lines]
     first_event = next((i for i, k in enumerate(kinds) if k != "snapshot"), len(kinds))
     c.expect(first_event > 0 and "snapshot" not in kinds[first_event:],
