@@ -139,7 +139,7 @@ enum ResolveCommand {
         let expected: RequestOutcome = approve ? .granted : resolved.resolution == .declined ? .undecided : .denied
         let missed = resolved.results.filter { $0.outcome != expected }
         if arguments.has("json") {
-            console.out(try JSONOutput.encode(ResolvedDocument(resolved)))
+            console.out(StatusJSON.resolved(resolved))
         } else {
             console.out("request \(resolved.pending) of \(resolved.user) (uid \(resolved.uid)) \(resolved.resolution.rawValue)")
             let time = HumanTime.now()
@@ -212,23 +212,6 @@ struct PendingItemDocument: Encodable {
         term = item.term?.word.rawValue
         duration = item.term?.seconds
         created = item.created
-    }
-}
-
-/// `devaccess approve|reject --json` (docs/json.md).
-struct ResolvedDocument: Encodable {
-    var id: Int64
-    var resolution: String
-    var user: String
-    var uid: UInt32
-    var results: [RequestResultDocument]
-
-    init(_ resolved: ResolvedReply) {
-        id = resolved.pending
-        resolution = resolved.resolution.rawValue
-        user = resolved.user
-        uid = resolved.uid
-        results = resolved.results.map(RequestResultDocument.init)
     }
 }
 

@@ -302,31 +302,3 @@ struct PromptSession {
         }
     }
 }
-
-/// A request's result as `devaccess pending --json` prints it after a resolution (the
-/// same members as the wire's, ConversationCoding.encode(_: RequestResult)).
-struct RequestResultDocument: Encodable {
-    var permission: String
-    var outcome: String
-    var how: String?
-    var grant: Int64?
-    var term: String?
-    var expires: String?
-    var pending: Int64?
-    var why: String?
-    var accuracy: String?
-    var message: String
-
-    init(_ result: RequestResult) {
-        accuracy = result.accuracy?.rawValue
-        permission = result.permission.rawValue
-        outcome = result.outcome.rawValue
-        how = result.how?.rawValue
-        grant = result.grant
-        term = result.term?.rawValue
-        expires = result.expires
-        pending = result.pending
-        why = result.why?.rawValue
-        message = result.message
-    }
-}

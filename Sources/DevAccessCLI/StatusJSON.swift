@@ -22,6 +22,11 @@ enum StatusJSON {
         JSONWriter.indented(.object(ConversationCoding.encode(decision)))
     }
 
+    /// `approve` and `reject --json`: the wire's `resolved` reply without its envelope.
+    static func resolved(_ resolved: ResolvedReply) -> String {
+        JSONWriter.indented(.object(ConversationCoding.encode(resolved)))
+    }
+
     /// `GateReport` as JSON (docs/json.md, "gate"). The gate is computed and printed only
     /// here (devaccessd does not send it), so its encoder lives beside its one printer.
     static func encode(_ report: GateReport) -> JSONValue {

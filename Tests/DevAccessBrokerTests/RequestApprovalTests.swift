@@ -224,6 +224,7 @@ extension RequestApprovalTests {
         #expect(results.map { $0["permission"] as? String } == ["camera", "microphone"], "\(inJSON.stdout)")
         #expect(results.map { $0["outcome"] as? String } == ["granted", "restricted"], "\(inJSON.stdout)")
         #expect(document["resolution"] as? String == "approved")
+        #expect((document["pending"] as? Int).map(Int64.init) == ids[fay.uid], "the wire's 'pending' names the request: \(inJSON.stdout)")
         #expect(try fay.canOpen(setup.camera, .readWrite) && !fay.canOpen(setup.microphone, .read))
 
         // A rejection denies what the policy forbids as well: nothing in it is refused.

@@ -297,7 +297,7 @@ public enum ConversationCoding {
                       permissions: try reader.array("permissions", maxCount: 64, ModelCoding.decodePermissionStatus))
     }
 
-    static func encode(_ resolved: ResolvedReply) -> [JSONMember] {
+    public static func encode(_ resolved: ResolvedReply) -> [JSONMember] {
         [JSONMember("pending", .integer(resolved.pending)),
          JSONMember("resolution", .string(resolved.resolution.rawValue)),
          JSONMember("user", .string(resolved.user)), JSONMember("uid", .integer(Int64(resolved.uid))),
