@@ -57,7 +57,7 @@ enum WhoCommand: Command {
     }
 
     /// The ACCESS column: `r`, `w`, `rw`, from the JSON word.
-    private static let short = [AccessMode.read.word: "r", AccessMode.write.word: "w", AccessMode.readWrite.word: "rw"]
+    private static let short = [AccessMode.read.symbolic: "r", AccessMode.write.symbolic: "w", AccessMode.readWrite.symbolic: "rw"]
 
     static func table(_ holders: [WhoDocument.Holder]) -> String {
         let header = ["PID", "USER", "PROGRAM", "PERMISSION", "DEVICE", "NODE", "ACCESS", "STARTED-BY"]
@@ -183,7 +183,7 @@ struct WhoDocument: Encodable {
             role = owner.role
             opened = holder.openedPath
             fd = holder.fd
-            access = holder.access.word
+            access = holder.access.symbolic
             runGroup = holder.runGroup
             run = holder.runGroup.map(WhoDocument.runID)
         }

@@ -1406,7 +1406,7 @@ def check_run(c):
     holders = [h for h in (who or {}).get("holders", []) if isinstance(h, dict)]
     c.equal([(h.get("pid"), h.get("uid"), h.get("program"), h.get("node"), h.get("access"), h.get("runGroup"))
              for h in holders],
-            [(int(streamer) if streamer.isdigit() else streamer, uid, "/usr/bin/v4l2-ctl", cam, "readwrite", gid)],
+            [(int(streamer) if streamer.isdigit() else streamer, uid, "/usr/bin/v4l2-ctl", cam, "rw-", gid)],
             f"[{label}] who camera --json lists exactly the run's v4l2-ctl, holding {cam} read-write, "
             "with the run's group id")
     run_id = holders[0].get("run") if holders else None
