@@ -181,7 +181,7 @@ enum MonitorCommand: Command {
         }
         for state in changed {
             if json {
-                console.out(try JSONOutput.encodeLine(SwitchEventDocument(state)))
+                console.out(try JSONOutput.encodeLine(SwitchEvent(state: state)))
             } else {
                 console.out("switch " + SwitchCommand.line(state))
             }

@@ -36,24 +36,16 @@ struct LocationEventDocument: Encodable {
     }
 }
 
-/// `monitor --json`: a privacy switch changed (`event` is "switch").
-struct SwitchEventDocument: Encodable {
-    var event = "switch"
-    var permission: String
-    var state: String
-    var hard: Bool?
-    var by: String?
-    var since: String?
-    var until: String?
-    var reason: String?
+/// `monitor --json`: a privacy switch changed: `"event": "switch"` beside the members of
+/// the switch's state as `devaccess switch --json` lists it (`SwitchesDocument.State`).
+struct SwitchEvent: Encodable {
+    var state: SwitchesDocument.State
 
-    init(_ state: SwitchesDocument.State) {
-        permission = state.permission
-        self.state = state.state
-        hard = state.hard
-        by = state.by
-        since = state.since
-        until = state.until
-        reason = state.reason
+    private enum Key: String, CodingKey { case event }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode("switch", forKey: .event)
+        try state.encode(to: encoder)
     }
 }
