@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import Synchronization
 import DevAccessSystem
@@ -118,9 +119,13 @@ final class PolicyFilesWatch: Sendable {
                                              0xF2F5_2010, 0x2FC1_2FC1, 0xCA45_1A4E, 0x794C_7630]
 
     static func isLocal(_ path: String) -> Bool {
-        var info = statfs()
-        guard statfs(path, &info) == 0 else { return false }
-        return localFileSystems.contains(Int(info.f_type))
+        fileSystemType(path).map(localFileSystems.contains) ?? false
+    }
+
+    /// statfs's f_type of the file system holding `path`; nil when statfs fails.
+    static func fileSystemType(_ path: String) -> Int? {
+        let type = devaccess_fs_type(path)
+        return type < 0 ? nil : Int(type)
     }
 
     /// Whether devaccess.conf and each conf.d/*.conf have a single name (not a symlink, one
