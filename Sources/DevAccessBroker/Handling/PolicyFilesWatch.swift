@@ -22,8 +22,9 @@ import DevAccessSystem
 ///   where no watch sees it);
 /// - the directory or `conf.d` is not on a local file system (NFS, 9p, CIFS, FUSE: a change
 ///   made by another machine or the host makes no inotify event here);
-/// - a policy file is a symlink or has another hard link (edited through its other name,
-///   it changes with no event in a watched directory).
+/// - a policy file is a symlink or has another hard link. Each file is watched itself too,
+///   so a hard link made to one after the read (its link count changes: IN_ATTRIB on the
+///   file, none on the directory) drops what was kept, and the next read sees the link.
 final class PolicyFilesWatch: Sendable {
     let directory: String
     private let descriptor: CInt
@@ -54,7 +55,7 @@ final class PolicyFilesWatch: Sendable {
         guard descriptor >= 0, failWatchesWith == nil else { return nil }
         return state.withLock { state -> UInt64? in
             drain(&state)
-            guard setWatches(&state), Self.filesHaveSingleNames(directory) else { return nil }
+            guard setWatches(&state), watchFiles() else { return nil }
             return state.generation
         }
     }
@@ -128,10 +129,18 @@ final class PolicyFilesWatch: Sendable {
         return type < 0 ? nil : Int(type)
     }
 
-    /// Whether devaccess.conf and each conf.d/*.conf have a single name (not a symlink, one
-    /// hard link). Unlistable conf.d: no.
-    static func filesHaveSingleNames(_ directory: String) -> Bool {
-        guard StatusInputsCache.singleName(directory + "/" + PolicyFiles.mainFile, orAbsent: true) else { return false }
+    /// Watches devaccess.conf and each conf.d/*.conf themselves (a hard link made to one,
+    /// which changes its link count, is an event only on the file; so is a write through
+    /// another name), then checks each has a single name (not a symlink, one hard link).
+    /// False when one does not, or conf.d cannot be listed.
+    private func watchFiles() -> Bool {
+        let fileMask = UInt32(IN_ATTRIB) | UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_DELETE_SELF)
+            | UInt32(IN_MOVE_SELF) | UInt32(IN_DONT_FOLLOW)
+        func watched(_ path: String) -> Bool {
+            if inotify_add_watch(descriptor, path, fileMask) < 0 && errno != ENOENT { return false }
+            return StatusInputsCache.singleName(path, orAbsent: true)
+        }
+        guard watched(directory + "/" + PolicyFiles.mainFile) else { return false }
         let dropIns = directory + "/" + PolicyFiles.dropInDirectory
         guard let stream = opendir(dropIns) else { return errno == ENOENT }
         defer { closedir(stream) }
@@ -140,7 +149,7 @@ final class PolicyFilesWatch: Sendable {
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
             guard name.hasSuffix(".conf") else { continue }
-            guard StatusInputsCache.singleName(dropIns + "/" + name, orAbsent: true) else { return false }
+            guard watched(dropIns + "/" + name) else { return false }
         }
         return true
     }
