@@ -37,37 +37,5 @@ for ((r = 1; r <= ROUNDS; r++)); do
   # Let the node events' runs (and their audit) finish before the next round.
   sleep 2
 done
-
-# Report-only (docs/performance.md, "devaccess status against v4l2-ctl + arecord"): with 2
-# vivid cameras and the 2 ALSA cards, the wall time of `devaccess status` (the CLI's own
-# probe, and through devaccessd with --broker) against `v4l2-ctl --list-devices` +
-# `arecord -l` on the same devices, STATUS_ROUNDS rounds interleaved, all as root (so the
-# tools open every node, as devaccess's probe does); `--version` and /bin/true as the
-# start-up floor. One line per run in
-# status-time.tsv: round, what, ms, exit code.
-STATUS_ROUNDS=${STATUS_ROUNDS:-10}
-mark status-time
-rmmod vivid
-modprobe vivid n_devs=2
-settle
-sleep 2
-timed() {
-  local what=$1 t0 rc=0
-  shift
-  t0=${EPOCHREALTIME/./}
-  "$@" >/dev/null 2>&1 </dev/null || rc=$?
-  printf '%s\t%s\t%s\t%s\n' "$r" "$what" $(((${EPOCHREALTIME/./} - t0) / 1000)) "$rc" >>"$OUT/status-time.tsv"
-}
-for ((r = 1; r <= STATUS_ROUNDS; r++)); do
-  timed status "$VM_BIN" status
-  timed status-broker "$VM_BIN" status --broker --socket "$SOCK"
-  timed v4l2-ctl v4l2-ctl --list-devices
-  timed arecord arecord -l
-  timed version "$VM_BIN" --version
-  timed true /bin/true
-done
-rec status-sample da status
-rec tools-sample sh -c 'v4l2-ctl --list-devices; arecord -l'
-
 mark finished
 stop_daemon daemon-stopped
