@@ -178,6 +178,10 @@ struct PolicyKeeperCacheTests {
         let keeper = PolicyKeeper(directory: config.path, log: BrokerLog(target: .none), failWatchesWith: ENOSPC)
         for _ in 0..<3 { #expect(Self.camera(keeper) == .allow) }
         #expect(keeper.reads.load(ordering: .relaxed) == 3)
+        // DEVACCESSD_STATUS_CACHE=off: the same.
+        let off = PolicyKeeper(directory: config.path, log: BrokerLog(target: .none), keeps: false)
+        for _ in 0..<3 { #expect(Self.camera(off) == .allow) }
+        #expect(off.reads.load(ordering: .relaxed) == 3)
     }
 
     /// IN_Q_OVERFLOW (watch -1, events lost) and IN_IGNORED (a watch removed: the directory

@@ -107,6 +107,7 @@ public enum Daemon {
         let devices = deviceSetup(options, log: log)
         // One keeper for requests and the engine: both apply the same policy, last good kept.
         let policies = PolicyKeeper(directory: options.configDirectory, log: log, initial: policy,
+                                    keeps: options.requestSettings.keepsStatusInputs,
                                     failWatchesWith: options.requestSettings.testFailWatches)
         // Made before the service, which hands its decisions to it (`perform`), so they
         // and hotplug/expiry runs share one queue; started once the socket is bound.
@@ -171,9 +172,13 @@ public enum Daemon {
         // sources no event covers or /etc is not local, nothing kept through other names).
         let identities = StatusInputsCache(policyDirectory: options.configDirectory, ledgerDirectory: nil, log: log,
                                            failWatchesWith: options.requestSettings.testFailWatches)
+        let keeps = options.requestSettings.keepsStatusInputs
+        let lookUp: @Sendable (UInt32) -> UserIdentity? = { uid in
+            keeps ? identities.identity(uid: uid) : try? UserDatabase.identity(uid: uid)
+        }
         var enforcer = Enforcer(ledger: ledger, devices: devices.enforcement,
                                 actor: Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid)),
-                                identities: { identities.identity(uid: $0) },
+                                identities: lookUp,
                                 policy: { policies.current() })
         enforcer.testCrashAt = options.requestSettings.testCrashAt
         let live: LiveEnforcer

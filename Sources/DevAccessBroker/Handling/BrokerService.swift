@@ -80,6 +80,7 @@ public final class BrokerService: RequestHandler {
         self.log = log
         self.configDirectory = configDirectory
         let policies = keeper ?? PolicyKeeper(directory: configDirectory, log: log, initial: policy,
+                                              keeps: settings.keepsStatusInputs,
                                               failWatchesWith: settings.testFailWatches)
         self.policies = policies
         self.settings = settings

@@ -39,10 +39,11 @@ final class PolicyFilesWatch: Sendable {
     /// DEBUG tests: every watch fails with this errno (as when the watch limit is reached).
     private let failWatchesWith: CInt?
 
-    init(directory: String, failWatchesWith: CInt? = nil) {
+    /// `keeps` false: no inotify instance, nothing is ever kept.
+    init(directory: String, keeps: Bool = true, failWatchesWith: CInt? = nil) {
         self.directory = directory
         self.failWatchesWith = failWatchesWith
-        descriptor = inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK))
+        descriptor = keeps ? inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK)) : -1
     }
 
     deinit {

@@ -26,11 +26,13 @@ public final class PolicyKeeper: Sendable {
     /// How many times `current()` read the files (tests: what was kept was not read again).
     let reads = Atomic<Int>(0)
 
+    /// `keeps` false (`DEVACCESSD_STATUS_CACHE=off`): the files are read for every use.
     /// `failWatchesWith` (DEBUG tests): no watch can be set, so nothing is kept.
-    public init(directory: String, log: BrokerLog, initial: Policy? = nil, failWatchesWith: CInt? = nil) {
+    public init(directory: String, log: BrokerLog, initial: Policy? = nil, keeps: Bool = true,
+                failWatchesWith: CInt? = nil) {
         self.directory = directory
         self.log = log
-        watch = PolicyFilesWatch(directory: directory, failWatchesWith: failWatchesWith)
+        watch = PolicyFilesWatch(directory: directory, keeps: keeps, failWatchesWith: failWatchesWith)
         state = Mutex(State(lastGood: initial, told: nil))
     }
 
