@@ -20,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <linux/kcmp.h>
+#include <sys/vfs.h>
 
 /* O_PATH is hidden behind _GNU_SOURCE, which a shim must not define (it clashes with
    SwiftGlibc); glibc always defines the value itself as __O_PATH. */
@@ -263,6 +264,13 @@ static inline long long devaccess_tcp_socket_uid(int family, const unsigned char
         }
     }
     return -EPROTO;
+}
+/* The type of the file system holding `path` (statfs's f_type: EXT4_SUPER_MAGIC...), or -1
+   with errno. */
+static inline long long devaccess_fs_type(const char *path) {
+    struct statfs info;
+    if (statfs(path, &info) < 0) return -1;
+    return (long long)info.f_type;
 }
 /* Bytes waiting to be read on `fd` (FIONREAD), or -1 with errno. */
 static inline int devaccess_queued_bytes(int fd) {

@@ -28,14 +28,15 @@ public struct MachineDeviceSource: DeviceSource {
         return MachineProbe.probeLocal(permission, openNodes: false)
     }
 
-    /// A hotplug event's devices. Cameras: udev's video4linux list, classified from udev
-    /// without opening a node (the list is needed whole: ids shared by two devices are made
-    /// unique from all of them). Microphones: the cards of the named sound nodes only.
+    /// A hotplug event's devices. Cameras: udev's `video*` nodes, classified from udev
+    /// without opening a node (every camera is needed, not only the event's: ids shared by
+    /// two cameras are made unique from all of them; the other video4linux nodes can never
+    /// be cameras). Microphones: the cards of the named sound nodes only.
     public func report(for permission: Permission, nodes paths: Set<String>) -> AdapterReport {
         var report: AdapterReport
         switch permission {
         case .camera:
-            report = MachineProbe.probeLocal(.camera, openNodes: false)
+            report = MachineProbe.probeLocal(.camera, openNodes: false, videoNodesOnly: true)
         case .microphone:
             let cards = Set(paths.compactMap(MicrophoneAdapter.cardNumber(ofNode:)))
             guard !cards.isEmpty else { return AdapterReport(permission: .microphone, devices: []) }

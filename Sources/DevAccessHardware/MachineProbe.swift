@@ -33,8 +33,9 @@ public enum MachineProbe {
     /// One udev-based permission, synchronously (the monitor re-probes with this).
     /// `openNodes: false` for frequent runs (enforcement): classify from udev where it can.
     /// `soundCards`: only those cards' microphones (a hotplug event's card), not every card's.
+    /// `videoNodesOnly`: cameras from udev's `video*` nodes only (`CameraAdapter.probe`).
     public static func probeLocal(_ permission: Permission, openNodes: Bool = true,
-                                  soundCards: Set<Int>? = nil) -> AdapterReport {
+                                  soundCards: Set<Int>? = nil, videoNodesOnly: Bool = false) -> AdapterReport {
         let udev: Udev
         do {
             udev = try Udev()
@@ -42,7 +43,7 @@ public enum MachineProbe {
             return AdapterReport(permission: permission, devices: [], unavailableReason: error.description)
         }
         switch permission {
-        case .camera: return CameraAdapter.probe(udev: udev, openNodes: openNodes)
+        case .camera: return CameraAdapter.probe(udev: udev, openNodes: openNodes, videoNodesOnly: videoNodesOnly)
         case .microphone: return MicrophoneAdapter.probe(udev: udev, cards: soundCards)
         default:
             return AdapterReport(permission: permission, devices: [],

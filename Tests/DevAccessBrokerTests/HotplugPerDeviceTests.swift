@@ -78,6 +78,38 @@ struct HotplugPerDeviceTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// The engine keeps users' identities between passes (until /etc changes): a user added
+    /// to a group the policy denies loses the grant at the very next node event, with no
+    /// reconcile in between (the periodic one is off). A kept identity from before the
+    /// usermod would give the entry back.
+    @Test func aUserAddedToADeniedGroupLosesTheGrantAtTheNextNodeEvent() throws {
+        let setup = try Setup("hpgrp")
+        let group = try TestGroup("hpgrp", members: [])
+        let config = try TemporaryDirectory()
+        let file = config.path + "/devaccess.conf"
+        try Data("[camera]\nDefault=ask\n\n[Rule]\nPermission=camera\nGroup=\(group.name)\nAction=deny\n".utf8)
+            .write(to: URL(fileURLWithPath: file))
+        chmod(file, 0o644)
+        let daemon = try setup.daemon(["--reconcile-interval", "0", "--config-dir", config.path])
+        #expect(try setup.cli(["grant", "camera", "--user", setup.alice.name], through: daemon).status == 0)
+        // Two node passes read (and keep) alice's identity and the policy.
+        for round in 1...2 {
+            #expect(unlink(setup.cam0) == 0)
+            _ = try setup.nodes.makeNullNode("video0", mode: "0600")
+            #expect(LiveEnforcementTests.waitFor(30) { setup.has(setup.cam0, setup.alice) } != nil,
+                    "round \(round): no entry: \(daemon.log)")
+        }
+        try TestProcess.setup("usermod", ["-a", "-G", group.name, setup.alice.name])
+        #expect(unlink(setup.cam0) == 0)
+        _ = try setup.nodes.makeNullNode("video0", mode: "0600")
+        #expect(LiveEnforcementTests.waitFor(30) { daemon.log.contains("msg=\"grant ended by policy\"") } != nil,
+                "the node event after usermod did not end the grant: \(daemon.log)")
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(!setup.has(setup.cam0, setup.alice), "\(daemon.log)")
+        #expect(!setup.has(setup.cam1, setup.alice), "\(daemon.log)")
+        #expect(daemon.stop() == 0)
+    }
+
     /// A hostile user who can write the nodes' directory puts a symlink to another node, then
     /// a FIFO, where the camera's node was: the events are not followed.
     @Test func aHostileUsersSymlinkOrFifoAtTheNodesPathIsNotFollowed() throws {

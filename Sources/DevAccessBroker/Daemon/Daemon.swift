@@ -106,7 +106,9 @@ public enum Daemon {
 
         let devices = deviceSetup(options, log: log)
         // One keeper for requests and the engine: both apply the same policy, last good kept.
-        let policies = PolicyKeeper(directory: options.configDirectory, log: log, initial: policy)
+        let policies = PolicyKeeper(directory: options.configDirectory, log: log, initial: policy,
+                                    keeps: options.requestSettings.keepsStatusInputs,
+                                    failWatchesWith: options.requestSettings.testFailWatches)
         // Made before the service, which hands its decisions to it (`perform`), so they
         // and hotplug/expiry runs share one queue; started once the socket is bound.
         let live = makeLiveEnforcer(ledger: ledger, devices: devices, policies: policies, options: options, log: log)
@@ -165,8 +167,18 @@ public enum Daemon {
     private static func makeLiveEnforcer(ledger: Ledger, devices: DeviceSetup, policies: PolicyKeeper,
                                          options: DaemonOptions, log: BrokerLog) -> LiveEnforcer? {
         let uid = getuid()
+        // Users' identities (name, groups) kept while /etc says passwd, group and
+        // nsswitch.conf are as they were (StatusInputsCache's rules: a lifetime when NSS has
+        // sources no event covers or /etc is not local, nothing kept through other names).
+        let identities = StatusInputsCache(policyDirectory: options.configDirectory, ledgerDirectory: nil, log: log,
+                                           failWatchesWith: options.requestSettings.testFailWatches)
+        let keeps = options.requestSettings.keepsStatusInputs
+        let lookUp: @Sendable (UInt32) -> UserIdentity? = { uid in
+            keeps ? identities.identity(uid: uid) : try? UserDatabase.identity(uid: uid)
+        }
         var enforcer = Enforcer(ledger: ledger, devices: devices.enforcement,
                                 actor: Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid)),
+                                identities: lookUp,
                                 policy: { policies.current() })
         enforcer.testCrashAt = options.requestSettings.testCrashAt
         let live: LiveEnforcer
@@ -179,6 +191,11 @@ public enum Daemon {
         } catch {
             log.error("live enforcement is off: cannot create its event descriptor", ["error": error.description])
             return nil
+        }
+        // A second hard link to /etc/passwd or /etc/group made after an identity was kept
+        // makes no event on /etc: the periodic reconcile reads every identity again.
+        live.observe { causes in
+            if causes.split(separator: ",").contains("periodic") { identities.invalidate([.identities]) }
         }
         return live
     }

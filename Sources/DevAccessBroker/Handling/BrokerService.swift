@@ -79,7 +79,9 @@ public final class BrokerService: RequestHandler {
         self.ledger = ledger
         self.log = log
         self.configDirectory = configDirectory
-        let policies = keeper ?? PolicyKeeper(directory: configDirectory, log: log, initial: policy)
+        let policies = keeper ?? PolicyKeeper(directory: configDirectory, log: log, initial: policy,
+                                              keeps: settings.keepsStatusInputs,
+                                              failWatchesWith: settings.testFailWatches)
         self.policies = policies
         self.settings = settings
         passwords = PasswordChecks(settings: settings, log: log)

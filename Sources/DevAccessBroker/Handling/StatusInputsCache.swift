@@ -29,7 +29,8 @@ import DevAccessHardware
 ///   rename, so the directory is watched, not the files; a write in place counts from its
 ///   first byte, not its close). When nsswitch.conf names a source other than `files` for
 ///   passwd, group or initgroups (LDAP, SSSD, systemd's userdb), which no event covers, an
-///   identity lives `nssLifetime` (1 s). When any of the three is a symlink or has another
+///   identity lives `nssLifetime` (1 s), as when /etc is not on a local file system (NFS,
+///   9p: changes made by another machine make no event). When any of the three is a symlink or has another
 ///   hard link (its changes can happen where /etc's watch sees nothing), identities are not
 ///   kept.
 ///
@@ -418,7 +419,10 @@ final class StatusInputsCache: Sendable {
         if let kept { return kept }
         // nscd answers before the files and forgets a change on its own schedule: an identity
         // read right after /etc's event can be its old list, so it only gets the lifetime.
-        let lifetime: UInt64? = Self.nssOnlyFiles(nsswitchPath) && !Self.isSocket(nscdSocketPath) ? nil : Self.nssLifetime
+        // /etc on NFS or 9p (a diskless client, a VM sharing its host's root): an edit made
+        // by the other machine makes no event here, so it gets the lifetime too.
+        let lifetime: UInt64? = Self.nssOnlyFiles(nsswitchPath) && !Self.isSocket(nscdSocketPath)
+            && PolicyFilesWatch.isLocal(accountsDirectory) ? nil : Self.nssLifetime
         let at = MonotonicClock.microseconds()
         guard let identity = try? UserDatabase.identity(uid: uid) else { return nil }
         // A database or nsswitch.conf that is a symlink, or a file with a second hard link,

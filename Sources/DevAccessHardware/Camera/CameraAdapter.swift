@@ -10,15 +10,29 @@ import DevAccessCore
 public enum CameraAdapter {
     static let attributes = ["name", "index"]
 
+    /// The kernel names of the only video4linux nodes that can be cameras (`classify` refuses
+    /// every other name before it looks further: vbi, radio, swradio, v4l-touch, v4l-subdev).
+    static let cameraSysnames = ["video*"]
+
     /// `openNodes: false` prefers udev's ID_V4L_CAPABILITIES and opens a node only when
     /// udev has no answer: enforcement runs often and must not wake cameras each time.
-    public static func probe(udev: Udev, openNodes: Bool = true) -> AdapterReport {
+    /// `videoNodesOnly`: udev is asked only for `video*` nodes (a hotplug pass: vivid has
+    /// 4 of its 10 nodes there). The cameras and their ids are the same as from the whole
+    /// list, since ids are made unique among cameras only; the notes about the other nodes
+    /// and the count of nodes in `unavailableReason` are left out.
+    public static func probe(udev: Udev, openNodes: Bool = true, videoNodesOnly: Bool = false) -> AdapterReport {
         let nodes: [UdevDevice]
         do {
-            nodes = try udev.devices(subsystem: "video4linux", attributes: attributes)
+            nodes = try udev.devices(subsystem: "video4linux", attributes: attributes,
+                                     sysnames: videoNodesOnly ? cameraSysnames : [])
         } catch {
             return AdapterReport(permission: .camera, devices: [], unavailableReason: error.description)
         }
+        return report(nodes, openNodes: openNodes)
+    }
+
+    /// The cameras among udev's video4linux `nodes`, ids made unique among them.
+    static func report(_ nodes: [UdevDevice], openNodes: Bool) -> AdapterReport {
         var devices: [Device] = []
         var notes: [Reason] = []
         for node in nodes {

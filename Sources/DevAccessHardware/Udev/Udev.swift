@@ -39,8 +39,10 @@ public final class Udev {
     deinit { udev_unref(handle) }
 
     /// All devices of a subsystem, with the given sysfs attributes read.
+    /// `sysnames`: only devices whose kernel name matches one of these shell patterns
+    /// (`video*`), matched on the directory entry before the device is read; empty: all.
     public func devices(subsystem: String, attributes: [String] = [],
-                        parentSubsystem: String? = nil) throws(UdevError) -> [UdevDevice] {
+                        parentSubsystem: String? = nil, sysnames: [String] = []) throws(UdevError) -> [UdevDevice] {
         guard let enumerate = udev_enumerate_new(handle) else { throw .contextUnavailable }
         defer { udev_enumerate_unref(enumerate) }
         // libudev returns -errno.
@@ -48,6 +50,13 @@ public final class Udev {
         if rc < 0 {
             throw .enumerationFailed(subsystem: subsystem,
                                      SystemCallError("udev_enumerate_add_match_subsystem", Errno(rawValue: -rc)))
+        }
+        for pattern in sysnames {
+            rc = udev_enumerate_add_match_sysname(enumerate, pattern)
+            if rc < 0 {
+                throw .enumerationFailed(subsystem: subsystem,
+                                         SystemCallError("udev_enumerate_add_match_sysname", Errno(rawValue: -rc)))
+            }
         }
         rc = udev_enumerate_scan_devices(enumerate)
         if rc < 0 {

@@ -1740,7 +1740,37 @@ def check_hotplug_acl(c):
         c.timing["replug_acl_over_udev_median"] = round(sorted(ratio)[len(ratio) // 2], 2)
 
 
-SCENARIOS = {"hotplug-acl": check_hotplug_acl, "single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
+def check_status_time(c):
+    """devaccess status against v4l2-ctl --list-devices + arecord -l (docs/performance.md):
+    every command ran and succeeded on both vivid cameras; the times (p50 of
+    the interleaved rounds each, and the ratios) are reported, not asserted."""
+    c.equal((c.text("daemon-ready.rc") or "").strip(), "0", "devaccessd answered")
+    c.equal((c.text("status-sample.rc") or "").strip(), "0", "devaccess status (a sample run)")
+    c.expect("camera" in (c.text("status-sample.out") or ""), "its status names the camera permission",
+             c.text("status-sample.out"))
+    c.expect("platform:vivid-001" in (c.text("tools-sample.out") or ""), "v4l2-ctl lists vivid's second camera",
+             c.text("tools-sample.out"))
+    runs = {}
+    for line in (c.text("status-time.tsv") or "").splitlines():
+        parts = line.split("\t")
+        if len(parts) == 4 and parts[2].isdigit():
+            runs.setdefault(parts[1], []).append((int(parts[2]), parts[3]))
+    c.expect(all(len(runs.get(k, [])) >= 5 for k in ("status", "status-broker", "v4l2-ctl", "arecord")),
+             "each command was timed at least 5 times", {k: len(v) for k, v in runs.items()})
+    c.expect(all(rc == "0" for k in ("status", "status-broker", "v4l2-ctl", "arecord") for _, rc in runs.get(k, [])),
+             "status, status --broker, v4l2-ctl and arecord all succeeded", runs)
+    p50 = {k: sorted(ms for ms, _ in v)[len(v) // 2] for k, v in runs.items()}
+    for k, v in runs.items():
+        c.timing[f"status_time_{k.replace('-', '_')}_ms"] = [ms for ms, _ in v]
+        c.timing[f"status_time_{k.replace('-', '_')}_p50_ms"] = p50[k]
+    anchor = p50.get("v4l2-ctl", 0) + p50.get("arecord", 0)
+    if anchor > 0:
+        for k in ("status", "status-broker"):
+            if k in p50:
+                c.timing[f"status_time_{k.replace('-', '_')}_over_tools"] = round(p50[k] / anchor, 2)
+
+
+SCENARIOS = {"hotplug-acl": check_hotplug_acl, "status-time": check_status_time, "single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
              "gate": check_gate, "run": check_run, "switch": check_switch, "snapshot": check_snapshot}
 
 
