@@ -1,0 +1,96 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessLedger
+import DevAccessTestSupport
+
+/// Findings of the second hostile review (2026-12-01): a hostile unprivileged local user,
+/// helped by a careless administrator, against a real devaccessd. Each test is the attack,
+/// run as a real user against a real node, and says what must not happen.
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes users, nodes and ACLs"))
+struct HostileReview2Tests {
+    typealias Setup = HostileReviewTests.Setup
+    typealias LockHolder = LockedLedgerTests.LockHolder
+
+    static let device = "camera:hostile"
+
+    /// One `open` of the review's camera as `user`: whether a descriptor came back.
+    static func opens(_ user: TestUser, _ daemon: RunningDaemon) throws -> (opened: Bool, reply: [String: Any]) {
+        let answer = try #require(try DeviceOpenAttackTests.ask(user, daemon.socketPath, [
+            DeviceOpenAttackTests.open("\"permission\":\"camera\",\"device\":\"\(device)\""),
+        ]).first)
+        let passed = answer["fds"] as? [Any] ?? []
+        return (answer["type"] as? String == "opened" || !passed.isEmpty, answer)
+    }
+
+    // MARK: finding 1: `open` serves a grant whose ending the ledger could not record yet
+
+    /// An administrator revokes (or denies, or resets) mallory's camera while something of
+    /// root's holds the ledger's write lock (an `sqlite3` shell left open, a backup). The
+    /// command says the access was removed and the record will follow (exit 75), the ACL
+    /// entry is gone, and no reconcile brings it back. But the grant row still stands in the
+    /// ledger until the record is written, and `open` read only the ledger: mallory asked
+    /// devaccessd to open the camera for her and got the descriptor, again and again, for as
+    /// long as the lock was held.
+    @Test(arguments: [["revoke", "camera"], ["deny", "camera"], ["reset", "camera"]])
+    func anEndingNotYetRecordedOpensNothing(_ command: [String]) throws {
+        let setup = try Setup("h2end\(command[0].prefix(3))")
+        let daemon = try setup.daemon()
+        let mallory = setup.user
+        let environment = ["DEVACCESS_SOCKET": daemon.socketPath, "DEVACCESS_TEST_DEVICES": setup.devices,
+                           "DEVACCESS_GPSD": "127.0.0.1:9"]
+        let granted = try TestProcess.devaccess(["grant", "camera", "--user", mallory.name, "--for", "1h"],
+                                                environment: environment)
+        try #require(granted.status == 0, "\(granted.stderr)")
+        #expect(try Self.opens(mallory, daemon).opened, "the granted user's open works (else the test proves nothing)")
+
+        let holder = try LockHolder(daemon)
+        defer { holder.release() }
+        let ended = try TestProcess.devaccess(command + ["--user", mallory.name], environment: environment)
+        #expect(ended.status == 75, "\(ended.status) \(ended.stdout) \(ended.stderr)")
+        #expect(try !mallory.canOpen(setup.node, .read), "the entry stayed behind the lock")
+        let after = try Self.opens(mallory, daemon)
+        #expect(!after.opened, "devaccessd opened the camera for mallory after '\(command[0])': \(after.reply)")
+        holder.release()
+        #expect(daemon.stop() == 0)
+    }
+
+    // MARK: finding 2: `open` serves a `once` grant whose process has exited
+
+    /// Under a policy `allow`, mallory's program asks for the camera `once` (the grant lasts
+    /// while that process runs) and exits. The engine ends the grant: its entry goes at
+    /// once, the row's end is recorded when the ledger can be written. While it cannot (the
+    /// write lock held, as above), the row still stands, and `open` served it to any other
+    /// process of mallory's: a `once` grant that outlived its process. Location already
+    /// asks /proc whether a `once` grant's process still runs; `open` must too.
+    @Test func aOnceGrantWhoseProcessExitedOpensNothing() throws {
+        let setup = try Setup("h2once")
+        try "[camera]\nDefault=allow\n".write(toFile: setup.config.path + "/devaccess.conf", atomically: false,
+                                               encoding: .utf8)
+        let daemon = try setup.daemon()
+        let mallory = setup.user
+        let asker = try mallory.background("""
+            import socket, sys, json, time
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sys.argv[1])
+            s.sendall(json.dumps({"version": 7, "id": 1, "type": "request", "permissions": ["camera"],
+                                  "scope": "once", "wait": False}).encode() + b"\\n")
+            f = s.makefile("rb")
+            print(f.readline().decode().strip(), flush=True)
+            time.sleep(300)
+            """, [daemon.socketPath])
+        let outcome = (asker.report["results"] as? [[String: Any]])?.first?["outcome"] as? String
+        try #require(outcome == "granted", "\(asker.report)")
+        #expect(try mallory.canOpen(setup.node, .read))
+
+        let holder = try LockHolder(daemon)
+        defer { holder.release() }
+        asker.stop()
+        let gone = LiveEnforcementTests.waitFor(10) { !ACLProbe.hasUserEntry(setup.node, uid: mallory.uid) }
+        #expect(gone != nil, "the once grant's entry outlived its process: \(daemon.log)")
+        let after = try Self.opens(mallory, daemon)
+        #expect(!after.opened, "devaccessd opened the camera for a once grant whose process exited: \(after.reply)")
+        holder.release()
+        #expect(daemon.stop() == 0)
+    }
+}
