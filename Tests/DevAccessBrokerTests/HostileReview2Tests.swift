@@ -93,4 +93,41 @@ struct HostileReview2Tests {
         holder.release()
         #expect(daemon.stop() == 0)
     }
+    // MARK: finding 3: `run --strict` lets the program use a denied node opened for neither read nor write
+
+    /// `open(path, 3)` (O_ACCMODE: neither read nor write, as `fdformat` uses it) asks the
+    /// kernel for read and write permission on the file but gives a descriptor with neither
+    /// mode, so Landlock, which handled only READ_FILE and WRITE_FILE, required no right for
+    /// it. Under `--strict` the program opened the node of a permission it was not given
+    /// (its user's group opens it) and its ioctls reached the driver: on a camera that is
+    /// VIDIOC_REQBUFS with USERPTR buffers, QBUF, STREAMON, DQBUF: frames written into the
+    /// program's own memory without read() or mmap(). With Landlock ABI 5 (Linux 6.10)
+    /// devaccessd handles IOCTL_DEV too, so such a descriptor's ioctls are refused.
+    @Test func strictLeavesNoIoctlOnADeniedNodeOpenedForNeitherReadNorWrite() throws {
+        let setup = try RunTests.setup()
+        let user = try TestUser("h2strict")
+        let audio = try TestGroup("h2audio", members: [user])
+        #expect(chown(setup.microphone, 0, audio.gid) == 0 && chmod(setup.microphone, 0o660) == 0)
+        let script = """
+            import os, sys, fcntl, errno
+            try:
+                fd = os.open(sys.argv[1], 3)
+            except OSError as e:
+                print("open-refused"); sys.exit(0)
+            try:
+                fcntl.ioctl(fd, 0x5401, bytes(64))
+                print("ioctl-reached-the-driver")
+            except OSError as e:
+                print("ioctl-refused" if e.errno == errno.EACCES else "ioctl-reached-the-driver")
+            """
+        let probe = ["/usr/bin/python3", "-c", script, setup.microphone]
+        let loose = try RunTests.run(user, setup, ["--camera", "--"] + probe)
+        #expect(String(decoding: loose.stdout, as: UTF8.self) == "ioctl-reached-the-driver\n",
+                "without --strict the node's driver answers (else the test proves nothing): \(loose.stderr)")
+        let strict = try RunTests.run(user, setup, ["--camera", "--strict", "--"] + probe)
+        #expect(strict.status == 0, "\(strict.stderr)")
+        let said = String(decoding: strict.stdout, as: UTF8.self)
+        #expect(said == "ioctl-refused\n" || said == "open-refused\n",
+                "under --strict the program reached a denied node's driver: \(said) \(strict.stderr)")
+    }
 }
