@@ -130,4 +130,70 @@ struct HostileReview2Tests {
         #expect(said == "ioctl-refused\n" || said == "open-refused\n",
                 "under --strict the program reached a denied node's driver: \(said) \(strict.stderr)")
     }
+    // MARK: finding 4: a run's group id handed to a user by /etc/subgid
+
+    /// A careless administrator gives mallory subordinate group ids (`usermod
+    /// --add-subgids`, for rootless containers) that reach into devaccess run's range
+    /// (0x7A000000-0x7AFFFFFF). The ids are the runs' row ids in order, so the next run's is
+    /// known. Mallory maps her subordinate gids into a user namespace of her own
+    /// (`unshare --map-auto`: newgidmap) and, as its root, takes them all as supplementary
+    /// groups: the kernel then names the run's id among her credentials, and while bob's run
+    /// lasts she opens the camera its ACL entry gives to that id. RunGroups said "no
+    /// /etc/group entry may use it (the daemon skips any that does)"; nothing skipped
+    /// anything. A run must not get an id NSS names or /etc/subgid hands to someone.
+    @Test func aRunsGroupIDIsNoneAnotherUserCanMapIn() throws {
+        let setup = try RunTests.setup()
+        let bob = try TestUser("h2runbob")
+        let mallory = try TestUser("h2runmal")
+        let ledgerPath = setup.daemon.stateDirectory + "/" + Ledger.fileName
+        let sequence = try TestProcess.run("/usr/bin/sqlite3", [ledgerPath,
+                                                                "SELECT seq FROM sqlite_sequence WHERE name = 'runs'"])
+        let seq = try #require(UInt32(sequence.stdout.trimmingCharacters(in: .whitespacesAndNewlines)),
+                               "\(sequence.stdout) \(sequence.stderr)")
+        let next = 0x7A00_0000 + seq
+        let subuids = 410_000_000 + (mallory.uid % 100_000) * 1_000
+        let added = try TestProcess.run("/usr/sbin/usermod", [
+            "--add-subuids", "\(subuids)-\(subuids + 999)", "--add-subgids", "\(next)-\(next + 3)", mallory.name,
+        ])
+        try #require(added.status == 0, "\(added.stderr)")
+        defer {
+            _ = try? TestProcess.run("/usr/sbin/usermod", ["--del-subuids", "\(subuids)-\(subuids + 999)",
+                                                           "--del-subgids", "\(next)-\(next + 3)", mallory.name])
+        }
+
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let ready = marks.path + "/ready"
+        let run = try RunTests.runInBackground(bob, setup, ["--camera", "--", "/bin/sh", "-c",
+                                                            ": > \"$1\"; exec sleep 30", "sh", ready])
+        defer { kill(run.process.processIdentifier, SIGTERM); _ = run.finish() }
+        let started = LiveEnforcementTests.waitFor(20) { FileManager.default.fileExists(atPath: ready) }
+        try #require(started != nil, "bob's run did not start")
+        let gid = try TestProcess.run("/usr/bin/sqlite3", [ledgerPath,
+                                                           "SELECT gid FROM runs ORDER BY id DESC LIMIT 1"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+
+        // Mallory, in a user namespace of her own, takes every gid mapped into it.
+        let attack = """
+            import os, sys
+            groups = []
+            for line in open("/proc/self/gid_map"):
+                inside, outside, count = map(int, line.split())
+                groups += range(inside, inside + min(count, 4096))
+            os.setgroups(groups)
+            try:
+                os.close(os.open(sys.argv[1], os.O_RDONLY))
+                print("opened")
+            except OSError as e:
+                print("refused", e.strerror)
+            """
+        let tried = try TestProcess.run("/usr/bin/setpriv", [
+            "--reuid=\(mallory.uid)", "--regid=\(mallory.gid)", "--clear-groups", "--", "/usr/bin/unshare",
+            "--map-auto", "--map-user=0", "--map-group=0", "/usr/bin/python3", "-c", attack, setup.camera,
+        ])
+        try #require(tried.status == 0, "the attack did not run: \(tried.stdout) \(tried.stderr)")
+        #expect(!tried.stdout.hasPrefix("opened"),
+                "mallory opened bob's run's camera with a subordinate gid (run gid \(gid), hers \(next)-\(next + 3))")
+        #expect(gid != String(next), "the run was given a gid /etc/subgid hands to mallory")
+    }
 }
