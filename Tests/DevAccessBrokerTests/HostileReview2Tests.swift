@@ -196,4 +196,24 @@ struct HostileReview2Tests {
                 "mallory opened bob's run's camera with a subordinate gid (run gid \(gid), hers \(next)-\(next + 3))")
         #expect(gid != String(next), "the run was given a gid /etc/subgid hands to mallory")
     }
+    // MARK: finding 5: runs write the ledger outside the person's change budget
+
+    /// A request that decides something is charged to the person's change budget
+    /// (`--max-changes-per-user`, 60 a minute by default); `devaccess run` was not, though
+    /// every run writes its row and some seven audit events (request, decision, acl_add,
+    /// run_start, run_end, expiry, acl_remove for a policy `allow`). The review's loop of
+    /// `devaccess run --camera -- /bin/true` (4 loops, one uid, debug build) made 183 runs in
+    /// 20 s: 1,274 audit events and 4.4 MB of ledger and WAL, some 800 MB an hour, unbounded.
+    @Test func runsAreChargedToThePersonsChangeBudget() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n", daemonArguments: ["--max-changes-per-user", "5"])
+        let mallory = try TestUser("h2runflood")
+        var started = 0, busy = 0
+        for _ in 0..<10 {
+            let run = try RunTests.run(mallory, setup, ["--camera", "--", "/bin/true"])
+            if run.status == 0 { started += 1 } else if run.stderr.contains("the most one user may") { busy += 1 }
+        }
+        let recorded = try setup.ledger().events().map(\.event).filter { $0.type == .runStart }.count
+        #expect(recorded <= 5, "one user started \(recorded) runs with a budget of 5 changes a minute")
+        #expect(started == recorded && busy == 10 - started, "started \(started), refused busy \(busy)")
+    }
 }

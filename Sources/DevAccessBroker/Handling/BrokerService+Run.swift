@@ -167,6 +167,15 @@ extension BrokerService {
             case .record(let leftOut): if leftOut > 0 { received[Self.notRecordedKey] = String(leftOut) }
             }
         }
+        // A run that goes on writes the ledger (its row, run_start and run_end, the grants it
+        // decides) however it is decided: charged to the person's change budget, as a request
+        // that decides is (hostile review 2026-12-01: 183 runs in 20 s from one uid).
+        if !refusedAtOnce {
+            if let refusal = overChangeBudget("run", id: envelope.id, peer: peer, subject: context.subject) {
+                return refusal
+            }
+            chargeChange(peer)
+        }
         audit(context, order.permissions, stage: "received", extra: received)
         var heldSlots: [UserSlots] = []
         defer { for slots in heldSlots { slots.give(peer.accountable) } }
