@@ -9,7 +9,9 @@
 ///
 /// The range lies in 0x7A000000–0x7AFFFFFF: above the ranges systemd assigns to system, regular,
 /// homed and dynamic users and to nspawn containers (UIDS-GIDS.md), below 2^31 (which some
-/// tools read as negative), and no /etc/group entry may use it (the daemon skips any that does).
+/// tools read as negative). An id someone else can hold is skipped when a run starts: one the
+/// user database names as a group, or one /etc/subgid hands to a user (who can map it into a
+/// user namespace of their own with newgidmap and take it as a group there).
 public enum RunGroups {
     public static let first: UInt32 = 0x7A00_0000
     public static let count: UInt32 = 0x0100_0000

@@ -97,7 +97,11 @@ extension Enforcer {
         }
         let (policy, problem) = policyInForce()
         if let problem { throw .policyUnreadable(problem) }
-        let standing = grants.filter { grant in grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true }
+        // Not a grant whose revoke, deny or reset the ledger could not record yet (its row stands).
+        let withheld = unrecorded.withheld
+        let standing = grants.filter { grant in
+            !withheld.contains(grant.id) && (grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true)
+        }
         let off = switches.first { $0.permission == .location && ($0.until.map { $0 > now } ?? true) }
         return LocationLevel.evaluate(user: identity(subject), decisions: Decisions(active: standing), policy: policy,
                                       switchedOff: off).accuracy
@@ -125,8 +129,9 @@ extension Enforcer {
         if switches.contains(where: { $0.permission == .location && ($0.until.map { $0 > now } ?? true) }) { return [:] }
         let decision = policy?.decision(for: .location, user: identity(subject))
         if decision?.action == .deny { return [:] }
+        let withheld = unrecorded.withheld
         let decisions = RunDecisions(active: grants.filter { grant in
-            grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true
+            !withheld.contains(grant.id) && (grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true)
         })
         var levels: [UInt32: LocationAccuracy] = [:]
         for run in runs {

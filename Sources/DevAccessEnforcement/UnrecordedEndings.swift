@@ -42,8 +42,9 @@ public final class UnrecordedEndings: Sendable {
 
     public var isEmpty: Bool { items.withLock { $0.isEmpty } }
 
-    /// Grants no run may apply until their ending is recorded.
-    var withheld: Set<Int64> { items.withLock { Set($0.flatMap(\.grants)) } }
+    /// Grants no run may apply, and devaccessd may open nothing for, until their ending is
+    /// recorded: the ledger still holds them as standing.
+    public var withheld: Set<Int64> { items.withLock { Set($0.flatMap(\.grants)) } }
 
     func add(_ item: Item) {
         items.withLock { $0.append(item) }

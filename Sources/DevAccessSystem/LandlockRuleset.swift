@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Landlock denies what a ruleset handles unless a rule allows it beneath some directory on
 /// the way to the file. This ruleset handles only READ_FILE and WRITE_FILE (ABI 1, the
-/// oldest Landlock), so executing (which needs READ_FILE: exec opens the file for reading,
+/// oldest Landlock) and, where the kernel has it, IOCTL_DEV (ABI 5), so executing (which needs READ_FILE: exec opens the file for reading,
 /// and so does the dynamic loader for libraries), listing directories, creating and removing
 /// stay unrestricted. Its rules: for every directory on the way from / to a denied path, one
 /// rule for each entry that is neither denied nor itself on the way to a denied path. The
@@ -37,9 +37,16 @@ public final class LandlockRuleset: Sendable {
         return version > 0 ? Int(version) : nil
     }
 
-    /// The access rights this ruleset handles: ABI 1's, and only these two.
-    static let handledAccess = UInt64(DEVACCESS_LANDLOCK_ACCESS_FS_READ_FILE)
-        | UInt64(DEVACCESS_LANDLOCK_ACCESS_FS_WRITE_FILE)
+    /// The access rights this ruleset handles: ABI 1's READ_FILE and WRITE_FILE, and from
+    /// ABI 5 on IOCTL_DEV. `open(path, 3)` (neither read nor write, as `fdformat` opens a
+    /// device) needs neither file right, yet its descriptor's ioctls reach the driver: on a
+    /// camera, USERPTR streaming captures frames without read() or mmap() (hostile review
+    /// 2026-12-01). Handling IOCTL_DEV refuses ioctls on a denied node's descriptor however
+    /// it was opened; before ABI 5 that way stays open.
+    static func handledAccess(abi: Int) -> UInt64 {
+        let files = UInt64(DEVACCESS_LANDLOCK_ACCESS_FS_READ_FILE) | UInt64(DEVACCESS_LANDLOCK_ACCESS_FS_WRITE_FILE)
+        return abi >= 5 ? files | UInt64(DEVACCESS_LANDLOCK_ACCESS_FS_IOCTL_DEV) : files
+    }
 
     private init(descriptor: CInt, deniedPaths: [String], ruleCount: Int) {
         self.descriptor = Mutex(descriptor)
@@ -69,18 +76,19 @@ public final class LandlockRuleset: Sendable {
             !deniedSet.contains(directory) && !ancestors(of: directory).contains(where: deniedSet.contains)
         }
 
-        let created = devaccess_landlock_create_ruleset(handledAccess)
+        let handled = handledAccess(abi: Int(version))
+        let created = devaccess_landlock_create_ruleset(handled)
         guard created >= 0 else { throw .createRuleset(.current) }
         let ruleset = LandlockRuleset(descriptor: created, deniedPaths: deniedSet.sorted(), ruleCount: 0)
         var rules = 0
         // Nothing denied: one rule for / allows every read and write (a ruleset without rules
         // would deny them all).
-        if deniedSet.isEmpty, try addRule("/", to: created) { rules += 1 }
+        if deniedSet.isEmpty, try addRule("/", to: created, access: handled) { rules += 1 }
         for directory in walked.sorted() {
             for name in try entries(of: directory) {
                 let path = directory == "/" ? "/" + name : directory + "/" + name
                 if deniedSet.contains(path) || onTheWay.contains(path) { continue }
-                if try addRule(path, to: created) { rules += 1 }
+                if try addRule(path, to: created, access: handled) { rules += 1 }
             }
         }
         return LandlockRuleset(taking: ruleset, ruleCount: rules)
@@ -167,10 +175,10 @@ public final class LandlockRuleset: Sendable {
         }
     }
 
-    /// Adds a read+write rule beneath `path`. False for what gets no rule: a symlink, an
-    /// entry that vanished meanwhile, a file on a filesystem Landlock takes no rules for
-    /// (nsfs and the like; it stays denied).
-    private static func addRule(_ path: String, to ruleset: CInt) throws(LandlockError) -> Bool {
+    /// Adds a rule allowing `access` (every handled right) beneath `path`. False for what gets
+    /// no rule: a symlink, an entry that vanished meanwhile, a file on a filesystem Landlock
+    /// takes no rules for (nsfs and the like; it stays denied).
+    private static func addRule(_ path: String, to ruleset: CInt, access: UInt64) throws(LandlockError) -> Bool {
         let fd: FileDescriptor
         do {
             fd = try FileDescriptor.openPath(path)
@@ -181,7 +189,7 @@ public final class LandlockRuleset: Sendable {
         var info = stat()
         guard fstat(fd.rawValue, &info) == 0 else { throw .open(path, .current) }
         if info.st_mode & S_IFMT == S_IFLNK { return false }
-        guard devaccess_landlock_add_path_rule(ruleset, fd.rawValue, handledAccess) == 0 else {
+        guard devaccess_landlock_add_path_rule(ruleset, fd.rawValue, access) == 0 else {
             if errno == EBADFD { return false }
             throw .addRule(path, .current)
         }

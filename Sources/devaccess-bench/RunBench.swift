@@ -38,7 +38,7 @@ extension HotplugBench {
             fail("cannot write the policy: \(error)")
         }
         environment["DEVACCESS_CONFIG_DIR"] = config
-        let daemonProcess = startDaemon(environment: environment)
+        let daemonProcess = startDaemon(environment: environment, extra: ["--max-changes-per-user", "1000000"])
         guard honoursTestDevices() else { return skipNoTestHook("devaccess run --camera -- true") }
         let cli = here.appendingPathComponent("devaccess").path
         let user = ["/usr/bin/setpriv", "--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--init-groups", "--"]

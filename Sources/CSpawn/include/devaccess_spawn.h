@@ -98,11 +98,12 @@ int devaccess_spawn_release(struct devaccess_spawn_held *held, struct devaccess_
 /* The held child is not to run: it exits 127 without exec, is reaped, and everything closes. */
 void devaccess_spawn_abandon(struct devaccess_spawn_held *held);
 
-/* Landlock, ABI 1 rights only (the oldest kernels that have Landlock). */
+/* Landlock rights: ABI 1's, and IOCTL_DEV (ABI 5, Linux 6.10). */
 enum {
     DEVACCESS_LANDLOCK_ACCESS_FS_EXECUTE = 1,
     DEVACCESS_LANDLOCK_ACCESS_FS_WRITE_FILE = 2,
     DEVACCESS_LANDLOCK_ACCESS_FS_READ_FILE = 4,
+    DEVACCESS_LANDLOCK_ACCESS_FS_IOCTL_DEV = 1 << 15,
 };
 
 /* The kernel's Landlock ABI version, or -1 with errno (ENOSYS: not built in; EOPNOTSUPP:

@@ -83,8 +83,8 @@ public struct DaemonOptions: Sendable {
                    + "no limit; default: 4)."),
             option("max-waiting-per-user", "N", "Clients of one user waiting for an administrator at once (root and "
                    + "admins: no limit; default: 16)."),
-            option("max-changes-per-user", "N", "Requests of one user that ask, queue or decide, and their own "
-                   + "revokes, resets and withdraws, per minute (root and admins: no limit; default: 60)."),
+            option("max-changes-per-user", "N", "Requests of one user that ask, queue or decide, their runs, and "
+                   + "their own revokes, resets and withdraws, per minute (root and admins: no limit; default: 60)."),
             option("reconcile-interval", "SEC", "Also apply the whole ledger to the machine every SEC seconds, "
                    + "besides at start-up, on hotplug and at each expiry; 0: never (default: 60)."),
             option("log-level", "LEVEL", "error, warning, notice, info or debug (default: info)."),

@@ -312,6 +312,8 @@ extension LiveEnforcer: DecisionEnforcement {
             }
         }
     }
+
+    public var withheldGrants: Set<Int64> { enforcer.unrecorded.withheld }
 }
 
 /// A decision's value with the report of its run, so the worker can log it.

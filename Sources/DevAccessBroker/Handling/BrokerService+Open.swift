@@ -55,8 +55,15 @@ extension BrokerService {
         // else, with nothing decided, the user's own access to every node of it (a group, an
         // ACL entry devaccess did not make): opening for them then gives nothing new. A
         // denial outweighs such access.
+        // Not what the ledger still holds but has ended: a revoke, deny or reset the ledger
+        // could not record yet (its entries are already off), and a `once` grant whose
+        // process exited (ended, or to be recorded as ended, by the engine's next run).
         let now = Date()
-        let active = read.grants.filter { $0.isActive(at: now) }
+        let withheld = enforcement?.withheldGrants ?? []
+        let active = read.grants.filter { grant in
+            grant.isActive(at: now) && !withheld.contains(grant.id)
+                && (grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true)
+        }
         let decision = Decisions(active: active).decision(uid: subject.uid, permission: order.permission,
                                                           deviceID: device.id)
         let ownAccess = status?.devices.first { $0.device.id == device.id }?.usable == true

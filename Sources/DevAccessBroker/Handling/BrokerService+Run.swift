@@ -167,6 +167,15 @@ extension BrokerService {
             case .record(let leftOut): if leftOut > 0 { received[Self.notRecordedKey] = String(leftOut) }
             }
         }
+        // A run that goes on writes the ledger (its row, run_start and run_end, the grants it
+        // decides) however it is decided: charged to the person's change budget, as a request
+        // that decides is (hostile review 2026-12-01: 183 runs in 20 s from one uid).
+        if !refusedAtOnce {
+            if let refusal = overChangeBudget("run", id: envelope.id, peer: peer, subject: context.subject) {
+                return refusal
+            }
+            chargeChange(peer)
+        }
         audit(context, order.permissions, stage: "received", extra: received)
         var heldSlots: [UserSlots] = []
         defer { for slots in heldSlots { slots.give(peer.accountable) } }
@@ -252,14 +261,20 @@ extension BrokerService {
         // grants recorded, the nodes' entries applied; then it may exec.
         let newRun = NewRun(subject: subject, program: program.identity, permissions: order.permissions,
                             strict: order.strict)
-        let run: Run
+        let begun: Run?
         do {
-            run = try await enforcement.perform("run") { (enforcer) throws(EnforcementError) -> (Run, EnforcementReport) in
-                do throws(LedgerError) { return (try enforcer.ledger.beginRun(newRun, at: enforcer.clock()), EnforcementReport()) }
+            begun = try await enforcement.perform("run") { (enforcer) throws(EnforcementError) -> (Run?, EnforcementReport) in
+                do throws(LedgerError) { return (try Self.beginRunWithItsOwnGroup(newRun, enforcer), EnforcementReport()) }
                 catch { throw .ledger(error) }
             }
         } catch {
             return .error(ProtocolError(.internal, context: "run", reason: "the run could not be recorded: \(error)"))
+        }
+        guard let run = begun else {
+            return .error(ProtocolError(.internal, context: "run", reason: "no group id of devaccess run's range "
+                + "(\(RunGroups.first)-\(RunGroups.last)) was free: each one tried is a group's in the user database "
+                + "or a user's in /etc/subgid (each skipped run's run_end event says which); the administrator "
+                + "must move those out of the range; nothing was run"))
         }
         let environment = LaunchEnvironment.clean(order.environment)
         var groups = peer.groups.filter { !RunGroups.contains($0) }
@@ -364,6 +379,32 @@ extension BrokerService {
     static let runNodePermissions: [Permission] = [.camera, .microphone]
 
     /// Records the run's end and removes its access (the engine pass sees the process gone).
+    /// Begins `new` with a group id only its program can carry. An id the user database
+    /// names (the group's members get it at login) or /etc/subgid hands to a user (newgidmap
+    /// maps it into a user namespace of theirs, whose root may then take it as a group) would
+    /// open the run's nodes to them: such an id is skipped, its row ended unstarted saying
+    /// why, and the next one taken. nil after `maxSkippedGroups` such ids in a row.
+    static func beginRunWithItsOwnGroup(_ new: NewRun, _ enforcer: Enforcer) throws(LedgerError) -> Run? {
+        for _ in 0..<maxSkippedGroups {
+            let run = try enforcer.ledger.beginRun(new, at: enforcer.clock())
+            guard let holder = otherHolder(ofGroup: run.gid) else { return run }
+            try enforcer.ledger.endRuns([(run.id, "not started: group id \(run.gid) skipped: \(holder)")], by: nil,
+                                        at: enforcer.clock())
+        }
+        return nil
+    }
+
+    static let maxSkippedGroups = 64
+
+    /// Who else can hold `gid`, in words; nil when nobody can.
+    static func otherHolder(ofGroup gid: UInt32) -> String? {
+        if let name = UserDatabase.groupName(gid) { return "the user database names it (group \(name))" }
+        if let owner = SubordinateIDs.owner(of: gid, file: "/etc/subgid") {
+            return "/etc/subgid hands it to \(UserDatabase.userName(owner) ?? "uid \(owner)")"
+        }
+        return nil
+    }
+
     func endRun(_ run: Run, status: String, enforcement: any DecisionEnforcement) async {
         do {
             try await enforcement.perform("run-end") { (enforcer) throws(EnforcementError) -> (Void, EnforcementReport) in

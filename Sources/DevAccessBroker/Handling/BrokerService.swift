@@ -40,7 +40,7 @@ public final class BrokerService: RequestHandler {
     /// How many of a user's attempts that change nothing (refusals, requests answered at
     /// once) reach the audit trail.
     let refusals: UserBudget
-    /// Requests that ask, queue or decide, and a user's own revokes, resets and withdraws:
+    /// Requests that ask, queue or decide, runs, and a user's own revokes, resets and withdraws:
     /// each writes the audit trail, so one user's are limited per minute
     /// (`maxChangesPerMinute`; root and administrators are not limited).
     let changes: UserBudget

@@ -32,6 +32,11 @@ public protocol DecisionEnforcement: Sendable {
     func perform<R: Sendable>(_ operation: String,
                               _ body: @escaping @Sendable (Enforcer) throws(EnforcementError) -> (R, EnforcementReport))
         async throws(DecisionEnforcementFailure) -> R
+
+    /// Grants whose ending (a revoke, deny or reset) the ledger could not record yet
+    /// (`UnrecordedEndings`): their rows still stand, but their access has ended, so
+    /// nothing may be served from them (`open`).
+    var withheldGrants: Set<Int64> { get }
 }
 
 /// A thread of its own that runs engine operations in order. Handler threads hand work
@@ -61,6 +66,8 @@ public final class SerialEnforcement: DecisionEnforcement {
         }
         return try result.get()
     }
+
+    public var withheldGrants: Set<Int64> { enforcer.unrecorded.withheld }
 
     private func loop() {
         while true {
