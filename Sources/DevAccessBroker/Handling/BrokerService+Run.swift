@@ -378,7 +378,6 @@ extension BrokerService {
     /// rules); location is served by the gpsd endpoint instead.
     static let runNodePermissions: [Permission] = [.camera, .microphone]
 
-    /// Records the run's end and removes its access (the engine pass sees the process gone).
     /// Begins `new` with a group id only its program can carry. An id the user database
     /// names (the group's members get it at login) or /etc/subgid hands to a user (newgidmap
     /// maps it into a user namespace of theirs, whose root may then take it as a group) would
@@ -405,6 +404,7 @@ extension BrokerService {
         return nil
     }
 
+    /// Records the run's end and removes its access (the engine pass sees the process gone).
     func endRun(_ run: Run, status: String, enforcement: any DecisionEnforcement) async {
         do {
             try await enforcement.perform("run-end") { (enforcer) throws(EnforcementError) -> (Void, EnforcementReport) in
