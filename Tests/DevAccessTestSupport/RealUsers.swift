@@ -70,7 +70,7 @@ public final class TestUser: @unchecked Sendable {
     /// useradd hands out itself (login.defs UID_MAX 60,000) and the subordinate ranges of
     /// /etc/subuid and /etc/subgid (SUB_UID_MIN 100,000), and skipping any uid inside such a
     /// range where an administrator moved them: devaccessd charges a subordinate uid to the
-    /// range's owner (docs/architecture.md, "Limits per person"), and a test user inside
+    /// range's owner (docs/security.md, "Limits per person"), and a test user inside
     /// another user's range was refused as that user once a fourth login user existed on the
     /// machine (its range 231072-296607 held the old base of 200,000). Small enough for
     /// `uid * 10` and lastlog's `uid * 292` offset.

@@ -6,7 +6,7 @@ import DevAccessCore
 import DevAccessSystem
 
 /// Where a person can say yes or no without the requesting program being able to answer
-/// for them (docs/architecture.md, "Consent").
+/// for them (docs/security.md, "Consent").
 ///
 /// The requester's own connection proves nothing: any program of the user can speak the
 /// protocol, or run the CLI in a pseudo-terminal it controls, and type "allow". What the
