@@ -340,7 +340,8 @@ struct RunTests {
         let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "run"] + setup.socket
                                             + ["--camera", "--reason", "video call", "--", "/bin/sh", "-c",
                                                "exec 3<>\"$1\" && echo held-it", "sh", setup.camera],
-                                        answers: [("within", "once {code}\n")], timeout: 90)
+                                        answers: [("within", "allow camera once \(shell.split(separator: "/").last ?? "") {code}\n")],
+                                        timeout: 90)
         #expect(run.exitStatus == 0, "\(run.output)")
         #expect(run.output.contains("Allow \(shell), run by \(user.name), to use the camera?"), "\(run.output)")
         #expect(run.output.contains("reason: video call"), "\(run.output)")

@@ -191,7 +191,7 @@ extension BrokerService {
         var ended: UndecidedReason?
         if !toAsk.isEmpty {
             switch await askConsent(toAsk, context: context, policies: policies, number: &number) {
-            case .decided(let decided): plans += decided
+            case .decided(let decided): plans += Self.named(decided, asked: toAsk, results: &results)
             case .undecided(let why):
                 ended = why
                 for permission in toAsk { results[permission] = Self.undecided(permission, why) }
