@@ -355,6 +355,30 @@ struct RunTests {
         #expect(try !user.canOpen(setup.camera, .read))
     }
 
+    /// A run's answer names its program; naming fewer permissions than the run asked for
+    /// grants nothing the run could start with: the run does not start, nothing is recorded
+    /// (issue 27 item 2). The old form names no program and is no answer.
+    @Test func aRunAnsweredForPartOfWhatItAsksDoesNotStart() throws {
+        let settings = try TerminalSettings(legacyTIOCSTI: 0)
+        defer { settings.restore() }
+        let setup = try Self.setup("[camera]\nDefault=ask\n[microphone]\nDefault=ask\n")
+        let user = try TestUser("lrunpart", shell: "/bin/sh")
+        let name = CanonicalPath.orGiven("/bin/sh").split(separator: "/").last ?? ""
+        let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "run"] + setup.socket
+                                            + ["--camera", "--microphone", "--", "/bin/sh", "-c", "echo $((6 * 7))-ran"],
+                                        answers: [("within", "allow camera microphone once {code}\n"),
+                                                  ("not an answer", "allow camera once \(name) {code}\n")],
+                                        timeout: 90)
+        #expect(run.answered == 2, "\(run.output)")
+        #expect(run.output.contains("allow camera microphone once \(name) "), "the question shows the whole answer: \(run.output)")
+        #expect(!run.output.contains("42-ran"), "\(run.output)")
+        #expect(run.exitStatus != 0, "\(run.output)")
+        #expect(run.output.contains("the answer typed did not name microphone"), "\(run.output)")
+        #expect(!run.output.contains("breaks the protocol"), "\(run.output)")
+        #expect(try setup.grants(user).isEmpty, "\(run.output)")
+        #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
+    }
+
     @Test func aPolicyDenialRefusesTheRun() throws {
         let setup = try Self.setup("[camera]\nDefault=deny\n")
         let user = try TestUser("rundeny")

@@ -249,7 +249,9 @@ extension BrokerService {
                 }
             }
             for plan in allows where results[plan.permission] == nil {
-                results[plan.permission] = RequestResult(permission: plan.permission, outcome: .undecided,
+                // The wire wants a why with every undecided: nothing was recorded, as for a
+                // dismissed prompt (the message says why).
+                results[plan.permission] = RequestResult(permission: plan.permission, outcome: .undecided, why: .dismissed,
                     message: "allowed, but not recorded: the run does not start without every permission it asked for")
             }
             let ordered = order.permissions.compactMap { results[$0] }
