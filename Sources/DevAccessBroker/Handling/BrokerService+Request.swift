@@ -592,16 +592,8 @@ extension BrokerService {
         let text = RequestText.question(group, term: nil, user: context.user, peer: context.peer,
                                         requester: context.requester, devices: context.devices(for: group),
                                         reason: context.request.reason, location: context.location)
-        // Location may be allowed coarser than asked (as iOS's "precise" switch): the levels
-        // below what this request would get.
-        let levels = group.contains(.location) ? LocationAccuracy.allCases.filter { $0 < (context.location?.granted ?? .exact) }
-            .reversed() : []
-        // A run's grants are bound to its program: the answer names the program's file too.
-        let program = context.requester.startedByRun ? context.requester.program?.split(separator: "/").last : nil
-        let question = ConsentAnswer.Question(permissions: group, choices: choices, levels: Array(levels),
-                                              program: program.map(String.init))
-        let end = await askOnTerminal(terminal, text: text, question: question, owner: context.user.uid,
-                                      requester: context.peer.pid, exchange: context.exchange)
+        let end = await askOnTerminal(terminal, text: text, question: Self.question(group, choices, context),
+                                      owner: context.user.uid, requester: context.peer.pid, exchange: context.exchange)
         switch end {
         case .failed(let problem):
             outcome["outcome"] = "no-channel"
@@ -637,6 +629,19 @@ extension BrokerService {
             outcome["outcome"] = "client-\(departure.word)"
             return .undecided(Self.reason(departure))
         }
+    }
+
+    /// What the terminal question about `group` takes as an answer: `choices`; location may be
+    /// allowed coarser than asked (as iOS's "precise" switch: the levels below what this
+    /// request would get); a run's grants are bound to its program, so the answer names
+    /// the program's file too.
+    static func question(_ group: [Permission], _ choices: [PromptChoice],
+                         _ context: RequestContext) -> ConsentAnswer.Question {
+        let levels = group.contains(.location)
+            ? LocationAccuracy.allCases.filter { $0 < (context.location?.granted ?? .exact) }.reversed() : []
+        let program = context.requester.startedByRun ? context.requester.program?.split(separator: "/").last : nil
+        return ConsentAnswer.Question(permissions: group, choices: choices, levels: Array(levels),
+                                      program: program.map(String.init))
     }
 
     /// Asks on the login terminal; the requester's leaving withdraws the question. An
