@@ -164,6 +164,7 @@ public enum Daemon {
         server.run(signalDescriptor: signalDescriptor) {
             notify("STOPPING=1\nSTATUS=shutting down")
         }
+        service.recordAllOpensLeftOut()
         endpointCommits.map { ledger.commits.cancel($0) }
         gpsdEndpoint?.stop()
         location?.stop()
