@@ -244,6 +244,29 @@ struct RunTests {
         #expect(started?.details["removed_environment"]?.contains("LD_PRELOAD") == true)
     }
 
+    /// The environment was cleaned by a list of what to drop: loaders it did not name reached
+    /// the program (libasound's ALSA_PLUGIN_DIR, ALSA_MIXER_SIMPLE_MODULES and ALSA_CONFIG_UCM2,
+    /// libglvnd's __GLX_VENDOR_LIBRARY_NAME, GI_TYPELIB_PATH, a D-Bus address that runs a
+    /// program). Now only listed variables are kept, the D-Bus address only as a socket under
+    /// the user's runtime directory.
+    @Test func loadersNoListNamedDoNotReachTheProgram() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runloader")
+        let loaders = ["ALSA_PLUGIN_DIR": "/tmp/alsa", "ALSA_MIXER_SIMPLE_MODULES": "/tmp/mixer",
+                       "ALSA_CONFIG_UCM2": "/tmp/ucm2", "__GLX_VENDOR_LIBRARY_NAME": "../../tmp/evil",
+                       "GI_TYPELIB_PATH": "/tmp/typelib", "DBUS_SESSION_BUS_ADDRESS": "unixexec:path=/tmp/evil"]
+        let result = try Self.run(user, setup, ["--camera", "--", "/usr/bin/env"],
+                                  environment: loaders.merging(["TZ": "Europe/Berlin"]) { old, _ in old })
+        #expect(result.status == 0, "\(result.stderr)")
+        let environment = String(decoding: result.stdout, as: UTF8.self)
+        for name in loaders.keys.sorted() {
+            #expect(!environment.contains(name + "="), "\(name) reached the program: \(environment)")
+        }
+        #expect(environment.contains("TZ=Europe/Berlin") && environment.contains("LANG=C.UTF-8"), "\(environment)")
+        let started = try setup.ledger().events().map(\.event).first { $0.type == .runStart }
+        #expect(started?.details["removed_environment"]?.contains("ALSA_PLUGIN_DIR") == true)
+    }
+
     @Test func ctrlCOnThePtyReachesTheProgram() throws {
         let setup = try Self.setup()
         let user = try TestUser("runpty")
