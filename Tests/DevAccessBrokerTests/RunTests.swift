@@ -232,16 +232,20 @@ struct RunTests {
         let user = try TestUser("runenv")
         let result = try Self.run(user, setup, ["--camera", "--", "/usr/bin/env"], environment: [
             "LD_PRELOAD": "/nonexistent/inject.so", "LD_LIBRARY_PATH": "/tmp", "GCONV_PATH": "/tmp",
-            "PYTHONPATH": "/tmp", "GST_PLUGIN_PATH": "/tmp", "KEPT_VARIABLE": "kept value",
+            "PYTHONPATH": "/tmp", "GST_PLUGIN_PATH": "/tmp", "KEPT_VARIABLE": "kept value", "TZ": "Europe/Paris",
         ])
         #expect(result.status == 0, "\(result.stderr)")
         let environment = String(decoding: result.stdout, as: UTF8.self)
         for name in ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONPATH", "GST_PLUGIN_PATH"] {
             #expect(!environment.contains(name + "="), "\(name) reached the program")
         }
-        #expect(environment.contains("KEPT_VARIABLE=kept value"))
+        // Only listed variables are kept (issue 27): an ordinary listed one reaches the program,
+        // an unlisted one is removed and named as removed.
+        #expect(environment.contains("TZ=Europe/Paris"), "\(environment)")
+        #expect(!environment.contains("KEPT_VARIABLE="), "\(environment)")
         let started = try setup.ledger().events().map(\.event).first { $0.type == .runStart }
         #expect(started?.details["removed_environment"]?.contains("LD_PRELOAD") == true)
+        #expect(started?.details["removed_environment"]?.contains("KEPT_VARIABLE") == true)
     }
 
     /// The environment was cleaned by a list of what to drop: loaders it did not name reached

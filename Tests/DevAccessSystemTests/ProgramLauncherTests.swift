@@ -283,7 +283,7 @@ struct ProgramLauncherTests {
         let dirty = try raw.run("/usr/bin/env", ["env"])
         #expect(dirty.errors.contains("/nonexistent.so"), "\(dirty.errors)")
         var cleaned = launch
-        cleaned.environment = LaunchEnvironment.clean(given).kept
+        cleaned.environment = LaunchEnvironment.clean(given, uid: 1000).kept
         let clean = try cleaned.run("/usr/bin/env", ["env"])
         #expect(clean.errors.isEmpty, "\(clean.errors)")
         #expect(clean.output.split(separator: "\n").map(String.init)

@@ -271,7 +271,7 @@ extension BrokerService {
                 + "or a user's in /etc/subgid (each skipped run's run_end event says which); the administrator "
                 + "must move those out of the range; nothing was run"))
         }
-        let environment = LaunchEnvironment.clean(order.environment)
+        let environment = LaunchEnvironment.clean(order.environment, uid: peer.uid)
         let groups = Self.callerGroups(peer) + [run.gid]
         var ruleset: LandlockRuleset?
         if order.strict {
