@@ -423,7 +423,7 @@ public enum ProgramLauncher {
     /// with `.refused` and the errno the user got, which tells them nothing they could not
     /// learn by trying themselves.
     public static func openAsUser(_ path: String, directory: String, uid: UInt32, gid: UInt32,
-                                  groups: [UInt32], timeout: Duration = .seconds(10)) throws(UserOpenError) -> CInt {
+                                  groups: [UInt32], timeout: Duration = .seconds(2)) throws(UserOpenError) -> CInt {
         if path.isEmpty || path.utf8.contains(0) || directory.utf8.contains(0) || uid == .max || gid == .max {
             throw .refused(Errno(rawValue: EINVAL))
         }
