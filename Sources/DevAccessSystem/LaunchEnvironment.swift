@@ -1,19 +1,19 @@
 /// The environment `devaccess run` hands the program it starts.
 ///
 /// `Program=` rules and prompts name the file devaccess executes; that name only says what
-/// code runs if the caller's environment cannot make the program load other code. So the
-/// variables below are dropped, the way sudo's env_reset and glibc's secure mode do: the
-/// dynamic loader's, glibc's own list for setuid programs, interpreters' and shells' startup
-/// code and module paths, and the plugin paths of the media and graphics stacks a camera or
-/// microphone program loads. Everything else (HOME, TERM, LANG, DISPLAY, XDG_*, PATH, TZ,
-/// TMPDIR, ...) is kept: the program runs as the caller, for the caller.
+/// code runs if the caller's environment cannot make the program load other code. Lists of
+/// what to drop always miss one (libasound alone reads ALSA_PLUGIN_DIR,
+/// ALSA_MIXER_SIMPLE_MODULES, ALSA_CONFIG_UCM2), so, as sudo's env_reset and env_keep, only
+/// the variables listed in `kept` reach the program, each with its value checked where a
+/// value could make it load code (`acceptable`). Everything else goes.
 ///
-/// What this cannot stop: a program that loads code from the user's own files by design
-/// (~/.local python packages, ~/.asoundrc `lib`, user GStreamer plugins), or a `#!/usr/bin/env`
-/// script whose interpreter is found through the caller's PATH. docs/architecture.md
-/// ("devaccess run: environment") keeps this list in prose.
+/// What no list can stop: a program that loads code from the user's own files by design
+/// (~/.asoundrc `lib`, GStreamer's user plugin directory, Python's user site, PipeWire
+/// client modules from the user's configuration), or a program that runs another by name
+/// through PATH (a `#!/usr/bin/env` script). docs/security.md ("devaccess run: what a program
+/// grant cannot close") says so for users and administrators.
 public enum LaunchEnvironment {
-    /// A name dropped exactly, or every name starting with a prefix.
+    /// A name matched exactly, or every name starting with a prefix.
     public enum Rule: Sendable, Hashable {
         case name(String)
         case prefix(String)
@@ -27,51 +27,46 @@ public enum LaunchEnvironment {
         }
     }
 
-    /// The one list of dropped variables.
-    public static let dropped: [Rule] = [
-        // The dynamic loader: LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ... all of them.
-        .prefix("LD_"),
-        // glibc's list for setuid programs (unsecvars.h), but TMPDIR (where temporary files go
-        // is the caller's own choice; no code is loaded from it; pam_tmpdir sets it per user):
-        // gconv modules and getconf helpers are code, tunables change the loader and malloc,
-        // the rest redirect what libc parses (resolver, locales, catalogs, time zones).
-        .name("GCONV_PATH"), .name("GETCONF_DIR"), .name("GLIBC_TUNABLES"), .name("HOSTALIASES"),
-        .name("LOCALDOMAIN"), .name("LOCPATH"), .prefix("MALLOC_"), .name("NIS_PATH"), .name("NLSPATH"),
-        .name("RESOLV_HOST_CONF"), .name("RES_OPTIONS"), .name("TZDIR"),
-        // Shells: startup files, options, exported functions (BASH_FUNC_name%%), xtrace's PS4
-        // (runs command substitutions), IFS.
-        .name("BASH_ENV"), .name("ENV"), .name("SHELLOPTS"), .name("BASHOPTS"), .prefix("BASH_FUNC_"),
-        .name("PS4"), .name("IFS"), .name("ZDOTDIR"), .name("FPATH"),
-        // Interpreters: module paths, startup code, options that load modules. Every PYTHON*
-        // (new ones keep arriving, several load code: PYTHONSTARTUP, PYTHONPYCACHEPREFIX,
-        // PYTHONBREAKPOINT, PYTHONUSERBASE).
-        .prefix("PYTHON"), .name("PERL5LIB"), .name("PERLLIB"), .name("PERL5OPT"), .name("PERL5DB"),
-        .name("RUBYLIB"), .name("RUBYOPT"), .name("GEM_HOME"), .name("GEM_PATH"),
-        .name("NODE_OPTIONS"), .name("NODE_PATH"), .name("JAVA_TOOL_OPTIONS"), .name("_JAVA_OPTIONS"),
-        .name("JDK_JAVA_OPTIONS"), .name("CLASSPATH"), .prefix("LUA_PATH"), .prefix("LUA_CPATH"),
-        .prefix("LUA_INIT"), .name("TCLLIBPATH"),
-        // Media stacks: GStreamer plugins, scanner and registry (which names plugin files),
-        // PipeWire/SPA modules, ALSA configuration (it can load plugin libraries).
-        .prefix("GST_PLUGIN_"), .prefix("GST_REGISTRY"), .name("SPA_PLUGIN_DIR"), .name("PIPEWIRE_MODULE_DIR"),
-        .name("ALSA_CONFIG_PATH"), .name("ALSA_CONFIG_DIR"),
-        // GLib/GTK/Qt modules and loaders.
-        .name("GIO_EXTRA_MODULES"), .name("GIO_MODULE_DIR"), .name("GTK_MODULES"), .name("GTK3_MODULES"),
-        .name("GTK_PATH"), .name("GTK_EXE_PREFIX"), .name("GTK_IM_MODULE_FILE"), .name("GDK_PIXBUF_MODULE_FILE"),
-        .name("GDK_PIXBUF_MODULEDIR"), .name("QT_PLUGIN_PATH"), .name("QT_QPA_PLATFORM_PLUGIN_PATH"),
-        .name("QML_IMPORT_PATH"), .name("QML2_IMPORT_PATH"),
-        // Graphics and video-acceleration drivers (shared libraries found through these).
-        .name("LIBGL_DRIVERS_PATH"), .name("LIBVA_DRIVERS_PATH"), .name("VDPAU_DRIVER_PATH"),
-        .name("__EGL_VENDOR_LIBRARY_DIRS"), .name("__EGL_VENDOR_LIBRARY_FILENAMES"), .name("GBM_BACKENDS_PATH"),
-        .name("VK_ICD_FILENAMES"), .name("VK_DRIVER_FILES"), .name("VK_ADD_DRIVER_FILES"), .name("VK_LAYER_PATH"),
-        .name("VK_ADD_LAYER_PATH"),
-        // OpenSSL configuration, engines and providers (code).
-        .name("OPENSSL_CONF"), .name("OPENSSL_ENGINES"), .name("OPENSSL_MODULES"),
+    /// The one list of variables the program gets (the rest is removed).
+    public static let kept: [Rule] = [
+        // Who and where: the program runs as the caller, for the caller.
+        .name("HOME"), .name("USER"), .name("LOGNAME"), .name("PATH"), .name("PWD"), .name("TMPDIR"),
+        // The terminal.
+        .name("TERM"), .name("COLORTERM"), .name("COLUMNS"), .name("LINES"), .name("NO_COLOR"),
+        // Language and time (a locale is a name, never a path: `acceptable`).
+        .name("LANG"), .name("LANGUAGE"), .prefix("LC_"), .name("TZ"),
+        // The session: display, seat, runtime directory, the session bus.
+        .name("DISPLAY"), .name("XAUTHORITY"), .name("WAYLAND_DISPLAY"), .name("XDG_RUNTIME_DIR"),
+        .name("XDG_SESSION_TYPE"), .name("XDG_SESSION_CLASS"), .name("XDG_SESSION_ID"), .name("XDG_SESSION_DESKTOP"),
+        .name("XDG_CURRENT_DESKTOP"), .name("XDG_SEAT"), .name("XDG_VTNR"), .name("DBUS_SESSION_BUS_ADDRESS"),
     ]
 
-    /// `env` without the dropped variables, entries without '=' (or with an empty name), and
-    /// repeated names (the first is kept: glibc's getenv finds the first). `removed` names
-    /// what went, in order, each name once, never a value (values may be secrets).
-    public static func clean(_ env: [String]) -> (kept: [String], removed: [String]) {
+    /// Whether a kept variable's value is one the program may get. A D-Bus address can name a
+    /// program to run (`unixexec:`) or a socket of someone else's: only `unix:path=` under the
+    /// user's runtime directory. A locale with a '/' is a path glibc loads from (its secure
+    /// mode refuses those too).
+    static func acceptable(_ name: ArraySlice<UInt8>, _ value: ArraySlice<UInt8>, uid: UInt32) -> Bool {
+        if name.elementsEqual("DBUS_SESSION_BUS_ADDRESS".utf8) {
+            let prefix = Array("unix:path=/run/user/\(uid)/".utf8)
+            guard value.starts(with: prefix) else { return false }
+            let path = value.dropFirst(prefix.count)
+            let safe = path.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || Array("/._-".utf8).contains(byte)
+            }
+            return safe && !path.isEmpty && !path.split(separator: UInt8(ascii: "/")).contains { $0.elementsEqual("..".utf8) }
+        }
+        if name.elementsEqual("LANG".utf8) || name.elementsEqual("LANGUAGE".utf8) || name.starts(with: "LC_".utf8) {
+            return !value.contains(UInt8(ascii: "/"))
+        }
+        return true
+    }
+
+    /// The entries of `env` that `kept` lists with an acceptable value for `uid`, once each
+    /// (the first: glibc's getenv finds the first). `removed` names what went (unlisted,
+    /// refused values, repeats, entries without '=' or a name), in order, each name once,
+    /// never a value (values may be secrets).
+    public static func clean(_ env: [String], uid: UInt32) -> (kept: [String], removed: [String]) {
         var kept: [String] = []
         var removed: [String] = []
         var seen = Set<ArraySlice<UInt8>>()
@@ -84,7 +79,8 @@ public enum LaunchEnvironment {
             }
             let name = bytes[..<equals]
             let first = seen.insert(name).inserted
-            if first && !dropped.contains(where: { $0.matches(name) }) {
+            if first && Self.kept.contains(where: { $0.matches(name) })
+                && acceptable(name, bytes[(equals + 1)...], uid: uid) {
                 kept.append(entry)
             } else if reported.insert(name).inserted {
                 removed.append(String(decoding: name, as: UTF8.self))

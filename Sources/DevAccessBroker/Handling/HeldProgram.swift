@@ -41,6 +41,8 @@ final class HeldProgram: Sendable {
                               workingDirectory: directory, standardInput: streams[0], standardOutput: streams[1],
                               standardError: streams[2], uid: uid, gid: gid, supplementaryGroups: groups,
                               umask: umask, landlock: strict)
+        // The file devaccessd opened as the caller and decided on, not whatever the path names now.
+        spec.executableDescriptor = program.descriptor
         spec.guardedGroup = groups.last { RunGroups.contains($0) }
         spec.resourceLimits = limits
         let held: HeldLaunch
