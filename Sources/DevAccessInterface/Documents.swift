@@ -445,6 +445,11 @@ public struct SwitchesDocument: Codable, Sendable, Hashable {
         public var processes: Int
         /// Processes whose descriptors could not be read.
         public var uninspected: Int
+
+        public init(processes: Int, uninspected: Int) {
+            self.processes = processes
+            self.uninspected = uninspected
+        }
     }
 
     public var switches: [State]
