@@ -2,6 +2,7 @@ import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
+import DevAccessACL
 
 /// The program a `run` names, as devaccessd checked it: the canonical path, the file (open,
 /// so the checks and the hash are of one file), whether only root can have put it there
