@@ -55,9 +55,7 @@ let package = Package(
         // The contract: every operation that decides or records, as one Swift protocol, its
         // result documents and InterfaceError. Model and wire values only, no engine; its two
         // implementations: the broker client (DevAccess) and the engine (DevAccessEngine).
-        .target(name: "DevAccessInterface",
-                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement",
-                               "DevAccessProtocol"]),
+        .target(name: "DevAccessInterface", dependencies: ["DevAccessCore", "DevAccessProtocol"]),
         // The engine behind the contract: EngineService (who may do what, for devaccessd and
         // `--offline`), the engine lock.
         .target(name: "DevAccessEngine",
@@ -104,7 +102,7 @@ let package = Package(
                     exclude: ["Fixtures"]),
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessArguments", "DevAccessCLI", "DevAccessCore", "DevAccessSystem",
-                                                             "DevAccessProtocol", "DevAccessTestSupport"]),
+                                                             "DevAccessProtocol", "DevAccessEngine", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore", "DevAccessSystem"]),
         .testTarget(name: "DevAccessBrokerTests",
                     dependencies: ["DevAccessArguments", "DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
