@@ -45,19 +45,21 @@ let package = Package(
         .target(name: "DevAccessLaunch", dependencies: ["DevAccessCore", "DevAccessSystem", "CLinux", "CSpawn"]),
         // Authority adapters: camera (udev + V4L2), microphone (ALSA), location (gpsd).
         .target(name: "DevAccessHardware",
-                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "CUdev", "CV4L2", "CAlsa", "CLinux"]),
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "CUdev", "CV4L2", "CAlsa",
+                               "CLinux"]),
         // The grant ledger: SQLite, versioned schema, hash-chained audit events, journal export.
         .target(name: "DevAccessLedger",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessJournal", "CSQLite", "CCrypto"]),
         // Turns ledger decisions into ACL entries on device nodes and back; reconcile, drift.
         .target(name: "DevAccessEnforcement",
-                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessHardware", "DevAccessLedger"]),
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessHardware",
+                               "DevAccessLedger"]),
         // The contract: every operation that decides or records, as one Swift protocol, its
         // result documents and InterfaceError. Model and wire values only, no engine; its two
         // implementations: the broker client (DevAccess) and the engine (DevAccessEngine).
         .target(name: "DevAccessInterface", dependencies: ["DevAccessCore", "DevAccessProtocol"]),
         // The engine behind the contract: EngineService (who may do what, for devaccessd and
-        // `--offline`), the engine lock.
+        // `--offline`), the engine lock, the result documents built from the engine's records.
         .target(name: "DevAccessEngine",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
@@ -77,7 +79,8 @@ let package = Package(
                                "CSystemd", "CLinux", "CSpawn"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker", "DevAccessCore", "DevAccessSystem"]),
         // The client library for Swift programs (docs/client-library.md): async calls over
-        // the protocol client; never the daemon's code.
+        // the protocol client; never the daemon's or the engine's code, so an app links libc
+        // and the Swift runtime only (`make lint`: scripts/check-library-closure.sh).
         .target(name: "DevAccess",
                 dependencies: ["DevAccessCore", "DevAccessProtocol", "DevAccessInterface", "DevAccessSystem"]),
         // The benchmark, run by hand (docs/performance.md): every figure against its anchor measured

@@ -70,7 +70,8 @@ extension DriftDocument {
 
 extension DecisionDocument {
     public init(_ outcome: Enforcer.DecisionOutcome, now: Date) {
-        self.init(grant: GrantDocument(outcome.grant, now: now), ended: outcome.ended.map { GrantDocument($0, now: now) },
+        self.init(grant: GrantDocument(outcome.grant, now: now),
+                  ended: outcome.ended.map { GrantDocument($0, now: now) },
                   report: EnforcementDocument(outcome.report, now: now))
     }
 }
@@ -153,12 +154,12 @@ extension AuditArchiveDocument {
             ledgerBytesAfter = outcome.ledgerBytesAfter
             return
         }
-        var message = "archived \(anchor.events) events (\(anchor.firstSeq)...\(anchor.throughSeq)) older than \(before) "
-            + "to \(anchor.archivePath); the ledger's chain continues from hash \(anchor.throughHash), recorded by "
-            + "event \(anchor.eventSeq)"
+        var message = "archived \(anchor.events) events (\(anchor.firstSeq)...\(anchor.throughSeq)) older than "
+            + "\(before) to \(anchor.archivePath); the ledger's chain continues from hash \(anchor.throughHash), "
+            + "recorded by event \(anchor.eventSeq)"
         if let from = outcome.ledgerBytesBefore, let to = outcome.ledgerBytesAfter {
-            message += "; ledger \(from / 1024) KiB -> \(to / 1024) KiB" + (outcome.vacuumed ? "" : " (not compacted: its "
-                + "free space is reused by new events)")
+            message += "; ledger \(from / 1024) KiB -> \(to / 1024) KiB"
+                + (outcome.vacuumed ? "" : " (not compacted: its free space is reused by new events)")
         }
         self.init(ledger: ledger, before: before, events: anchor.events, vacuumed: outcome.vacuumed, message: message)
         ledgerBytesBefore = outcome.ledgerBytesBefore
@@ -174,7 +175,8 @@ extension AuditArchiveDocument {
 extension WithdrawDocument {
     public init(_ request: PendingRequest) {
         self.init(pending: request.id, user: request.subject.name, uid: request.subject.uid,
-                  permissions: request.permissions.map(\.rawValue), resolution: request.resolution?.rawValue ?? "waiting")
+                  permissions: request.permissions.map(\.rawValue),
+                  resolution: request.resolution?.rawValue ?? "waiting")
     }
 }
 
