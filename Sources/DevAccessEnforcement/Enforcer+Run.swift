@@ -3,6 +3,7 @@ import Glibc
 import DevAccessCore
 import DevAccessLedger
 import DevAccessSystem
+import DevAccessACL
 
 extension Enforcer {
     /// One engine pass for the users in `scope` (nil = everyone): end expired grants (of

@@ -1,5 +1,6 @@
 import DevAccessSystem
 import Testing
+import DevAccessLaunch
 
 /// What `devaccess run` keeps of the caller's environment (the real launch is in
 /// ProgramLauncherTests.aCleanedEnvironmentReachesTheProgramWithoutLoaderVariables).

@@ -4,6 +4,7 @@ import DevAccessTestSupport
 import Foundation
 import Glibc
 import Testing
+import DevAccessLaunch
 
 /// `devaccess run`'s launcher against the kernel: a real user, a real run group, real device
 /// nodes and ACLs; what the child sees is read from the child itself or from /proc.

@@ -5,6 +5,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessLaunch
 
 /// `run` (version 5): devaccessd decides for the program (user + program path), starts it as
 /// the peer with one group id of its own, gives that id an ACL entry on the granted devices'

@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccessLaunch
 
 /// A run's program: forked as its user and held before exec (`ProgramLauncher.hold`) until
 /// devaccessd has recorded the run and applied its access (so the program never starts

@@ -2,6 +2,8 @@ import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
+import DevAccessACL
+import DevAccessLaunch
 
 /// The program a `run` names, as devaccessd checked it: opened as the caller (so devaccessd
 /// resolves nothing as root, and says nothing about a file the caller could not reach), the

@@ -2,6 +2,7 @@ import CSpawn
 import DevAccessCore
 import Glibc
 import Synchronization
+import DevAccessSystem
 
 /// Everything `devaccess run` decides about the program it starts for a caller.
 public struct LaunchSpec: Sendable {
