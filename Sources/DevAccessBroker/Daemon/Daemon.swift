@@ -8,6 +8,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessEngine
 
 /// devaccessd's shell: options, signals, logging, ledger, socket, readiness, shutdown.
 /// `main` returns the exit status: 0 after a clean stop, 1 when it cannot start,

@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccessPAM
 
 /// How the broker runs consent conversations.
 public struct RequestSettings: Sendable {
