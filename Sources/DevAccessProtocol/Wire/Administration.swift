@@ -1,6 +1,6 @@
 import DevAccessCore
 
-// Version 3: the operations that decide or record for someone (docs/protocol.md,
+// The operations that decide or record for someone (docs/protocol.md,
 // "Administration"). The broker serves them to root and members of the admin group,
 // and to any user for their own decisions and pending requests; everything else is
 // refused and audited. Their results travel as `result` replies whose `document` is
@@ -22,7 +22,7 @@ public struct DecisionOrder: Sendable, Hashable {
     /// waiting for the engine) is not taken off the term. Excludes `expiresMilliseconds`.
     public var lastingSeconds: Int64?
     public var reason: String?
-    /// A program grant (version 5): only runs of this program (`devaccess run`) by the user
+    /// A program grant: only runs of this program (`devaccess run`) by the user
     /// use it. An absolute path; nil: the user's every program.
     public var program: String?
     /// A grant of location: how precisely the user is told where the machine is (wire
@@ -51,9 +51,9 @@ public struct RevokeOrder: Sendable, Hashable {
     public var user: String
     public var device: String?
     public var reason: String?
-    /// Only the program grants of this program (version 5); nil: every allow grant.
+    /// Only the program grants of this program; nil: every allow grant.
     public var program: String?
-    /// Also end the runs (`devaccess run`) the revoked grants served (version 5).
+    /// Also end the runs (`devaccess run`) the revoked grants served.
     public var terminate: Bool
 
     public init(permission: Permission, user: String, device: String? = nil, reason: String? = nil,
@@ -209,7 +209,7 @@ public struct SwitchOrder: Sendable, Hashable {
     }
 }
 
-/// The answer to every version 3 operation: its result document.
+/// The answer to every operation of this file: its result document.
 public struct OperationResult: Sendable, Hashable {
     /// The request type this answers (`decide`, `list`, ...).
     public var operation: String
@@ -300,9 +300,8 @@ enum AdministrationCoding {
         return members
     }
 
-    /// Reads the body of a version 3 request of `type`; nil when `type` is not one of them.
-    static func decode(_ type: String, _ reader: inout ObjectReader,
-                       version: Int64 = BrokerProtocol.version) throws(ProtocolError) -> Request? {
+    /// Reads the body of a request of `type` of this file; nil when `type` is not one of them.
+    static func decode(_ type: String, _ reader: inout ObjectReader) throws(ProtocolError) -> Request? {
         switch type {
         case "decide":
             let allow = try reader.word("decision", [("allow", true), ("deny", false)])
@@ -316,7 +315,7 @@ enum AdministrationCoding {
             }
             let reason = try reader.optionalString("reason", maxLength: maxReason)
             let program = try optionalPath("program", &reader)
-            let accuracy = version >= BrokerProtocol.accuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
+            let accuracy = try ConversationCoding.accuracy(&reader)
             if accuracy != nil && (!allow || permission != .location) {
                 throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
                                     reason: "'accuracy' goes only with decision 'allow' of permission location")
@@ -379,13 +378,13 @@ enum AdministrationCoding {
             let before = try reader.integer("before", in: 0...maxMilliseconds)
             return .auditArchive(AuditArchiveOrder(beforeMilliseconds: before, to: try optionalPath("to", &reader)))
         case "audit-report":
-            return .auditReport(try auditReport(&reader, version: version))
+            return .auditReport(try auditReport(&reader))
         default:
             return nil
         }
     }
 
-    private static func auditReport(_ reader: inout ObjectReader, version: Int64) throws(ProtocolError) -> AuditReportQuery {
+    private static func auditReport(_ reader: inout ObjectReader) throws(ProtocolError) -> AuditReportQuery {
         let mode = try reader.word("mode", AuditReportQuery.Mode.allCases.map { ($0.rawValue, $0) })
         let since = try reader.optionalInteger("since", in: 0...maxMilliseconds)
         let until = try reader.optionalInteger("until", in: 0...maxMilliseconds)
@@ -404,10 +403,6 @@ enum AdministrationCoding {
         let verify = try reader.optional("verify").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("verify"))
         } ?? true
-        // Version 7's members: in an older message they are unknown, and strictly refused.
-        guard version >= BrokerProtocol.subscriptionVersion else {
-            return try query(timeline: false, wait: nil, archives: [])
-        }
         let timeline = try reader.optional("timeline").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("timeline"))
         } ?? false
@@ -420,16 +415,13 @@ enum AdministrationCoding {
             }
             return text
         } ?? []
-        return try query(timeline: timeline, wait: wait, archives: archives)
-        func query(timeline: Bool, wait: Int64?, archives: [String]) throws(ProtocolError) -> AuditReportQuery {
-            if mode == .event && event == nil {
-                throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
-            }
-            return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
-                                    program: program, permission: permission, device: device, types: types,
-                                    after: after, limit: limit, event: event, verify: verify, timeline: timeline,
-                                    waitSeconds: wait, archives: archives)
+        if mode == .event && event == nil {
+            throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
         }
+        return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
+                                program: program, permission: permission, device: device, types: types,
+                                after: after, limit: limit, event: event, verify: verify, timeline: timeline,
+                                waitSeconds: wait, archives: archives)
     }
 
     private static func name(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String {
