@@ -46,7 +46,8 @@ public struct GrantDocument: Codable, Sendable, Hashable {
         device = grant.deviceID
         program = grant.program?.path
         decision = grant.decision.rawValue
-        scope = grant.scope.recordedName
+        // The term as requests spell it (`for`, with `expires` the moment it ends).
+        scope = grant.scope.rawValue
         created = ISOTime.format(grant.created)
         expires = grant.expires.map(ISOTime.format)
         ended = grant.revoked.map(ISOTime.format)

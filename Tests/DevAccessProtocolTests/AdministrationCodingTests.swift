@@ -78,13 +78,13 @@ struct AdministrationCodingTests {
         #expect(rejection(#"{"version":1,"id":1,"type":"audit-report","mode":"events","limit":1001}"#)?.context == "$.limit")
         #expect(rejection(#"{"version":1,"id":1,"type":"audit-report","mode":"events","types":"grant"}"#)?.context == "$.types")
         #expect(rejection(#"{"version":1,"id":1,"type":"audit-report","mode":"events","sql":"1=1"}"#)?.context == "$.sql")
-        #expect(rejection(#"{"version":1,"id":1,"type":"audit-report","mode":"events"}"#)?.code == .unknownType)
+        #expect(rejection(#"{"version":2,"id":1,"type":"audit-report","mode":"events"}"#)?.code == .unsupportedVersion)
         #expect(rejection(#"{"version":1,"id":1,"type":"audit-archive","before":-1}"#)?.context == "$.before")
         #expect(rejection(#"{"version":1,"id":1,"type":"audit-archive","before":"90d"}"#)?.context == "$.before")
         #expect(rejection(#"{"version":1,"id":1,"type":"audit-archive","before":1,"to":"x.db"}"#)?.context == "$.to")
         #expect(rejection(#"{"version":1,"id":1,"type":"audit-archive","before":1,"vacuum":true}"#)?.context == "$.vacuum")
         #expect(rejection(#"{"version":1,"id":1,"type":"audit-verify","archive":7}"#)?.context == "$.archive")
-        #expect(rejection(#"{"version":1,"id":1,"type":"audit-archive","before":1}"#)?.code == .unknownType)
+        #expect(rejection(#"{"version":2,"id":1,"type":"audit-archive","before":1}"#)?.code == .unsupportedVersion)
         let long = String(repeating: "x", count: 1025)
         #expect(rejection(#"{"version":1,"id":1,"type":"revoke","permission":"camera","user":"a","reason":"\#(long)"}"#)?
             .context == "$.reason")
@@ -106,6 +106,6 @@ struct AdministrationCodingTests {
             }
         }
         #expect(code(#"{"version":1,"id":4,"type":"result","operation":"list","document":[]}"#) == .badMessage)
-        #expect(code(#"{"version":1,"id":4,"type":"result","operation":"list","document":{}}"#) == .unknownType)
+        #expect(code(#"{"version":2,"id":4,"type":"result","operation":"list","document":{}}"#) == .unsupportedVersion)
     }
 }
