@@ -421,7 +421,8 @@ public struct SwitchesDocument: Codable, Sendable, Hashable {
         public var by: String?
         public var byUid: UInt32?
         public var since: String?
-        public var until: String?
+        /// When it turns itself back on; absent: when an administrator turns it on.
+        public var expires: String?
         public var reason: String?
         /// What status says while it is off ("switched off by root at ...: exam week").
         public var restricted: String?
@@ -434,7 +435,7 @@ public struct SwitchesDocument: Codable, Sendable, Hashable {
             by = off.by.name
             byUid = off.by.uid
             since = ISOTime.format(off.since)
-            until = off.until.map(ISOTime.format)
+            expires = off.until.map(ISOTime.format)
             reason = off.reason.isEmpty ? nil : off.reason
             restricted = off.sentence(formatTime: ISOTime.format)
         }

@@ -192,20 +192,20 @@ public struct SwitchOrder: Sendable, Hashable {
     /// Also take away the access others gave the capture nodes (saved, put back on `on`).
     public var hard: Bool
     public var reason: String?
-    /// `off` only: when it turns itself back on, in milliseconds since 1970 UTC.
-    public var untilMilliseconds: Int64?
+    /// `off` only (wire `expires`): when it turns itself back on, in milliseconds since 1970 UTC.
+    public var expiresMilliseconds: Int64?
     /// `off` only (`--for`): it turns itself back on this many seconds after devaccessd
-    /// records it, by devaccessd's clock. Excludes `untilMilliseconds`.
+    /// records it, by devaccessd's clock. Excludes `expiresMilliseconds`.
     public var lastingSeconds: Int64?
 
     public init(permission: Permission, off: Bool, hard: Bool = false, reason: String? = nil,
-                untilMilliseconds: Int64? = nil, lastingSeconds: Int64? = nil) {
+                expiresMilliseconds: Int64? = nil, lastingSeconds: Int64? = nil) {
         self.lastingSeconds = lastingSeconds
         self.permission = permission
         self.off = off
         self.hard = hard
         self.reason = reason
-        self.untilMilliseconds = untilMilliseconds
+        self.expiresMilliseconds = expiresMilliseconds
     }
 }
 
@@ -290,7 +290,7 @@ enum AdministrationCoding {
             members.append(JSONMember("state", .string(order.off ? "off" : "on")))
             if order.hard { members.append(JSONMember("hard", .bool(true))) }
             add("reason", order.reason)
-            if let until = order.untilMilliseconds { members.append(JSONMember("until", .integer(until))) }
+            if let expires = order.expiresMilliseconds { members.append(JSONMember("expires", .integer(expires))) }
             if let seconds = order.lastingSeconds { members.append(JSONMember("for", .integer(seconds))) }
         case .reconcile, .switches:
             break
@@ -304,25 +304,7 @@ enum AdministrationCoding {
     static func decode(_ type: String, _ reader: inout ObjectReader) throws(ProtocolError) -> Request? {
         switch type {
         case "decide":
-            let allow = try reader.word("decision", [("allow", true), ("deny", false)])
-            let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
-            let user = try name("user", &reader)
-            let device = try optionalName("device", &reader)
-            let expires = try reader.optionalInteger("expires", in: 1...maxMilliseconds)
-            let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
-            if expires != nil, lasting != nil {
-                throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'expires' or 'for', not both")
-            }
-            let reason = try reader.optionalString("reason", maxLength: maxReason)
-            let program = try optionalPath("program", &reader)
-            let accuracy = try ConversationCoding.accuracy(&reader)
-            if accuracy != nil && (!allow || permission != .location) {
-                throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
-                                    reason: "'accuracy' goes only with decision 'allow' of permission location")
-            }
-            return .decide(DecisionOrder(allow: allow, permission: permission, user: user, device: device,
-                                         expiresMilliseconds: expires, lastingSeconds: lasting, reason: reason,
-                                         program: program, accuracy: accuracy))
+            return .decide(try decisionOrder(&reader))
         case "revoke":
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
             return .revoke(RevokeOrder(permission: permission, user: try name("user", &reader),
@@ -355,23 +337,7 @@ enum AdministrationCoding {
         case "switches":
             return .switches
         case "switch":
-            let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
-            let off = try reader.word("state", [("off", true), ("on", false)])
-            let hard = try reader.optional("hard").map { (value) throws(ProtocolError) in
-                try Strict.bool(value, path: reader.childPath("hard"))
-            } ?? false
-            let reason = try reader.optionalString("reason", maxLength: maxReason)
-            let until = try reader.optionalInteger("until", in: 1...maxMilliseconds)
-            let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
-            if !off && (hard || until != nil || lasting != nil) {
-                throw ProtocolError(.badMessage, context: reader.childPath(hard ? "hard" : until != nil ? "until" : "for"),
-                                    reason: "'hard', 'until' and 'for' go with state 'off' only")
-            }
-            if until != nil, lasting != nil {
-                throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'until' or 'for', not both")
-            }
-            return .setSwitch(SwitchOrder(permission: permission, off: off, hard: hard, reason: reason,
-                                          untilMilliseconds: until, lastingSeconds: lasting))
+            return .setSwitch(try switchOrder(&reader))
         case "audit-verify":
             return .auditVerify(AuditVerifyQuery(archive: try optionalPath("archive", &reader)))
         case "audit-archive":
@@ -382,6 +348,48 @@ enum AdministrationCoding {
         default:
             return nil
         }
+    }
+
+    private static func decisionOrder(_ reader: inout ObjectReader) throws(ProtocolError) -> DecisionOrder {
+        let allow = try reader.word("decision", [("allow", true), ("deny", false)])
+        let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
+        let user = try name("user", &reader)
+        let device = try optionalName("device", &reader)
+        let expires = try reader.optionalInteger("expires", in: 1...maxMilliseconds)
+        let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
+        if expires != nil, lasting != nil {
+            throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'expires' or 'for', not both")
+        }
+        let reason = try reader.optionalString("reason", maxLength: maxReason)
+        let program = try optionalPath("program", &reader)
+        let accuracy = try ConversationCoding.accuracy(&reader)
+        if accuracy != nil && (!allow || permission != .location) {
+            throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
+                                reason: "'accuracy' goes only with decision 'allow' of permission location")
+        }
+        return DecisionOrder(allow: allow, permission: permission, user: user, device: device,
+                             expiresMilliseconds: expires, lastingSeconds: lasting, reason: reason,
+                             program: program, accuracy: accuracy)
+    }
+
+    private static func switchOrder(_ reader: inout ObjectReader) throws(ProtocolError) -> SwitchOrder {
+        let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
+        let off = try reader.word("state", [("off", true), ("on", false)])
+        let hard = try reader.optional("hard").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: reader.childPath("hard"))
+        } ?? false
+        let reason = try reader.optionalString("reason", maxLength: maxReason)
+        let expires = try reader.optionalInteger("expires", in: 1...maxMilliseconds)
+        let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
+        if !off && (hard || expires != nil || lasting != nil) {
+            throw ProtocolError(.badMessage, context: reader.childPath(hard ? "hard" : expires != nil ? "expires" : "for"),
+                                reason: "'hard', 'expires' and 'for' go with state 'off' only")
+        }
+        if expires != nil, lasting != nil {
+            throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'expires' or 'for', not both")
+        }
+        return SwitchOrder(permission: permission, off: off, hard: hard, reason: reason,
+                           expiresMilliseconds: expires, lastingSeconds: lasting)
     }
 
     private static func auditReport(_ reader: inout ObjectReader) throws(ProtocolError) -> AuditReportQuery {
