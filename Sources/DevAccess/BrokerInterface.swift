@@ -2,7 +2,7 @@ import DevAccessCore
 import DevAccessInterface
 import DevAccessProtocol
 
-/// `DevAccessInterface` over devaccessd's socket: each operation is one version 3
+/// `DevAccessInterface` over devaccessd's socket: each operation is one
 /// request, answered by a `result` whose document is decoded into its type. SPI for the
 /// CLI's administrative commands (see ``BrokerSession``); the engine (`EngineService`)
 /// is the other implementation, for `--offline`.

@@ -51,7 +51,7 @@ import DevAccessSystem
         try client.resolve(pending, approve: approve, reason: reason, scope: scope, deny: deny)
     }
 
-    /// A version 3 operation (`decide`, `list`, `location`, ...): its result document.
+    /// An operation answered by `result` (`decide`, `list`, `location`, ...): its result document.
     public func perform(_ request: Request) throws(BrokerClientError) -> OperationResult {
         try client.perform(request)
     }
@@ -70,7 +70,7 @@ import DevAccessSystem
         }
     }
 
-    /// Version 7 `open`: the reply, and the descriptor that came with it (the caller owns it).
+    /// `open`: the reply, and the descriptor that came with it (the caller owns it).
     public func open(_ order: OpenOrder) throws(BrokerClientError) -> (OpenedReply, CInt) {
         try client.open(order)
     }

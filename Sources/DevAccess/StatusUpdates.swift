@@ -9,7 +9,7 @@ extension DeviceAccess {
     /// now, then each time one changes for the calling user (a grant, a revoke, an
     /// expiry, a policy change, a device plugged in or out, a privacy switch).
     ///
-    /// devaccessd pushes the changes over a subscription (protocol version 7): nothing
+    /// devaccessd pushes the changes over a subscription (`subscribe`): nothing
     /// polls. When the subscription ends without the stream's asking (devaccessd restarts
     /// or stops, or is at its limit of subscriptions for the user), the stream subscribes
     /// again, waiting 0.1 s before the first attempt and twice as long before each next

@@ -120,7 +120,7 @@ enum SwitchCommand: Command {
         // Who, when and why come from devaccessd's reply: kept on this one line.
         return name + "off" + (state.hard == true ? " --hard" : "") + " by \(TerminalText.field(state.by ?? "?")) since "
             + time.rewritingISOTimes(in: TerminalText.field(state.since ?? "?"))
-            + (state.until.map { time.rewritingISOTimes(in: " until \(TerminalText.field($0))") } ?? "")
+            + (state.expires.map { time.rewritingISOTimes(in: " until \(TerminalText.field($0))") } ?? "")
             + (state.reason.map { ": \(TerminalText.field($0))" } ?? "")
     }
 }

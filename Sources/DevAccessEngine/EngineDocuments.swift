@@ -11,7 +11,8 @@ import FoundationEssentials
 extension GrantDocument {
     public init(_ grant: Grant, now: Date) {
         self.init(id: grant.id, user: grant.subject.name, uid: grant.subject.uid, permission: grant.permission.rawValue,
-                  decision: grant.decision.rawValue, scope: grant.scope.recordedName,
+                  // The term as requests spell it (`for`, with `expires` the moment it ends).
+                  decision: grant.decision.rawValue, scope: grant.scope.rawValue,
                   created: ISOTime.format(grant.created), active: grant.isActive(at: now),
                   decidedBy: grant.decidedBy.name, decidedByUid: grant.decidedBy.uid, how: grant.method.rawValue)
         accuracy = grant.locationLevel?.rawValue
@@ -188,7 +189,7 @@ extension SwitchesDocument.State {
         by = off.by.name
         byUid = off.by.uid
         since = ISOTime.format(off.since)
-        until = off.until.map(ISOTime.format)
+        expires = off.until.map(ISOTime.format)
         reason = off.reason.isEmpty ? nil : off.reason
         restricted = off.sentence(formatTime: ISOTime.format)
     }

@@ -361,7 +361,7 @@ public struct EngineService: DevAccessInterface {
         let verb = order.off ? "off" : "on"
         try requireAdmin("switch", "switch \(order.permission.rawValue) \(verb) for everyone")
         let now = clock()
-        let until = order.untilMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
+        let until = order.expiresMilliseconds.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
         let actor = caller.principal
         return try await runner.run("switch") { (engine) throws(EnforcementError) -> (SwitchesDocument, EnforcementReport) in
             // `--for` counts from now, by the engine's clock: not from when the CLI parsed it.

@@ -361,7 +361,8 @@ public struct SwitchesDocument: Codable, Sendable, Hashable {
         public var by: String?
         public var byUid: UInt32?
         public var since: String?
-        public var until: String?
+        /// When it turns itself back on; absent: when an administrator turns it on.
+        public var expires: String?
         public var reason: String?
         /// What status says while it is off ("switched off by root at ...: exam week").
         public var restricted: String?

@@ -51,9 +51,9 @@ public struct ProcessHolder: Sendable, Hashable, CustomStringConvertible {
 
 /// How long a recorded decision holds is a `GrantTerm.Word`: one `devaccess run` or (with a
 /// holder) while the process that asked runs (`once`), until `expires` (`for`), or until
-/// revoked (`always`). The ledger's `scope` column, its audit details and the grant
-/// documents spell `for` as `until`: a recorded `for` counts from the moment it is written,
-/// so the row keeps the time it ends, not how long it was.
+/// revoked (`always`). The ledger's `scope` column and its audit details spell `for` as
+/// `until` (the grant documents and the wire say `for`, with `expires`): a recorded `for`
+/// counts from the moment it is written, so the row keeps the time it ends, not how long it was.
 extension GrantTerm.Word {
     public var recordedName: String {
         switch self {

@@ -55,7 +55,7 @@ struct AbuseLimitTests {
         f = s.makefile("rwb")
         denied = 0
         for i in range(n):
-            f.write(json.dumps({"version": 3, "id": i + 1, "type": "reset", "user": str(3000000000 + i)}).encode() + b"\\n")
+            f.write(json.dumps({"version": 1, "id": i + 1, "type": "reset", "user": str(3000000000 + i)}).encode() + b"\\n")
             f.flush()
             r = json.loads(f.readline())
             if r.get("type") == "error" and r.get("code") == "permission-denied":
@@ -102,7 +102,7 @@ struct AbuseLimitTests {
             s.settimeout(10)
             # A connection turned away gets its 'busy' frame at once, before any request.
             try:
-                s.sendall(json.dumps({"version": 3, "id": 1, "type": "hello"}).encode() + b"\\n")
+                s.sendall(json.dumps({"version": 1, "id": 1, "type": "hello"}).encode() + b"\\n")
             except (BrokenPipeError, ConnectionResetError):
                 pass
             r = line(s)
@@ -178,7 +178,7 @@ struct AbuseLimitTests {
         s.connect(sys.argv[1])
         s.settimeout(0.5)
         start, got = time.monotonic(), b""
-        message = json.dumps({"version": 3, "id": 1, "type": "hello", "pad": "x" * 200}).encode()
+        message = json.dumps({"version": 1, "id": 1, "type": "hello", "pad": "x" * 200}).encode()
         for byte in message:
             try:
                 s.send(bytes([byte]))
@@ -284,7 +284,7 @@ struct AbuseLimitTests {
         for s, f in conns:
             ok = True
             for k in range(3):
-                f.write(json.dumps({"version": 3, "id": k + 1, "type": "hello"}).encode() + b"\\n")
+                f.write(json.dumps({"version": 1, "id": k + 1, "type": "hello"}).encode() + b"\\n")
                 f.flush()
                 r = json.loads(f.readline() or b"{}")
                 ok = ok and r.get("type") == "hello"
@@ -325,7 +325,7 @@ struct AbuseLimitTests {
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         path, n, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-        line = b'{"version":2,"id":1,"type":"status"}\\n' * 64
+        line = b'{"version":1,"id":1,"type":"status"}\\n' * 64
         conns = []
         for i in range(n):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -426,7 +426,7 @@ struct AbuseLimitTests {
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 s.connect(sys.argv[1])
-                s.sendall(b'{"version":3,"id":1,"type":"hello"}\\n')
+                s.sendall(b'{"version":1,"id":1,"type":"hello"}\\n')
                 s.recv(65536)
             except OSError:
                 pass

@@ -146,7 +146,7 @@ extension AuditReportDaemonTests {
             import json, select, socket, sys
             s = socket.socket(socket.AF_UNIX)
             s.connect(sys.argv[1])
-            request = {"version": 7, "id": 1, "type": "audit-report", "mode": "events", "after": int(sys.argv[2]),
+            request = {"version": 1, "id": 1, "type": "audit-report", "mode": "events", "after": int(sys.argv[2]),
                        "wait": 30, "verify": False}
             s.sendall((json.dumps(request) + "\\n").encode())
             ready, _, _ = select.select([s], [], [], 3)

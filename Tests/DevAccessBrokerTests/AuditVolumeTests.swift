@@ -25,7 +25,7 @@ struct AuditVolumeTests {
         other = []
         while time.time() < end:
             sent += 1
-            f.write(json.dumps({"version": 2, "id": sent, "type": "request", "permissions": permissions,
+            f.write(json.dumps({"version": 1, "id": sent, "type": "request", "permissions": permissions,
                                 "reason": "x" * 1000}).encode() + b"\\n")
             f.flush()
             r = json.loads(f.readline())

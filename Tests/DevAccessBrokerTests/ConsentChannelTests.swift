@@ -140,7 +140,7 @@ struct ForgedConsentTests {
         f = s.makefile("rwb")
         def send(m):
             f.write(json.dumps(m).encode() + b"\\n"); f.flush()
-        send({"version": 2, "id": 1, "type": "request", "permissions": ["camera"], "scope": "always"})
+        send({"version": 1, "id": 1, "type": "request", "permissions": ["camera"], "scope": "always"})
         kinds, final = [], None
         while True:
             line = f.readline()
@@ -148,7 +148,7 @@ struct ForgedConsentTests {
             r = json.loads(line)
             if r["type"] == "prompt":
                 kinds.append(r["kind"])
-                send({"version": 2, "id": 1, "type": "prompt-answer", "prompt": r["prompt"], "answer": "always"})
+                send({"version": 1, "id": 1, "type": "prompt-answer", "prompt": r["prompt"], "answer": "always"})
                 continue
             final = r
             break

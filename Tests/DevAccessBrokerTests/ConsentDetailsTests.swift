@@ -78,7 +78,7 @@ let onceClient = """
     import socket, sys, json, time
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sys.argv[1])
-    s.sendall(json.dumps({"version": 2, "id": 1, "type": "request", "permissions": ["camera"], "scope": "once"}).encode() + b"\\n")
+    s.sendall(json.dumps({"version": 1, "id": 1, "type": "request", "permissions": ["camera"], "scope": "once"}).encode() + b"\\n")
     buf = b""
     while not buf.endswith(b"\\n"):
         d = s.recv(65536)
@@ -274,8 +274,8 @@ struct ConsentDetailsTests {
     }
 
     /// `approve ID --for D` sets the term; `reject ID` declines (nothing recorded, the next
-    /// request is queued again); `reject ID --deny` records a denial. A version 3 `reject`
-    /// still records a denial, as it always did.
+    /// request is queued again); `reject ID --deny` records a denial. On the wire, a `reject`
+    /// without `deny` declines too, and `deny` is a boolean.
     @Test func approveChoosesTheTermRejectDeclinesAndRejectDenyDenies() throws {
         let carol = try TestUser("apadm")
         let setup = try RequestSetup(policy: "[camera]\nDefault=auth_admin\n[microphone]\nDefault=auth_admin\n",
@@ -306,18 +306,20 @@ struct ConsentDetailsTests {
         let after = try erin.onTerminal(["request", "microphone", "--json"] + setup.socket)
         #expect(after.output.contains(#""outcome": "already-denied""#), "\(after.output)")
 
-        // Version 3 keeps its meaning: reject records a denial.
+        // On the wire: reject without `deny` declines, recording nothing.
         try #require(try carol.devaccess(["reset", "--user", erin.name] + setup.socket).status == 0)
         _ = try erin.onTerminal(["request", "camera"] + setup.socket)
         let queued = try #require(try setup.ledger().pendingRequests().first)
-        let line = #"{"version":3,"id":5,"type":"reject","pending":\#(queued.id)}"#
-        let old = try carol.python(PythonClient.oneMessage, [setup.daemon.socketPath, line])
-        let reply = try #require(try json(old.stdout)["reply"] as? [String: Any])
-        #expect(reply["resolution"] as? String == "rejected" && reply["version"] as? Int == 3, "\(reply)")
-        #expect(try setup.grants(erin).first { $0.permission == .camera }?.decision == .deny)
-        // And a version 3 reject cannot say deny (no such field there).
+        let line = #"{"version":1,"id":5,"type":"reject","pending":\#(queued.id)}"#
+        let plain = try carol.python(PythonClient.oneMessage, [setup.daemon.socketPath, line])
+        let reply = try #require(try json(plain.stdout)["reply"] as? [String: Any])
+        #expect(reply["resolution"] as? String == "declined" && reply["version"] as? Int == 1, "\(reply)")
+        #expect(try setup.ledger().pendingRequest(id: queued.id)?.resolution == .declined)
+        // And `deny` is a boolean, strictly.
+        _ = try erin.onTerminal(["request", "camera"] + setup.socket)
+        let next = try #require(try setup.ledger().pendingRequests().first)
         let strict = try carol.python(PythonClient.oneMessage, [setup.daemon.socketPath,
-            #"{"version":3,"id":6,"type":"reject","pending":\#(queued.id),"deny":false}"#])
+            #"{"version":1,"id":6,"type":"reject","pending":\#(next.id),"deny":"yes"}"#])
         #expect(strict.stdout.contains("bad-message"), "\(strict.stdout)")
     }
 

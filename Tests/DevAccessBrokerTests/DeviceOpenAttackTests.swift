@@ -23,7 +23,7 @@ struct DeviceOpenAttackTests {
     static let openHoard = """
         import socket, sys, json, time, fcntl, termios, array
         path, conns, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-        msg = b'{"version":7,"id":1,"type":"open","permission":"camera","device":"camera:test-video-index0"}\\n'
+        msg = b'{"version":1,"id":1,"type":"open","permission":"camera","device":"camera:test-video-index0"}\\n'
         socks = []
         for i in range(conns):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -161,7 +161,7 @@ struct DeviceOpenAttackTests {
         return answers
     }
 
-    static func open(_ fields: String, version: Int = 7) -> [String: Any] {
+    static func open(_ fields: String, version: Int = 1) -> [String: Any] {
         ["line": "{\"version\":\(version),\"id\":1,\"type\":\"open\",\(fields)}"]
     }
 
@@ -201,7 +201,7 @@ struct DeviceOpenAttackTests {
         }
 
         let malformed: [[String: Any]] = [
-            Self.open("\"permission\":\"camera\",\"device\":\"\(Self.camera)\"", version: 6),
+            Self.open("\"permission\":\"camera\",\"device\":\"\(Self.camera)\"", version: 2),
             Self.open("\"permission\":\"camera\""),
             Self.open("\"device\":\"\(Self.camera)\""),
             Self.open("\"permission\":\"camera\",\"device\":\"\(Self.camera)\",\"access\":\"---\""),
@@ -213,15 +213,15 @@ struct DeviceOpenAttackTests {
             Self.open("\"permission\":\"camera\",\"device\":\"\(Self.camera)\",\"node\":null"),
             Self.open("\"permission\":\"camera\",\"device\":[\"\(Self.camera)\"]"),
             Self.open("\"permission\":\"camera\",\"device\":\"\(Self.camera)\",\"uid\":0"),
-            ["line": "{\"version\":7,\"id\":1,\"type\":\"open\",\"permission\":\"camera\",\"device\":\"\(Self.camera)\"}",
+            ["line": "{\"version\":1,\"id\":1,\"type\":\"open\",\"permission\":\"camera\",\"device\":\"\(Self.camera)\"}",
              "attach": true],
-            ["line": "{\"version\":7,\"id\":1,\"type\":\"subscribe\",\"user\":\"root\"}"],
-            ["line": "{\"version\":7,\"id\":1,\"type\":\"subscribe\",\"uid\":0}"],
-            ["line": "{\"version\":7,\"id\":1,\"type\":\"subscribe\",\"permissions\":[\"camera\",\"nonsense\"]}"],
-            ["line": "{\"version\":7,\"id\":1,\"type\":\"subscribe\",\"permissions\":\"camera\"}"],
-            ["line": "{\"version\":6,\"id\":1,\"type\":\"subscribe\"}"],
-            ["line": "{\"version\":7,\"id\":1,\"type\":\"update\",\"user\":\"root\",\"uid\":0,\"cause\":\"x\",\"permissions\":[]}"],
-            ["line": "{\"version\":7,\"id\":1,\"type\":\"opened\",\"permission\":\"camera\",\"device\":\"x\",\"node\":\"/dev/null\",\"access\":\"rw-\"}"],
+            ["line": "{\"version\":1,\"id\":1,\"type\":\"subscribe\",\"user\":\"root\"}"],
+            ["line": "{\"version\":1,\"id\":1,\"type\":\"subscribe\",\"uid\":0}"],
+            ["line": "{\"version\":1,\"id\":1,\"type\":\"subscribe\",\"permissions\":[\"camera\",\"nonsense\"]}"],
+            ["line": "{\"version\":1,\"id\":1,\"type\":\"subscribe\",\"permissions\":\"camera\"}"],
+            ["line": "{\"version\":2,\"id\":1,\"type\":\"subscribe\"}"],
+            ["line": "{\"version\":1,\"id\":1,\"type\":\"update\",\"user\":\"root\",\"uid\":0,\"cause\":\"x\",\"permissions\":[]}"],
+            ["line": "{\"version\":1,\"id\":1,\"type\":\"opened\",\"permission\":\"camera\",\"device\":\"x\",\"node\":\"/dev/null\",\"access\":\"rw-\"}"],
         ]
         for (index, answer) in try Self.ask(mallory, setup.daemon.socketPath, malformed).enumerated() {
             #expect(answer["type"] as? String == "error", "malformed \(index): \(answer)")
@@ -312,7 +312,7 @@ struct DeviceOpenAttackTests {
     static let openLoop = """
         import socket, sys, json, os, time, array
         path, marker = sys.argv[1], sys.argv[2]
-        msg = b'{"version":7,"id":1,"type":"open","permission":"camera","device":"camera:test-video-index0"}\\n'
+        msg = b'{"version":1,"id":1,"type":"open","permission":"camera","device":"camera:test-video-index0"}\\n'
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(20)
         s.connect(path)

@@ -73,7 +73,7 @@ struct HostileReview2Tests {
             import socket, sys, json, time
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(sys.argv[1])
-            s.sendall(json.dumps({"version": 7, "id": 1, "type": "request", "permissions": ["camera"],
+            s.sendall(json.dumps({"version": 1, "id": 1, "type": "request", "permissions": ["camera"],
                                   "scope": "once", "wait": False}).encode() + b"\\n")
             f = s.makefile("rb")
             print(f.readline().decode().strip(), flush=True)

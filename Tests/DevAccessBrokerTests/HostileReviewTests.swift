@@ -227,7 +227,7 @@ struct HostileReviewTests {
                     os.setgroups([]); os.setgid(u); os.setuid(u)
                     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                     s.connect(path)
-                    s.sendall(json.dumps({"version": 7, "id": 1, "type": "request", "permissions": ["camera"],
+                    s.sendall(json.dumps({"version": 1, "id": 1, "type": "request", "permissions": ["camera"],
                                           "scope": "always", "wait": False, "reason": "x" * 1000}).encode() + b"\\n")
                     buf = b""
                     s.settimeout(10)

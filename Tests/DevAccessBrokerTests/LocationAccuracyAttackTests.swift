@@ -41,8 +41,8 @@ struct LocationAccuracyAttackTests {
         print(json.dumps(out))
         """
 
-    static func request(_ accuracy: String, permissions: String = "[\"location\"]", version: Int = 6) -> String {
-        "{\"version\":\(version),\"id\":7,\"type\":\"request\",\"permissions\":\(permissions),\"scope\":\"always\","
+    static func request(_ accuracy: String, permissions: String = "[\"location\"]") -> String {
+        "{\"version\":1,\"id\":7,\"type\":\"request\",\"permissions\":\(permissions),\"scope\":\"always\","
             + "\"accuracy\":\(accuracy)}"
     }
 
@@ -98,8 +98,8 @@ struct LocationAccuracyAttackTests {
 
     /// Alice holds a city grant. Request messages of her own making cannot turn it into
     /// more: exact is a new request (here for an administrator), never an answer from the
-    /// city grant; spellings that are not levels, a repeated member, a level on camera or in
-    /// protocol version 1, and a `decide` for herself are refused; city or coarser is
+    /// city grant; spellings that are not levels, a repeated member, a level on camera or on
+    /// the microphone, and a `decide` for herself are refused; city or coarser is
     /// answered by the grant she has.
     @Test func aCityGrantCannotBecomeExactThroughACraftedRequest() throws {
         let carol = try TestUser("ladm")
@@ -117,10 +117,10 @@ struct LocationAccuracyAttackTests {
             Self.request("null"),
             Self.request("0"),
             Self.request("\"exact\"", permissions: "[\"camera\"]"),
-            Self.request("\"exact\"", version: 1),
-            "{\"version\":6,\"id\":7,\"type\":\"request\",\"permissions\":[\"location\"],\"accuracy\":\"city\","
+            Self.request("\"exact\"", permissions: "[\"microphone\"]"),
+            "{\"version\":1,\"id\":7,\"type\":\"request\",\"permissions\":[\"location\"],\"accuracy\":\"city\","
                 + "\"accuracy\":\"exact\"}",
-            "{\"version\":6,\"id\":7,\"type\":\"decide\",\"decision\":\"allow\",\"permission\":\"location\","
+            "{\"version\":1,\"id\":7,\"type\":\"decide\",\"decision\":\"allow\",\"permission\":\"location\","
                 + "\"user\":\"\(alice.name)\",\"accuracy\":\"exact\"}",
             Self.request("\"city\""),
             Self.request("\"country\""),
@@ -138,7 +138,7 @@ struct LocationAccuracyAttackTests {
             #expect(final(index)["context"] as? String == "$.accuracy", "\(index): \(replies[index])")
         }
         #expect((final(2)["reason"] as? String)?.contains("'precise' is not one of: exact, street") == true)
-        #expect(final(6)["type"] as? String == "error", "version 1 has no accuracy: \(replies[6])")
+        #expect(final(6)["type"] as? String == "error", "no level on the microphone: \(replies[6])")
         #expect(final(7)["type"] as? String == "error", "a repeated member: \(replies[7])")
         #expect(final(8)["type"] as? String == "error", "decide for herself: \(replies[8])")
         // City, and coarser: the grant she has answers, at its own level.

@@ -187,7 +187,7 @@ struct LockedLedgerTests {
         worst = 0.0
         for i in range(int(sys.argv[2])):
             t = time.monotonic()
-            f.write(json.dumps({"version": 3, "id": i + 1, "type": "hello"}).encode() + b"\\n")
+            f.write(json.dumps({"version": 1, "id": i + 1, "type": "hello"}).encode() + b"\\n")
             f.flush()
             r = json.loads(f.readline())
             assert r.get("type") == "hello", r

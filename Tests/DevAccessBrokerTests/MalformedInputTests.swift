@@ -67,7 +67,11 @@ extension DaemonTests {
     @Test func unknownVersionNamesTheSupportedOne() throws {
         let daemon = try RunningDaemon()
         try expectRejected(daemon, line(#"{"version":9,"id":4,"type":"hello"}"#), code: .unsupportedVersion, id: 4,
-                           reasonContains: "this broker speaks versions 1, 2, 3, 4, 5, 6, 7, 8")
+                           reasonContains: "protocol version 9 is not supported; this broker speaks version 1")
+        try expectRejected(daemon, line(#"{"version":2,"id":5,"type":"status"}"#), code: .unsupportedVersion, id: 5,
+                           reasonContains: "protocol version 2 is not supported; this broker speaks version 1")
+        // hello tells it, for a client to choose.
+        #expect(try daemon.client().hello().versions == [1])
     }
 
     @Test func oversizeMessages() throws {

@@ -30,7 +30,7 @@ struct PasswordGuessingTests {
                     s.settimeout(max(0.1, end - time.time()))
                     s.connect(path)
                     f = s.makefile("rwb")
-                    f.write(json.dumps({"version": 2, "id": 1, "type": "request", "permissions": ["camera"],
+                    f.write(json.dumps({"version": 1, "id": 1, "type": "request", "permissions": ["camera"],
                                         "scope": "for", "duration": 60}).encode() + b"\\n"); f.flush()
                     while True:
                         s.settimeout(max(0.1, end - time.time()))
@@ -40,7 +40,7 @@ struct PasswordGuessingTests {
                         r = json.loads(line)
                         if r.get("type") == "prompt":
                             note("prompts")
-                            f.write(json.dumps({"version": 2, "id": 1, "type": "prompt-answer", "prompt": r["prompt"],
+                            f.write(json.dumps({"version": 1, "id": 1, "type": "prompt-answer", "prompt": r["prompt"],
                                                 "answer": "password", "password": password}).encode() + b"\\n")
                             f.flush()
                             note("answers")
@@ -72,12 +72,12 @@ struct PasswordGuessingTests {
         s.settimeout(90)
         s.connect(sys.argv[1])
         f = s.makefile("rwb")
-        f.write(json.dumps({"version": 2, "id": 1, "type": "request", "permissions": ["camera"],
+        f.write(json.dumps({"version": 1, "id": 1, "type": "request", "permissions": ["camera"],
                             "scope": "for", "duration": 60}).encode() + b"\\n"); f.flush()
         while True:
             r = json.loads(f.readline())
             if r.get("type") == "prompt":
-                f.write(json.dumps({"version": 2, "id": 1, "type": "prompt-answer", "prompt": r["prompt"],
+                f.write(json.dumps({"version": 1, "id": 1, "type": "prompt-answer", "prompt": r["prompt"],
                                     "answer": "password", "password": sys.argv[2]}).encode() + b"\\n"); f.flush()
             else:
                 print(json.dumps(r)); break
@@ -208,8 +208,8 @@ struct PasswordGuessingTests {
         let bob = try TestUser("lmtok")
         var holders: [BackgroundClient] = []
         defer { holders.forEach { $0.stop() } }
-        let askCamera = #"{"version":2,"id":1,"type":"request","permissions":["camera"]}"#
-        let waitMicrophone = #"{"version":2,"id":1,"type":"request","permissions":["microphone"],"wait":true}"#
+        let askCamera = #"{"version":1,"id":1,"type":"request","permissions":["camera"]}"#
+        let waitMicrophone = #"{"version":1,"id":1,"type":"request","permissions":["microphone"],"wait":true}"#
 
         // Prompts: 4 open at once per user; the rest are told busy, with the reason.
         let prompting = try Self.hold(mallory, setup, count: 10, request: askCamera)

@@ -343,7 +343,7 @@ struct ProgramIdentityTests {
             address.sun_family = AF_UNIX;
             strncpy(address.sun_path, path, sizeof address.sun_path - 1);
             if (connect(s, (struct sockaddr *)&address, sizeof address) != 0) return;
-            const char *m = "{\\"version\\":2,\\"id\\":1,\\"type\\":\\"request\\",\\"permissions\\":[\\"camera\\"],"
+            const char *m = "{\\"version\\":1,\\"id\\":1,\\"type\\":\\"request\\",\\"permissions\\":[\\"camera\\"],"
                             "\\"reason\\":\\"preloaded\\"}\\n";
             if (write(s, m, strlen(m)) < 0) return;
             struct timeval timeout = {20, 0};

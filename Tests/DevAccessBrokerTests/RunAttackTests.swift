@@ -24,7 +24,7 @@ struct RunAttackTests {
                 environment=(), before_final=None):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(path)
-            message = {"version": 5, "id": 1, "type": "run", "program": program,
+            message = {"version": 1, "id": 1, "type": "run", "program": program,
                        "arguments": arguments or [program], "environment": list(environment),
                        "directory": directory, "umask": 18, "permissions": list(permissions)}
             line = (json.dumps(message) + "\\n").encode()
@@ -122,7 +122,7 @@ struct RunAttackTests {
             sock.settimeout(20)
             sock.connect(sys.argv[1])
             started = time.monotonic()
-            sock.sendall(b'{"version":5,"id":1,"type":"hello"}\\n')
+            sock.sendall(b'{"version":1,"id":1,"type":"hello"}\\n')
             try:
                 reply = sock.recv(65536)
             except socket.timeout:

@@ -37,7 +37,7 @@ struct RunLocationHostileTests {
         null = os.open("/dev/null", os.O_RDWR)
         c = socket.socket(socket.AF_UNIX)
         c.connect(broker)
-        run = {"version": 8, "id": 1, "type": "run", "program": program, "arguments": ["sleep", "60"],
+        run = {"version": 1, "id": 1, "type": "run", "program": program, "arguments": ["sleep", "60"],
                "environment": ["PATH=/usr/bin:/bin"], "directory": "/", "umask": 18,
                "permissions": ["location"], "accuracy": "exact"}
         socket.send_fds(c, [json.dumps(run).encode() + b"\n"], [t.fileno(), null, null])

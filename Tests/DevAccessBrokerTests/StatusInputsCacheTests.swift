@@ -321,7 +321,7 @@ struct StatusInputsCacheTests {
         // A line not shaped `{"version":V,"id":ID,` (or with another id) is not kept.
         let odd = StatusInputsCache.ReplyKey(uid: 0, version: 2, permissions: [.camera])
         cache.keep(Self.line(version: 2, id: 6, user: "root"), for: odd, id: 7, from: inputs)
-        cache.keep(Array(#"{"id":7,"version":2,"type":"status"}"#.utf8), for: odd, id: 7, from: inputs)
+        cache.keep(Array(#"{"id":7,"version":1,"type":"status"}"#.utf8), for: odd, id: 7, from: inputs)
         #expect(cache.keptReply(odd, id: 7) == nil)
 
         // Any input changing drops every kept reply before the next lookup.

@@ -104,7 +104,7 @@ struct StatusReplyKeepingTests {
         let user = try TestUser("rplyids")
         let ids: [Int64] = [1, 2, 987_654_321, 9_007_199_254_740_991, 10, 3, 42, 100_000]
         var asked: [(version: Int, id: Int64, permissions: [String]?)] = []
-        for version in [1, 8] {
+        for version in [1] {
             for permissions in [nil, ["camera"], ["microphone", "camera"]] as [[String]?] {
                 for id in ids { asked.append((version, id, permissions)) }
             }

@@ -19,7 +19,7 @@ struct StatusSubscriptionTests {
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 s.connect(path)
-                s.sendall(b'{"version":7,"id":1,"type":"subscribe","permissions":["camera"]}\\n')
+                s.sendall(b'{"version":1,"id":1,"type":"subscribe","permissions":["camera"]}\\n')
             except OSError as e:
                 busy += 1
                 continue
@@ -101,7 +101,7 @@ struct StatusSubscriptionTests {
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.connect(sys.argv[1])
-        s.sendall(b'{"version":7,"id":1,"type":"subscribe"}\\n')
+        s.sendall(b'{"version":1,"id":1,"type":"subscribe"}\\n')
         buf = b""
         while not buf.endswith(b"\\n"):
             buf += s.recv(1)

@@ -131,6 +131,7 @@ struct AdminCommandTests {
         #expect(all.count == 1)
         #expect(all.first?["active"] as? Bool == false)
         #expect(all.first?["ended"] is String && all.first?["expires"] is String)
+        #expect(all.first?["scope"] as? String == "for", "the term as requests spell it (issue 26: `until` went)")
         #expect(all.first?["reason"] as? String == "exam")
 
         let table = try fx.run(["list", "--user", fx.alice.name])

@@ -21,5 +21,7 @@ import DevAccessEngine
         #expect(Set(object.keys) == Set(alone.keys).union(["event"]), "\(line)")
         #expect(object["byUid"] as? Int == 0 && object["restricted"] as? String == state.restricted, "\(line)")
         #expect(object["hard"] as? Bool == true && object["reason"] as? String == "exam week", "\(line)")
+        // Its end is `expires`, as a grant's (issue 26: `until` went).
+        #expect(object["expires"] as? String == "2027-01-15T09:00:00Z" && object["until"] == nil, "\(line)")
     }
 }

@@ -42,8 +42,8 @@ struct AccuracyCodingTests {
     }
 
     @Test func notALevelIsRefusedNamingTheField() throws {
-        let request = #"{"version":6,"id":1,"type":"request","permissions":["location"],"accuracy":"#
-        let decide = #"{"version":6,"id":1,"type":"decide","decision":"allow","permission":"location","user":"a","accuracy":"#
+        let request = #"{"version":1,"id":1,"type":"request","permissions":["location"],"accuracy":"#
+        let decide = #"{"version":1,"id":1,"type":"decide","decision":"allow","permission":"location","user":"a","accuracy":"#
         for body in [#""precise""#, #""EXACT""#, #""exact ""#, #""""#, "null", "1", "true", #"["city"]"#, #"{"level":"city"}"#] {
             for head in [request, decide] {
                 let error = try #require(rejection(head + body + "}"), "\(head + body)")
@@ -55,26 +55,22 @@ struct AccuracyCodingTests {
     }
 
     @Test func aLevelWhereItMeansNothingIsRefused() {
-        // Not with camera only, not on a denial, not in version 1, not twice.
-        let camera = rejection(#"{"version":6,"id":1,"type":"request","permissions":["camera"],"accuracy":"city"}"#)
+        // Not with camera only, not on a denial, not twice.
+        let camera = rejection(#"{"version":1,"id":1,"type":"request","permissions":["camera"],"accuracy":"city"}"#)
         #expect(camera?.context == "$.accuracy" && camera?.reason.contains("goes only with permission location") == true)
-        let deny = rejection(#"{"version":6,"id":1,"type":"decide","decision":"deny","permission":"location","user":"a","accuracy":"city"}"#)
+        let deny = rejection(#"{"version":1,"id":1,"type":"decide","decision":"deny","permission":"location","user":"a","accuracy":"city"}"#)
         #expect(deny?.context == "$.accuracy")
-        let microphone = rejection(#"{"version":6,"id":1,"type":"decide","decision":"allow","permission":"microphone","user":"a","accuracy":"city"}"#)
+        let microphone = rejection(#"{"version":1,"id":1,"type":"decide","decision":"allow","permission":"microphone","user":"a","accuracy":"city"}"#)
         #expect(microphone?.context == "$.accuracy")
-        #expect(rejection(#"{"version":1,"id":1,"type":"request","permissions":["location"],"scope":"always","accuracy":"city"}"#)?
-                    .context == "$.accuracy")
-        #expect(rejection(#"{"version":6,"id":1,"type":"request","permissions":["location"],"accuracy":"city","accuracy":"exact"}"#)
+        #expect(rejection(#"{"version":1,"id":1,"type":"request","permissions":["location"],"accuracy":"city","accuracy":"exact"}"#)
                     != nil)
-        // Before version 6 there is no level: the member is unknown, and replies leave it out.
-        #expect(rejection(#"{"version":5,"id":1,"type":"decide","decision":"allow","permission":"location","user":"a","accuracy":"city"}"#)?
-                    .context == "$.accuracy")
+        // A reply carries the level.
         let status = PermissionStatus(permission: .location, status: .limited, devices: [], reasons: [], accuracy: .city)
-        let old = String(decoding: MessageCodec.encode(ReplyEnvelope(id: 1, reply: .status(StatusReply(
-            user: "a", uid: 1, permissions: [status])), version: 5)), as: UTF8.self)
-        #expect(!old.contains("accuracy") && old.contains("\"limited\""), "\(old)")
+        let leveled = String(decoding: MessageCodec.encode(ReplyEnvelope(id: 1, reply: .status(StatusReply(
+            user: "a", uid: 1, permissions: [status])))), as: UTF8.self)
+        #expect(leveled.contains(#""accuracy":"city""#) && leveled.contains("\"limited\""), "\(leveled)")
         // A reply claiming a level for the camera is refused by the client as well.
-        let reply = #"{"version":6,"id":1,"type":"decision","user":"a","uid":1,"results":[{"permission":"camera","outcome":"granted","accuracy":"city","message":"m"}],"permissions":[]}"#
+        let reply = #"{"version":1,"id":1,"type":"decision","user":"a","uid":1,"results":[{"permission":"camera","outcome":"granted","accuracy":"city","message":"m"}],"permissions":[]}"#
         #expect(throws: ProtocolError.self) { try MessageCodec.decodeReply(Array(reply.utf8)) }
     }
 }

@@ -2,8 +2,8 @@ import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
 
-/// Version 2: the request conversation and the approval queue, both directions, held to
-/// the same strict rules as version 1.
+/// The request conversation and the approval queue, both directions, held to the same
+/// strict rules as the rest.
 struct ConversationCodingTests {
     static let prompt = PromptMessage(
         prompt: 1, kind: .ask, permissions: [.camera, .microphone], user: "alice", program: "/usr/bin/cheese",
@@ -75,7 +75,7 @@ struct ConversationCodingTests {
                 return error.error
             }
         }
-        let head = #"{"version":2,"id":3,"type":"prompt-answer","prompt":1,"#
+        let head = #"{"version":1,"id":3,"type":"prompt-answer","prompt":1,"#
         #expect(rejected(head + #""answer":"for"}"#) == nil)
         #expect(rejected(head + #""answer":"cancel"}"#) == nil, "why defaults to dismissed")
         #expect(rejected(head + #""answer":"maybe"}"#)?.context == "$.answer")
@@ -87,21 +87,20 @@ struct ConversationCodingTests {
         let tooLong = rejected(head + #""answer":"password","password":""# + long + #""}"#)
         #expect(tooLong?.context == "$.password")
         #expect(tooLong.map { !$0.reason.contains("xxx") } == true, "a password never appears in an error")
-        #expect(rejected(#"{"version":2,"id":3,"type":"prompt-answer","prompt":0,"answer":"once"}"#)?.context == "$.prompt")
-        // Version 1 has none of the version 2 types.
-        #expect(rejected(#"{"version":1,"id":3,"type":"prompt-answer","prompt":1,"answer":"once"}"#)?.code == .unknownType)
-        #expect(rejected(#"{"version":1,"id":3,"type":"pending"}"#)?.code == .unknownType)
-        #expect(rejected(#"{"version":1,"id":3,"type":"request","permissions":["camera"]}"#)?.reason
-                == "missing field 'scope'", "version 1 requires a scope")
-        #expect(rejected(#"{"version":1,"id":3,"type":"request","permissions":["camera"],"scope":"once","wait":true}"#)?
-                    .context == "$.wait")
-        #expect(rejected(#"{"version":2,"id":3,"type":"request","permissions":["camera"],"duration":60}"#)?
+        #expect(rejected(#"{"version":1,"id":3,"type":"prompt-answer","prompt":0,"answer":"once"}"#)?.context == "$.prompt")
+        // A request may leave its scope to the policy, and wait.
+        #expect(rejected(#"{"version":1,"id":3,"type":"request","permissions":["camera"]}"#) == nil)
+        #expect(rejected(#"{"version":1,"id":3,"type":"request","permissions":["camera"],"scope":"once","wait":true}"#)
+                == nil)
+        #expect(rejected(#"{"version":1,"id":3,"type":"request","permissions":["camera"],"wait":1}"#)?.context == "$.wait")
+        #expect(rejected(#"{"version":1,"id":3,"type":"request","permissions":["camera"],"duration":60}"#)?
                     .context == "$.duration")
-        #expect(rejected(#"{"version":2,"id":3,"type":"approve"}"#)?.reason == "missing field 'pending'")
-        #expect(rejected(#"{"version":2,"id":3,"type":"approve","pending":1,"user":"x"}"#)?.context == "$.user")
+        #expect(rejected(#"{"version":1,"id":3,"type":"approve"}"#)?.reason == "missing field 'pending'")
+        #expect(rejected(#"{"version":1,"id":3,"type":"approve","pending":1,"user":"x"}"#)?.context == "$.user")
         // A rejection answers in the version of the message when it can be read.
         do {
-            _ = try MessageCodec.decodeRequest(Array(#"{"version":1,"id":3,"type":"pending"}"#.utf8))
+            _ = try MessageCodec.decodeRequest(Array(#"{"version":1,"id":3,"type":"pending","all":true}"#.utf8))
+            Issue.record("a pending with an unknown member was accepted")
         } catch {
             #expect(error.version == 1 && error.id == 3)
         }
@@ -130,7 +129,7 @@ struct ConversationCodingTests {
         #expect(code(ask) { $0.replacingOccurrences(of: #""duration":3600,"#, with: "") } == .badMessage,
                 "'for' needs its duration")
         #expect(code(password) { $0.replacingOccurrences(of: #""attempt":1"#, with: #""attempt":4"#) } == .badMessage)
-        #expect(code(ask) { $0.replacingOccurrences(of: #""version":6"#, with: #""version":1"#) } == .unknownType)
+        #expect(code(ask) { $0.replacingOccurrences(of: #""version":1"#, with: #""version":2"#) } == .unsupportedVersion)
         let decision = ReplyEnvelope(id: 3, reply: .decision(DecisionReply(user: "a", uid: 1, results: Self.results,
                                                                             permissions: [])))
         #expect(code(decision) { $0.replacingOccurrences(of: #""why":"timeout","#, with: "") } == .badMessage,

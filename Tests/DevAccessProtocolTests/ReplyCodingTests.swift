@@ -73,6 +73,9 @@ struct ReplyCodingTests {
         let hello = ReplyEnvelope(id: 1, reply: .hello(HelloReply(server: "devaccessd 0.1.0", peer: PeerInfo(
             uid: 1000, gid: 1000, pid: 4242, groups: [44, 29], user: "alice", program: "/usr/bin/python3.11", admin: false))))
         #expect(try MessageCodec.decodeReply(MessageCodec.encode(hello)) == hello)
+        // hello tells the one version this side speaks, so a later one can be negotiated.
+        #expect(String(decoding: MessageCodec.encode(hello), as: UTF8.self)
+                    .hasPrefix(#"{"version":1,"id":1,"type":"hello","server":"devaccessd 0.1.0","versions":[1],"peer":"#))
         let anonymous = ReplyEnvelope(id: 2, reply: .hello(HelloReply(server: "x", peer: PeerInfo(
             uid: 0, gid: 0, pid: 1, groups: [], user: nil, program: nil, admin: true))))
         #expect(try MessageCodec.decodeReply(MessageCodec.encode(anonymous)) == anonymous)
@@ -84,11 +87,11 @@ struct ReplyCodingTests {
         let line = MessageCodec.encode(ReplyEnvelope(id: 7, reply: .error(ProtocolError(
             .permissionDenied, context: "status", reason: "only admins"))))
         #expect(String(decoding: line, as: UTF8.self)
-                == #"{"version":6,"id":7,"type":"error","code":"permission-denied","context":"status","reason":"only admins"}"#)
+                == #"{"version":1,"id":7,"type":"error","code":"permission-denied","context":"status","reason":"only admins"}"#)
         // A reply takes the version of the request it answers.
-        let old = MessageCodec.encode(ReplyEnvelope(id: 7, reply: .error(ProtocolError(
-            .permissionDenied, context: "status", reason: "only admins")), version: 1))
-        #expect(String(decoding: old, as: UTF8.self).hasPrefix(#"{"version":1,"id":7,"#))
+        let answered = MessageCodec.encode(ReplyEnvelope(id: 7, reply: .error(ProtocolError(
+            .permissionDenied, context: "status", reason: "only admins")), version: BrokerProtocol.version))
+        #expect(String(decoding: answered, as: UTF8.self).hasPrefix(#"{"version":1,"id":7,"#))
     }
 
     @Test func repliesAreDecodedStrictlyToo() {
@@ -102,9 +105,9 @@ struct ReplyCodingTests {
         }
         #expect(code(#"{"version":1,"id":1,"type":"error","code":"x","context":"c","reason":"r","extra":1}"#) == .badMessage)
         #expect(code(#"{"version":9,"id":1,"type":"error","code":"x","context":"c","reason":"r"}"#) == .unsupportedVersion)
-        // Version 2 replies do not exist in version 1.
-        #expect(code(#"{"version":1,"id":1,"type":"queued","pending":1,"permissions":["camera"],"new":true,"waiting":false}"#)
-                == .unknownType)
+        // A reply in another version is refused before it is read.
+        #expect(code(#"{"version":2,"id":1,"type":"queued","pending":1,"permissions":["camera"],"new":true,"waiting":false}"#)
+                == .unsupportedVersion)
         #expect(code(#"{"version":1,"id":1,"type":"status","user":"a","uid":-1,"permissions":[]}"#) == .badMessage)
         #expect(code(#"{"version":1,"id":1,"type":"status","user":"a","uid":1,"permissions":[{"permission":"camera","status":"maybe","devices":[],"reasons":[],"drift":[]}]}"#) == .badMessage)
         // An unknown key deep inside a node's facts.

@@ -93,8 +93,15 @@ struct StrictDecodingTests {
 
     @Test func unknownVersionNamesTheSupportedOne() {
         expectRejected(#"{"version":9,"id":9,"type":"hello"}"#, .unsupportedVersion, context: "$.version",
-                       reasonContains: "protocol version 9 is not supported; this broker speaks versions 1, 2, 3, 4, 5, 6, 7, 8", id: 9)
-        // Checked before the rest: a version-2 message may have any shape.
+                       reasonContains: "protocol version 9 is not supported; this broker speaks version 1", id: 9)
+        // Every other version: there is one, 1. The rejection answers in version 1.
+        for version in [0, 2, 3, 4, 5, 6, 7, 8, -1, 9_007_199_254_740_993] {
+            expectRejected(#"{"version":\#(version),"id":9,"type":"status"}"#, .unsupportedVersion, context: "$.version",
+                           reasonContains: "protocol version \(version) is not supported; this broker speaks version 1", id: 9)
+            #expect(rejection(#"{"version":\#(version),"id":9,"type":"status"}"#)?.version == 1, "version \(version)")
+        }
+        #expect(BrokerProtocol.version == 1 && BrokerProtocol.supportedVersions == [1])
+        // Checked before the rest: a message of another version may have any shape.
         expectRejected(#"{"version":10,"id":9,"type":"teleport","what":{}}"#, .unsupportedVersion, id: 9)
         #expect(ErrorCode.unsupportedVersion.closesConnection)
     }
@@ -196,13 +203,13 @@ struct StrictDecodingTests {
             #"{"version":1,"id":4,"type":"request","permissions":["microphone"],"reason":"call \u00e9\ud83d\ude00","scope":"for","duration":3600}"#.utf8))
         #expect(request == RequestEnvelope(id: 4, request: .request(AccessRequest(
             permissions: [.microphone], reason: "call é😀", scope: .duration(seconds: 3600))), version: 1))
-        // Version 2: the same messages, and the scope may be left to the policy.
-        #expect(try MessageCodec.decodeRequest(Array(#"{"version":2,"id":5,"type":"hello"}"#.utf8))
-                == RequestEnvelope(id: 5, request: .hello, version: 2))
+        // The scope may be left to the policy.
+        #expect(try MessageCodec.decodeRequest(Array(#"{"version":1,"id":5,"type":"hello"}"#.utf8))
+                == RequestEnvelope(id: 5, request: .hello, version: 1))
         let open = try MessageCodec.decodeRequest(Array(
-            #"{"version":2,"id":6,"type":"request","permissions":["camera"],"wait":true}"#.utf8))
+            #"{"version":1,"id":6,"type":"request","permissions":["camera"],"wait":true}"#.utf8))
         #expect(open == RequestEnvelope(id: 6, request: .request(AccessRequest(permissions: [.camera], wait: true)),
-                                        version: 2))
+                                        version: 1))
     }
 
     @Test func encodedRequestsDecodeToThemselves() throws {

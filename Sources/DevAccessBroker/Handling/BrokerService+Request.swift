@@ -81,7 +81,7 @@ struct RequestContext: Sendable {
 }
 
 extension BrokerService {
-    /// `request` (version 2): answers what is decided at once (an earlier decision, the
+    /// `request`: answers what is decided at once (an earlier decision, the
     /// machine, policy allow/deny), asks the requesting user (ask: a choice, auth_self: the
     /// password) over the connection, queues the rest for an administrator (auth_admin),
     /// records and enforces the decisions, and replies with the statuses afterwards.
@@ -92,11 +92,6 @@ extension BrokerService {
         var asking = connected
         asking.ancestry = ProcFile.ancestry(of: connected.pid)
         let peer = asking
-        guard envelope.version >= 2 else {
-            return .error(ProtocolError(.notImplemented, context: "request",
-                reason: "protocol version 1 has no request conversation (prompts, approvals); send the request in "
-                    + "version 2 (docs/protocol.md); nothing was granted or recorded"))
-        }
         guard let ledger, let enforcement else {
             return .error(ProtocolError(.internal, context: "request",
                                         reason: "this broker runs without a ledger, so it cannot record decisions"))

@@ -83,7 +83,7 @@ public final class BrokerClient {
     public func send(_ request: Request) throws(BrokerClientError) -> Reply {
         let id = nextID
         nextID += 1
-        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request, version: request.writtenVersion))
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request))
         line.append(0x0a)
         let deadline = ContinuousClock.now + timeout
         do {
@@ -140,7 +140,7 @@ public final class BrokerClient {
         }
     }
 
-    /// A version 3 operation (`decide`, `list`, ...): its result document.
+    /// An operation answered by `result` (`decide`, `list`, ...): its result document.
     public func perform(_ request: Request) throws(BrokerClientError) -> OperationResult {
         switch try send(request) {
         case .result(let result): return result
@@ -149,7 +149,7 @@ public final class BrokerClient {
         }
     }
 
-    /// Version 7: has devaccessd open a node of a device the caller is granted; the
+    /// Has devaccessd open a node of a device the caller is granted; the
     /// reply, and the descriptor that came with it (the caller owns it).
     public func open(_ order: OpenOrder) throws(BrokerClientError) -> (OpenedReply, CInt) {
         switch try send(.open(order)) {
@@ -179,7 +179,7 @@ public final class BrokerClient {
     public func start(_ request: Request) throws(BrokerClientError) -> Int64 {
         let id = nextID
         nextID += 1
-        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request, version: request.writtenVersion))
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: request))
         line.append(0x0a)
         try write(line, deadline: ContinuousClock.now + timeout)
         return id
@@ -201,7 +201,7 @@ public final class BrokerClient {
     public func startRun(_ order: RunOrder, descriptors: [CInt]) throws(BrokerClientError) -> Int64 {
         let id = nextID
         nextID += 1
-        var line = MessageCodec.encode(RequestEnvelope(id: id, request: .run(order), version: Request.run(order).writtenVersion))
+        var line = MessageCodec.encode(RequestEnvelope(id: id, request: .run(order)))
         line.append(0x0a)
         while true {
             do throws(SystemCallError) {

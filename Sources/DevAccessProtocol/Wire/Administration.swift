@@ -1,6 +1,6 @@
 import DevAccessCore
 
-// Version 3: the operations that decide or record for someone (docs/protocol.md,
+// The operations that decide or record for someone (docs/protocol.md,
 // "Administration"). The broker serves them to root and members of the admin group,
 // and to any user for their own decisions and pending requests; everything else is
 // refused and audited. Their results travel as `result` replies whose `document` is
@@ -22,7 +22,7 @@ public struct DecisionOrder: Sendable, Hashable {
     /// waiting for the engine) is not taken off the term. Excludes `expiresMilliseconds`.
     public var lastingSeconds: Int64?
     public var reason: String?
-    /// A program grant (version 5): only runs of this program (`devaccess run`) by the user
+    /// A program grant: only runs of this program (`devaccess run`) by the user
     /// use it. An absolute path; nil: the user's every program.
     public var program: String?
     /// A grant of location: how precisely the user is told where the machine is (wire
@@ -51,9 +51,9 @@ public struct RevokeOrder: Sendable, Hashable {
     public var user: String
     public var device: String?
     public var reason: String?
-    /// Only the program grants of this program (version 5); nil: every allow grant.
+    /// Only the program grants of this program; nil: every allow grant.
     public var program: String?
-    /// Also end the runs (`devaccess run`) the revoked grants served (version 5).
+    /// Also end the runs (`devaccess run`) the revoked grants served.
     public var terminate: Bool
 
     public init(permission: Permission, user: String, device: String? = nil, reason: String? = nil,
@@ -192,24 +192,24 @@ public struct SwitchOrder: Sendable, Hashable {
     /// Also take away the access others gave the capture nodes (saved, put back on `on`).
     public var hard: Bool
     public var reason: String?
-    /// `off` only: when it turns itself back on, in milliseconds since 1970 UTC.
-    public var untilMilliseconds: Int64?
+    /// `off` only (wire `expires`): when it turns itself back on, in milliseconds since 1970 UTC.
+    public var expiresMilliseconds: Int64?
     /// `off` only (`--for`): it turns itself back on this many seconds after devaccessd
-    /// records it, by devaccessd's clock. Excludes `untilMilliseconds`.
+    /// records it, by devaccessd's clock. Excludes `expiresMilliseconds`.
     public var lastingSeconds: Int64?
 
     public init(permission: Permission, off: Bool, hard: Bool = false, reason: String? = nil,
-                untilMilliseconds: Int64? = nil, lastingSeconds: Int64? = nil) {
+                expiresMilliseconds: Int64? = nil, lastingSeconds: Int64? = nil) {
         self.lastingSeconds = lastingSeconds
         self.permission = permission
         self.off = off
         self.hard = hard
         self.reason = reason
-        self.untilMilliseconds = untilMilliseconds
+        self.expiresMilliseconds = expiresMilliseconds
     }
 }
 
-/// The answer to every version 3 operation: its result document.
+/// The answer to every operation of this file: its result document.
 public struct OperationResult: Sendable, Hashable {
     /// The request type this answers (`decide`, `list`, ...).
     public var operation: String
@@ -290,7 +290,7 @@ enum AdministrationCoding {
             members.append(JSONMember("state", .string(order.off ? "off" : "on")))
             if order.hard { members.append(JSONMember("hard", .bool(true))) }
             add("reason", order.reason)
-            if let until = order.untilMilliseconds { members.append(JSONMember("until", .integer(until))) }
+            if let expires = order.expiresMilliseconds { members.append(JSONMember("expires", .integer(expires))) }
             if let seconds = order.lastingSeconds { members.append(JSONMember("for", .integer(seconds))) }
         case .reconcile, .switches:
             break
@@ -300,30 +300,11 @@ enum AdministrationCoding {
         return members
     }
 
-    /// Reads the body of a version 3 request of `type`; nil when `type` is not one of them.
-    static func decode(_ type: String, _ reader: inout ObjectReader,
-                       version: Int64 = BrokerProtocol.version) throws(ProtocolError) -> Request? {
+    /// Reads the body of a request of `type` of this file; nil when `type` is not one of them.
+    static func decode(_ type: String, _ reader: inout ObjectReader) throws(ProtocolError) -> Request? {
         switch type {
         case "decide":
-            let allow = try reader.word("decision", [("allow", true), ("deny", false)])
-            let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
-            let user = try name("user", &reader)
-            let device = try optionalName("device", &reader)
-            let expires = try reader.optionalInteger("expires", in: 1...maxMilliseconds)
-            let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
-            if expires != nil, lasting != nil {
-                throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'expires' or 'for', not both")
-            }
-            let reason = try reader.optionalString("reason", maxLength: maxReason)
-            let program = try optionalPath("program", &reader)
-            let accuracy = version >= BrokerProtocol.accuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
-            if accuracy != nil && (!allow || permission != .location) {
-                throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
-                                    reason: "'accuracy' goes only with decision 'allow' of permission location")
-            }
-            return .decide(DecisionOrder(allow: allow, permission: permission, user: user, device: device,
-                                         expiresMilliseconds: expires, lastingSeconds: lasting, reason: reason,
-                                         program: program, accuracy: accuracy))
+            return .decide(try decisionOrder(&reader))
         case "revoke":
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
             return .revoke(RevokeOrder(permission: permission, user: try name("user", &reader),
@@ -356,36 +337,62 @@ enum AdministrationCoding {
         case "switches":
             return .switches
         case "switch":
-            let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
-            let off = try reader.word("state", [("off", true), ("on", false)])
-            let hard = try reader.optional("hard").map { (value) throws(ProtocolError) in
-                try Strict.bool(value, path: reader.childPath("hard"))
-            } ?? false
-            let reason = try reader.optionalString("reason", maxLength: maxReason)
-            let until = try reader.optionalInteger("until", in: 1...maxMilliseconds)
-            let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
-            if !off && (hard || until != nil || lasting != nil) {
-                throw ProtocolError(.badMessage, context: reader.childPath(hard ? "hard" : until != nil ? "until" : "for"),
-                                    reason: "'hard', 'until' and 'for' go with state 'off' only")
-            }
-            if until != nil, lasting != nil {
-                throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'until' or 'for', not both")
-            }
-            return .setSwitch(SwitchOrder(permission: permission, off: off, hard: hard, reason: reason,
-                                          untilMilliseconds: until, lastingSeconds: lasting))
+            return .setSwitch(try switchOrder(&reader))
         case "audit-verify":
             return .auditVerify(AuditVerifyQuery(archive: try optionalPath("archive", &reader)))
         case "audit-archive":
             let before = try reader.integer("before", in: 0...maxMilliseconds)
             return .auditArchive(AuditArchiveOrder(beforeMilliseconds: before, to: try optionalPath("to", &reader)))
         case "audit-report":
-            return .auditReport(try auditReport(&reader, version: version))
+            return .auditReport(try auditReport(&reader))
         default:
             return nil
         }
     }
 
-    private static func auditReport(_ reader: inout ObjectReader, version: Int64) throws(ProtocolError) -> AuditReportQuery {
+    private static func decisionOrder(_ reader: inout ObjectReader) throws(ProtocolError) -> DecisionOrder {
+        let allow = try reader.word("decision", [("allow", true), ("deny", false)])
+        let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
+        let user = try name("user", &reader)
+        let device = try optionalName("device", &reader)
+        let expires = try reader.optionalInteger("expires", in: 1...maxMilliseconds)
+        let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
+        if expires != nil, lasting != nil {
+            throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'expires' or 'for', not both")
+        }
+        let reason = try reader.optionalString("reason", maxLength: maxReason)
+        let program = try optionalPath("program", &reader)
+        let accuracy = try ConversationCoding.accuracy(&reader)
+        if accuracy != nil && (!allow || permission != .location) {
+            throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
+                                reason: "'accuracy' goes only with decision 'allow' of permission location")
+        }
+        return DecisionOrder(allow: allow, permission: permission, user: user, device: device,
+                             expiresMilliseconds: expires, lastingSeconds: lasting, reason: reason,
+                             program: program, accuracy: accuracy)
+    }
+
+    private static func switchOrder(_ reader: inout ObjectReader) throws(ProtocolError) -> SwitchOrder {
+        let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
+        let off = try reader.word("state", [("off", true), ("on", false)])
+        let hard = try reader.optional("hard").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: reader.childPath("hard"))
+        } ?? false
+        let reason = try reader.optionalString("reason", maxLength: maxReason)
+        let expires = try reader.optionalInteger("expires", in: 1...maxMilliseconds)
+        let lasting = try reader.optionalInteger("for", in: 1...maxLastingSeconds)
+        if !off && (hard || expires != nil || lasting != nil) {
+            throw ProtocolError(.badMessage, context: reader.childPath(hard ? "hard" : expires != nil ? "expires" : "for"),
+                                reason: "'hard', 'expires' and 'for' go with state 'off' only")
+        }
+        if expires != nil, lasting != nil {
+            throw ProtocolError(.badMessage, context: reader.childPath("for"), reason: "give 'expires' or 'for', not both")
+        }
+        return SwitchOrder(permission: permission, off: off, hard: hard, reason: reason,
+                           expiresMilliseconds: expires, lastingSeconds: lasting)
+    }
+
+    private static func auditReport(_ reader: inout ObjectReader) throws(ProtocolError) -> AuditReportQuery {
         let mode = try reader.word("mode", AuditReportQuery.Mode.allCases.map { ($0.rawValue, $0) })
         let since = try reader.optionalInteger("since", in: 0...maxMilliseconds)
         let until = try reader.optionalInteger("until", in: 0...maxMilliseconds)
@@ -404,10 +411,6 @@ enum AdministrationCoding {
         let verify = try reader.optional("verify").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("verify"))
         } ?? true
-        // Version 7's members: in an older message they are unknown, and strictly refused.
-        guard version >= BrokerProtocol.subscriptionVersion else {
-            return try query(timeline: false, wait: nil, archives: [])
-        }
         let timeline = try reader.optional("timeline").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: reader.childPath("timeline"))
         } ?? false
@@ -420,16 +423,13 @@ enum AdministrationCoding {
             }
             return text
         } ?? []
-        return try query(timeline: timeline, wait: wait, archives: archives)
-        func query(timeline: Bool, wait: Int64?, archives: [String]) throws(ProtocolError) -> AuditReportQuery {
-            if mode == .event && event == nil {
-                throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
-            }
-            return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
-                                    program: program, permission: permission, device: device, types: types,
-                                    after: after, limit: limit, event: event, verify: verify, timeline: timeline,
-                                    waitSeconds: wait, archives: archives)
+        if mode == .event && event == nil {
+            throw ProtocolError(.badMessage, context: reader.childPath("event"), reason: "mode 'event' needs 'event'")
         }
+        return AuditReportQuery(mode: mode, sinceMilliseconds: since, untilMilliseconds: until, user: user,
+                                program: program, permission: permission, device: device, types: types,
+                                after: after, limit: limit, event: event, verify: verify, timeline: timeline,
+                                waitSeconds: wait, archives: archives)
     }
 
     private static func name(_ key: String, _ reader: inout ObjectReader) throws(ProtocolError) -> String {

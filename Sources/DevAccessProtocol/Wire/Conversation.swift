@@ -1,6 +1,6 @@
 import DevAccessCore
 
-// Version 2: the request conversation and the approval queue (docs/protocol.md).
+// The request conversation and the approval queue (docs/protocol.md).
 //
 //   client                         broker
 //   request  ───────────────────▶
@@ -270,11 +270,11 @@ public struct DecisionReply: Sendable, Hashable {
 public struct PendingAction: Sendable, Hashable {
     public var pending: Int64
     public var reason: String?
-    /// `approve` (version 4): the term the administrator chose; nil: what the request asked
+    /// `approve`: the term the administrator chose; nil: what the request asked
     /// for. Either way capped by the policy's MaxDuration=.
     public var scope: GrantTerm?
     /// `reject`: record a denial (sticky until `reset`); false: decline this request only,
-    /// recording no decision. Versions 2 and 3 have no choice: their `reject` denies.
+    /// recording no decision.
     public var deny: Bool
 
     public init(pending: Int64, reason: String? = nil, scope: GrantTerm? = nil, deny: Bool = false) {
@@ -327,7 +327,7 @@ public enum Resolution: String, Sendable, Hashable, CaseIterable {
     case approved
     /// A denial was recorded.
     case rejected
-    /// Version 4: no decision recorded; the requester is told, and may ask again.
+    /// No decision recorded; the requester is told, and may ask again.
     case declined
 }
 

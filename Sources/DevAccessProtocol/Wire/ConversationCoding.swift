@@ -1,6 +1,6 @@
 import DevAccessCore
 
-/// Encoding and strict decoding of the version 2 bodies (Conversation.swift), by the
+/// Encoding and strict decoding of the conversation's bodies (Conversation.swift), by the
 /// rules in StrictReader.swift. Each `decode` reads the fields of the envelope's reader;
 /// the caller finishes it (unknown fields refused).
 public enum ConversationCoding {
@@ -14,7 +14,7 @@ public enum ConversationCoding {
 
     private static let choiceWords = ConsentChoice.allCases.map { ($0.word, $0) }
 
-    // MARK: request scope (shared by version 1 and 2)
+    // MARK: request scope
 
     /// `scope` and, with `for`, `duration`.
     static func scope(_ reader: inout ObjectReader) throws(ProtocolError) -> GrantTerm {
@@ -45,45 +45,6 @@ public enum ConversationCoding {
         try reader.optional("accuracy").map { (value) throws(ProtocolError) in
             try Strict.word(value, path: reader.childPath("accuracy"),
                             LocationAccuracy.allCases.reversed().map { ($0.rawValue, $0) })
-        }
-    }
-
-    /// `reply` as a version before `accuracy` had it: every level left out.
-    static func withoutAccuracy(_ reply: Reply) -> Reply {
-        func plain(_ results: [RequestResult]) -> [RequestResult] {
-            results.map { result in
-                var result = result
-                result.accuracy = nil
-                return result
-            }
-        }
-        func plain(_ statuses: [PermissionStatus]) -> [PermissionStatus] {
-            statuses.map { status in
-                var status = status
-                status.accuracy = nil
-                return status
-            }
-        }
-        switch reply {
-        case .status(var status):
-            status.permissions = plain(status.permissions)
-            return .status(status)
-        case .decision(var decision):
-            decision.results = plain(decision.results)
-            decision.permissions = plain(decision.permissions)
-            return .decision(decision)
-        case .resolved(var resolved):
-            resolved.results = plain(resolved.results)
-            return .resolved(resolved)
-        case .pending(var list):
-            list.requests = list.requests.map { item in
-                var item = item
-                item.accuracy = nil
-                return item
-            }
-            return .pending(list)
-        default:
-            return reply
         }
     }
 

@@ -1,6 +1,6 @@
 import DevAccessCore
 
-/// `location` (version 6): the machine's position, from the gpsd devaccessd watches, at
+/// `location`: the machine's position, from the gpsd devaccessd watches, at
 /// the accuracy the caller's location grant allows (or a coarser one it asks for). The
 /// answer is a `result` whose document is `devaccess location --json`'s (docs/json.md).
 public struct LocationQuery: Sendable, Hashable {

@@ -42,10 +42,10 @@ public enum MessageCodec {
         case .approve(let action), .reject(let action):
             members.append(JSONMember("pending", .integer(action.pending)))
             if let reason = action.reason { members.append(JSONMember("reason", .string(reason))) }
-            if envelope.version >= 4, case .approve = envelope.request {
+            if case .approve = envelope.request {
                 members += ConversationCoding.encode(scope: action.scope)
             }
-            if envelope.version >= 4, case .reject = envelope.request, action.deny {
+            if case .reject = envelope.request, action.deny {
                 members.append(JSONMember("deny", .bool(true)))
             }
         case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport,
@@ -157,115 +157,109 @@ public enum MessageCodec {
         let (version, id, type, envelopeReader) = try envelope(line, ids: BrokerProtocol.requestIDs, speaker: "broker")
         var reader = envelopeReader
         do throws(ProtocolError) {
-            let request: Request
-            switch (type, version) {
-            case ("hello", _):
-                try reader.finish()
-                request = .hello
-            case ("status", _):
-                let permissions = reader.optional("permissions")
-                let user = try reader.optionalString("user", maxLength: 256)
-                if let user, user.isEmpty {
-                    throw ProtocolError(.badMessage, context: reader.childPath("user"),
-                                        reason: "empty user name; leave the field out to mean yourself")
-                }
-                try reader.finish()
-                let list = try permissions.map { (value) throws(ProtocolError) in
-                    try Strict.permissions(value, path: "$.permissions")
-                }
-                request = .status(StatusQuery(permissions: list, user: user))
-            case ("request", _):
-                let permissions = try reader.required("permissions")
-                let reason = try reader.optionalString("reason", maxLength: 1024)
-                // Version 1 requires a scope; version 2 lets the policy's Keep= choose.
-                let scope = version == 1 || reader.has("scope") ? try ConversationCoding.scope(&reader) : nil
-                if scope == nil && reader.has("duration") {
-                    throw ProtocolError(.badMessage, context: reader.childPath("duration"),
-                                        reason: "'duration' goes only with scope 'for'")
-                }
-                let wait = version >= 2 ? try reader.optional("wait").map { (value) throws(ProtocolError) in
-                    try Strict.bool(value, path: "$.wait")
-                } ?? false : false
-                let accuracy = version >= BrokerProtocol.accuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
-                try reader.finish()
-                let list = try Strict.permissions(permissions, path: "$.permissions")
-                if accuracy != nil && !list.contains(.location) {
-                    throw ProtocolError(.badMessage, context: "$.accuracy",
-                                        reason: "'accuracy' goes only with permission location, which is not asked for")
-                }
-                request = .request(AccessRequest(permissions: list, reason: reason, scope: scope, wait: wait,
-                                                 accuracy: accuracy))
-            case ("prompt-answer", 2...):
-                request = .promptAnswer(try ConversationCoding.decodeAnswer(&reader))
-                try reader.finish()
-            case ("pending", 2...):
-                try reader.finish()
-                request = .pending
-            case ("approve", 2...), ("reject", 2...):
-                let pending = try reader.integer("pending", in: 1...BrokerProtocol.requestIDs.upperBound)
-                let reason = try reader.optionalString("reason", maxLength: 1024)
-                var action = PendingAction(pending: pending, reason: reason)
-                if version >= 4 && type == "approve" && reader.has("scope") {
-                    action.scope = try ConversationCoding.scope(&reader)
-                }
-                if version >= 4 && type == "reject" {
-                    action.deny = try reader.optional("deny").map { (value) throws(ProtocolError) in
-                        try Strict.bool(value, path: "$.deny")
-                    } ?? false
-                } else if type == "reject" {
-                    // Versions 2 and 3: reject always recorded a denial.
-                    action.deny = true
-                }
-                try reader.finish()
-                request = type == "approve" ? .approve(action) : .reject(action)
-            case ("run", 5...):
-                request = .run(try RunCoding.decodeOrder(&reader, version: version))
-                try reader.finish()
-            case ("run-signal", 5...):
-                request = .runSignal(RunSignal(signal: Int32(try reader.integer("signal", in: 1...64))))
-                try reader.finish()
-            case ("location", 6...):
-                request = .location(try LocationCoding.decode(&reader))
-                try reader.finish()
-            case ("subscribe", BrokerProtocol.subscriptionVersion...):
-                request = .subscribe(try SubscriptionCoding.decodeQuery(&reader))
-                try reader.finish()
-            case ("open", BrokerProtocol.subscriptionVersion...):
-                request = .open(try SubscriptionCoding.decodeOrder(&reader))
-                try reader.finish()
-            case (_, 3...):
-                guard let administration = try AdministrationCoding.decode(type, &reader, version: version) else {
-                    throw ProtocolError(.unknownType, context: "$.type",
-                                        reason: "unknown request type '\(type)' in protocol version \(version); "
-                                            + "this broker knows: hello, status, request, prompt-answer, pending, "
-                                            + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
-                                            + "audit-verify, audit-archive, audit-report, switch, switches"
-                                            + (version >= 5 ? ", run, run-signal" : "")
-                                            + (version >= 6 ? ", location" : "")
-                                            + (version >= BrokerProtocol.subscriptionVersion ? ", subscribe, open" : ""))
-                }
-                try reader.finish()
-                request = administration
-            default:
-                let known = version == 1 ? "hello, status, request"
-                    : "hello, status, request, prompt-answer, pending, approve, reject"
-                throw ProtocolError(.unknownType, context: "$.type",
-                                    reason: "unknown request type '\(type)' in protocol version \(version); "
-                                        + "this broker knows: \(known)")
-            }
+            let request = try requestBody(type, &reader)
+            try reader.finish()
             return RequestEnvelope(id: id, request: request, version: version)
         } catch {
             throw Rejection(id: id, error: error, version: version)
         }
     }
 
+    /// The request of `type` its members (after the envelope's) spell. Members a type
+    /// does not know are refused by the caller's `finish`; a body whose later checks
+    /// compare members finishes first, so an unknown member is what is reported.
+    private static func requestBody(_ type: String, _ reader: inout ObjectReader) throws(ProtocolError) -> Request {
+        switch type {
+        case "hello":
+            return .hello
+        case "status":
+            return .status(try statusQuery(&reader))
+        case "request":
+            return .request(try accessRequest(&reader))
+        case "prompt-answer":
+            return .promptAnswer(try ConversationCoding.decodeAnswer(&reader))
+        case "pending":
+            return .pending
+        case "approve", "reject":
+            return try pendingAction(type, &reader)
+        case "run":
+            return .run(try RunCoding.decodeOrder(&reader))
+        case "run-signal":
+            return .runSignal(RunSignal(signal: Int32(try reader.integer("signal", in: 1...64))))
+        case "location":
+            return .location(try LocationCoding.decode(&reader))
+        case "subscribe":
+            return .subscribe(try SubscriptionCoding.decodeQuery(&reader))
+        case "open":
+            return .open(try SubscriptionCoding.decodeOrder(&reader))
+        default:
+            guard let administration = try AdministrationCoding.decode(type, &reader) else {
+                throw ProtocolError(.unknownType, context: "$.type",
+                                    reason: "unknown request type '\(type)' in protocol version \(BrokerProtocol.version); "
+                                        + "this broker knows: hello, status, request, prompt-answer, pending, "
+                                        + "approve, reject, withdraw, decide, revoke, reset, list, reconcile, "
+                                        + "audit-verify, audit-archive, audit-report, switch, switches, "
+                                        + "run, run-signal, location, subscribe, open")
+            }
+            return administration
+        }
+    }
+
+    private static func statusQuery(_ reader: inout ObjectReader) throws(ProtocolError) -> StatusQuery {
+        let permissions = reader.optional("permissions")
+        let user = try reader.optionalString("user", maxLength: 256)
+        if let user, user.isEmpty {
+            throw ProtocolError(.badMessage, context: reader.childPath("user"),
+                                reason: "empty user name; leave the field out to mean yourself")
+        }
+        try reader.finish()
+        let list = try permissions.map { (value) throws(ProtocolError) in
+            try Strict.permissions(value, path: "$.permissions")
+        }
+        return StatusQuery(permissions: list, user: user)
+    }
+
+    private static func accessRequest(_ reader: inout ObjectReader) throws(ProtocolError) -> AccessRequest {
+        let permissions = try reader.required("permissions")
+        let reason = try reader.optionalString("reason", maxLength: 1024)
+        // No scope: the policy's Keep= chooses.
+        let scope = reader.has("scope") ? try ConversationCoding.scope(&reader) : nil
+        if scope == nil && reader.has("duration") {
+            throw ProtocolError(.badMessage, context: reader.childPath("duration"),
+                                reason: "'duration' goes only with scope 'for'")
+        }
+        let wait = try reader.optional("wait").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: "$.wait")
+        } ?? false
+        let accuracy = try ConversationCoding.accuracy(&reader)
+        try reader.finish()
+        let list = try Strict.permissions(permissions, path: "$.permissions")
+        if accuracy != nil && !list.contains(.location) {
+            throw ProtocolError(.badMessage, context: "$.accuracy",
+                                reason: "'accuracy' goes only with permission location, which is not asked for")
+        }
+        return AccessRequest(permissions: list, reason: reason, scope: scope, wait: wait, accuracy: accuracy)
+    }
+
+    /// `approve` may choose the term; `reject` records a denial only with `deny`.
+    private static func pendingAction(_ type: String, _ reader: inout ObjectReader) throws(ProtocolError) -> Request {
+        let pending = try reader.integer("pending", in: 1...BrokerProtocol.requestIDs.upperBound)
+        var action = PendingAction(pending: pending, reason: try reader.optionalString("reason", maxLength: 1024))
+        guard type == "reject" else {
+            if reader.has("scope") { action.scope = try ConversationCoding.scope(&reader) }
+            return .approve(action)
+        }
+        action.deny = try reader.optional("deny").map { (value) throws(ProtocolError) in
+            try Strict.bool(value, path: "$.deny")
+        } ?? false
+        return .reject(action)
+    }
+
     // MARK: Replies
 
     public static func encode(_ envelope: ReplyEnvelope) -> [UInt8] {
         var members = header(version: envelope.version, id: envelope.id, type: envelope.reply.type)
-        let reply = envelope.version >= BrokerProtocol.accuracyVersion ? envelope.reply
-            : ConversationCoding.withoutAccuracy(envelope.reply)
-        switch reply {
+        switch envelope.reply {
         case .hello(let hello):
             members.append(JSONMember("server", .string(hello.server)))
             members.append(JSONMember("versions", .array(hello.versions.map { .integer($0) })))
@@ -318,8 +312,8 @@ public enum MessageCodec {
                                                                    speaker: "client")
             var reader = envelopeReader
             let reply: Reply
-            switch (type, version) {
-            case ("hello", _):
+            switch type {
+            case "hello":
                 let server = try reader.string("server", maxLength: 256)
                 let versions = try reader.array("versions", maxCount: 64) { (value, path) throws(ProtocolError) in
                     try Strict.integer(value, path: path, in: 1...Int64(Int32.max))
@@ -331,25 +325,25 @@ public enum MessageCodec {
                              program: try peer.optionalString("program"), admin: try peer.bool("admin"))
                 }
                 reply = .hello(HelloReply(server: server, versions: versions, peer: peer))
-            case ("status", _):
+            case "status":
                 let (user, uid, permissions) = try ModelCoding.decodeStatusMembers(&reader)
                 reply = .status(StatusReply(user: user, uid: uid, permissions: permissions))
-            case ("error", _):
+            case "error":
                 let code = try reader.string("code", maxLength: 64)
                 let context = try reader.string("context", maxLength: 4096)
                 let reason = try reader.string("reason", maxLength: 16384)
                 reply = .error(ProtocolError(ErrorCode(rawValue: code), context: context, reason: reason))
-            case ("prompt", 2...):
+            case "prompt":
                 reply = .prompt(try ConversationCoding.decodePrompt(&reader))
-            case ("queued", 2...):
+            case "queued":
                 reply = .queued(try ConversationCoding.decodeQueued(&reader))
-            case ("decision", 2...):
+            case "decision":
                 reply = .decision(try ConversationCoding.decodeDecision(&reader))
-            case ("pending", 2...):
+            case "pending":
                 reply = .pending(try ConversationCoding.decodePendingList(&reader))
-            case ("resolved", 2...):
+            case "resolved":
                 reply = .resolved(try ConversationCoding.decodeResolved(&reader))
-            case ("result", 3...):
+            case "result":
                 let operation = try reader.string("operation", maxLength: 64)
                 let document = try reader.required("document")
                 guard case .object = document else {
@@ -357,13 +351,13 @@ public enum MessageCodec {
                                         reason: "a result document is a JSON object, not \(document.kindDescription)")
                 }
                 reply = .result(OperationResult(operation: operation, document: document))
-            case ("run-started", 5...):
+            case "run-started":
                 reply = .runStarted(try RunCoding.decodeStarted(&reader))
-            case ("run-ended", 5...):
+            case "run-ended":
                 reply = .runEnded(try RunCoding.decodeEnded(&reader))
-            case ("update", BrokerProtocol.subscriptionVersion...):
+            case "update":
                 reply = .update(try SubscriptionCoding.decodeUpdate(&reader))
-            case ("opened", BrokerProtocol.subscriptionVersion...):
+            case "opened":
                 reply = .opened(try SubscriptionCoding.decodeOpened(&reader))
             default:
                 throw ProtocolError(.unknownType, context: "$.type",

@@ -3,38 +3,21 @@ import DevAccessCore
 /// The protocol between devaccessd and its clients (docs/protocol.md).
 ///
 /// Newline-delimited JSON over a Unix stream socket. Every message is one envelope,
-/// `{"version":2,"id":N,"type":"...", ...body}`, on one line of at most
+/// `{"version":1,"id":N,"type":"...", ...body}`, on one line of at most
 /// `maxRequestSize` bytes (requests) or `maxReplySize` bytes (replies). A reply
 /// carries the `id` and the `version` of the request it answers.
 ///
-/// Version 2 adds the request conversation (`prompt`, `prompt-answer`, `queued`,
-/// `decision`) and the approval queue (`pending`, `approve`, `reject`). Version 1
-/// messages are still served as version 1 defined them. Version 3 adds the operations
-/// that decide or record (`decide`, `revoke`, `reset`, `list`, `reconcile`, `withdraw`,
-/// `audit-verify`, Administration.swift), answered by `result`. Version 4 lets `approve`
-/// choose the term (`scope`, `duration`) and makes `reject` decline the request only unless
-/// it says `deny` (a version 2 or 3 `reject` still records a denial). Version 5 adds
-/// `run` (Run.swift): the broker starts a program with access for it. Version 6 adds
-/// `location` (Location.swift): the broker serves the position at the caller's grant.
-/// Version 7 adds `subscribe` (pushed `update`s of status changes) and `open` (the broker
-/// opens a device node for a granted caller and passes the descriptor), Subscription.swift.
-/// Version 8 adds `accuracy` to `run`: the level a run with location asks for.
+/// There is one version, 1: `status`, the request conversation (`prompt`,
+/// `prompt-answer`, `queued`, `decision`) and the approval queue (`pending`, `approve`,
+/// `reject`, Conversation.swift); the operations that decide or record (Administration.swift),
+/// answered by `result`; `run` (Run.swift); `location` (Location.swift); `subscribe` and
+/// `open` (Subscription.swift). A message of any other version is refused with
+/// `unsupported-version`, naming the versions this side speaks; `hello` tells them, so a
+/// later version can be negotiated.
 public enum BrokerProtocol {
-    /// The version this build writes.
-    public static let version: Int64 = 6
-    public static let supportedVersions: [Int64] = [1, 2, 3, 4, 5, 6, 7, 8]
-    /// The first version with `subscribe`/`update`, `open`/`opened` and audit-report's
-    /// `timeline`, `wait` and `archives`; the reference client writes those in it (and
-    /// everything else in `version`).
-    public static let subscriptionVersion: Int64 = 7
-    /// The first version with `run`'s `accuracy` (a run given location at a level); the
-    /// reference client writes a `run` that has one in it.
-    public static let runAccuracyVersion: Int64 = 8
-    /// The first version with location levels (`accuracy` on `request`, `decide`, results,
-    /// pending items and statuses), with `location`: an older broker refuses the member
-    /// (strict decoding), so a level is never silently dropped; replies in older versions
-    /// leave it out.
-    public static let accuracyVersion: Int64 = 6
+    /// The version this build speaks and writes.
+    public static let version: Int64 = 1
+    public static let supportedVersions: [Int64] = [version]
     /// 64 KiB: the most a request line may hold before its newline.
     public static let maxRequestSize = 64 * 1024
     /// Replies carry full statuses with devices, nodes and reasons; 1 MiB is far above
@@ -67,43 +50,42 @@ public enum Request: Sendable, Hashable {
     case hello
     case status(StatusQuery)
     case request(AccessRequest)
-    /// The client's answer to a `prompt` of the request with the same id (version 2).
+    /// The client's answer to a `prompt` of the request with the same id.
     case promptAnswer(PromptAnswer)
-    /// Admin: the requests waiting for approval (version 2).
+    /// Admin: the requests waiting for approval.
     case pending
-    /// Admin: grant what a pending request asks for (version 2; the term since version 4).
+    /// Admin: grant what a pending request asks for, for the term it asked or the one chosen.
     case approve(PendingAction)
-    /// Admin: decline a pending request (version 4), recording a denial with `deny`
-    /// (always, in versions 2 and 3).
+    /// Admin: decline a pending request, recording a denial too with `deny`.
     case reject(PendingAction)
-    /// The requester takes back its own pending request (an admin: anyone's) (version 3).
+    /// The requester takes back its own pending request (an admin: anyone's).
     case withdraw(PendingAction)
-    /// Record an allow or deny for a user and apply it (version 3).
+    /// Record an allow or deny for a user and apply it.
     case decide(DecisionOrder)
     case revoke(RevokeOrder)
     case reset(ResetOrder)
     case list(ListQuery)
-    /// Apply the whole ledger to the machine (version 3).
+    /// Apply the whole ledger to the machine.
     case reconcile
-    /// Check the audit trail's hash chain, and an archive's (version 3).
+    /// Check the audit trail's hash chain, and an archive's.
     case auditVerify(AuditVerifyQuery)
-    /// Move old audit events to an archive file (version 3).
+    /// Move old audit events to an archive file.
     case auditArchive(AuditArchiveOrder)
-    /// Audit events, their summary, or one event (version 3).
+    /// Audit events, their summary, or one event.
     case auditReport(AuditReportQuery)
-    /// Start a program with access for it (version 5); the streams come as descriptors.
+    /// Start a program with access for it; the streams come as descriptors.
     case run(RunOrder)
-    /// A signal for the program of the `run` with the same id (version 5).
+    /// A signal for the program of the `run` with the same id.
     case runSignal(RunSignal)
     /// Turn a permission off for everyone, or back on (a privacy switch; admin).
     case setSwitch(SwitchOrder)
     /// The privacy switches that are off (anyone).
     case switches
-    /// The machine's position at the caller's granted accuracy (version 6).
+    /// The machine's position at the caller's granted accuracy.
     case location(LocationQuery)
-    /// Status changes of the peer's user, pushed as `update`s until the client leaves (version 7).
+    /// Status changes of the peer's user, pushed as `update`s until the client leaves.
     case subscribe(SubscribeQuery)
-    /// A device node opened by the broker for the peer, passed as a descriptor (version 7).
+    /// A device node opened by the broker for the peer, passed as a descriptor.
     case open(OpenOrder)
 
     public var type: String {
@@ -133,19 +115,6 @@ public enum Request: Sendable, Hashable {
         case .open: return "open"
         }
     }
-
-    /// The version the reference client writes this request in: `version`, or for a
-    /// request that came later, the first version that has it.
-    public var writtenVersion: Int64 {
-        switch self {
-        case .subscribe, .open: return BrokerProtocol.subscriptionVersion
-        case .run(let order) where order.accuracy != nil: return BrokerProtocol.runAccuracyVersion
-        // Version 7's members of audit-report; without them it stays readable by older brokers.
-        case .auditReport(let query) where query.timeline || query.waitSeconds != nil || !query.archives.isEmpty:
-            return BrokerProtocol.subscriptionVersion
-        default: return BrokerProtocol.version
-        }
-    }
 }
 
 /// `status`: the statuses of some permissions (nil: all) for the peer, or for `user`
@@ -166,10 +135,10 @@ public struct AccessRequest: Sendable, Hashable {
     public var permissions: [Permission]
     /// Rationale shown to whoever decides (at most 1024 bytes).
     public var reason: String?
-    /// nil (version 2 only): the policy's Keep= duration, else once.
+    /// nil: the policy's Keep= duration, else once.
     public var scope: GrantTerm?
     /// When an administrator must approve: keep the request open until they decide,
-    /// instead of answering at once with the request queued (version 2).
+    /// instead of answering at once with the request queued.
     public var wait: Bool
     /// How precisely to know where the machine is, with `location` only; nil: exact. The
     /// policy's `MaxAccuracy=` may answer with a coarser level, never a finer one.
@@ -215,15 +184,15 @@ public enum Reply: Sendable, Hashable {
     case pending(PendingListReply)
     /// The answer to `approve` and `reject`.
     case resolved(ResolvedReply)
-    /// The answer to a version 3 operation.
+    /// The answer to an operation of Administration.swift: its result document.
     case result(OperationResult)
-    /// The program of a `run` started; `run-ended` follows (version 5).
+    /// The program of a `run` started; `run-ended` follows.
     case runStarted(RunStartedReply)
-    /// The program of a `run` exited (version 5).
+    /// The program of a `run` exited.
     case runEnded(RunEndedReply)
-    /// Statuses that changed, for a `subscribe` (version 7); more follow.
+    /// Statuses that changed, for a `subscribe`; more follow.
     case update(StatusUpdate)
-    /// The node an `open` opened; its descriptor came with the line (version 7).
+    /// The node an `open` opened; its descriptor came with the line.
     case opened(OpenedReply)
 
     public var type: String {

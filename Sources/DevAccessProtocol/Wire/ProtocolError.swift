@@ -56,14 +56,14 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let permissionDenied = ErrorCode(rawValue: "permission-denied")
     /// `approve` / `reject` name no request that is waiting (unknown, or already resolved).
     public static let noSuchRequest = ErrorCode(rawValue: "no-such-request")
-    /// A user, device or term in the request does not exist or cannot be (version 3).
+    /// A user, device or term in the request does not exist or cannot be.
     public static let badArgument = ErrorCode(rawValue: "bad-argument")
-    /// Another process held the ledger too long; try again (version 3).
+    /// Another process held the ledger too long; try again.
     public static let ledgerBusy = ErrorCode(rawValue: "ledger-busy")
-    /// The broker's ledger cannot be used (corrupt, disk full, newer schema) (version 3).
+    /// The broker's ledger cannot be used (corrupt, disk full, newer schema).
     public static let ledgerUnusable = ErrorCode(rawValue: "ledger-unusable")
     /// What the request asks for is not there now: gpsd not running, no receiver, no fix
-    /// (version 6). Asking again later may work.
+    /// (`location`). Asking again later may work.
     public static let unavailable = ErrorCode(rawValue: "unavailable")
     /// The request is valid but this broker does not serve it yet.
     public static let notImplemented = ErrorCode(rawValue: "not-implemented")

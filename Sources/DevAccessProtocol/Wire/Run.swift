@@ -1,6 +1,6 @@
 import DevAccessCore
 
-/// `run` (version 5): start a program with access to some permissions, for the peer.
+/// `run`: start a program with access to some permissions, for the peer.
 ///
 /// The message carries what the program needs besides its standard streams; those come
 /// with it as three file descriptors (SCM_RIGHTS on the message's first byte: stdin,
@@ -108,7 +108,7 @@ enum RunCoding {
         return members
     }
 
-    static func decodeOrder(_ reader: inout ObjectReader, version: Int64) throws(ProtocolError) -> RunOrder {
+    static func decodeOrder(_ reader: inout ObjectReader) throws(ProtocolError) -> RunOrder {
         let program = try reader.string("program", maxLength: 4096)
         guard program.hasPrefix("/") else {
             throw ProtocolError(.badMessage, context: reader.childPath("program"),
@@ -134,8 +134,7 @@ enum RunCoding {
         let strict = try reader.optional("strict").map { (value) throws(ProtocolError) in
             try Strict.bool(value, path: "$.strict")
         } ?? false
-        // Version 8's member: in an older message it is unknown, and strictly refused.
-        let accuracy = version >= BrokerProtocol.runAccuracyVersion ? try ConversationCoding.accuracy(&reader) : nil
+        let accuracy = try ConversationCoding.accuracy(&reader)
         if accuracy != nil && !permissions.isEmpty && !permissions.contains(.location) {
             throw ProtocolError(.badMessage, context: reader.childPath("accuracy"),
                                 reason: "'accuracy' goes only with permission location, which is not asked for")

@@ -1,6 +1,6 @@
 import DevAccessCore
 
-// Version 7: status changes pushed to a subscribed connection (`subscribe` / `update`),
+// Status changes pushed to a subscribed connection (`subscribe` / `update`),
 // and device nodes opened by the broker for a caller whose grant allows it (`open` /
 // `opened`, the descriptor passed with SCM_RIGHTS on the reply's first byte).
 

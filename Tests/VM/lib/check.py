@@ -1140,9 +1140,9 @@ def check_grant(c):
     c.equal(len(mics), 1, "[step 5] list --all --json: one microphone grant")
     g5 = mics[0] if mics else {}
     created, expires = iso_seconds(g5.get("created")), iso_seconds(g5.get("expires"))
-    c.expect(g5.get("scope") == "until" and created is not None and expires is not None
+    c.expect(g5.get("scope") == "for" and created is not None and expires is not None
              and expires - created == 10 and g5.get("decision") == "allow" and g5.get("user") == user,
-             "[step 5] list: the microphone grant is vmuser allow, scope until, expires 10 s after created", g5)
+             "[step 5] list: the microphone grant is vmuser allow, scope for, expires 10 s after created", g5)
     t0, t1 = stamp_of(c, "s5-grant-start"), stamp_of(c, "s5-grant-end")
     if None not in (created, t0, t1):
         c.expect(int(t0) <= created <= t1, "[step 5] the grant was created while the grant command ran",
@@ -1206,7 +1206,7 @@ def check_grant(c):
     final = grants_of(c, "s6-list", "[step 6] list --all --json")
     c.equal(sorted((g.get("permission"), g.get("decision"), g.get("scope"), g.get("active")) for g in final),
             sorted([("camera", "allow", "always", False), ("camera", "allow", "always", False),
-                    ("microphone", "allow", "until", False), ("camera", "deny", "always", True)]),
+                    ("microphone", "allow", "for", False), ("camera", "deny", "always", True)]),
             "[step 6] list --all --json: two ended camera grants, the expired microphone grant, "
             "the standing camera denial")
 
