@@ -368,7 +368,7 @@ extension RunAttackTests {
                     r, w = os.pipe()
                     program = "/usr/bin/python3"
                     code = "import resource; print(*resource.getrlimit(resource.RLIMIT_NPROC))"
-                    message = {"version": 5, "id": 1, "type": "run", "program": program,
+                    message = {"version": 1, "id": 1, "type": "run", "program": program,
                                "arguments": [program, "-c", code], "environment": [], "directory": "/",
                                "umask": 18, "permissions": ["camera"]}
                     line = (json.dumps(message) + "\\n").encode()
@@ -420,6 +420,8 @@ extension RunAttackTests {
         try #require(done != nil, "the run never answered: \(setup.daemon.log)")
         let answer = try json(String(contentsOfFile: result, encoding: .utf8))
         let output = (answer["output"] as? String ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        // The run was judged (not turned away for its protocol version, which would prove nothing).
+        #expect(!(answer["replies"] as? String ?? "").contains("unsupported-version"), "\(answer)")
         #expect(!output.contains("777"), "the program got the limits of the process that reused the peer's pid: \(answer)")
         #expect(output.isEmpty || output == "500 500", "the program got limits that are not its caller's: \(answer)")
     }
