@@ -17,6 +17,14 @@ struct DeviceOpenAttackTests {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
     }
 
+    /// What each descriptor of `pid` is (`readlink /proc/PID/fd/N`), for a failure's message.
+    static func descriptors(_ pid: Int32) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        return names.sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }.map { name in
+            name + " " + ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(name)")) ?? "?")
+        }
+    }
+
     /// Opens argv[2] connections, sends argv[3] `open`s down each without ever reading a
     /// reply, and reports once devaccessd has stopped answering (nothing more arrives in any
     /// receive queue for 2 s, FIONREAD). Then holds the connections.
@@ -70,6 +78,7 @@ struct DeviceOpenAttackTests {
         // connections show what 200 would do there.
         try TestProcess.setup("prlimit", ["--pid", "\(pid)", "--nofile=1024:1024"])
         let before = Self.descriptorCount(pid)
+        let beforeList = Self.descriptors(pid)
         let connections = 8
         let started = Date()
         let hoard = try mallory.background(Self.openHoard, [setup.daemon.socketPath, String(connections), "3000"],
@@ -102,7 +111,9 @@ struct DeviceOpenAttackTests {
         let deadline = Date().addingTimeInterval(10)
         while Self.descriptorCount(pid) > before + 2 && Date() < deadline { usleep(50_000) }
         let after = Self.descriptorCount(pid)
-        #expect(after <= before + 2, "descriptors left behind: \(after) after, \(before) before")
+        let left = "descriptors left behind: \(after) after, \(before) before; before: \(beforeList), "
+            + "after: \(Self.descriptors(pid))"
+        #expect(after <= before + 2, "\(left)")
     }
 
     /// Sends each message of the JSON list argv[2] on a connection of its own (a message

@@ -103,9 +103,12 @@ extension BrokerService {
         switch opens.admit(peer.accountable) {
         case .record(let count): leftOut = count
         case .skip(let windowEnds?):
+            // The uid alone goes with the task: not the peer, whose pinned process directory
+            // would stay open until the window ends.
+            let uid = peer.accountable
             Task { [self] in
                 try? await Task.sleep(until: windowEnds, clock: .continuous)
-                recordOpensLeftOut(of: peer.accountable)
+                recordOpensLeftOut(of: uid)
             }
             return
         case .skip: return
