@@ -18,7 +18,7 @@ extension BrokerService {
                                         reason: "this devaccessd serves no location (it was started with --no-location)"))
         }
         var granted: LocationAccuracy
-        switch await grantedLocation(subject, id: id, peer: peer) {
+        switch await servedLevel(query, subject: subject, id: id, peer: peer) {
         case .success(let level): granted = level
         case .failure(let failure): return failure.reply
         }
@@ -35,7 +35,7 @@ extension BrokerService {
             // A grant revoked, lowered or switched off while this waited for gpsd's first
             // fix must hold: the level is looked up again before anything goes out.
             if waited {
-                switch await grantedLocation(subject, id: id, peer: peer) {
+                switch await servedLevel(query, subject: subject, id: id, peer: peer) {
                 case .success(let now) where now < level:
                     (granted, level) = (now, now)
                     guard case .served(let again, _) = await locations.fix(at: now, wait: .zero) else {

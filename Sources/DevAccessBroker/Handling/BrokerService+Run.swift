@@ -27,6 +27,7 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: "run",
                                         reason: "this broker runs without a ledger, so it cannot start programs"))
         }
+        if let refusal = judgedRun(order, id: envelope.id, peer: peer) { return refusal }
         var order = order
         if order.permissions.isEmpty {
             let resolved = CanonicalPath.orGiven(order.program)

@@ -285,7 +285,7 @@ public final class BrokerService: RequestHandler {
                     return .error(ProtocolError(.internal, context: "$.user", reason: error.description))
                 }
             }
-            if subject.uid != peer.uid && !rules.allows(.statusOfOthers, for: peer) {
+            if subject.uid != peer.uid && !administers(peer) {
                 return refuse(.statusOfOthers, id: id, peer: peer, subject: Principal(uid: subject.uid, name: subject.name),
                               reason: "\(describe(peer)) may not read the status of \(subject.name) (uid \(subject.uid)): "
                                   + "only root and members of group '\(rules.adminGroup)' may ask about other users")
