@@ -106,4 +106,28 @@ struct StrictRunJudgeTests {
         let microphone = try setup.grants(user).filter { $0.permission == .microphone }
         #expect(microphone.isEmpty, "a strict camera run recorded a microphone grant: \(microphone)")
     }
+
+    /// The gpsd endpoint is location too: a strict camera run whose user holds a location
+    /// grant is served nothing there, while a plain run of the same user is served at the
+    /// user's level (else this test would prove nothing).
+    @Test(.enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed"))
+    func aStrictRunWithoutLocationIsServedNothingAtTheGpsdEndpoint() throws {
+        let setup = try RunLocationAttackTests.Setup()
+        let user = try TestUser("sjgpsd")
+        #expect(try TestProcess.devaccess(["grant", "location", "--user", user.name] + setup.requests.socket).status == 0)
+        func watch(_ options: [String], _ mark: String) throws -> [String: Any]? {
+            let (status, _, stderr) = try RunTests.run(user, setup.requests, options + [
+                "--", RunLocationAttackTests.python, "-c", RunLocationAttackTests.helpers + """
+                s = socket.create_connection(("127.0.0.1", port))
+                say(marks + "/\(mark)", watch(s, 1, 8))
+                """, String(setup.port), setup.marks.path,
+            ])
+            #expect(status == 0, "\(stderr)")
+            return setup.report(mark, within: 5)
+        }
+        let plain = try watch(["--camera"], "plain")
+        #expect((plain?["tpv"] as? Int ?? 0) > 0, "a plain run was not served at its user's level: \(plain ?? [:])")
+        let strict = try watch(["--camera", "--strict"], "strict")
+        #expect(strict != nil && strict?["tpv"] as? Int == 0, "a strict camera run was served location: \(strict ?? [:])")
+    }
 }

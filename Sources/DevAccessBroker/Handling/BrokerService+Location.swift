@@ -88,8 +88,22 @@ extension BrokerService {
     }
 
     /// The gpsd-compatible endpoint's lookup for a client the kernel says is `uid`: the
-    /// user's level, and that of each of their live runs given location.
+    /// user's level, that of each of their live runs given location, and their strict runs.
     func locationCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.UserLocation {
+        var location = await levelsCheck(uid: uid, peer: address)
+        let strict: [Run]
+        do throws(LedgerError) {
+            strict = try ledger?.runs(uid: uid).filter(\.strict) ?? []
+        } catch {
+            // Not knowing which runs are strict must not serve one at its user's level.
+            return GpsdCompatibleServer.UserLocation(
+                user: .refused("cannot tell whether uid \(uid)'s runs may know the location: \(error.description)"))
+        }
+        location.strictRuns = Dictionary(strict.map { ($0.gid, RunScope($0)) }) { first, _ in first }
+        return location
+    }
+
+    private func levelsCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.UserLocation {
         let subject = Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid))
         var runs: [UInt32: LocationAccuracy] = [:]
         if let enforcement {
