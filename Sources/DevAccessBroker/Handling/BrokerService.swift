@@ -239,7 +239,7 @@ public final class BrokerService: RequestHandler {
         case .hello:
             return .hello(HelloReply(server: Self.serverName, peer: PeerInfo(
                 uid: peer.uid, gid: peer.gid, pid: peer.pid, groups: peer.groups,
-                user: UserDatabase.userName(peer.uid), program: peer.program, admin: rules.isAdmin(peer))))
+                user: UserDatabase.userName(peer.uid), program: peer.program, admin: administers(peer))))
         case .status(let query):
             return await status(query, id: envelope.id, peer: peer)
         case .request(let request):
