@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Glibc
-import Glibc
 import DevAccessCore
 import DevAccessProtocol
 import DevAccessSystem
@@ -114,22 +113,17 @@ import DevAccessSystem
     public func next(to id: Int64, deadline: ContinuousClock.Instant? = nil,
                      watching: CInt? = nil) throws(BrokerClientError) -> Event {
         while !client.hasBufferedReply {
-            var milliseconds: Int64 = -1
-            if let deadline {
-                let remaining = ContinuousClock.now.duration(to: deadline)
-                if remaining <= .zero { return .timedOut }
-                milliseconds = remaining.components.seconds * 1000
-                    + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
+            var interests = [Poll.Interest.readable(client.pollDescriptor)]
+            if let watching { interests.append(.readable(watching)) }
+            let ready: [Int16]?
+            do {
+                ready = try Poll.wait(interests, until: deadline)
+            } catch {
+                throw .io(path: socketPath, error)
             }
-            var descriptors = [pollfd(fd: client.pollDescriptor, events: Int16(POLLIN), revents: 0)]
-            if let watching { descriptors.append(pollfd(fd: watching, events: Int16(POLLIN), revents: 0)) }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), CInt(clamping: milliseconds))
-            if ready < 0 {
-                if errno == EINTR { continue }
-                throw .io(path: socketPath, .current("poll"))
-            }
-            if watching != nil, descriptors[1].revents != 0 { return .watched }
-            if descriptors[0].revents != 0 { break }
+            guard let ready else { return .timedOut }
+            if watching != nil, ready[1] != 0 { return .watched }
+            if ready[0] != 0 { break }
         }
         return .reply(try client.nextReply(to: id, timeout: client.timeout))
     }

@@ -244,37 +244,7 @@ enum CompletionScript {
               case $command in
 
             """
-        for command in commands {
-            script += "    \(command.name))\n      arguments=(\n"
-            for option in command.allOptions {
-                let help = option.help.replacing("]", with: ")").replacing("[", with: "(")
-                var spec = "--" + option.long + "[" + help + "]"
-                if let value = value(option.value) {
-                    spec += ":" + (option.value ?? "value").lowercased() + ":"
-                    switch value {
-                    case .users: spec += "_users"
-                    case .files: spec += "_files"
-                    case .directories: spec += "_files -/"
-                    case .devices: spec += "{compadd -- ${(f)\"$(devaccess completion --words devices 2>/dev/null)\"}}"
-                    case .none: spec += " "
-                    default: spec += "(" + words(value).joined(separator: " ") + ")"
-                    }
-                }
-                script += "        \(quoteZsh(spec))\n"
-            }
-            switch positional(command.name) {
-            case .pendingID:
-                script += "        \(quoteZsh("*:request id:{compadd -- ${(f)\"$(devaccess completion --words pending 2>/dev/null)\"}}"))\n"
-            case .program:
-                script += "        \(quoteZsh("*::program:_normal"))\n"
-            case let other:
-                let words = positionalWords(other)
-                if !words.isEmpty {
-                    script += "        \(quoteZsh("*:argument:(" + words.joined(separator: " ") + ")"))\n"
-                }
-            }
-            script += "      )\n      ;;\n"
-        }
+        script += commands.map(zshArm).joined()
         script += """
               esac
               shift words
@@ -289,6 +259,48 @@ enum CompletionScript {
 
             """
         return script
+    }
+
+    /// One command's arm of the `case`: its options' specs and its positional arguments'.
+    private static func zshArm(_ command: CommandSpec) -> String {
+        var arm = "    \(command.name))\n      arguments=(\n"
+        for option in command.allOptions {
+            arm += "        \(quoteZsh(zshSpec(option)))\n"
+        }
+        if let positional = zshPositional(command) {
+            arm += "        \(quoteZsh(positional))\n"
+        }
+        return arm + "      )\n      ;;\n"
+    }
+
+    /// `--long[help]:value:action` for `_arguments`.
+    private static func zshSpec(_ option: OptionSpec) -> String {
+        let help = option.help.replacing("]", with: ")").replacing("[", with: "(")
+        var spec = "--" + option.long + "[" + help + "]"
+        guard let value = value(option.value) else { return spec }
+        spec += ":" + (option.value ?? "value").lowercased() + ":"
+        switch value {
+        case .users: spec += "_users"
+        case .files: spec += "_files"
+        case .directories: spec += "_files -/"
+        case .devices: spec += "{compadd -- ${(f)\"$(devaccess completion --words devices 2>/dev/null)\"}}"
+        case .none: spec += " "
+        default: spec += "(" + words(value).joined(separator: " ") + ")"
+        }
+        return spec
+    }
+
+    /// The spec of a command's positional arguments, if it has any to offer.
+    private static func zshPositional(_ command: CommandSpec) -> String? {
+        switch positional(command.name) {
+        case .pendingID:
+            return "*:request id:{compadd -- ${(f)\"$(devaccess completion --words pending 2>/dev/null)\"}}"
+        case .program:
+            return "*::program:_normal"
+        case let other:
+            let words = positionalWords(other)
+            return words.isEmpty ? nil : "*:argument:(" + words.joined(separator: " ") + ")"
+        }
     }
 
     private static func quoteZsh(_ text: String) -> String {

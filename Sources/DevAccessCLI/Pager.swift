@@ -76,7 +76,7 @@ final class Pager {
         finished = true
         close(descriptor)
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        _ = valueOrErrno { waitpid(pid, &status, 0) }
     }
 
     deinit { finish() }

@@ -127,21 +127,17 @@ final class Terminal {
     func readLine(signals: SignalPipe?, other: CInt?) -> Input {
         var collected: [UInt8] = []
         while true {
-            var descriptors = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
-            if let signals { descriptors.append(pollfd(fd: signals.readDescriptor, events: Int16(POLLIN), revents: 0)) }
-            if let other { descriptors.append(pollfd(fd: other, events: Int16(POLLIN), revents: 0)) }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), -1)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                return .endOfInput
-            }
-            if let signals, descriptors[1].revents != 0, let number = signals.take() { return .signal(number) }
-            if other != nil, let last = descriptors.last, last.revents != 0 { return .other }
-            guard descriptors[0].revents != 0 else { continue }
+            var interests = [Poll.Interest.readable(descriptor)]
+            if let signals { interests.append(.readable(signals.readDescriptor)) }
+            if let other { interests.append(.readable(other)) }
+            guard let ready = try? Poll.wait(interests, until: nil) else { return .endOfInput }
+            if signals != nil, ready[1] != 0, let number = signals?.take() { return .signal(number) }
+            if other != nil, let last = ready.last, last != 0 { return .other }
+            guard ready[0] != 0 else { continue }
             var buffer = [UInt8](repeating: 0, count: 1024)
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
+            let read = valueOrErrno { buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) } }
+            guard case .success(let count) = read else {
+                if case .failure(.wouldBlock) = read { continue }
                 return .endOfInput
             }
             if count == 0 {

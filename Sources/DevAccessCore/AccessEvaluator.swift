@@ -12,11 +12,22 @@ public enum AccessEvaluator {
         public var decidedBy: Source
         /// Bits an entry held that the ACL mask took away (for the reasons text).
         public var maskedOut: AccessMode
+        /// The modes an `open()` asking for that mode alone gets: `access`'s bits, and more
+        /// when read-only and write-only opens each pass through different group-class
+        /// entries while a read-write open, which needs one entry holding both, is refused.
+        public var separately: AccessMode
 
-        public init(access: AccessMode, decidedBy: Source, maskedOut: AccessMode = .none) {
+        public init(access: AccessMode, decidedBy: Source, maskedOut: AccessMode = .none,
+                    separately: AccessMode? = nil) {
             self.access = access
             self.decidedBy = decidedBy
             self.maskedOut = maskedOut
+            self.separately = separately ?? access.subtracting(.execute)
+        }
+
+        /// Read-only and write-only opens both pass, a read-write open does not.
+        public var readWriteOnlySeparately: Bool {
+            separately == .readWrite && access != .readWrite
         }
     }
 
@@ -40,14 +51,20 @@ public enum AccessEvaluator {
             return Result(access: .readWrite, decidedBy: readWrite.source, maskedOut: readWrite.maskedOut)
         }
         let read = check(node, user, want: .read)
-        if read.granted {
-            return Result(access: .read, decidedBy: read.source, maskedOut: read.maskedOut)
-        }
         let write = check(node, user, want: .write)
+        if read.granted {
+            return Result(access: .read, decidedBy: read.source, maskedOut: read.maskedOut,
+                          separately: write.granted ? .readWrite : .read)
+        }
         if write.granted {
             return Result(access: .write, decidedBy: write.source, maskedOut: write.maskedOut)
         }
         return Result(access: .none, decidedBy: readWrite.source, maskedOut: readWrite.maskedOut)
+    }
+
+    /// The rule that decides an `open()` asking for exactly `want` (for the reasons text).
+    public static func source(of want: AccessMode, on node: NodeFacts, for user: UserIdentity) -> Source {
+        user.uid == 0 ? .superuser : check(node, user, want: want).source
     }
 
     /// Whether an `open()` asking for exactly `want` would pass the permission check.

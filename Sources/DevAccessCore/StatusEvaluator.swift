@@ -118,26 +118,35 @@ public enum AccessExplanation {
         let verdict = result.access.isSuperset(of: required)
             ? "\(user.name) can open it \(result.access.word)"
             : "\(user.name) has \(result.access.word), needs \(required.word)"
-        var why: String
-        switch result.decidedBy {
+        var why = rule(result.decidedBy, facts: facts, user: user)
+        if !result.maskedOut.isEmpty {
+            why += "; the ACL mask removes \(result.maskedOut.symbolic)"
+        }
+        if result.readWriteOnlySeparately {
+            let writer = rule(AccessEvaluator.source(of: .write, on: facts, for: user), facts: facts, user: user)
+            why += "; it can also open it write-only (\(writer)), but a read-write open is refused: "
+                + "the kernel needs one entry that grants both"
+        }
+        return head + verdict + " (" + why + ")"
+    }
+
+    /// The rule that applied, in words.
+    static func rule(_ source: AccessEvaluator.Source, facts: NodeFacts, user: UserIdentity) -> String {
+        switch source {
         case .superuser:
-            why = "root bypasses file permissions (CAP_DAC_OVERRIDE)"
+            return "root bypasses file permissions (CAP_DAC_OVERRIDE)"
         case .owner:
-            why = "\(user.name) owns the node"
+            return "\(user.name) owns the node"
         case .namedUser:
             let entry = facts.acl?.first { if case .user(let uid) = $0.tag { uid == user.uid } else { false } }
-            why = "ACL entry \(entry?.text ?? "user:\(user.name)")"
+            return "ACL entry \(entry?.text ?? "user:\(user.name)")"
         case .groupClass(let gids):
             let names = gids.map { gid in
                 "'" + (user.groupName(gid) ?? (gid == facts.groupGID ? facts.groupName : nil) ?? String(gid)) + "'"
             }
-            why = "member of group \(names.joined(separator: ", "))"
+            return "member of group \(names.joined(separator: ", "))"
         case .other:
-            why = "not the owner and in no group with an entry, so the 'other' bits apply"
+            return "not the owner and in no group with an entry, so the 'other' bits apply"
         }
-        if !result.maskedOut.isEmpty {
-            why += "; the ACL mask removes \(result.maskedOut.symbolic)"
-        }
-        return head + verdict + " (" + why + ")"
     }
 }

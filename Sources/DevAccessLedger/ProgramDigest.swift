@@ -22,10 +22,13 @@ extension SHA256Hasher {
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         var offset: off_t = 0
         while true {
-            let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .programUnreadable(.current("pread"))
+            let count: Int
+            do {
+                count = try SystemCall.value("pread") {
+                    buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
+                }
+            } catch {
+                throw .programUnreadable(error)
             }
             if count == 0 { break }
             offset += off_t(count)

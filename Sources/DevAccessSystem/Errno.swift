@@ -44,9 +44,10 @@ public struct Errno: Error, RawRepresentable, Hashable, Sendable, CustomStringCo
     }
 }
 
-/// Runs a C call that returns -1 and sets errno, retrying EINTR.
+/// Runs a C call that returns -1 and sets errno, retrying EINTR (the modules above the
+/// system layer call it too: EINTR is handled here only).
 @inline(__always)
-func valueOrErrno<T: FixedWidthInteger>(retryOnInterrupt: Bool = true, _ body: () -> T) -> Result<T, Errno> {
+public func valueOrErrno<T: FixedWidthInteger>(retryOnInterrupt: Bool = true, _ body: () -> T) -> Result<T, Errno> {
     while true {
         let value = body()
         if value != -1 { return .success(value) }

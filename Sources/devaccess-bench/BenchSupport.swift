@@ -194,7 +194,7 @@ enum Shell {
         var pid = pid_t()
         guard posix_spawn(&pid, program, &actions, nil, argv, environ) == 0 else { return false }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        _ = valueOrErrno { waitpid(pid, &status, 0) }
         // WIFEXITED && WEXITSTATUS == 0, spelled out (macros).
         return status & 0x7f == 0 && (status >> 8) & 0xff == 0
     }

@@ -204,7 +204,7 @@ final class HotplugBench {
         var pid = pid_t()
         guard posix_spawn(&pid, program, &actions, nil, argv, envp) == 0 else { return false }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        _ = valueOrErrno { waitpid(pid, &status, 0) }
         return status & 0x7f == 0 && (status >> 8) & 0xff == 0
     }
 

@@ -1,6 +1,7 @@
 import DevAccessSystem
 import Foundation
 import Glibc
+import DevAccessLaunch
 
 /// `devaccess run`'s launcher (fork, drop to nobody, exec) against posix_spawn and Foundation's
 /// Process, each starting /bin/true and reaping it; medians of single launches.
@@ -44,7 +45,7 @@ enum LaunchBench {
             var pid: pid_t = 0
             guard posix_spawn(&pid, "/bin/true", nil, nil, argv, envp) == 0 else { fail("posix_spawn failed") }
             var status: CInt = 0
-            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            _ = valueOrErrno { waitpid(pid, &status, 0) }
         }
         let foundation = median(count) {
             let process = Process()

@@ -356,7 +356,7 @@ struct WatchingClient {
         var control = [UInt64](repeating: 0, count: 16)
         while true {
             var kernel: UInt64 = 0
-            let count = buffer.withUnsafeMutableBytes { data in
+            let received = valueOrErrno { buffer.withUnsafeMutableBytes { data in
                 control.withUnsafeMutableBytes { controlBytes in
                     var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
                     return withUnsafeMutablePointer(to: &vector) { vectorPointer in
@@ -370,9 +370,9 @@ struct WatchingClient {
                         return count
                     }
                 }
-            }
+            } }
+            guard case .success(let count) = received else { return received == .failure(.wouldBlock) }
             if count == 0 { return false }
-            if count < 0 { return errno == EAGAIN || errno == EINTR }
             bytes += buffer.prefix(count)
             reads.append((bytes.count, woke, kernel))
         }

@@ -14,12 +14,32 @@ struct RefusalThrottleTests {
         let throttle = UserBudget(burst: 3, window: .seconds(60))
         let start = ContinuousClock.now
         #expect((0..<3).map { _ in throttle.admit(1000, now: start) } == Array(repeating: .record(leftOut: 0), count: 3))
-        #expect((0..<5).map { _ in throttle.admit(1000, now: start + .seconds(1)) } == Array(repeating: .skip, count: 5))
+        // The first unit left out says when the window ends (its count may be taken then); the rest do not.
+        #expect((0..<5).map { _ in throttle.admit(1000, now: start + .seconds(1)) }
+                == [.skip(windowEnds: start + .seconds(60))] + Array(repeating: .skip(windowEnds: nil), count: 4))
         // Another user is not held back by the first one's flood.
         #expect(throttle.admit(1001, now: start + .seconds(1)) == .record(leftOut: 0))
         // The next window: recorded again, with the count of what was left out.
         #expect(throttle.admit(1000, now: start + .seconds(61)) == .record(leftOut: 5))
         #expect(throttle.admit(1000, now: start + .seconds(62)) == .record(leftOut: 0))
+    }
+
+    /// The count of a window is taken once: at the window's end (or at once when devaccessd
+    /// stops), and then the next window's first record does not carry it again.
+    @Test func theCountOfAnEndedWindowIsTakenOnce() {
+        let throttle = UserBudget(burst: 1, window: .seconds(60))
+        let start = ContinuousClock.now
+        #expect(throttle.admit(1000, now: start) == .record(leftOut: 0))
+        #expect(throttle.admit(1000, now: start + .seconds(1)) == .skip(windowEnds: start + .seconds(60)))
+        #expect(throttle.admit(1000, now: start + .seconds(2)) == .skip(windowEnds: nil))
+        #expect(throttle.takeLeftOut(1000, now: start + .seconds(59)) == 0, "the window has not ended")
+        #expect(throttle.uidsWithLeftOut() == [1000])
+        #expect(throttle.takeLeftOut(1000, now: start + .seconds(60)) == 2)
+        #expect(throttle.takeLeftOut(1000, now: start + .seconds(60)) == 0, "taken once")
+        #expect(throttle.admit(1000, now: start + .seconds(61)) == .record(leftOut: 0), "not carried again")
+        #expect(throttle.admit(1000, now: start + .seconds(62)) == .skip(windowEnds: start + .seconds(121)))
+        #expect(throttle.takeLeftOut(1000, now: start + .seconds(63), ended: true) == 1, "devaccessd stops")
+        #expect(throttle.uidsWithLeftOut().isEmpty)
     }
 }
 

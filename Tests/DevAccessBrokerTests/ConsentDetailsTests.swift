@@ -6,6 +6,7 @@ import DevAccessLedger
 import DevAccessProtocol
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessACL
 
 /// A process a test user runs in the background (setpriv execs, so its pid is the
 /// program's), whose first line of output the test waits for.

@@ -232,16 +232,43 @@ struct RunTests {
         let user = try TestUser("runenv")
         let result = try Self.run(user, setup, ["--camera", "--", "/usr/bin/env"], environment: [
             "LD_PRELOAD": "/nonexistent/inject.so", "LD_LIBRARY_PATH": "/tmp", "GCONV_PATH": "/tmp",
-            "PYTHONPATH": "/tmp", "GST_PLUGIN_PATH": "/tmp", "KEPT_VARIABLE": "kept value",
+            "PYTHONPATH": "/tmp", "GST_PLUGIN_PATH": "/tmp", "KEPT_VARIABLE": "kept value", "TZ": "Europe/Paris",
         ])
         #expect(result.status == 0, "\(result.stderr)")
         let environment = String(decoding: result.stdout, as: UTF8.self)
         for name in ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONPATH", "GST_PLUGIN_PATH"] {
             #expect(!environment.contains(name + "="), "\(name) reached the program")
         }
-        #expect(environment.contains("KEPT_VARIABLE=kept value"))
+        // Only listed variables are kept (issue 27): an ordinary listed one reaches the program,
+        // an unlisted one is removed and named as removed.
+        #expect(environment.contains("TZ=Europe/Paris"), "\(environment)")
+        #expect(!environment.contains("KEPT_VARIABLE="), "\(environment)")
         let started = try setup.ledger().events().map(\.event).first { $0.type == .runStart }
         #expect(started?.details["removed_environment"]?.contains("LD_PRELOAD") == true)
+        #expect(started?.details["removed_environment"]?.contains("KEPT_VARIABLE") == true)
+    }
+
+    /// The environment was cleaned by a list of what to drop: loaders it did not name reached
+    /// the program (libasound's ALSA_PLUGIN_DIR, ALSA_MIXER_SIMPLE_MODULES and ALSA_CONFIG_UCM2,
+    /// libglvnd's __GLX_VENDOR_LIBRARY_NAME, GI_TYPELIB_PATH, a D-Bus address that runs a
+    /// program). Now only listed variables are kept, the D-Bus address only as a socket under
+    /// the user's runtime directory.
+    @Test func loadersNoListNamedDoNotReachTheProgram() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runloader")
+        let loaders = ["ALSA_PLUGIN_DIR": "/tmp/alsa", "ALSA_MIXER_SIMPLE_MODULES": "/tmp/mixer",
+                       "ALSA_CONFIG_UCM2": "/tmp/ucm2", "__GLX_VENDOR_LIBRARY_NAME": "../../tmp/evil",
+                       "GI_TYPELIB_PATH": "/tmp/typelib", "DBUS_SESSION_BUS_ADDRESS": "unixexec:path=/tmp/evil"]
+        let result = try Self.run(user, setup, ["--camera", "--", "/usr/bin/env"],
+                                  environment: loaders.merging(["TZ": "Europe/Berlin"]) { old, _ in old })
+        #expect(result.status == 0, "\(result.stderr)")
+        let environment = String(decoding: result.stdout, as: UTF8.self)
+        for name in loaders.keys.sorted() {
+            #expect(!environment.contains(name + "="), "\(name) reached the program: \(environment)")
+        }
+        #expect(environment.contains("TZ=Europe/Berlin") && environment.contains("LANG=C.UTF-8"), "\(environment)")
+        let started = try setup.ledger().events().map(\.event).first { $0.type == .runStart }
+        #expect(started?.details["removed_environment"]?.contains("ALSA_PLUGIN_DIR") == true)
     }
 
     @Test func ctrlCOnThePtyReachesTheProgram() throws {

@@ -123,6 +123,17 @@ func run(_ arguments: [String]) async -> Int32 {
             let wrote = Glibc.write(fd, "x", 1)
             emit(["node": file.node, "device": file.device, "access": file.access.symbolic, "read": read, "wrote": wrote,
                   "character": info.st_mode & S_IFMT == S_IFCHR, "rdev": Int(info.st_rdev)])
+        case "open-many":
+            // COUNT opens of one device in this process, each descriptor closed at once.
+            guard rest.count >= 3, let count = Int(rest[0]) else {
+                emit(["error": "usage"])
+                return 2
+            }
+            for _ in 0..<count {
+                let file = try await access.open(permissions([rest[1]])[0], device: rest[2], node: nil)
+                guard file.rawValue != nil else { throw .protocol("no descriptor") }
+            }
+            emit(["opened": count])
         case "location-updates":
             // The first sample, then the stream is dropped (ending the sampling).
             do {

@@ -52,6 +52,11 @@ struct ReplyCodingTests {
                 DeviceStatus(device: Device(permission: .camera, id: "e", name: "n", nodes: [capture]), nodes: [
                     NodeStatus(node: capture, evaluation: AccessEvaluator.Result(access: .readWrite, decidedBy: .owner)),
                 ], usable: true),
+                // Read-only and write-only opens pass, read-write does not (issue 27, item 9).
+                DeviceStatus(device: Device(permission: .camera, id: "f", name: "n", nodes: [capture]), nodes: [
+                    NodeStatus(node: capture, evaluation: AccessEvaluator.Result(
+                        access: .read, decidedBy: .groupClass(matching: [44]), separately: .readWrite)),
+                ], usable: false),
             ], reasons: []),
         ]
     }()

@@ -8,6 +8,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessEngine
 
 /// devaccessd's shell: options, signals, logging, ledger, socket, readiness, shutdown.
 /// `main` returns the exit status: 0 after a clean stop, 1 when it cannot start,
@@ -153,6 +154,7 @@ public enum Daemon {
         server.run(signalDescriptor: signalDescriptor) {
             notify("STOPPING=1\nSTATUS=shutting down")
         }
+        service.recordAllOpensLeftOut()
         endpointCommits.map { ledger.commits.cancel($0) }
         gpsdEndpoint?.stop()
         location?.stop()

@@ -97,12 +97,24 @@ extension BrokerService {
                 descriptor)
     }
 
-    /// One `device_open` event per open, up to the user's budget a minute (the rest are
-    /// counted and the next written one says how many were left out).
+    /// One `device_open` event per open, up to the user's budget a minute; the rest are
+    /// counted, and the count is written when the minute ends (`recordOpensLeftOut`) or by
+    /// the user's next written open, whichever comes first.
     /// `grant` nil: the user's own access to the nodes allowed it (`basis=own-access`).
     private func auditOpen(peer: Peer, subject: Principal, device: Device, node: String, access: AccessMode,
                            grant: Grant?) {
-        guard case .record(let leftOut) = opens.admit(peer.accountable), let ledger else { return }
+        let leftOut: Int
+        switch opens.admit(peer.accountable) {
+        case .record(let count): leftOut = count
+        case .skip(let windowEnds?):
+            Task { [self] in
+                try? await Task.sleep(until: windowEnds, clock: .continuous)
+                recordOpensLeftOut(of: peer.accountable)
+            }
+            return
+        case .skip: return
+        }
+        guard let ledger else { return }
         var details = ["access": access.symbolic, "pid": String(peer.pid)]
         if let grant {
             details["grant"] = String(grant.id)
@@ -121,4 +133,29 @@ extension BrokerService {
             log.error("could not record a device open in the ledger", ["error": error.description])
         }
     }
+
+    /// One `device_open` event without a device for the opens of `uid` its minute left out
+    /// (`opens_not_recorded`): written when the minute ends, and for every such user when
+    /// devaccessd stops (`ended`), so no count waits for an open that may never come. A
+    /// crash loses the count of the minute it happened in.
+    func recordOpensLeftOut(of uid: UInt32, ended: Bool = false) {
+        let count = opens.takeLeftOut(uid, ended: ended)
+        guard count > 0, let ledger else { return }
+        let name = UserDatabase.userName(uid) ?? String(uid)
+        let event = AuditEvent(type: .deviceOpen, subject: Principal(uid: uid, name: name),
+                               details: [Self.opensNotRecordedKey: String(count)])
+        do {
+            try ledger.append(event)
+        } catch {
+            log.error("could not record the count of device opens left out of the ledger",
+                      ["error": error.description, "uid": String(uid), "count": String(count)])
+        }
+    }
+
+    /// Writes every count of opens left out now (devaccessd stops).
+    func recordAllOpensLeftOut() {
+        for uid in opens.uidsWithLeftOut() { recordOpensLeftOut(of: uid, ended: true) }
+    }
+
+    static let opensNotRecordedKey = "opens_not_recorded"
 }

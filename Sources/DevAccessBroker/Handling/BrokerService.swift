@@ -90,7 +90,7 @@ public final class BrokerService: RequestHandler {
         refusals = UserBudget(window: settings.auditWindow)
         changes = UserBudget(burst: settings.maxChangesPerMinute, window: .seconds(60))
         subscriptions = StatusSubscriptions(limitPerUser: settings.maxSubscriptionsPerUser)
-        opens = UserBudget(burst: settings.maxAuditedOpensPerMinute, window: .seconds(60))
+        opens = UserBudget(burst: settings.maxAuditedOpensPerMinute, window: settings.auditWindow)
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
         if let enforcement {

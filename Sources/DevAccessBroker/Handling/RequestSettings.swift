@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccessPAM
 
 /// How the broker runs consent conversations.
 public struct RequestSettings: Sendable {
@@ -49,10 +50,12 @@ public struct RequestSettings: Sendable {
     /// Status subscriptions (`subscribe`) one user holds at once; root and administrators
     /// are not limited. Each costs an evaluation per change, so thousands must not be free.
     public var maxSubscriptionsPerUser = 8
-    /// Device opens (`open`) of one user written to the audit trail per minute; more are
-    /// served and counted, and the next written one says how many were left out.
+    /// Device opens (`open`) of one user written to the audit trail per minute (per
+    /// `auditWindow`); more are served and counted, and the count is written when the
+    /// window ends.
     public var maxAuditedOpensPerMinute = 60
-    /// The window over which a user's attempts that change nothing are counted (UserBudget).
+    /// The window over which a user's attempts that change nothing, and their audited
+    /// opens, are counted (UserBudget).
     public var auditWindow: Duration = .seconds(60)
     /// Where the devaccess CLI is installed: a request the CLI carries is named after the
     /// program that ran it (`Requester`). Default: `devaccess` beside devaccessd's own

@@ -10,8 +10,10 @@ final class UserBudget: Sendable {
     enum Verdict: Sendable, Hashable {
         /// Write it; `leftOut` attempts of this uid were not written before it.
         case record(leftOut: Int)
-        /// Count it only.
-        case skip
+        /// Count it only. `windowEnds`: set on the first unit the window leaves out, the
+        /// moment its count can be taken (`takeLeftOut`), so it is written even if no later
+        /// spend of the uid comes to carry it.
+        case skip(windowEnds: ContinuousClock.Instant?)
     }
 
     private struct Window {
@@ -54,7 +56,24 @@ final class UserBudget: Sendable {
             }
             current.leftOut += 1
             windows[uid] = current
-            return .skip
+            return .skip(windowEnds: current.leftOut == 1 ? current.start + window : nil)
         }
+    }
+
+    /// The units `uid`'s window left out, once its window has ended (or at once with
+    /// `ended: true`, when devaccessd stops), taken so the next spend does not carry them again.
+    func takeLeftOut(_ uid: UInt32, now: ContinuousClock.Instant = .now, ended: Bool = false) -> Int {
+        windows.withLock { windows in
+            guard var current = windows[uid], ended || now - current.start >= window else { return 0 }
+            let leftOut = current.leftOut
+            current.leftOut = 0
+            windows[uid] = current
+            return leftOut
+        }
+    }
+
+    /// Every uid with units left out in its window now (devaccessd's stop writes them).
+    func uidsWithLeftOut() -> [UInt32] {
+        windows.withLock { windows in windows.filter { $0.value.leftOut > 0 }.map(\.key) }
     }
 }

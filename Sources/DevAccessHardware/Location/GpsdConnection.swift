@@ -167,31 +167,25 @@ struct GpsdConnection: ~Copyable {
 
     private enum WaitOutcome { case ready, timedOut, failed(Errno) }
 
-    /// poll() for `events` until the deadline, retrying EINTR with the time left. A
-    /// readable `wake` ends the wait as if the deadline had passed.
+    /// Waits for `events` until the deadline (`Poll`). A readable `wake` ends the wait as
+    /// if the deadline had passed.
     private static func wait(_ fd: CInt, for events: Int16, until deadline: ContinuousClock.Instant,
                              wake: CInt?) -> WaitOutcome {
-        while true {
-            let remaining = GpsdTime.milliseconds(ContinuousClock.now.duration(to: deadline))
-            if remaining <= 0 { return .timedOut }
-            var requests = [pollfd(fd: fd, events: events, revents: 0),
-                            pollfd(fd: wake ?? -1, events: Int16(POLLIN), revents: 0)]
-            let rc = poll(&requests, wake == nil ? 1 : 2, CInt(clamping: remaining))
-            if rc > 0 {
-                if wake != nil && requests[1].revents != 0 { return .timedOut }
-                return .ready   // also POLLERR/POLLHUP: the next call reports them
-            }
-            if rc == 0 { return .timedOut }
-            let error = Errno.current
-            if error != .interrupted { return .failed(error) }
+        var interests = [Poll.Interest(fd, events: events)]
+        if let wake { interests.append(.readable(wake)) }
+        do {
+            guard let ready = try Poll.wait(interests, until: deadline) else { return .timedOut }
+            if wake != nil && ready[1] != 0 { return .timedOut }
+            return .ready   // also POLLERR/POLLHUP: the next call reports them
+        } catch {
+            return .failed(error.errno)
         }
     }
 
     /// True once `wake` is readable (never for nil).
     static func isSignalled(_ wake: CInt?) -> Bool {
         guard let wake else { return false }
-        var request = pollfd(fd: wake, events: Int16(POLLIN), revents: 0)
-        return poll(&request, 1, 0) > 0
+        return Poll.isReady(.readable(wake))
     }
 
     // MARK: Writing
@@ -203,18 +197,17 @@ struct GpsdConnection: ~Copyable {
         let bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { raw -> Int in
-                guard let base = raw.baseAddress else { return 0 }
-                return Glibc.send(descriptor.rawValue, base + offset, raw.count - offset, CInt(MSG_NOSIGNAL))
+            let sent = valueOrErrno {
+                bytes.withUnsafeBytes { raw -> Int in
+                    guard let base = raw.baseAddress else { return 0 }
+                    return Glibc.send(descriptor.rawValue, base + offset, raw.count - offset, CInt(MSG_NOSIGNAL))
+                }
             }
-            if sent >= 0 {
-                offset += sent
+            guard case .failure(let error) = sent else {
+                if case .success(let count) = sent { offset += count }
                 continue
             }
-            let error = Errno.current
             switch error {
-            case .interrupted:
-                continue
             case .wouldBlock:
                 switch Self.wait(descriptor.rawValue, for: Int16(POLLOUT), until: deadline, wake: wake) {
                 case .ready: continue
@@ -260,20 +253,18 @@ struct GpsdConnection: ~Copyable {
             case .timedOut: return .deadline
             case .failed(let errno): throw .socket(endpoint, operation: "poll", errno)
             }
-            let count = chunk.withUnsafeMutableBytes { raw -> Int in
-                guard let base = raw.baseAddress else { return 0 }
-                return Glibc.read(descriptor.rawValue, base, raw.count)
+            let read = valueOrErrno {
+                chunk.withUnsafeMutableBytes { raw -> Int in
+                    guard let base = raw.baseAddress else { return 0 }
+                    return Glibc.read(descriptor.rawValue, base, raw.count)
+                }
             }
-            if count > 0 {
-                buffer.append(contentsOf: chunk[..<count])
-                continue
-            }
-            if count == 0 { return .closed }
-            let error = Errno.current
-            switch error {
-            case .interrupted, .wouldBlock: continue
-            case Errno(rawValue: ECONNRESET): return .closed
-            default: throw .socket(endpoint, operation: "read", error)
+            switch read {
+            case .success(let count) where count > 0: buffer.append(contentsOf: chunk[..<count])
+            case .success: return .closed
+            case .failure(.wouldBlock): continue
+            case .failure(Errno(rawValue: ECONNRESET)): return .closed
+            case .failure(let error): throw .socket(endpoint, operation: "read", error)
             }
         }
     }

@@ -283,12 +283,9 @@ public final class GpsdWatcher: Sendable {
 
     /// Waits `delay`, or less when stop is requested.
     private func sleep(_ delay: Duration, _ run: Run) {
-        var request = pollfd(fd: run.wakeReader, events: Int16(POLLIN), revents: 0)
         let deadline = ContinuousClock.now.advanced(by: delay)
-        while !run.stopRequested {
-            let remaining = GpsdTime.milliseconds(ContinuousClock.now.duration(to: deadline))
-            if remaining <= 0 { return }
-            _ = poll(&request, 1, CInt(clamping: remaining))
+        while !run.stopRequested, ContinuousClock.now < deadline {
+            _ = try? Poll.wait(for: .readable(run.wakeReader), until: deadline)
         }
     }
 }

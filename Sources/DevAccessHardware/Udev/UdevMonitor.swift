@@ -54,22 +54,23 @@ public final class UdevMonitor {
 
     /// Waits up to `timeoutMilliseconds` (-1: forever) for the next processed event.
     public func next(timeoutMilliseconds: Int32) throws(UdevError) -> Event? {
+        let deadline = timeoutMilliseconds < 0 ? nil : ContinuousClock.now + .milliseconds(timeoutMilliseconds)
         while true {
-            var descriptors = [
-                pollfd(fd: udev_monitor_get_fd(kernelMonitor), events: Int16(POLLIN), revents: 0),
-                pollfd(fd: udev_monitor_get_fd(monitor), events: Int16(POLLIN), revents: 0),
-            ]
-            let ready = poll(&descriptors, 2, timeoutMilliseconds)
-            if ready < 0 {
-                if errno == EINTR { return nil }
-                throw .monitorCall(.current("poll"))
+            let ready: [Int16]
+            do {
+                guard let events = try Poll.wait([.readable(udev_monitor_get_fd(kernelMonitor)),
+                                                  .readable(udev_monitor_get_fd(monitor))], until: deadline) else {
+                    return nil
+                }
+                ready = events
+            } catch {
+                throw .monitorCall(error)
             }
-            if ready == 0 { return nil }
-            if descriptors[0].revents & Int16(POLLIN) != 0, let raw = udev_monitor_receive_device(kernelMonitor) {
+            if ready[0] & Int16(POLLIN) != 0, let raw = udev_monitor_receive_device(kernelMonitor) {
                 noteKernelArrival(udev_device_get_seqnum(raw))
                 udev_device_unref(raw)
             }
-            if descriptors[1].revents & Int16(POLLIN) != 0, let raw = udev_monitor_receive_device(monitor) {
+            if ready[1] & Int16(POLLIN) != 0, let raw = udev_monitor_receive_device(monitor) {
                 defer { udev_device_unref(raw) }
                 let device = Udev.snapshot(raw, attributes: attributes, parentSubsystem: nil)
                 return Event(device: device, kernelArrivalMicroseconds: kernelArrivals.removeValue(forKey: device.seqnum))

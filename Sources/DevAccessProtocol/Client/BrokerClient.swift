@@ -204,22 +204,22 @@ public final class BrokerClient {
         var line = MessageCodec.encode(RequestEnvelope(id: id, request: .run(order), version: Request.run(order).writtenVersion))
         line.append(0x0a)
         while true {
-            let sent = line.withUnsafeBytes { raw in
-                descriptors.withUnsafeBufferPointer { fds in
-                    devaccess_send_with_fds(descriptor, raw.baseAddress, 1, CInt(MSG_NOSIGNAL), fds.baseAddress,
-                                            CInt(fds.count))
+            do throws(SystemCallError) {
+                _ = try SystemCall.value("sendmsg") {
+                    line.withUnsafeBytes { raw in
+                        descriptors.withUnsafeBufferPointer { fds in
+                            devaccess_send_with_fds(descriptor, raw.baseAddress, 1, CInt(MSG_NOSIGNAL), fds.baseAddress,
+                                                    CInt(fds.count))
+                        }
+                    }
                 }
-            }
-            if sent == 1 { break }
-            let error = errno
-            if error == EINTR { continue }
-            if error == EAGAIN {
+                break
+            } catch where error.errno == .wouldBlock {
                 try Self.waitFor(descriptor, events: Int16(POLLOUT), deadline: ContinuousClock.now + timeout,
                                  path: socketPath, operation: "take the request", timeout: timeout)
-                continue
+            } catch {
+                throw sendFailure(error)
             }
-            if error == EPIPE || error == ECONNRESET { throw .closed(path: socketPath) }
-            throw .io(path: socketPath, SystemCallError("sendmsg", Errno(rawValue: error)))
         }
         try write(Array(line.dropFirst()), deadline: ContinuousClock.now + timeout)
         return id
@@ -290,14 +290,14 @@ public final class BrokerClient {
         guard fd >= 0 else { throw .io(path: path, .current("socket")) }
         let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + 1)
         while true {
-            let rc = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, length) }
+            let outcome = valueOrErrno {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, length) }
+                }
             }
-            if rc == 0 { return fd }
-            let error = errno
+            guard case .failure(let failed) = outcome else { return fd }
+            let error = failed.rawValue
             switch error {
-            case EINTR:
-                continue
             case EAGAIN:
                 // The broker's accept queue is full: it is busy, not gone. Retry until the deadline.
                 if ContinuousClock.now >= deadline {
@@ -342,42 +342,38 @@ public final class BrokerClient {
     /// Waits until `fd` is ready; a nil deadline waits without limit.
     private static func waitFor(_ fd: CInt, events: Int16, deadline: ContinuousClock.Instant?, path: String,
                                 operation: String, timeout: Duration) throws(BrokerClientError) {
-        while true {
-            var milliseconds: Int64 = -1
-            if let deadline {
-                let remaining = ContinuousClock.now.duration(to: deadline)
-                if remaining <= .zero { throw .timedOut(path: path, operation: operation, seconds: seconds(timeout)) }
-                milliseconds = remaining.components.seconds * 1000
-                    + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
-            }
-            var descriptor = pollfd(fd: fd, events: events, revents: 0)
-            let ready = poll(&descriptor, 1, CInt(clamping: milliseconds))
-            if ready > 0 { return }
-            if ready < 0 && errno != EINTR { throw .io(path: path, .current("poll")) }
+        let ready: Bool
+        do {
+            ready = try Poll.wait(for: Poll.Interest(fd, events: events), until: deadline)
+        } catch {
+            throw .io(path: path, error)
         }
+        if !ready { throw .timedOut(path: path, operation: operation, seconds: seconds(timeout)) }
     }
 
     private func write(_ bytes: [UInt8], deadline: ContinuousClock.Instant) throws(BrokerClientError) {
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { raw in
-                Glibc.send(descriptor, raw.baseAddress! + offset, raw.count - offset, CInt(MSG_NOSIGNAL))
-            }
-            if sent >= 0 {
-                offset += sent
-                continue
-            }
-            let error = errno
-            switch error {
-            case EINTR: continue
-            case EAGAIN:
+            do throws(SystemCallError) {
+                offset += try SystemCall.value("send") {
+                    bytes.withUnsafeBytes { raw in
+                        Glibc.send(descriptor, raw.baseAddress! + offset, raw.count - offset, CInt(MSG_NOSIGNAL))
+                    }
+                }
+            } catch where error.errno == .wouldBlock {
                 try Self.waitFor(descriptor, events: Int16(POLLOUT), deadline: deadline, path: socketPath,
                                  operation: "take the request", timeout: timeout)
-            case EPIPE, ECONNRESET:
-                throw .closed(path: socketPath)
-            default:
-                throw .io(path: socketPath, SystemCallError("send", Errno(rawValue: error)))
+            } catch {
+                throw sendFailure(error)
             }
+        }
+    }
+
+    /// A send that failed: the broker hung up (EPIPE, ECONNRESET), or another error.
+    private func sendFailure(_ error: SystemCallError) -> BrokerClientError {
+        switch error.errno.rawValue {
+        case EPIPE, ECONNRESET: return .closed(path: socketPath)
+        default: return .io(path: socketPath, error)
         }
     }
 
@@ -403,8 +399,10 @@ public final class BrokerClient {
             var passed = [CInt](repeating: -1, count: Int(DEVACCESS_MAX_PASSED_FDS))
             var passedCount: CInt = 0
             var truncated: CInt = 0
-            let received = buffer.withUnsafeMutableBytes { raw in
-                devaccess_recv_with_fds(descriptor, raw.baseAddress, raw.count, 0, &passed, &passedCount, &truncated)
+            let received = valueOrErrno {
+                buffer.withUnsafeMutableBytes { raw in
+                    devaccess_recv_with_fds(descriptor, raw.baseAddress, raw.count, 0, &passed, &passedCount, &truncated)
+                }
             }
             receivedDescriptors += passed.prefix(Int(passedCount))
             // Only an `opened` brings one, and its caller takes it at once: a peer that sends
@@ -412,22 +410,21 @@ public final class BrokerClient {
             while receivedDescriptors.count > Self.maxHeldDescriptors {
                 _ = Glibc.close(receivedDescriptors.removeFirst())
             }
-            if received > 0 {
-                buffer.withUnsafeBytes { raw in framer.append(UnsafeRawBufferPointer(rebasing: raw[0..<received])) }
-                continue
-            }
-            if received == 0 {
+            switch received {
+            case .success(let count) where count > 0:
+                buffer.withUnsafeBytes { raw in framer.append(UnsafeRawBufferPointer(rebasing: raw[0..<count])) }
+            case .success:
                 if framer.pendingByteCount > 0 {
                     throw .badReply(path: socketPath, ProtocolError(.truncated, context: "reply",
                                     reason: "the connection ended in the middle of a reply"))
                 }
                 throw .closed(path: socketPath)
-            }
-            let error = errno
-            switch error {
-            case EINTR, EAGAIN: continue
-            case ECONNRESET: throw .closed(path: socketPath)
-            default: throw .io(path: socketPath, SystemCallError("recv", Errno(rawValue: error)))
+            case .failure(.wouldBlock):
+                continue
+            case .failure(let error) where error.rawValue == ECONNRESET:
+                throw .closed(path: socketPath)
+            case .failure(let error):
+                throw .io(path: socketPath, SystemCallError("recvmsg", error))
             }
         }
     }

@@ -286,6 +286,9 @@ public enum ModelCoding {
         case .other: members.append(JSONMember("source", .string("other")))
         }
         members.append(JSONMember("maskedOut", .string(result.maskedOut.wireText)))
+        if result.readWriteOnlySeparately {
+            members.append(JSONMember("separately", .string(result.separately.wireText)))
+        }
         return .object(members)
     }
 
@@ -303,7 +306,11 @@ public enum ModelCoding {
             default: source = .other
             }
             let maskedOut = try Strict.accessMode(try reader.required("maskedOut"), path: reader.childPath("maskedOut"))
-            return AccessEvaluator.Result(access: access, decidedBy: source, maskedOut: maskedOut)
+            var separately: AccessMode?
+            if let value = reader.optional("separately") {
+                separately = try Strict.accessMode(value, path: reader.childPath("separately"))
+            }
+            return AccessEvaluator.Result(access: access, decidedBy: source, maskedOut: maskedOut, separately: separately)
         }
     }
 }
