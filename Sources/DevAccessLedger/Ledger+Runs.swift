@@ -89,6 +89,14 @@ extension Ledger {
         return try read { db throws(LedgerError) in try RunRow.query(db, where: clause, values) }
     }
 
+    /// The newest run, ended or not, that was handed group id `gid`: whose process carries
+    /// it. Ids wrap only after the whole range and never while a live process holds one.
+    public func run(gid: UInt32) throws(LedgerError) -> Run? {
+        try read { db throws(LedgerError) in
+            try RunRow.query(db, where: "id = (SELECT MAX(id) FROM runs WHERE gid = ?)", [.uid(gid)]).first
+        }
+    }
+
     public func run(id: Int64) throws(LedgerError) -> Run? {
         try read { db throws(LedgerError) in try RunRow.query(db, where: "id = ?", [.integer(id)]).first }
     }

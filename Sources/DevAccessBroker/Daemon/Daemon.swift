@@ -131,7 +131,7 @@ public enum Daemon {
         // devaccessd is gpsd's client for every location reader; it connects on the first request.
         let location = options.servesLocation
             ? GpsdLocationSource(watcher: GpsdWatcher(endpoint: options.probe.gpsd), log: log) : nil
-        let service = BrokerService(probe: FreshProbe(probe: devices.probe),
+        let service = BrokerService(probe: FreshProbe(probe: watchedProbe(devices, location: location, options)),
                                     rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
                                     configDirectory: options.configDirectory, log: log, settings: settings,
                                     enforcement: live, policy: policy, policies: policies, location: location)
@@ -211,6 +211,19 @@ public enum Daemon {
             if causes.split(separator: ",").contains("periodic") { identities.invalidate([.identities]) }
         }
         return .success(live)
+    }
+
+    /// Status, request and run learn location's devices from the daemon's one gpsd watcher
+    /// (the one `location` serves from), not from a connection of their own.
+    private static func watchedProbe(_ devices: DeviceSetup, location: GpsdLocationSource?,
+                                     _ options: DaemonOptions) -> FreshProbe.Probe {
+        guard let location, !devices.declared else { return devices.probe }
+        let reports = WatchedLocationReports(source: location,
+                                             gate: GpsdClient(endpoint: options.probe.gpsd,
+                                                              timeout: options.probe.gpsdTimeout),
+                                             firstAnswer: GpsdWatcher.defaultHandshakeTimeout)
+        let probe = devices.probe
+        return { permission in permission == .location ? reports.report() : probe(permission) }
     }
 
     /// Where devices come from, for status answers and for the engine alike.

@@ -17,7 +17,7 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: request.type, reason: "this broker runs without a ledger"))
         }
         let caller = Caller(principal: Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid)),
-                            isAdmin: rules.isAdmin(peer), adminGroup: rules.adminGroup)
+                            isAdmin: administers(peer), adminGroup: rules.adminGroup)
         switch request {
         case .revoke, .reset, .withdraw:
             if let refusal = overChangeBudget(request.type, id: id, peer: peer, subject: Self.subject(of: request)) {

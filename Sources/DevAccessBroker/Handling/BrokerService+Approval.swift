@@ -136,7 +136,7 @@ extension BrokerService {
         guard let ledger else {
             return .error(ProtocolError(.internal, context: "pending", reason: "this broker runs without a ledger"))
         }
-        let uid: UInt32? = rules.allows(.listPending, for: peer) ? nil : peer.uid
+        let uid: UInt32? = administers(peer) ? nil : peer.uid
         do {
             return .pending(PendingListReply(requests: try ledger.pendingRequests(uid: uid).map(Self.item)))
         } catch {
@@ -178,7 +178,7 @@ extension BrokerService {
     /// without: declines the request, recording no decision. Then tells requesters who wait.
     func resolve(_ action: PendingAction, approve: Bool, id: Int64, peer: Peer) async -> Reply {
         let operation: Operation = approve ? .approve : .reject
-        guard rules.allows(operation, for: peer) else {
+        guard administers(peer) else {
             let subject = (try? ledger?.pendingRequest(id: action.pending))?.map(\.subject)
             return refuse(operation, id: id, peer: peer, subject: subject,
                           reason: "\(describe(peer)) may not \(operation.rawValue) request \(action.pending): only root "

@@ -18,7 +18,7 @@ extension BrokerService {
                                         reason: "this devaccessd serves no location (it was started with --no-location)"))
         }
         var granted: LocationAccuracy
-        switch await grantedLocation(subject, id: id, peer: peer) {
+        switch await servedLevel(query, subject: subject, id: id, peer: peer) {
         case .success(let level): granted = level
         case .failure(let failure): return failure.reply
         }
@@ -35,7 +35,7 @@ extension BrokerService {
             // A grant revoked, lowered or switched off while this waited for gpsd's first
             // fix must hold: the level is looked up again before anything goes out.
             if waited {
-                switch await grantedLocation(subject, id: id, peer: peer) {
+                switch await servedLevel(query, subject: subject, id: id, peer: peer) {
                 case .success(let now) where now < level:
                     (granted, level) = (now, now)
                     guard case .served(let again, _) = await locations.fix(at: now, wait: .zero) else {
@@ -88,8 +88,22 @@ extension BrokerService {
     }
 
     /// The gpsd-compatible endpoint's lookup for a client the kernel says is `uid`: the
-    /// user's level, and that of each of their live runs given location.
+    /// user's level, that of each of their live runs given location, and their strict runs.
     func locationCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.UserLocation {
+        var location = await levelsCheck(uid: uid, peer: address)
+        let strict: [Run]
+        do throws(LedgerError) {
+            strict = try ledger?.runs(uid: uid).filter(\.strict) ?? []
+        } catch {
+            // Not knowing which runs are strict must not serve one at its user's level.
+            return GpsdCompatibleServer.UserLocation(
+                user: .refused("cannot tell whether uid \(uid)'s runs may know the location: \(error.description)"))
+        }
+        location.strictRuns = Dictionary(strict.map { ($0.gid, RunScope($0)) }) { first, _ in first }
+        return location
+    }
+
+    private func levelsCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.UserLocation {
         let subject = Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid))
         var runs: [UInt32: LocationAccuracy] = [:]
         if let enforcement {

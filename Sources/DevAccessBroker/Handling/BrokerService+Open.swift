@@ -21,6 +21,10 @@ extension BrokerService {
         func badArgument(_ reason: String) -> (Reply, CInt?) {
             (.error(ProtocolError(.badArgument, context: "$.device", reason: reason)), nil)
         }
+        if case .failure(let refusal) = judged(.open(order.permission), operation: "open", id: id, peer: peer,
+                                               caller: caller(of: peer), subject: principal) {
+            return (refusal.reply, nil)
+        }
         let (reports, read) = await gathered([order.permission])
         guard let report = reports.first(where: { $0.permission == order.permission }),
               let device = report.devices.first(where: { $0.id == order.device }) else {

@@ -112,7 +112,12 @@ extension BrokerService {
         let devices = reports.flatMap { report in
             report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
         }
-        let requester = Requester.identify(peer, cliPaths: settings.cliPaths)
+        let requester: Requester
+        switch await judgedRequester(request, requester: Requester.identify(peer, cliPaths: settings.cliPaths),
+                                     id: envelope.id, peer: peer, subject: Principal(uid: user.uid, name: user.name)) {
+        case .success(let judged): requester = judged
+        case .failure(let refusal): return refusal.reply
+        }
         let asked = RequestHolder.find(peer, requester: requester)
         var context = RequestContext(request: request, wireID: envelope.id, peer: peer, requester: requester, user: user,
                                      exchange: exchange, devices: devices, holder: asked?.holder, holderName: asked?.name)

@@ -28,6 +28,7 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: "run",
                                         reason: "this broker runs without a ledger, so it cannot start programs"))
         }
+        if let refusal = judgedRun(order, id: envelope.id, peer: peer) { return refusal }
         let user = identity(of: peer)
         let subject = Principal(uid: user.uid, name: user.name)
         let program: RunProgram

@@ -239,7 +239,7 @@ public final class BrokerService: RequestHandler {
         case .hello:
             return .hello(HelloReply(server: Self.serverName, peer: PeerInfo(
                 uid: peer.uid, gid: peer.gid, pid: peer.pid, groups: peer.groups,
-                user: UserDatabase.userName(peer.uid), program: peer.program, admin: rules.isAdmin(peer))))
+                user: UserDatabase.userName(peer.uid), program: peer.program, admin: administers(peer))))
         case .status(let query):
             return await status(query, id: envelope.id, peer: peer)
         case .request(let request):
@@ -285,7 +285,7 @@ public final class BrokerService: RequestHandler {
                     return .error(ProtocolError(.internal, context: "$.user", reason: error.description))
                 }
             }
-            if subject.uid != peer.uid && !rules.allows(.statusOfOthers, for: peer) {
+            if subject.uid != peer.uid && !administers(peer) {
                 return refuse(.statusOfOthers, id: id, peer: peer, subject: Principal(uid: subject.uid, name: subject.name),
                               reason: "\(describe(peer)) may not read the status of \(subject.name) (uid \(subject.uid)): "
                                   + "only root and members of group '\(rules.adminGroup)' may ask about other users")

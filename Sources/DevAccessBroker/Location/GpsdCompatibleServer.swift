@@ -40,6 +40,8 @@ public final class GpsdCompatibleServer: Sendable {
     public struct UserLocation: Sendable, Hashable {
         public var user: GrantCheck
         public var runs: [UInt32: LocationAccuracy]
+        /// The user's `--strict` runs, by group id: the judge serves them their own level only.
+        public var strictRuns: [UInt32: RunScope] = [:]
 
         public init(user: GrantCheck, runs: [UInt32: LocationAccuracy] = [:]) {
             self.user = user
@@ -47,8 +49,17 @@ public final class GpsdCompatibleServer: Sendable {
         }
 
         /// For a connection held by the processes of run `group` alone (nil: by anyone
-        /// else): the run adds its level to the user's, never takes from it.
+        /// else): the run adds its level to the user's, never takes from it; a strict run
+        /// gets its own level or nothing (AccessRules.judge).
         func check(forRun group: UInt32?) -> GrantCheck {
+            if let group, var scope = strictRuns[group] {
+                scope.accuracy = runs[group]
+                let caller = KernelCaller(uid: 0, standing: .user, run: scope)
+                switch AccessRules.judge(.location(nil), caller: caller) {
+                case .refused(let reason): return .refused(reason)
+                default: return runs[group].map { .allowed($0) } ?? .refused("no location for this run")
+                }
+            }
             guard let group, let run = runs[group] else { return user }
             if case .allowed(let level) = user { return .allowed(max(level, run)) }
             return .allowed(run)
@@ -271,11 +282,11 @@ public final class GpsdCompatibleServer: Sendable {
                 }
             }
             // New clients: served once the uid's answer is known and, while the user has runs
-            // with location, once the scan says who holds the socket.
+            // with location or strict runs, once the scan says who holds the socket.
             for (fd, var client) in clients where client.session == nil && !client.closing {
                 guard let answer = known[client.uid]?.check else { continue }
                 if client.holders == .unknown {
-                    if answer.runs.isEmpty {
+                    if answer.runs.isEmpty && answer.strictRuns.isEmpty {
                         client.holders = .user
                     } else {
                         if !scanning.contains(client.uid) { scan(client, scanning: &scanning) }
@@ -285,7 +296,7 @@ public final class GpsdCompatibleServer: Sendable {
                     continue
                 }
                 let decided = answer.check(forRun: client.holders.run)
-                if case .refused(let reason) = decided, !answer.runs.isEmpty {
+                if case .refused(let reason) = decided, !answer.runs.isEmpty || !answer.strictRuns.isEmpty {
                     refusedUnaudited(client.uid, client.peer, reason)
                 }
                 apply(decided, to: &client, snapshot: snapshot)

@@ -2,8 +2,8 @@ import Synchronization
 import DevAccessCore
 import DevAccessHardware
 
-/// The gpsd watcher as devaccessd's location source. Started by the first location
-/// request; a fix older than `maxAge` (a receiver that went quiet while gpsd stayed up) is
+/// The gpsd watcher as devaccessd's location source, and where status and request learn
+/// location's devices (WatchedLocationReports). Started by the first question about location; a fix older than `maxAge` (a receiver that went quiet while gpsd stayed up) is
 /// not served: a position that may be stale is worse than none.
 final class GpsdLocationSource: LocationSource {
     let watcher: GpsdWatcher
@@ -67,8 +67,13 @@ final class GpsdLocationSource: LocationSource {
         return "no position: no receiver of \(gpsd) has a fix (" + modes.joined(separator: "; ") + ")"
     }
 
+    /// The watcher's state now, without stale fixes.
+    func freshState() -> GpsdWatchState {
+        fresh(watcher.snapshot())
+    }
+
     /// The state without fixes older than `maxAge`.
-    private func fresh(_ state: GpsdWatchState) -> GpsdWatchState {
+    func fresh(_ state: GpsdWatchState) -> GpsdWatchState {
         var state = state
         let now = ContinuousClock.now
         state.fixes = state.fixes.filter { fix in

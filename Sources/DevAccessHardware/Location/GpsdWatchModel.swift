@@ -83,6 +83,7 @@ struct GpsdWatchModel: Sendable {
             events.append(.receiverRemoved(path: receiver.path))
         }
         state.receivers = listed
+        state.listed = true
         return events
     }
 
@@ -138,6 +139,7 @@ struct GpsdWatchModel: Sendable {
     private mutating func forgetReceivers() -> [String] {
         let paths = state.receivers.map(\.path)
         state.receivers = []
+        state.listed = false
         fixByPath = [:]
         state.fixReceived = [:]
         state.sky = [:]

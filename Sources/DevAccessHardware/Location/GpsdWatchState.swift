@@ -28,6 +28,9 @@ public struct GpsdWatchState: Sendable, Hashable {
     public var sky: [String: String]
     /// Bumped on every change; `GpsdWatcher.waitForChange(after:timeout:)` waits on it.
     public var generation: UInt64
+    /// gpsd sent its device list on the current connection: `receivers` is its answer, not
+    /// the empty list of a connection still in its handshake.
+    public var listed = false
 
     public init(endpoint: GpsdEndpoint, connected: Bool = false, problem: String? = nil, release: String? = nil,
                 receivers: [GpsdReceiver] = [], fixes: [LocationFix] = [],

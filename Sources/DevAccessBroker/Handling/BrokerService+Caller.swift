@@ -1,0 +1,134 @@
+import FoundationEssentials
+import Glibc
+import DevAccessCore
+import DevAccessSystem
+import DevAccessLedger
+import DevAccessEnforcement
+import DevAccessProtocol
+import DevAccessInterface
+
+/// The caller as the judge sees it (AccessRules.judge), from the peer's kernel credentials
+/// and the ledger's runs; and the refusals the judge's verdicts become.
+extension BrokerService {
+    /// Who `peer` is: its standing (root, administrator, subordinate uid, user) and the run
+    /// whose group id its connection carries. A peer holding a run group id the ledger
+    /// cannot name (unreadable, or no such run) is judged as a strict run given nothing.
+    func caller(of peer: Peer) -> KernelCaller {
+        let standing: KernelCaller.Standing
+        if peer.uid == 0 {
+            standing = .root
+        } else if rules.isAdmin(peer) {
+            standing = .admin
+        } else {
+            standing = peer.accountable != peer.uid ? .subordinate : .user
+        }
+        return KernelCaller(uid: peer.uid, standing: standing, run: runScope(of: peer))
+    }
+
+    /// The run of the first run group id among the peer's groups; with several, a strict one.
+    private func runScope(of peer: Peer) -> RunScope? {
+        let gids = ([peer.gid] + peer.groups).filter(RunGroups.contains)
+        guard !gids.isEmpty else { return nil }
+        let scopes = gids.map { gid -> RunScope in
+            guard let ledger, let run = try? ledger.run(gid: gid) else { return .unrecorded(gid: gid) }
+            return RunScope(run)
+        }
+        return scopes.first(where: \.strict) ?? scopes[0]
+    }
+
+    /// The judge's verdict on `action` for `peer`; a refusal is audited and answered
+    /// `permission-denied` (as every refusal is).
+    func judged(_ action: AccessRules.Action, operation: String, id: Int64, peer: Peer, caller: KernelCaller,
+                subject: Principal?) -> Result<AccessRules.Verdict, ReplyFailure> {
+        let verdict = AccessRules.judge(action, caller: caller)
+        guard case .refused(let reason) = verdict else { return .success(verdict) }
+        return .failure(ReplyFailure(refuse(operation, id: id, peer: peer, subject: subject, reason: reason)))
+    }
+
+    /// Root or an administrator, not confined to a strict run: may act for others, on the
+    /// approval queue and through the engine's administrative operations.
+    func administers(_ peer: Peer) -> Bool {
+        caller(of: peer).administers
+    }
+
+    /// `run` from a strict run: refused (audited); nil when the judge lets it start.
+    func judgedRun(_ order: RunOrder, id: Int64, peer: Peer) -> Reply? {
+        let subject = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
+        guard case .failure(let refusal) = judged(.run(order.permissions, strict: order.strict), operation: "run",
+                                                  id: id, peer: peer, caller: caller(of: peer), subject: subject)
+        else { return nil }
+        return refusal.reply
+    }
+
+    /// Who asks a request, as the judge sees it: a strict run asks for nothing it was not
+    /// given; a run's request is its program's.
+    func judgedRequester(_ request: AccessRequest, requester: Requester, id: Int64, peer: Peer,
+                         subject: Principal) async -> Result<Requester, ReplyFailure> {
+        let caller = await withRunLevel(caller(of: peer), subject: subject)
+        let asked = request.permissions.contains(.location) ? request.accuracy ?? .exact : nil
+        switch judged(.request(request.permissions, accuracy: asked), operation: "request", id: id, peer: peer,
+                      caller: caller, subject: subject) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(.asProgram(let scope)): return .success(Self.requester(requester, asRunOf: scope))
+        case .success: return .success(requester)
+        }
+    }
+
+    /// The level `location` serves at: a strict run's own (the judge refused it when it has
+    /// none or was asked finer), else the user's grant (`grantedLocation`).
+    func servedLevel(_ query: LocationQuery, subject: Principal, id: Int64, peer: Peer) async
+        -> Result<LocationAccuracy, ReplyFailure>
+    {
+        let caller = await withRunLevel(caller(of: peer), subject: subject)
+        switch judged(.location(query.accuracy), operation: "location", id: id, peer: peer, caller: caller,
+                      subject: subject) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(.withinRun(let scope)):
+            guard let level = scope.accuracy else {
+                return .failure(ReplyFailure(refuse("location", id: id, peer: peer, subject: subject,
+                                                    reason: Self.noLocationGrant(subject))))
+            }
+            return .success(level)
+        case .success: return await grantedLocation(subject, id: id, peer: peer)
+        }
+    }
+
+    /// The location level run `gid` holds now (its grant, capped by policy); nil: none.
+    func runLocationLevel(_ scope: RunScope, subject: Principal) async -> LocationAccuracy? {
+        guard scope.permissions.contains(.location), let enforcement else { return nil }
+        let levels = try? await QueuedEngine(enforcement: enforcement).run("location") {
+            (engine) throws(EnforcementError) -> ([UInt32: LocationAccuracy], EnforcementReport) in
+            (try engine.runLocationAccuracies(for: subject), EnforcementReport())
+        }
+        return levels?[scope.gid]
+    }
+
+    /// A caller with its run's location level filled in, for the judge's location rules.
+    func withRunLevel(_ caller: KernelCaller, subject: Principal) async -> KernelCaller {
+        guard var scope = caller.run, scope.permissions.contains(.location) else { return caller }
+        var leveled = caller
+        scope.accuracy = await runLocationLevel(scope, subject: subject)
+        leveled.run = scope
+        return leveled
+    }
+
+    /// A non-strict run's request, judged as the run's program: `Program=` rules match it
+    /// when its file is root's alone (as `run` trusts a program), and prompts name it.
+    static func requester(_ asked: Requester, asRunOf scope: RunScope) -> Requester {
+        var requester = asked
+        requester.program = scope.program.path
+        var checker = RootInstalledFile()
+        var info = stat()
+        if stat(scope.program.path, &info) == 0,
+           checker.flaw(scope.program.path, expected: FileKey(device: UInt64(info.st_dev),
+                                                              inode: UInt64(info.st_ino))) == nil {
+            requester.untrusted = nil
+        } else {
+            requester.untrusted = Requester.notTrusted("\(scope.program.path), the program of run \(scope.id), "
+                + "is not root's alone")
+        }
+        requester.isShell = false
+        requester.startedByRun = true
+        return requester
+    }
+}
