@@ -14,10 +14,12 @@ status: build
 	$(BIN) status
 
 # Product sources import no Foundation (start-up time; scripts/check-no-foundation.sh);
-# only the two mains read the environment (scripts/check-environment-reads.sh).
+# only the two mains read the environment (scripts/check-environment-reads.sh); the client
+# library reaches no C library but libc (scripts/check-library-closure.sh).
 lint:
 	scripts/check-no-foundation.sh
 	scripts/check-environment-reads.sh
+	SWIFT=$(SWIFT) scripts/check-library-closure.sh
 
 # The whole log stays in .build/unit-tests.log; failures are repeated at its end.
 unit-tests:

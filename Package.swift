@@ -32,45 +32,63 @@ let package = Package(
         // The command-line parser of both executables: options, help text, usage errors; the
         // parsed command carries the environment its main read (options override variables).
         .target(name: "DevAccessArguments", dependencies: ["DevAccessCore"]),
-        // Thin typed layer over libc, libacl and PAM: errno, stat, users, groups, ACLs, passwords.
-        // Also: starting `devaccess run`'s program (CSpawn), its environment, Landlock rulesets.
-        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CAcl", "CLinux", "CPam", "CSpawn", "CSystemd"]),
+        // The system-call layer, libc only: errno, descriptors, stat, users, groups, processes,
+        // sockets, time. The client library links it, so it links no C library but libc.
+        .target(name: "DevAccessSystem", dependencies: ["DevAccessCore", "CLinux"]),
+        // POSIX ACLs on device nodes (libacl): read, write, lock a node down, inspect a node.
+        .target(name: "DevAccessACL", dependencies: ["DevAccessCore", "DevAccessSystem", "CAcl", "CLinux"]),
+        // Password checks through PAM (libpam), for consent that asks for a password.
+        .target(name: "DevAccessPAM", dependencies: ["CPam"]),
+        // Writing to the systemd journal (libsystemd).
+        .target(name: "DevAccessJournal", dependencies: ["CSystemd"]),
+        // Starting `devaccess run`'s program as its user (CSpawn), its environment, Landlock rulesets.
+        .target(name: "DevAccessLaunch", dependencies: ["DevAccessCore", "DevAccessSystem", "CLinux", "CSpawn"]),
         // Authority adapters: camera (udev + V4L2), microphone (ALSA), location (gpsd).
         .target(name: "DevAccessHardware",
-                dependencies: ["DevAccessCore", "DevAccessSystem", "CUdev", "CV4L2", "CAlsa", "CLinux"]),
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "CUdev", "CV4L2", "CAlsa",
+                               "CLinux"]),
         // The grant ledger: SQLite, versioned schema, hash-chained audit events, journal export.
-        .target(name: "DevAccessLedger", dependencies: ["DevAccessCore", "DevAccessSystem", "CSQLite", "CCrypto"]),
+        .target(name: "DevAccessLedger",
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessJournal", "CSQLite", "CCrypto"]),
         // Turns ledger decisions into ACL entries on device nodes and back; reconcile, drift.
         .target(name: "DevAccessEnforcement",
-                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger"]),
-        // Every operation that decides or records, as one Swift protocol; its two
-        // implementations: the broker client, and the engine (devaccessd, `--offline`).
-        .target(name: "DevAccessInterface",
-                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement",
-                               "DevAccessProtocol"]),
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessHardware",
+                               "DevAccessLedger"]),
+        // The contract: every operation that decides or records, as one Swift protocol, its
+        // result documents and InterfaceError. Model and wire values only, no engine; its two
+        // implementations: the broker client (DevAccess) and the engine (DevAccessEngine).
+        .target(name: "DevAccessInterface", dependencies: ["DevAccessCore", "DevAccessProtocol"]),
+        // The engine behind the contract: EngineService (who may do what, for devaccessd and
+        // `--offline`), the engine lock, the result documents built from the engine's records.
+        .target(name: "DevAccessEngine",
+                dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
         // Commands, argument parsing and output; the executable only calls into it.
         .target(name: "DevAccessCLI",
                 dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "DevAccess"]),
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "DevAccessEngine",
+                               "DevAccess"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessSystem"]),
         // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
         .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "DevAccessSystem", "CLinux"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
-                dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
-                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "CSystemd", "CLinux",
-                               "CSpawn"]),
+                dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessPAM",
+                               "DevAccessJournal", "DevAccessLaunch", "DevAccessHardware", "DevAccessLedger",
+                               "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface", "DevAccessEngine",
+                               "CSystemd", "CLinux", "CSpawn"]),
         .executableTarget(name: "devaccessd", dependencies: ["DevAccessBroker", "DevAccessCore", "DevAccessSystem"]),
         // The client library for Swift programs (docs/client-library.md): async calls over
-        // the protocol client; never the daemon's code.
+        // the protocol client; never the daemon's or the engine's code, so an app links libc
+        // and the Swift runtime only (`make lint`: scripts/check-library-closure.sh).
         .target(name: "DevAccess",
                 dependencies: ["DevAccessCore", "DevAccessProtocol", "DevAccessInterface", "DevAccessSystem"]),
         // The benchmark, run by hand (docs/performance.md): every figure against its anchor measured
         // in the same run (status round trips, load, memory, start-up, ledger, grant -> ACL, hotplug,
         // run, location), as a table or JSON (the protocol's JSONWriter).
         .executableTarget(name: "devaccess-bench",
-                          dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLedger", "DevAccessEnforcement",
-                                         "DevAccessProtocol"]),
+                          dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLaunch", "DevAccessLedger",
+                                         "DevAccessEnforcement", "DevAccessProtocol"]),
 
         // Examples of the library (docs/client-library.md): one camera frame as PPM, status changes.
         .executableTarget(name: "snapshot", dependencies: ["DevAccess", "CV4L2"], path: "Examples/snapshot"),
@@ -82,19 +100,22 @@ let package = Package(
         .target(name: "DevAccessTestSupport", path: "Tests/DevAccessTestSupport"),
         .testTarget(name: "DevAccessCoreTests", dependencies: ["DevAccessCore"]),
         .testTarget(name: "DevAccessHardwareTests",
-                    dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessTestSupport"],
+                    dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessPAM", "DevAccessHardware",
+                                   "DevAccessTestSupport"],
                     exclude: ["Fixtures"]),
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessArguments", "DevAccessCLI", "DevAccessCore", "DevAccessSystem",
-                                                             "DevAccessProtocol", "DevAccessTestSupport"],
+                                                             "DevAccessProtocol", "DevAccessEngine", "DevAccessTestSupport"],
                     exclude: ["Golden"]),
         .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore", "DevAccessSystem"]),
         .testTarget(name: "DevAccessBrokerTests",
                     dependencies: ["DevAccessArguments", "DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
-                                   "DevAccessSystem", "DevAccessInterface", "DevAccessTestSupport"]),
-        .testTarget(name: "DevAccessSystemTests", dependencies: ["DevAccessSystem", "DevAccessCore", "DevAccessTestSupport"]),
+                                   "DevAccessSystem", "DevAccessACL", "DevAccessInterface", "DevAccessEngine",
+                                   "DevAccessTestSupport"]),
+        .testTarget(name: "DevAccessSystemTests",
+                    dependencies: ["DevAccessSystem", "DevAccessLaunch", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEnforcementTests",
-                    dependencies: ["DevAccessEnforcement", "DevAccessCore", "DevAccessSystem", "DevAccessLedger",
+                    dependencies: ["DevAccessEnforcement", "DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessLedger",
                                    "DevAccessTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -14,6 +14,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -38,6 +39,12 @@
 #endif
 #ifndef SYS_landlock_restrict_self
 #define SYS_landlock_restrict_self 446
+#endif
+#ifndef SYS_execveat
+#define SYS_execveat 322  /* x86_64; other architectures' headers all define it */
+#endif
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
 #endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -83,17 +90,40 @@ static int close_from(unsigned int first, unsigned int last, long open_max) {
     return 0;
 }
 
-/* Closes every descriptor from 3 up but `keep_a` and `keep_b` (-1: none; both above 2). */
-static int close_all_but(int keep_a, int keep_b, long open_max) {
-    unsigned int low = (unsigned int)(keep_a < keep_b ? keep_a : keep_b);
-    unsigned int high = (unsigned int)(keep_a < keep_b ? keep_b : keep_a);
-    if (keep_a < 0 || keep_b < 0) {
-        /* One to keep: the larger value (the other is -1). */
-        return close_from(3, high - 1, open_max) != 0 || close_from(high + 1, ~0U, open_max) != 0 ? -1 : 0;
+/* Closes every descriptor from 3 up but the three in `keep` (each above 2, or -1: none). */
+static int close_all_but(const int keep[3], long open_max) {
+    int sorted[3] = { keep[0], keep[1], keep[2] };
+    for (int i = 1; i < 3; i++) {
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int swap = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = swap;
+        }
     }
-    if (close_from(3, low - 1, open_max) != 0) return -1;
-    if (high > low + 1 && close_from(low + 1, high - 1, open_max) != 0) return -1;
-    return close_from(high + 1, ~0U, open_max);
+    unsigned int next = 3;
+    for (int i = 0; i < 3; i++) {
+        if (sorted[i] < 0 || (unsigned int)sorted[i] < next) continue;
+        if (close_from(next, (unsigned int)sorted[i] - 1, open_max) != 0) return -1;
+        next = (unsigned int)sorted[i] + 1;
+    }
+    return close_from(next, ~0U, open_max);
+}
+
+/* Groups first, then gid, then uid: once the uid is not 0 the others are no longer allowed.
+   Only in a single-threaded child: these change the whole process. 0, or the failed step. */
+static int drop_ids(uid_t uid, gid_t gid, const gid_t *groups, size_t group_count) {
+    if (setgroups(group_count, groups) != 0) return DEVACCESS_SPAWN_SETGROUPS;
+    if (setgid(gid) != 0) return DEVACCESS_SPAWN_SETGID;
+    if (setuid(uid) != 0) return DEVACCESS_SPAWN_SETUID;
+    if (uid != 0) {
+        /* Root's setuid sets real, effective and saved ids and clears the capabilities; if
+           any of that did not happen, getting root back would work. */
+        if (setuid(0) == 0 || (gid != 0 && setgid(0) == 0)) {
+            errno = EPERM;
+            return DEVACCESS_SPAWN_PRIVILEGES_KEPT;
+        }
+    }
+    return 0;
 }
 
 /* A seccomp filter: chown, fchown, lchown and fchownat (and their 32-bit forms) fail with
@@ -158,6 +188,12 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, in
         if (moved < 0) child_fail(report_fd, DEVACCESS_SPAWN_STREAMS);
         gate_fd = moved;
     }
+    /* The program's file, likewise above 2 (a copy of this process's own). */
+    int exec_fd = -1;
+    if (r->exec_by_fd) {
+        exec_fd = fcntl(r->exec_fd, F_DUPFD_CLOEXEC, 3);
+        if (exec_fd < 0) child_fail(report_fd, DEVACCESS_SPAWN_STREAMS);
+    }
 
     /* The parent blocked every signal around fork, so no handler of the broker runs here.
        Caught signals would reset at exec anyway, but ignored ones stay ignored and the mask
@@ -203,10 +239,12 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, in
             child_fail(report_fd, DEVACCESS_SPAWN_LANDLOCK);
     }
 
-    /* Nothing of the broker's but 0-2, the report pipe (which closes at exec) and the gate,
-       and that before the process becomes the user's. (It is not dumpable until exec, as a
-       process that changed its ids, so the user could not reach its descriptors anyway.) */
-    if (close_all_but(report_fd, gate_fd, open_max) != 0) child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
+    /* Nothing of the broker's but 0-2, the report pipe (which closes at exec), the gate and
+       the program's file, and that before the process becomes the user's. (It is not dumpable
+       until exec, as a process that changed its ids, so the user could not reach its
+       descriptors anyway.) */
+    int keep[3] = { report_fd, gate_fd, exec_fd };
+    if (close_all_but(keep, open_max) != 0) child_fail(report_fd, DEVACCESS_SPAWN_CLOSE_FDS);
 
     if (r->guard_group && guard_group(r->guarded_gid) != 0) child_fail(report_fd, DEVACCESS_SPAWN_GROUP_GUARD);
 
@@ -222,19 +260,8 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, in
         if (setrlimit(r->limits[i].resource, &limit) != 0) child_fail(report_fd, DEVACCESS_SPAWN_LIMITS);
     }
 
-    /* Groups first, then gid, then uid: once the uid is not 0 the others are no longer
-       allowed. The child is single-threaded, so these change the whole process. */
-    if (setgroups(r->group_count, r->groups) != 0) child_fail(report_fd, DEVACCESS_SPAWN_SETGROUPS);
-    if (setgid(r->gid) != 0) child_fail(report_fd, DEVACCESS_SPAWN_SETGID);
-    if (setuid(r->uid) != 0) child_fail(report_fd, DEVACCESS_SPAWN_SETUID);
-    if (r->uid != 0) {
-        /* Root's setuid sets real, effective and saved ids and clears the capabilities; if
-           any of that did not happen, getting root back would work. */
-        if (setuid(0) == 0 || (r->gid != 0 && setgid(0) == 0)) {
-            errno = EPERM;
-            child_fail(report_fd, DEVACCESS_SPAWN_PRIVILEGES_KEPT);
-        }
-    }
+    int dropped = drop_ids(r->uid, r->gid, r->groups, r->group_count);
+    if (dropped != 0) child_fail(report_fd, dropped);
 
     /* As the user: root could enter a directory the user cannot, and the program would
        then work below it. */
@@ -250,8 +277,56 @@ static void run_child(const struct devaccess_spawn_request *r, int report_fd, in
         close(gate_fd);
     }
 
-    execve(r->path, r->argv, r->envp);
+    if (exec_fd >= 0) {
+        /* The file devaccessd decided on, whatever its path names now. Open across exec: a
+           #! script's interpreter is given /dev/fd/N to read it from. */
+        if (fcntl(exec_fd, F_SETFD, 0) != 0) child_fail(report_fd, DEVACCESS_SPAWN_EXEC);
+        syscall(SYS_execveat, exec_fd, "", r->argv, r->envp, AT_EMPTY_PATH);
+    } else {
+        execve(r->path, r->argv, r->envp);
+    }
     child_fail(report_fd, DEVACCESS_SPAWN_EXEC);
+}
+
+/* devaccess_open_as's child: as the user, open the path and send the descriptor (or the step
+   and errno) to devaccessd over `sock`. Signals stay blocked as the parent left them: this
+   child never execs, so no handler of devaccessd's may run in it. */
+__attribute__((noreturn))
+static void open_child(const struct devaccess_open_request *r, int sock, long open_max) {
+    struct child_report report = { DEVACCESS_SPAWN_OK, 0 };
+    int fd = -1;
+    int keep[3] = { sock, -1, -1 };
+    if (close_all_but(keep, open_max) != 0) {
+        report.step = DEVACCESS_SPAWN_CLOSE_FDS;
+        report.error = errno;
+    } else if ((report.step = drop_ids(r->uid, r->gid, r->groups, r->group_count)) != 0) {
+        report.error = errno;
+    } else if (r->cwd != NULL && chdir(r->cwd) != 0) {
+        report.step = DEVACCESS_SPAWN_CHDIR;
+        report.error = errno;
+    } else if ((fd = open(r->path, O_PATH | O_CLOEXEC)) < 0) {
+        report.step = DEVACCESS_SPAWN_OPEN;
+        report.error = errno;
+    }
+    struct iovec data = { &report, sizeof report };
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int))]; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message = { 0 };
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    if (fd >= 0) {
+        message.msg_control = control.space;
+        message.msg_controllen = sizeof control.space;
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(header), &fd, sizeof fd);
+    }
+    /* Nothing to do if this fails: the parent sees end of file. */
+    ssize_t sent = sendmsg(sock, &message, MSG_NOSIGNAL);
+    (void)sent;
+    _exit(0);
 }
 
 static void reap(pid_t pid, int pidfd) {
@@ -428,6 +503,70 @@ int devaccess_spawn_release(struct devaccess_spawn_held *held, struct devaccess_
 
 void devaccess_spawn_abandon(struct devaccess_spawn_held *held) {
     discard(held, 0);  /* the gate's end of file makes it exit 127 unrun */
+}
+
+/* Receives open_child's report and descriptor from `sock` within `timeout_ms`. */
+static int receive_opened(int sock, int timeout_ms, int *fd, struct devaccess_spawn_result *result) {
+    struct pollfd ready = { sock, POLLIN, 0 };
+    int polled;
+    do { polled = poll(&ready, 1, timeout_ms); } while (polled < 0 && errno == EINTR);
+    if (polled <= 0) return failed(result, DEVACCESS_SPAWN_REPORT, polled == 0 ? ETIMEDOUT : errno);
+    struct child_report report;
+    struct iovec data = { &report, sizeof report };
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int))]; } control;
+    struct msghdr message = { 0 };
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof control.space;
+    ssize_t got;
+    do { got = recvmsg(sock, &message, MSG_CMSG_CLOEXEC | MSG_DONTWAIT); } while (got < 0 && errno == EINTR);
+    if (got < 0) return failed(result, DEVACCESS_SPAWN_REPORT, errno);
+    int received = -1;
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    if (header != NULL && header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS
+        && header->cmsg_len == CMSG_LEN(sizeof(int))) {
+        memcpy(&received, CMSG_DATA(header), sizeof received);
+    }
+    if (got == (ssize_t)sizeof report && report.step == DEVACCESS_SPAWN_OK && received >= 0) {
+        *fd = received;
+        return 0;
+    }
+    if (received >= 0) close(received);
+    if (got != (ssize_t)sizeof report || report.step == DEVACCESS_SPAWN_OK) {
+        return failed(result, DEVACCESS_SPAWN_REPORT, got == 0 ? ESRCH : EPROTO);
+    }
+    return failed(result, report.step, report.error);
+}
+
+int devaccess_open_as(const struct devaccess_open_request *request, int *fd, struct devaccess_spawn_result *result) {
+    clear(result);
+    *fd = -1;
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return failed(result, DEVACCESS_SPAWN_PIPE, errno);
+    long open_max = sysconf(_SC_OPEN_MAX);
+    if (open_max < 0) open_max = 1024 * 1024;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pair[0]);
+        open_child(request, pair[1], open_max);
+    }
+    int fork_error = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(pair[1]);
+    if (pid < 0) {
+        close(pair[0]);
+        return failed(result, DEVACCESS_SPAWN_FORK, fork_error);
+    }
+    int rc = receive_opened(pair[0], request->timeout_ms, fd, result);
+    close(pair[0]);
+    /* Still this process's unreaped child: the pid names it alone. */
+    if (rc != 0) kill(pid, SIGKILL);
+    reap(pid, -1);
+    return rc;
 }
 
 int devaccess_wait(int pidfd, pid_t pid, int nohang, int keep, int *wait_status) {

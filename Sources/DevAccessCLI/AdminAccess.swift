@@ -7,6 +7,7 @@ import DevAccessLedger
 import DevAccessProtocol
 import DevAccessSystem
 import Glibc
+import DevAccessEngine
 
 /// How the commands that decide or record reach the engine: through devaccessd (the one
 /// writer while it runs), or, with `--offline`, in this process under the engine lock

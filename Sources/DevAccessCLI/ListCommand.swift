@@ -5,6 +5,7 @@ import DevAccessInterface
 import DevAccessProtocol
 import FoundationEssentials
 import Glibc
+import DevAccessEngine
 
 enum ListCommand: Command {
     static let spec = CommandSpec(

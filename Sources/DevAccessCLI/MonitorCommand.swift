@@ -6,6 +6,7 @@ import DevAccessEnforcement
 import DevAccessInterface
 import DevAccessProtocol
 import Glibc
+import DevAccessEngine
 
 enum MonitorCommand: Command {
     static let spec = CommandSpec(

@@ -4,6 +4,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
 import DevAccessProtocol
+import DevAccessEngine
 
 /// The approval queue (policy auth_admin), through devaccessd: root and members of
 /// devaccess-admin list every request, approve and reject; anyone else lists and

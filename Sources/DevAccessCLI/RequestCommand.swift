@@ -258,13 +258,15 @@ struct PromptSession {
                 terminal.write("Please answer with one of: \(keys).\n")
             }
         case .password:
-            terminal.write("Password for \(TerminalText.block(prompt.user)) (within \(prompt.timeout) s): ")
+            terminal.write("Password for \(TerminalText.block(prompt.user)) (within \(prompt.timeout) s; Enter alone: "
+                + "no decision): ")
             terminal.disableEcho()
             let input = read(terminal, session)
             terminal.restoreEcho()
             terminal.write("\n")
             guard case .line(let password) = input else { return try finish(prompt, input, terminal, session, id) }
-            try answer(prompt, .password(password), session, id)
+            // An empty line dismisses the prompt: it is no password to check (nor a wrong one).
+            try answer(prompt, password.isEmpty ? .cancel(.dismissed) : .password(password), session, id)
             return .answered
         }
     }

@@ -9,6 +9,7 @@ import DevAccessProtocol
 import DevAccess
 import FoundationEssentials
 import Glibc
+import DevAccessEngine
 
 enum StatusCommand: Command {
     static let spec = CommandSpec(

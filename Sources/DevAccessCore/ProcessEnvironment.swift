@@ -52,6 +52,7 @@ public struct ProcessEnvironment: Sendable, Equatable, ExpressibleByDictionaryLi
         public static let testPAMService = "DEVACCESS_TEST_PAM_SERVICE"
         public static let testAuditWindow = "DEVACCESS_TEST_AUDIT_WINDOW"
         public static let testInotifyFail = "DEVACCESS_TEST_INOTIFY_FAIL"
+        public static let testEnforcerFail = "DEVACCESS_TEST_ENFORCER_FAIL"
     }
 
     /// `DEVACCESS_STATE_DIR` when set and not empty.

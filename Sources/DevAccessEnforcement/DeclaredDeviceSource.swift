@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import DevAccessCore
 import DevAccessSystem
+import DevAccessACL
 
 /// A node as udev would report it: its path and the device number it must have.
 public struct DeclaredNode: Sendable, Hashable, Decodable {

@@ -3,6 +3,7 @@ import Glibc
 import DevAccessCore
 import DevAccessLedger
 import DevAccessSystem
+import DevAccessACL
 
 extension Enforcer {
     /// One engine pass for the users in `scope` (nil = everyone): end expired grants (of
@@ -20,33 +21,7 @@ extension Enforcer {
         // Endings a locked or full ledger refused come first: until they are recorded, the
         // grants they end are not applied (below), and a run that cannot record them fails.
         try recordUnrecordedEndings()
-        let due = try ledger.expiredUnrevoked(now: clock())
-        if !due.isEmpty {
-            do {
-                report.expired = try ledger.markExpired(due.map(\.id), by: actor, at: clock())
-            } catch {
-                // Fail closed: a grant whose time is up loses its entries even when the ledger
-                // cannot be written now (disk full, I/O error). The records stay, so the next
-                // run that can write records the expiry and finds the entries gone.
-                removeEntriesFailingClosed(of: due)
-                throw error
-            }
-        }
-        // A `once` grant lasts while its process runs: one whose process exited, or whose pid
-        // now names another process or belongs to another boot, has run its term.
-        let orphaned = try ledger.grants(now: clock()).compactMap { grant -> (grant: Grant, reason: String)? in
-            guard let holder = grant.holder, let gone = ProcessLiveness.gone(holder) else { return nil }
-            return (grant, gone)
-        }
-        if !orphaned.isEmpty {
-            do {
-                report.expired += try ledger.endWithProcess(orphaned.map { ($0.grant.id, $0.reason) }, by: actor,
-                                                            at: clock())
-            } catch {
-                removeEntriesFailingClosed(of: orphaned.map(\.grant))
-                throw error
-            }
-        }
+        report.expired = try endGrantsWhoseTermIsOver()
         try endVanishedRuns(&report)
         // Read once: the whole run applies one policy.
         let (policy, policyProblem) = policyInForce()
@@ -55,35 +30,24 @@ extension Enforcer {
         }
         // A run about some users checks their grants; a full run (policy change, periodic) everyone's.
         if let policy { try endGrantsPolicyForbids(policy, of: scope, &report) }
-        var uids = scope
-        if var widened = uids {
-            // Users whose grants just ended get their entries removed in this same pass.
-            widened.formUnion(report.expired.map(\.subject.uid))
-            widened.formUnion(report.endedByPolicy.map(\.grant.subject.uid))
-            uids = widened
-        }
-        let withheld = unrecorded.withheld
+        // Users whose grants just ended get their entries removed in this same pass.
+        let uids = scope.map { $0.union(report.expired.map(\.subject.uid) + report.endedByPolicy.map(\.grant.subject.uid)) }
         // A permission switched off for everyone: its grants do not stand while it is off.
         let switchedOff = try switchesInForce(&report)
-        let off = Set(switchedOff.map(\.permission))
         let hardOff = switchedOff.filter(\.hard)
         try restoreSavedAccess(keepingOff: Set(hardOff.map(\.permission)), &report)
         // Something ended (or was put back) for everyone: its entries may be on any node.
         let selection = report.changedNothing && report.runsEnded.isEmpty && report.switchesEnded.isEmpty
             ? nodes : nil
         let reports = probe(selection)
-        // A node pass covers each selected device whole: the records on its other nodes (a
-        // sound card's control node beside the PCM node the event named) are read too, or
-        // devaccess's own entries there would look like drift.
-        let covered = selection.map { selection in
-            selection.paths.union(reports.flatMap { $0.devices.flatMap { $0.nodes.map(\.path) } })
-        }
-        let inSelection = { (path: String) -> Bool in covered?.contains(path) ?? true }
-        let standing = try ledger.grants(now: clock()).filter { !withheld.contains($0.id) && !off.contains($0.permission) }
+        let covered = Self.coveredPaths(selection, reports)
+        let off = Set(switchedOff.map(\.permission))
+        let standing = try ledger.grants(now: clock())
+            .filter { !unrecorded.withheld.contains($0.id) && !off.contains($0.permission) }
         let decisions = Decisions(active: standing)
         let records = try ledger.aclEntries().filter { record in
             // Group entries belong to `devaccess run`; user entries outside the scope wait their turn.
-            guard case .user(let uid) = record.qualifier, inSelection(record.nodePath) else { return false }
+            guard case .user(let uid) = record.qualifier, covered?.contains(record.nodePath) ?? true else { return false }
             return uids?.contains(uid) ?? true
         }
         var pass = ApplyPass(enforcer: self, decisions: decisions, reports: reports, report: report)
@@ -92,32 +56,79 @@ extension Enforcer {
         // The apply pass edits ACL entries only: the grants read above still stand.
         try applyRunAccess(active: standing, reports: reports, only: selection?.paths, &report)
         try lockDown(hardOff, only: selection, &report)
-        // Drift the pass found while editing (an entry that appeared between probe and edit) is
-        // not repeated, nor contradicted by a probe that predates it, by the check below.
-        let told = Set(report.drift.map { ApplyPass.Key(path: $0.nodePath, uid: $0.uid) })
+        report.drift += try driftAfterThePass(selection: selection, reports: reports, covered: covered, uids: uids,
+                                              decisions: decisions, policy: policy, told: report.drift)
+        return report
+    }
 
+    /// Ends the grants whose term is over: their time ran out, or, for a `once` grant, its
+    /// process exited (or its pid now names another process, or belongs to another boot).
+    /// Fail closed: a grant that is over loses its entries even when the ledger cannot be
+    /// written now (disk full, I/O error); the records stay, so the next run that can write
+    /// records the ending and finds the entries gone.
+    private func endGrantsWhoseTermIsOver() throws(LedgerError) -> [Grant] {
+        var ended: [Grant] = []
+        let due = try ledger.expiredUnrevoked(now: clock())
+        if !due.isEmpty {
+            do {
+                ended = try ledger.markExpired(due.map(\.id), by: actor, at: clock())
+            } catch {
+                removeEntriesFailingClosed(of: due)
+                throw error
+            }
+        }
+        let orphaned = try ledger.grants(now: clock()).compactMap { grant -> (grant: Grant, reason: String)? in
+            guard let holder = grant.holder, let gone = ProcessLiveness.gone(holder) else { return nil }
+            return (grant, gone)
+        }
+        guard !orphaned.isEmpty else { return ended }
+        do {
+            return ended + (try ledger.endWithProcess(orphaned.map { ($0.grant.id, $0.reason) }, by: actor, at: clock()))
+        } catch {
+            removeEntriesFailingClosed(of: orphaned.map(\.grant))
+            throw error
+        }
+    }
+
+    /// The paths a node pass covers: each selected device whole, so the records on its other
+    /// nodes (a sound card's control node beside the PCM node the event named) are read too,
+    /// or devaccess's own entries there would look like drift. nil: every path (a full pass).
+    private static func coveredPaths(_ selection: NodeSelection?, _ reports: [AdapterReport]) -> Set<String>? {
+        selection.map { selection in
+            selection.paths.union(reports.flatMap { $0.devices.flatMap { $0.nodes.map(\.path) } })
+        }
+    }
+
+    /// Drift on the nodes as the pass left them: who can still get in that the ledger or the
+    /// policy says should not, and entries nobody granted. Drift the pass found while editing
+    /// (`told`: an entry that appeared between probe and edit) is not repeated, nor
+    /// contradicted by a probe that predates it.
+    private func driftAfterThePass(selection: NodeSelection?, reports: [AdapterReport], covered: Set<String>?,
+                                   uids: Set<UInt32>?, decisions: Decisions, policy: Policy?,
+                                   told drift: [DriftItem]) throws(LedgerError) -> [DriftItem] {
+        let told = Set(drift.map { ApplyPass.Key(path: $0.nodePath, uid: $0.uid) })
         // A node pass looks at its devices' nodes again (their ACLs changed) without asking
         // udev again: the devices are those of a moment ago, their nodes examined anew, and a
         // node no longer the one udev gave is untrusted as it would be in a fresh probe.
         let fresh = selection == nil ? probe(nil) : reports.map(Self.reexamined)
-        let freshRecords = try ledger.aclEntries().filter { inSelection($0.nodePath) }
+        let freshRecords = try ledger.aclEntries().filter { covered?.contains($0.nodePath) ?? true }
         var subjects = DriftAnalyzer.subjects(reports: fresh, decisions: decisions, records: freshRecords)
         // Who else may still get in where the policy forbids it: owners, group members, named users
         // (a run about some users looks at just them).
         if let policy { subjects.formUnion(uids ?? policySubjects(policy, fresh)) }
         if let uids { subjects.formIntersection(uids) }
+        var found: [DriftItem] = []
         for uid in subjects.sorted() {
             let user = identities(uid)
                 ?? UserIdentity(uid: uid, name: String(uid), primaryGID: UInt32.max, groups: [])
             for permissionReport in fresh {
-                report.drift += DriftAnalyzer.drift(report: permissionReport, user: user, decisions: decisions,
-                                                    records: freshRecords,
-                                                    restriction: policy?.restriction(for: permissionReport.permission,
-                                                                                     user: user))
+                found += DriftAnalyzer.drift(report: permissionReport, user: user, decisions: decisions,
+                                             records: freshRecords,
+                                             restriction: policy?.restriction(for: permissionReport.permission, user: user))
                     .filter { !told.contains(ApplyPass.Key(path: $0.nodePath, uid: $0.uid)) }
             }
         }
-        return report
+        return found
     }
 
     /// The same devices with each present node examined again (same path, same numbers).

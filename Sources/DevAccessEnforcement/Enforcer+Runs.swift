@@ -3,6 +3,7 @@ import Glibc
 import DevAccessCore
 import DevAccessLedger
 import DevAccessSystem
+import DevAccessACL
 
 /// `devaccess run`: each live run's group id gets an ACL entry on the nodes of the devices
 /// its program grants allow, and loses it when the run ends, the grant ends or the device

@@ -3,6 +3,7 @@ import Glibc
 import DevAccessCore
 import DevAccessLedger
 import DevAccessSystem
+import DevAccessACL
 
 /// Privacy switches: a permission off for everyone.
 ///

@@ -1,5 +1,6 @@
 import DevAccessCore
 import DevAccessSystem
+import DevAccessACL
 
 /// Examines a node that an adapter found, checking it is the character device
 /// udev reported before its owner, mode and ACL are trusted.

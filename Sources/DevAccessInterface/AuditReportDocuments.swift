@@ -1,5 +1,4 @@
 import DevAccessCore
-import DevAccessLedger
 import FoundationEssentials
 import Glibc
 
@@ -52,51 +51,15 @@ public struct AuditEventDocument: Codable, Sendable, Hashable {
     public var prevHash: String
     public var hash: String
 
-    public init(_ record: RecordedAuditEvent) {
-        let event = record.event
-        seq = record.seq
-        timeUsec = Int64((event.time.timeIntervalSince1970 * 1_000_000).rounded())
+    /// The engine fills in the rest from the stored event (DevAccessEngine's EngineDocuments.swift).
+    public init(seq: Int64, timeUsec: Int64, type: String, details: [String: String], prevHash: String, hash: String) {
+        self.seq = seq
+        self.timeUsec = timeUsec
         time = Self.utc(microseconds: timeUsec)
-        type = event.type.rawValue
-        actor = event.actor?.name
-        actorUid = event.actor?.uid
-        user = event.subject?.name
-        uid = event.subject?.uid
-        permission = event.permission?.rawValue
-        device = event.deviceID
-        deviceName = event.deviceName
-        program = event.program
-        node = event.nodePath
-        if event.type == .decision || event.type == .grant {
-            decision = event.details["decision"]
-            how = event.details["how"]
-        }
-        details = event.details
-        prevHash = record.prevHash
-        hash = record.hash
-    }
-
-    /// What the timeline reads of an event (`audit-report` with `timeline`): no hashes (empty)
-    /// and no node; of the details only the keys the timeline reads.
-    public init(timeline event: AuditTimelineEvent) {
-        seq = event.seq
-        timeUsec = event.timeUsec
-        time = Self.utc(microseconds: event.timeUsec)
-        type = event.type
-        actor = event.actor?.name
-        actorUid = event.actor?.uid
-        user = event.subject?.name
-        uid = event.subject?.uid
-        permission = event.permission
-        device = event.deviceID
-        program = event.program
-        if event.type == AuditEventType.decision.rawValue || event.type == AuditEventType.grant.rawValue {
-            decision = event.details["decision"]
-            how = event.details["how"]
-        }
-        details = event.details
-        prevHash = ""
-        hash = ""
+        self.type = type
+        self.details = details
+        self.prevHash = prevHash
+        self.hash = hash
     }
 
     /// At least the bytes of this event's JSON encoding: every string as if each escapable

@@ -6,7 +6,7 @@ import DevAccessProtocol
 /// - `BrokerInterface` (in the DevAccess library, SPI for the CLI, over its
 ///   `BrokerSession`) speaks the protocol to devaccessd, the one writer of the ledger and
 ///   the ACLs while it runs; the CLI uses it for everyone, root included.
-/// - `EngineService` runs the enforcement engine itself. devaccessd serves its
+/// - `EngineService` (DevAccessEngine) runs the enforcement engine itself. devaccessd serves its
 ///   connections with it (one per request, for the peer the kernel named), and root's
 ///   `--offline` repair mode uses it in-process under the engine lock the daemon holds.
 ///

@@ -1,17 +1,18 @@
-import DevAccessSystem
 import DevAccessCore
-import DevAccessEnforcement
-import DevAccessLedger
-import FoundationEssentials
-import Glibc
 
 /// The documented JSON of what the operations that decide or record return (docs/json.md):
 /// `devaccess ... --json` prints them, and the broker's `result` replies carry them, so a
 /// result has one shape wherever it is read. Keys without a value are left out; times
-/// are UTC ISO 8601.
+/// are UTC ISO 8601. The engine builds them from its records (DevAccessEngine's
+/// EngineDocuments.swift); the contract holds only the values.
 public struct GrantListDocument: Codable, Sendable, Hashable {
     public var ledger: String
     public var grants: [GrantDocument]
+
+    public init(ledger: String, grants: [GrantDocument]) {
+        self.ledger = ledger
+        self.grants = grants
+    }
 }
 
 public struct GrantDocument: Codable, Sendable, Hashable {
@@ -36,25 +37,19 @@ public struct GrantDocument: Codable, Sendable, Hashable {
     /// An allow of location: its level (`exact` for one recorded before levels existed).
     public var accuracy: String?
 
-    public init(_ grant: Grant, now: Date) {
-        accuracy = grant.locationLevel?.rawValue
-        whilePid = grant.holder?.pid
-        id = grant.id
-        user = grant.subject.name
-        uid = grant.subject.uid
-        permission = grant.permission.rawValue
-        device = grant.deviceID
-        program = grant.program?.path
-        decision = grant.decision.rawValue
-        scope = grant.scope.recordedName
-        created = ISOTime.format(grant.created)
-        expires = grant.expires.map(ISOTime.format)
-        ended = grant.revoked.map(ISOTime.format)
-        active = grant.isActive(at: now)
-        decidedBy = grant.decidedBy.name
-        decidedByUid = grant.decidedBy.uid
-        how = grant.method.rawValue
-        reason = grant.reason.isEmpty ? nil : grant.reason
+    public init(id: Int64, user: String, uid: UInt32, permission: String, decision: String, scope: String,
+                created: String, active: Bool, decidedBy: String, decidedByUid: UInt32, how: String) {
+        self.id = id
+        self.user = user
+        self.uid = uid
+        self.permission = permission
+        self.decision = decision
+        self.scope = scope
+        self.created = created
+        self.active = active
+        self.decidedBy = decidedBy
+        self.decidedByUid = decidedByUid
+        self.how = how
     }
 }
 
@@ -66,13 +61,14 @@ public struct EnforcementDocument: Codable, Sendable, Hashable {
     public var drift: [DriftDocument]
     public var notes: [String]
 
-    public init(_ report: EnforcementReport, now: Date) {
-        expired = report.expired.map { GrantDocument($0, now: now) }
-        endedByPolicy = report.endedByPolicy.map { PolicyEndedDocument($0, now: now) }
-        changes = report.changes.map(ChangeDocument.init)
-        problems = report.problems.map(ProblemDocument.init)
-        drift = report.drift.map(DriftDocument.init)
-        notes = report.notes
+    public init(expired: [GrantDocument], endedByPolicy: [PolicyEndedDocument], changes: [ChangeDocument],
+                problems: [ProblemDocument], drift: [DriftDocument], notes: [String]) {
+        self.expired = expired
+        self.endedByPolicy = endedByPolicy
+        self.changes = changes
+        self.problems = problems
+        self.drift = drift
+        self.notes = notes
     }
 }
 
@@ -82,10 +78,10 @@ public struct PolicyEndedDocument: Codable, Sendable, Hashable {
     public var reason: String
     public var rule: String?
 
-    public init(_ ended: PolicyEnded, now: Date) {
-        grant = GrantDocument(ended.grant, now: now)
-        reason = ended.reason
-        rule = ended.rule
+    public init(grant: GrantDocument, reason: String, rule: String?) {
+        self.grant = grant
+        self.reason = reason
+        self.rule = rule
     }
 }
 
@@ -99,15 +95,16 @@ public struct ChangeDocument: Codable, Sendable, Hashable {
     public var grant: Int64?
     public var message: String
 
-    public init(_ change: EnforcementChange) {
-        action = change.action.rawValue
-        node = change.nodePath
-        user = change.userName
-        uid = change.uid
-        permission = change.permission?.rawValue
-        device = change.deviceID
-        grant = change.grantID
-        message = change.message
+    public init(action: String, node: String, user: String, uid: UInt32, permission: String?, device: String,
+                grant: Int64?, message: String) {
+        self.action = action
+        self.node = node
+        self.user = user
+        self.uid = uid
+        self.permission = permission
+        self.device = device
+        self.grant = grant
+        self.message = message
     }
 }
 
@@ -120,14 +117,15 @@ public struct ProblemDocument: Codable, Sendable, Hashable {
     public var device: String?
     public var message: String
 
-    public init(_ problem: EnforcementProblem) {
-        kind = problem.kind.rawValue
-        node = problem.nodePath
-        user = problem.userName
-        uid = problem.uid
-        permission = problem.permission?.rawValue
-        device = problem.deviceID
-        message = problem.message
+    public init(kind: String, node: String, user: String, uid: UInt32, permission: String?, device: String?,
+                message: String) {
+        self.kind = kind
+        self.node = node
+        self.user = user
+        self.uid = uid
+        self.permission = permission
+        self.device = device
+        self.message = message
     }
 }
 
@@ -141,25 +139,19 @@ public struct DriftDocument: Codable, Sendable, Hashable {
     public var grant: Int64?
     public var message: String
 
-    public init(_ item: DriftItem) {
-        kind = item.kind.rawValue
-        node = item.nodePath
-        user = item.userName
-        uid = item.uid
-        permission = item.permission.rawValue
-        device = item.deviceID
-        grant = item.grantID
-        message = item.message
+    public init(kind: String, node: String, user: String, uid: UInt32, permission: String, device: String,
+                grant: Int64?, message: String) {
+        self.kind = kind
+        self.node = node
+        self.user = user
+        self.uid = uid
+        self.permission = permission
+        self.device = device
+        self.grant = grant
+        self.message = message
     }
 }
 
-
-extension GrantListDocument {
-    public init(ledger: String, grants: [Grant], now: Date) {
-        self.ledger = ledger
-        self.grants = grants.map { GrantDocument($0, now: now) }
-    }
-}
 
 extension GrantDocument {
     /// "grant 12: allow camera for alice (1001) on every device, until 2026-12-01T18:00:00Z".
@@ -192,10 +184,10 @@ public struct DecisionDocument: Codable, Sendable, Hashable {
     public var ended: [GrantDocument]
     public var report: EnforcementDocument
 
-    public init(_ outcome: Enforcer.DecisionOutcome, now: Date) {
-        grant = GrantDocument(outcome.grant, now: now)
-        ended = outcome.ended.map { GrantDocument($0, now: now) }
-        report = EnforcementDocument(outcome.report, now: now)
+    public init(grant: GrantDocument, ended: [GrantDocument], report: EnforcementDocument) {
+        self.grant = grant
+        self.ended = ended
+        self.report = report
     }
 }
 
@@ -220,10 +212,12 @@ public struct RevokeDocument: Codable, Sendable, Hashable {
         }
     }
 
-    public init(_ outcome: Enforcer.RevokeOutcome, now: Date) {
-        revoked = outcome.revoked.map { GrantDocument($0, now: now) }
-        stillCovering = outcome.stillCovering.map { GrantDocument($0, now: now) }
-        report = EnforcementDocument(outcome.report, now: now)
+    public init(revoked: [GrantDocument], stillCovering: [GrantDocument], report: EnforcementDocument,
+                terminated: [TerminatedProcess]? = nil) {
+        self.revoked = revoked
+        self.stillCovering = stillCovering
+        self.report = report
+        self.terminated = terminated
     }
 }
 
@@ -235,12 +229,13 @@ public struct ResetDocument: Codable, Sendable, Hashable {
     public var deleted: [GrantDocument]
     public var report: EnforcementDocument
 
-    public init(_ outcome: Enforcer.ResetOutcome, subject: Principal, permission: Permission?, now: Date) {
-        user = subject.name
-        uid = subject.uid
-        self.permission = permission?.rawValue
-        deleted = outcome.deleted.map { GrantDocument($0, now: now) }
-        report = EnforcementDocument(outcome.report, now: now)
+    public init(user: String, uid: UInt32, permission: String?, deleted: [GrantDocument],
+                report: EnforcementDocument) {
+        self.user = user
+        self.uid = uid
+        self.permission = permission
+        self.deleted = deleted
+        self.report = report
     }
 }
 
@@ -269,22 +264,10 @@ public struct AuditVerifyDocument: Codable, Sendable, Hashable {
     /// Both the ledger and the archive asked about (if any) verify.
     public var allIntact: Bool { intact && archive?.intact != false }
 
-    public init(_ verification: ChainVerification, ledger: String, anchor: ArchiveAnchor? = nil) {
+    public init(ledger: String, intact: Bool, message: String) {
         self.ledger = ledger
-        message = verification.description
-        archivedThrough = anchor?.throughSeq
-        anchorHash = anchor?.throughHash
-        anchorEvent = anchor?.eventSeq
-        switch verification {
-        case .intact(let count):
-            intact = true
-            events = count
-        case .broken(let chainBreak):
-            intact = false
-            brokenAt = chainBreak.seq
-            kind = chainBreak.kind.rawValue
-            explanation = chainBreak.explanation
-        }
+        self.intact = intact
+        self.message = message
     }
 }
 
@@ -309,39 +292,15 @@ public struct ArchiveVerifyDocument: Codable, Sendable, Hashable {
     public var linkExplanation: String?
     public var message: String
 
-    public init(_ verification: ArchiveVerification) {
-        path = verification.path
-        intact = verification.isIntact
-        firstSeq = verification.firstSeq
-        lastSeq = verification.throughSeq
-        lastHash = verification.throughHash
-        switch verification.chain {
-        case .intact(let count): events = count
-        case .broken(let chainBreak):
-            brokenAt = chainBreak.seq
-            kind = chainBreak.kind.rawValue
-            explanation = chainBreak.explanation
-        }
-        switch verification.link {
-        case .anchored(let seq):
-            link = "anchored"
-            linkEvent = seq
-        case .mismatch(let seq, let text):
-            link = "mismatch"
-            linkEvent = seq
-            linkExplanation = text
-        case .unrecorded(let text):
-            link = "unrecorded"
-            linkExplanation = text
-        }
-        let range = "events \(firstSeq)...\(lastSeq)"
-        if case .broken(let chainBreak) = verification.chain {
-            message = "archive chain broken: \(chainBreak)"
-        } else if let linkEvent, link == "anchored" {
-            message = "archive intact: \(range), recorded by event \(linkEvent) of the ledger"
-        } else {
-            message = "archive chain intact (\(range)) but not linked to the ledger: \(linkExplanation ?? link)"
-        }
+    public init(path: String, intact: Bool, firstSeq: Int64, lastSeq: Int64, lastHash: String, link: String,
+                message: String) {
+        self.path = path
+        self.intact = intact
+        self.firstSeq = firstSeq
+        self.lastSeq = lastSeq
+        self.lastHash = lastHash
+        self.link = link
+        self.message = message
     }
 }
 
@@ -365,30 +324,12 @@ public struct AuditArchiveDocument: Codable, Sendable, Hashable {
     public var ledgerBytesAfter: Int64?
     public var message: String
 
-    public init(_ outcome: AuditArchiveOutcome, ledger: String) {
+    public init(ledger: String, before: String, events: Int64, vacuumed: Bool, message: String) {
         self.ledger = ledger
-        before = ISOTime.format(outcome.before)
-        vacuumed = outcome.vacuumed
-        ledgerBytesBefore = outcome.ledgerBytesBefore
-        ledgerBytesAfter = outcome.ledgerBytesAfter
-        guard let anchor = outcome.anchor else {
-            events = 0
-            message = "no audit event is older than \(before): nothing was archived"
-            return
-        }
-        events = anchor.events
-        archive = anchor.archivePath
-        firstSeq = anchor.firstSeq
-        lastSeq = anchor.throughSeq
-        anchorHash = anchor.throughHash
-        anchorEvent = anchor.eventSeq
-        message = "archived \(anchor.events) events (\(anchor.firstSeq)...\(anchor.throughSeq)) older than \(before) "
-            + "to \(anchor.archivePath); the ledger's chain continues from hash \(anchor.throughHash), recorded by "
-            + "event \(anchor.eventSeq)"
-        if let from = ledgerBytesBefore, let to = ledgerBytesAfter {
-            message += "; ledger \(from / 1024) KiB -> \(to / 1024) KiB" + (vacuumed ? "" : " (not compacted: its free "
-                + "space is reused by new events)")
-        }
+        self.before = before
+        self.events = events
+        self.vacuumed = vacuumed
+        self.message = message
     }
 }
 
@@ -400,12 +341,12 @@ public struct WithdrawDocument: Codable, Sendable, Hashable {
     public var permissions: [String]
     public var resolution: String
 
-    public init(_ request: PendingRequest) {
-        pending = request.id
-        user = request.subject.name
-        uid = request.subject.uid
-        permissions = request.permissions.map(\.rawValue)
-        resolution = request.resolution?.rawValue ?? "waiting"
+    public init(pending: Int64, user: String, uid: UInt32, permissions: [String], resolution: String) {
+        self.pending = pending
+        self.user = user
+        self.uid = uid
+        self.permissions = permissions
+        self.resolution = resolution
     }
 }
 
@@ -425,17 +366,10 @@ public struct SwitchesDocument: Codable, Sendable, Hashable {
         /// What status says while it is off ("switched off by root at ...: exam week").
         public var restricted: String?
 
-        public init(permission: Permission, off: PrivacySwitch?) {
-            self.permission = permission.rawValue
-            state = off == nil ? "on" : "off"
-            guard let off else { return }
-            hard = off.hard
-            by = off.by.name
-            byUid = off.by.uid
-            since = ISOTime.format(off.since)
-            until = off.until.map(ISOTime.format)
-            reason = off.reason.isEmpty ? nil : off.reason
-            restricted = off.sentence(formatTime: ISOTime.format)
+        /// A switch that is on; the engine fills in who turned it off, when and why.
+        public init(permission: String, state: String) {
+            self.permission = permission
+            self.state = state
         }
     }
 
@@ -445,6 +379,11 @@ public struct SwitchesDocument: Codable, Sendable, Hashable {
         public var processes: Int
         /// Processes whose descriptors could not be read.
         public var uninspected: Int
+
+        public init(processes: Int, uninspected: Int) {
+            self.processes = processes
+            self.uninspected = uninspected
+        }
     }
 
     public var switches: [State]
@@ -453,13 +392,11 @@ public struct SwitchesDocument: Codable, Sendable, Hashable {
     public var enforcement: EnforcementDocument?
     public var stillOpen: StillOpen?
 
-    public init(switches off: [PrivacySwitch], changed: Bool? = nil, report: EnforcementReport? = nil,
-                stillOpen: StillOpen? = nil, now: Date) {
-        switches = Permission.all.map { permission in
-            State(permission: permission, off: off.first { $0.permission == permission })
-        }
+    public init(switches: [State], changed: Bool? = nil, enforcement: EnforcementDocument? = nil,
+                stillOpen: StillOpen? = nil) {
+        self.switches = switches
         self.changed = changed
-        enforcement = report.map { EnforcementDocument($0, now: now) }
+        self.enforcement = enforcement
         self.stillOpen = stillOpen
     }
 }

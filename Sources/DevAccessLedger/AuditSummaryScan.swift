@@ -1,3 +1,5 @@
+import DevAccessCore
+
 /// `audit --summary` in one pass over the matching rows, counted in memory.
 ///
 /// A SQL GROUP BY over expressions sorts every row and opens the details JSON of each

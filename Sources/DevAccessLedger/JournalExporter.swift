@@ -1,5 +1,6 @@
 import DevAccessSystem
 import Glibc
+import DevAccessJournal
 
 /// Whether appended events are also sent to the systemd journal.
 public enum JournalExport: Sendable, Hashable {

@@ -25,7 +25,7 @@ public final class Ledger: Sendable {
     }
 
     public static let fileName = "ledger.db"
-    /// Beside the ledger: whoever holds a lock on it is the one writer (DevAccessInterface's `EngineLock`).
+    /// Beside the ledger: whoever holds a lock on it is the one writer (DevAccessEngine's `EngineLock`).
     public static let engineLockFileName = "engine.lock"
     public static let systemStateDirectory = "/var/lib/devaccess"
     /// The schema version this build writes and understands.

@@ -49,6 +49,36 @@ struct ProcessDirectory: ~Copyable {
     }
 }
 
+/// One process's /proc/PID held open for as long as its holder lives (a connection keeps its
+/// peer's from connect on): what is read through it is that process's, and reads fail once
+/// it is gone (reaped), even after its pid was given to another. Equal only to itself.
+public final class PinnedProcess: Sendable, Hashable {
+    public let pid: Int32
+    private let directory: ProcessDirectory
+
+    /// nil when the process is gone or /proc cannot be opened. Pinned to whichever process
+    /// has `pid` now: a caller that must know which one checks that after (a pidfd, a start time).
+    public init?(pid: Int32) {
+        let proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard proc >= 0 else { return nil }
+        defer { close(proc) }
+        guard let directory = ProcessDirectory(pid: pid, in: proc) else { return nil }
+        self.pid = pid
+        self.directory = directory
+    }
+
+    /// The open /proc/PID, for `openat`-style reads; owned here.
+    public var descriptor: CInt { directory.fd }
+
+    /// The whole of a small file of the process (limits, status); nil when unreadable (gone).
+    public func read(_ name: String, limit: Int = 1 << 20) -> [UInt8]? {
+        directory.read(name, limit: limit)
+    }
+
+    public static func == (left: PinnedProcess, right: PinnedProcess) -> Bool { left === right }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
 /// Who a process runs as, from /proc/PID/status, and when it started, from /proc/PID/stat.
 struct ProcessCredentials {
     var realUID: UInt32 = 0

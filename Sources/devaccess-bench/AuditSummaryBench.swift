@@ -1,3 +1,4 @@
+import DevAccessCore
 import DevAccessLedger
 import Foundation
 

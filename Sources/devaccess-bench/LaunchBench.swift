@@ -1,6 +1,7 @@
 import DevAccessSystem
 import Foundation
 import Glibc
+import DevAccessLaunch
 
 /// `devaccess run`'s launcher (fork, drop to nobody, exec) against posix_spawn and Foundation's
 /// Process, each starting /bin/true and reaping it; medians of single launches.

@@ -10,6 +10,7 @@
 // "skipped: why", never a figure. Never a timed test: the figures depend on the machine.
 import Foundation
 import Glibc
+import DevAccessLaunch
 
 let options = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
 #if DEBUG

@@ -169,7 +169,7 @@ extension LoginSessions {
             let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
             let user = try TestUser("liblogin", shell: "/bin/sh")
             let run = try Self.probe(user, setup, ["request", "--required", "camera", "--term", "always", "--reason",
-                                                   "video call", "camera"], answers: [("within", "always {code}\n")])
+                                                   "video call", "camera"], answers: [("within", "allow camera always {code}\n")])
             #expect(run.output.contains("reason: video call"), "\(run.output)")
             #expect(run.output.contains(#""outcome":"allowed""#), "\(run.output)")
             #expect(try user.canOpen(setup.camera, .readWrite))

@@ -21,38 +21,79 @@ struct ConsentChannelUnitTests {
         #expect(ConsentChannel.injection(setting: setting) == nil)
     }
 
-    /// An answer is a word that says what it does, and the question's code: a program that
-    /// redraws the screen could relabel a number, not the meaning of "deny".
+    /// An answer names the grant and ends with the question's code: a program that redraws
+    /// the screen could relabel a number, not the meaning of "allow camera always".
     @Test func anAnswerIsTheChoicesWordAndTheQuestionsCode() {
         let choices = [PromptChoice(allow: .once, label: "Allow once"),
                        PromptChoice(allow: .duration(seconds: 3600), label: "Allow for 1h"),
                        PromptChoice(choice: .deny, label: "Deny")]
-        #expect(TerminalPrompt.answer("once 417", code: "417", among: choices)?.choice.choice == .allow(.once))
-        #expect(TerminalPrompt.answer("for 417", code: "417", among: choices)?.choice.choice == .allow(.duration))
-        #expect(TerminalPrompt.answer("deny 417", code: "417", among: choices)?.choice.choice == .deny)
-        #expect(TerminalPrompt.answer("always 417", code: "417", among: choices) == nil, "not offered")
-        #expect(TerminalPrompt.answer("1 417", code: "417", among: choices) == nil, "no numbers")
-        #expect(TerminalPrompt.answer("d 417", code: "417", among: choices) == nil, "no letters")
-        #expect(TerminalPrompt.answer("once", code: "417", among: choices) == nil, "no code")
-        #expect(TerminalPrompt.answer("once 418", code: "417", among: choices) == nil, "another code")
-        #expect(TerminalPrompt.answer("once417", code: "417", among: choices) == nil)
-        #expect(TerminalPrompt.answer("417", code: "417", among: choices) == nil)
+        let question = ConsentAnswer.Question(permissions: [.camera], choices: choices)
+        let answer = { (typed: String) in ConsentAnswer.parse(typed, to: question, code: "417") }
+        #expect(answer("allow camera once 417")?.choice.choice == .allow(.once))
+        #expect(answer("allow camera for 1h 417")?.choice.choice == .allow(.duration))
+        #expect(answer("deny 417")?.choice.choice == .deny)
+        #expect(answer("allow camera always 417") == nil, "not offered")
+        #expect(answer("1 417") == nil, "no numbers")
+        #expect(answer("d 417") == nil, "no letters")
+        #expect(answer("allow camera once") == nil, "no code")
+        #expect(answer("allow camera once 418") == nil, "another code")
+        #expect(answer("allow camera once417") == nil)
+        #expect(answer("417") == nil)
+        // The old form (a term word and the code) names nothing: no answer.
+        #expect(answer("once 417") == nil && answer("for 417") == nil, "the old form")
+        // `for` names the length offered, not another one.
+        #expect(answer("allow camera for 417") == nil && answer("allow camera for 2h 417") == nil)
+        #expect(answer("allow once 417") == nil, "allow names what it allows")
+        #expect(answer("deny camera 417") == nil && answer("allow camera camera once 417") == nil)
+        #expect(answer("ALLOW Camera ONCE 417")?.permissions == [.camera], "case does not matter")
+        #expect(question.answer(choices[1], code: "417") == "allow camera for 1h 417", "the prompt shows what parses")
+        #expect(question.answer(choices[2], code: "417") == "deny 417")
     }
 
-    /// A location answer may add a coarser level between the word and the code; only the
-    /// levels offered, never with deny, never a level the request could not have.
+    /// A typed subset grants exactly that subset, in the order asked; a permission that was
+    /// not asked makes the line no answer (Issue 27 item 2); a denial covers everything asked.
+    @Test func anAnswerGrantsExactlyWhatItNamesAndNothingThatWasNotAsked() {
+        let choices = [PromptChoice(allow: .always, label: "Allow always"), PromptChoice(choice: .deny, label: "Deny")]
+        let question = ConsentAnswer.Question(permissions: [.camera, .microphone], choices: choices)
+        let answer = { (typed: String) in ConsentAnswer.parse(typed, to: question, code: "697") }
+        #expect(answer("always 697") == nil, "the old form grants nothing")
+        #expect(answer("allow camera always 697")?.permissions == [.camera])
+        #expect(answer("allow microphone always 697")?.permissions == [.microphone])
+        #expect(answer("allow microphone camera always 697")?.permissions == [.camera, .microphone])
+        #expect(answer("allow camera microphone location always 697") == nil, "location was not asked")
+        #expect(answer("allow location always 697") == nil)
+        #expect(answer("deny 697")?.permissions == [.camera, .microphone])
+        #expect(answer("allow camera always cheese 697") == nil, "a request's grant names no program")
+        // A run's grant is bound to its program: the answer names the program's file.
+        var run = question
+        run.program = "cheese"
+        #expect(ConsentAnswer.parse("allow camera always 697", to: run, code: "697") == nil)
+        #expect(ConsentAnswer.parse("allow camera always cheese 697", to: run, code: "697")?.permissions == [.camera])
+        #expect(ConsentAnswer.parse("allow camera always totem 697", to: run, code: "697") == nil)
+        #expect(run.answer(choices[0], code: "697") == "allow camera microphone always cheese 697")
+    }
+
+    /// A location answer may add a coarser level after the term; only the levels offered,
+    /// never with deny, never a level the request could not have, only when location is named.
     @Test func aLocationAnswerMayNameACoarserLevel() {
         let choices = [PromptChoice(allow: .once, label: "Allow once"), PromptChoice(choice: .deny, label: "Deny")]
         let levels: [LocationAccuracy] = [.neighborhood, .city, .country]
-        let city = TerminalPrompt.answer("once city 417", code: "417", among: choices, levels: levels)
-        #expect(city?.choice.choice == .allow(.once) && city?.level == .city)
-        #expect(TerminalPrompt.answer("once 417", code: "417", among: choices, levels: levels)?.level == nil)
-        #expect(TerminalPrompt.answer("once exact 417", code: "417", among: choices, levels: levels) == nil, "finer than offered")
-        #expect(TerminalPrompt.answer("once street 417", code: "417", among: choices, levels: levels) == nil, "not offered")
-        #expect(TerminalPrompt.answer("deny city 417", code: "417", among: choices, levels: levels) == nil, "deny has no level")
-        #expect(TerminalPrompt.answer("once city 417", code: "417", among: choices) == nil, "not a location prompt")
-        #expect(TerminalPrompt.answer("once city", code: "417", among: choices, levels: levels) == nil, "no code")
-        #expect(TerminalPrompt.answer("once city town 417", code: "417", among: choices, levels: levels) == nil)
+        let question = ConsentAnswer.Question(permissions: [.camera, .location], choices: choices, levels: levels)
+        let answer = { (typed: String) in ConsentAnswer.parse(typed, to: question, code: "417") }
+        let city = answer("allow location once city 417")
+        #expect(city?.choice.choice == .allow(.once) && city?.level == .city && city?.permissions == [.location])
+        #expect(answer("allow location once 417")?.level == nil)
+        #expect(answer("allow location once exact 417") == nil, "finer than offered")
+        #expect(answer("allow location once street 417") == nil, "not offered")
+        #expect(answer("deny city 417") == nil, "deny has no level")
+        #expect(answer("allow camera once city 417") == nil, "a level without location")
+        var notLocation = question
+        notLocation.levels = []
+        #expect(ConsentAnswer.parse("allow location once city 417", to: notLocation, code: "417") == nil,
+                "not a location prompt")
+        #expect(answer("allow location once city") == nil, "no code")
+        #expect(answer("allow location once city town 417") == nil)
+        #expect(question.answer(choices[0], code: "417", level: .city) == "allow camera location once city 417")
     }
 
     @Test func terminalDevicesAreNamedFromTheirNumbers() {

@@ -6,6 +6,7 @@ import DevAccessLedger
 import DevAccessProtocol
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessACL
 
 /// A process a test user runs in the background (setpriv execs, so its pid is the
 /// program's), whose first line of output the test waits for.
@@ -354,7 +355,7 @@ extension LoginSessions {
             let user = try TestUser("lmax", shell: "/bin/sh")
             let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "request", "camera",
                                                                   "--always"] + setup.socket,
-                                            answers: [(Self.question, "for {code}\n")], timeout: 90)
+                                            answers: [(Self.question, "allow camera for 8h {code}\n")], timeout: 90)
             #expect(run.exitStatus == 0, "\(run.output)")
             #expect(run.output.contains("Allow for 8h (the longest the policy allows)"), "\(run.output)")
             #expect(!run.output.contains("Allow always"), "\(run.output)")
@@ -364,7 +365,7 @@ extension LoginSessions {
         }
 
         /// Location asked at street: the person may allow it coarser by typing the level
-        /// ("for city CODE"), as iOS lets one turn "precise" off; the grant records city, and
+        /// ("allow location for 1h city CODE"), as iOS lets one turn "precise" off; the grant records city, and
         /// a level finer than asked is not an answer.
         @Test func thePersonMayAllowLocationCoarserThanAsked() throws {
             let settings = try TerminalSettings(legacyTIOCSTI: 0)
@@ -373,8 +374,8 @@ extension LoginSessions {
             let user = try TestUser("lcoarse", shell: "/bin/sh")
             let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "request", "location",
                                                                   "--accuracy", "street", "--for", "1h"] + setup.socket,
-                                            answers: [(Self.question, "for exact {code}\n"),
-                                                      (Self.question, "for city {code}\n")], timeout: 90)
+                                            answers: [(Self.question, "allow location for 1h exact {code}\n"),
+                                                      (Self.question, "allow location for 1h city {code}\n")], timeout: 90)
             // 2: limited, which a grant below exact is.
             #expect(run.exitStatus == 2, "\(run.output)")
             #expect(run.output.contains("allowed at city accuracy"), "\(run.output)")

@@ -8,6 +8,7 @@ import DevAccessLedger
 import DevAccessProtocol
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessACL
 
 /// Issue 17 item 5, crash storms: kill -9 devaccessd at random moments while admins grant
 /// and revoke, users request (policy allow) and have requests approved, and short terms

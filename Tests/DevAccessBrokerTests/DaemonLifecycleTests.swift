@@ -126,6 +126,16 @@ extension DaemonTests {
         #expect(daemon.log.contains("who could replace the socket"), "\(daemon.log)")
     }
 
+    /// Issue 27 item 7: without its enforcement worker devaccessd would serve with no
+    /// expiry, hotplug or periodic enforcement (granted ACL entries never expire): it
+    /// refuses to start and says why. The worker's eventfd fails through a DEBUG-only hook.
+    @Test func anEnforcerThatCannotBeMadeStopsTheStart() throws {
+        let daemon = try RunningDaemon(environment: ["DEVACCESS_TEST_ENFORCER_FAIL": "EMFILE"], waitForReady: false)
+        #expect(daemon.waitForExit(timeout: 10) == 1, "\(daemon.log)")
+        #expect(daemon.log.contains("refusing to start: the enforcement worker cannot be created"), "\(daemon.log)")
+        #expect(!FileManager.default.fileExists(atPath: daemon.socketPath), "it never served")
+    }
+
     @Test func badCommandLinesExit64() throws {
         let result = try TestProcess.run(RunningDaemon.binary, ["--sokcet", "/x"])
         #expect(result.status == 64)

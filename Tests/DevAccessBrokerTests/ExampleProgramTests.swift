@@ -56,6 +56,17 @@ struct ExampleProgramTests {
         #expect(Set(pixels).count > 8, "the frame is (nearly) one colour")
     }
 
+    /// An app on the library links the Swift runtime and libc, nothing of the engine (issue 26).
+    /// The manifest's side of it is scripts/check-library-closure.sh (`make lint`).
+    @Test(arguments: ["watch", "snapshot", "devaccess-library-probe"])
+    func theLibraryLinksNoEngineLibrary(program: String) throws {
+        let linked = try TestProcess.setup("ldd", [LibraryProbe.built(program)]).stdout
+        #expect(linked.contains("libswiftCore.so"), "ldd did not list \(program)'s libraries: \(linked)")
+        let engine = ["libsqlite3", "libcrypto", "libudev", "libasound", "libpam", "libacl", "libsystemd"]
+        let found = engine.filter { linked.contains($0 + ".so") }
+        #expect(found.isEmpty, "\(program) links \(found): \(linked)")
+    }
+
     /// watch prints the status, then the change devaccessd pushes.
     @Test func watchPrintsPushedChanges() throws {
         let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")

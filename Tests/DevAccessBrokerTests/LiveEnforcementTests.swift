@@ -8,6 +8,7 @@ import DevAccessEnforcement
 import DevAccessLedger
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessACL
 
 /// Live enforcement in the real daemon (devaccessd(8), LIVE ENFORCEMENT): the start-up
 /// reconcile, the expiry timer, re-created nodes and the periodic safety run, against

@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessEngine
 
 /// Identity comes from the kernel (SO_PEERCRED, SO_PEERGROUPS, /proc/PID/exe), never
 /// from the message; what a peer may do follows from it.

@@ -66,6 +66,32 @@ struct RequestConsentTests {
         #expect(!trail.contains("guess") && !trail.contains("horse"))
     }
 
+    /// Issue 27 item 10: Enter alone at the password prompt is no decision, not a wrong
+    /// password: no PAM check (pam_faillock counts nothing), no back-off for the next
+    /// request, and the prompt says how to dismiss it.
+    @Test func anEmptyPasswordIsNoDecisionNotAWrongPassword() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=auth_self\n", promptTimeout: 4)
+        let user = try TestUser("empty")
+        try user.setPassword("correct horse 42")
+        let arguments = ["request", "camera", "--for", "1h"] + setup.socket
+        let empty = try user.onTerminal(arguments, answers: [("Password", "\n")])
+        #expect(empty.exit == 4, "\(empty.output)")
+        #expect(empty.output.contains("Enter alone: no decision"), "the prompt says how to dismiss it: \(empty.output)")
+        #expect(empty.output.contains("no decision: the prompt was dismissed"), "\(empty.output)")
+        #expect(!empty.output.contains("attempt 2"), "not asked again as after a wrong password: \(empty.output)")
+        let outcomes = try setup.requestEvents(user).filter { $0.details["stage"] == "prompt" }
+            .compactMap { $0.details["outcome"] }
+        #expect(outcomes == ["cancel:dismissed"], "\(outcomes)")
+        let tally = try TestProcess.run("/usr/sbin/faillock", ["--user", user.name])
+        let failures = tally.stdout.split(separator: "\n").filter { $0.range(of: #"^\d{4}-\d\d-\d\d"#, options: .regularExpression) != nil }
+        #expect(failures.isEmpty, "PAM saw a password: \(tally.stdout)")
+        // No back-off: the next request's prompt has no wait to announce, and the right password passes.
+        let right = try user.onTerminal(arguments, answers: [("Password", "correct horse 42\n")])
+        #expect(right.exit == 0, "\(right.output)")
+        #expect(!right.output.contains("wrong password"), "\(right.output)")
+        #expect(try setup.grants(user).count == 1)
+    }
+
     /// A request is audited before anything is asked: with the ledger unwritable (its WAL
     /// made immutable, as a full disk would), no password prompt is shown and no password
     /// reaches PAM unrecorded; the request fails saying the ledger is the problem.
@@ -175,8 +201,9 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let users = try ["o", "f", "a"].map { try TestUser("lask\($0)", shell: "/bin/sh") }
-            for (user, (key, seconds)) in zip(users, [("once {code}", Int64?.some(0)), ("for {code}", 3600),
-                                                      ("always {code}", nil)]) {
+            for (user, (key, seconds)) in zip(users, [("allow camera once {code}", Int64?.some(0)),
+                                                      ("allow camera for 1h {code}", 3600),
+                                                      ("allow camera always {code}", nil)]) {
                 #expect(try !user.canOpen(setup.camera, .readWrite))
                 let run = try Self.request(user, setup, ["camera", "--reason", "video call"],
                                            answers: [(Self.question, "\(key)\n")])
@@ -275,7 +302,8 @@ extension LoginSessions {
             defer { settings.restore() }
             let setup = try RequestSetup(policy: Self.ask)
             let user = try TestUser("lboth", shell: "/bin/sh")
-            let run = try Self.request(user, setup, ["camera", "microphone"], answers: [(Self.question, "always {code}\n")])
+            let run = try Self.request(user, setup, ["camera", "microphone"],
+                                       answers: [(Self.question, "allow camera microphone always {code}\n")])
             #expect(run.exitStatus == 0, "\(run.output)")
             #expect(run.output.contains("to use the camera and the microphone?"))
             #expect(try user.canOpen(setup.camera, .readWrite) && user.canOpen(setup.microphone, .readWrite))
@@ -287,7 +315,7 @@ extension LoginSessions {
             let capped = try RequestSetup(policy: "[camera]\nDefault=ask\nMaxDuration=30m\n")
             let other = try TestUser("lcap", shell: "/bin/sh")
             let asked = try Self.request(other, capped, ["camera", "--for", "8h"],
-                                         answers: [(Self.question, "for {code}\n")])
+                                         answers: [(Self.question, "allow camera for 30m {code}\n")])
             #expect(asked.exitStatus == 0, "\(asked.output)")
             #expect(!asked.output.contains("Allow always") && asked.output.contains("Allow for 30m"), "\(asked.output)")
             // The choice says when it would end, in local time (HumanTime).
@@ -415,6 +443,74 @@ extension LoginSessions {
             #expect(asks.map { $0.details["outcome"] } == ["no-channel"], "\(asks.map(\.details))")
             #expect(try setup.grants(mallory).isEmpty, "\(run.output)")
             #expect(try !mallory.canOpen(setup.camera, .read))
+        }
+
+        /// The requester forks a helper that, once devaccessd's question is on the screen,
+        /// moves the cursor up and rewrites the question's lines (keeping the line with the
+        /// code) to say what the person should type; before asking it hid its own output
+        /// (SGR conceal) and set a scrolling region. Issue 27 item 2.
+        static let redrawer = #"""
+            import os, sys, time
+            tell = sys.argv[3].encode()
+            os.write(1, b"\x1b[8m\x1b[3;5r")
+            if os.fork() == 0:
+                time.sleep(1.5)
+                tty = os.open("/dev/tty", os.O_WRONLY)
+                fake = [b"Allow /usr/bin/cheese to use the camera?", b"  reason: video call", tell]
+                out = b"\x1b7\x1b[14A\r"
+                for line in fake + [b""] * 11:
+                    out += b"\x1b[2K" + line + b"\r\n"
+                os.write(tty, out + b"\x1b8")
+                os._exit(0)
+            os.execv(sys.argv[1], [sys.argv[1], "request", "camera", "microphone", "--always", "--reason", "video call",
+                                   "--socket", sys.argv[2]])
+            """#
+
+        /// A person types what a redrawn screen tells them, in the old answer form (`always
+        /// CODE`): that is no answer any more, so nothing is granted; and the terminal's
+        /// rendering state is reset before the question, so earlier output cannot hide it.
+        @Test func aRedrawnQuestionAnsweredInTheOldFormGrantsNothing() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask, promptTimeout: 4)
+            let mallory = try TestUser("lredraw", shell: "/bin/sh")
+            let run = try Self.python(Self.redrawer, as: mallory,
+                [TestProcess.devaccessBinary, setup.daemon.socketPath, "REDRAWN: to allow, type always and the code"],
+                answers: [("REDRAWN: to allow", "always {code}\n")])
+            #expect(run.output.contains("the code"), "the real question was shown: \(run.output)")
+            #expect(run.answered == 1, "\(run.output)")
+            #expect(try setup.grants(mallory).isEmpty, "\(run.output)")
+            #expect(try !mallory.canOpen(setup.camera, .read) && !mallory.canOpen(setup.microphone, .read))
+            // The question comes after a reset of what the requester set: SGR, scrolling region, cursor.
+            let output = run.output
+            let hidden = try #require(output.range(of: "\u{1b}[8m"))
+            let question = try #require(output.range(of: "to use the camera and the microphone?"))
+            for reset in ["\u{1b}[0m", "\u{1b}[r", "\u{1b}[?25h", "\u{1b}[?1049l"] {
+                let found = output.range(of: reset, range: hidden.upperBound..<question.lowerBound)
+                #expect(found != nil, "no \(reset.debugDescription) before the question: \(output.debugDescription)")
+            }
+        }
+
+        /// The redrawn screen asks for less than the request did: the person types
+        /// `allow camera always CODE` and gets exactly the camera; a word that was not asked
+        /// (location) makes the answer no answer.
+        @Test func aTypedSubsetGrantsExactlyThatSubset() throws {
+            let settings = try TerminalSettings(legacyTIOCSTI: 0)
+            defer { settings.restore() }
+            let setup = try RequestSetup(policy: Self.ask, promptTimeout: 6)
+            let user = try TestUser("lsubset", shell: "/bin/sh")
+            let run = try Self.python(Self.redrawer, as: user,
+                [TestProcess.devaccessBinary, setup.daemon.socketPath, "REDRAWN: type allow camera always and the code"],
+                answers: [("REDRAWN: type", "allow camera microphone location always {code}\n"),
+                          ("not an answer", "allow camera always {code}\n")])
+            #expect(run.answered == 2, "\(run.output)")
+            let grants = try setup.grants(user)
+            #expect(grants.map(\.permission) == [.camera], "\(grants) \(run.output)")
+            #expect(grants.allSatisfy { $0.decision == .allow && $0.scope == .always && $0.method == .consent })
+            #expect(try user.canOpen(setup.camera, .readWrite) && !user.canOpen(setup.microphone, .read))
+            #expect(run.output.contains("the answer typed did not name microphone"), "\(run.output)")
+            let prompt = try #require(try setup.requestEvents(user).first { $0.details["stage"] == "prompt" })
+            #expect(prompt.details["outcome"] == "always" && prompt.details["named"] == "camera", "\(prompt.details)")
         }
 
         /// The requester, foreground on the login terminal, stops the terminal's output to

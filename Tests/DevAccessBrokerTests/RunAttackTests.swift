@@ -235,3 +235,192 @@ struct RunAttackTests {
                 "the caller's hard limit of 64 files became \(shown.stdout) in the run")
     }
 }
+
+// MARK: - Hostile review 3 (issue 27)
+
+extension RunAttackTests {
+    /// devaccessd resolved the program path as root and echoed the result: a user naming
+    /// another user's /proc/PID/cwd or /proc/PID/fd/N learnt the path of that user's private
+    /// directory ("/home/bob/merger-with-acme is not a regular file"), and /proc/self/fd/N
+    /// named devaccessd's own descriptors. Now the program is opened as the caller, and a
+    /// refusal names no path but the one the caller gave.
+    @Test func aRefusalNamesNoPathOfAnotherUsersPrivateDirectoryNorOfDevaccessdsDescriptors() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
+        let alice = try TestUser("runpeek")
+        let bob = try TestUser("runbob")
+        let home = try TemporaryDirectory()
+        let secret = home.path + "/merger-with-acme"
+        #expect(mkdir(secret, 0o700) == 0 && chown(secret, bob.uid, bob.gid) == 0)
+        for (name, mode) in [("plan.txt", mode_t(0o644)), ("tool", mode_t(0o755))] {
+            try Data("#!/bin/sh\necho secret\n".utf8).write(to: URL(fileURLWithPath: secret + "/" + name))
+            #expect(chown(secret + "/" + name, bob.uid, bob.gid) == 0 && chmod(secret + "/" + name, mode) == 0)
+        }
+        let holder = try bob.background("""
+            import json, os, sys, time
+            os.chdir(sys.argv[1])
+            plan = open("plan.txt")
+            tool = os.open("tool", os.O_PATH)
+            print(json.dumps({"pid": os.getpid(), "plan": plan.fileno(), "tool": tool}), flush=True)
+            time.sleep(120)
+            """, [secret])
+        defer { holder.stop() }
+        let pid = holder.report["pid"] as? Int ?? 0, plan = holder.report["plan"] as? Int ?? 0
+        let tool = holder.report["tool"] as? Int ?? 0
+        let daemon = setup.daemon.pid
+        var programs = ["/proc/\(pid)/cwd", "/proc/\(pid)/fd/\(plan)", "/proc/\(pid)/fd/\(tool)",
+                        "/proc/\(pid)/cwd/plan.txt", "/proc/\(pid)/cwd/tool", "/proc/\(pid)/root\(secret)/plan.txt"]
+        programs += (0..<24).flatMap { ["/proc/self/fd/\($0)", "/proc/\(daemon)/fd/\($0)"] }
+        programs += ["/proc/self/cwd", "/proc/\(daemon)/cwd", "/proc/\(daemon)/exe"]
+        // What devaccessd holds, as root sees it: none of it may show in an answer to alice.
+        var forbidden: Set<String> = [secret, "merger-with-acme", setup.stateDirectory]
+        for fd in 0..<64 {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let count = readlink("/proc/\(daemon)/fd/\(fd)", &buffer, buffer.count - 1)
+            if count > 1 { forbidden.insert(String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)) }
+        }
+        let script = Self.rawClient + """
+            import json, sys
+            for program in sys.argv[2:]:
+                reply = run(sys.argv[1], program)[-1]
+                print(json.dumps([program, reply.get("reason") or reply.get("type")]))
+            """
+        let answers = try alice.python(script, [setup.daemon.socketPath] + programs).stdout.split(separator: "\n")
+        #expect(answers.count == programs.count, "\(answers)")
+        for answer in answers {
+            guard let pair = try? JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String],
+                  pair.count == 2 else { continue }
+            let said = pair[1].replacingOccurrences(of: pair[0], with: "<asked>")
+            for path in forbidden where said.contains(path) {
+                Issue.record("asking for \(pair[0]) got an answer naming \(path): \(pair[1])")
+            }
+        }
+        // Nothing of bob's ran.
+        let runs = try setup.ledger().runs(uid: alice.uid, includeEnded: true)
+        #expect(!runs.contains { $0.program.path.contains("merger-with-acme") }, "\(runs)")
+    }
+
+    /// devaccessd hashed and recorded the file it opened, then executed the program by its
+    /// path: a file renamed over the path in between ran, recorded as the other one. Now the
+    /// child executes the descriptor devaccessd decided on (execveat, AT_EMPTY_PATH), so
+    /// what ran is what the run's record names (a #! script included).
+    @Test func theProgramARunRecordsIsTheOneThatRuns() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
+        let user = try TestUser("runsame")
+        let home = try TemporaryDirectory()
+        #expect(chown(home.path, user.uid, user.gid) == 0 && chmod(home.path, 0o755) == 0)
+        let marks = home.path + "/marks", program = home.path + "/x", stop = home.path + "/stop"
+        var names: [String: String] = [:]
+        for name in ["one", "two"] {
+            let path = home.path + "/" + name
+            try Data("#!/bin/sh\necho \(name) >> \"$1\"\n".utf8).write(to: URL(fileURLWithPath: path))
+            #expect(chown(path, user.uid, user.gid) == 0 && chmod(path, 0o755) == 0)
+            let descriptor = open(path, O_RDONLY)
+            names[try ProgramDigest.sha256(descriptor: descriptor)] = name
+            close(descriptor)
+        }
+        #expect(link(home.path + "/one", program) == 0)
+        let swapper = try user.background("""
+            import json, os, sys
+            home = sys.argv[1]
+            print(json.dumps({"swapping": True}), flush=True)
+            while not os.path.exists(home + "/stop"):
+                for name in ("two", "one"):
+                    os.link(home + "/" + name, home + "/next")
+                    os.rename(home + "/next", home + "/x")
+            """, [home.path])
+        defer {
+            _ = FileManager.default.createFile(atPath: stop, contents: nil)
+            swapper.stop()
+        }
+        var mismatches: [String] = []
+        for attempt in 1...24 {
+            let result = try RunTests.run(user, setup, ["--camera", "--", program, marks])
+            #expect(result.status == 0, "run \(attempt): \(result.stderr)")
+            let ran = ((try? String(contentsOfFile: marks, encoding: .utf8)) ?? "").split(separator: "\n").last
+            let recorded = try setup.ledger().runs(uid: user.uid, includeEnded: true).max { $0.id < $1.id }
+            let named = recorded?.program.sha256.flatMap { names[$0] }
+            if ran.map(String.init) != named { mismatches.append("run \(attempt): ran \(ran ?? "nothing"), recorded \(named ?? "?")") }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "; "))")
+    }
+
+    /// The run's limits were read from /proc/<peer pid>/limits when the run was launched: a
+    /// peer that exited (its connection handed to a child) left its pid to be reused, and the
+    /// program got the limits of whatever process had it then. Here the pid is reused on
+    /// purpose (ns_last_pid) by a process with other limits.
+    @Test func aPeerThatExitedBeforeItsRunDoesNotLendItsPidsLimitsToTheProgram() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
+        let user = try TestUser("runreuse")
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let go = marks.path + "/go", result = marks.path + "/result"
+        let client = try user.background("""
+            import array, json, os, resource, socket, sys, time
+            path, go, result = sys.argv[1], sys.argv[2], sys.argv[3]
+            peer = os.fork()
+            if peer == 0:
+                resource.setrlimit(resource.RLIMIT_NPROC, (500, 500))
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.connect(path)
+                if os.fork() == 0:
+                    while not os.path.exists(go):
+                        time.sleep(0.02)
+                    r, w = os.pipe()
+                    program = "/usr/bin/python3"
+                    code = "import resource; print(*resource.getrlimit(resource.RLIMIT_NPROC))"
+                    message = {"version": 5, "id": 1, "type": "run", "program": program,
+                               "arguments": [program, "-c", code], "environment": [], "directory": "/",
+                               "umask": 18, "permissions": ["camera"]}
+                    line = (json.dumps(message) + "\\n").encode()
+                    sock.sendmsg([line[:1]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", (0, w, 2)))])
+                    sock.sendall(line[1:])
+                    os.close(w)
+                    replies, buffer = [], b""
+                    while True:
+                        chunk = sock.recv(65536)
+                        if not chunk:
+                            break
+                        buffer += chunk
+                        if buffer.endswith(b"\\n") and b'"run-started"' not in buffer.split(b"\\n")[-2]:
+                            break
+                    output = os.read(r, 1000).decode()
+                    with open(result + ".tmp", "w") as out:
+                        json.dump({"replies": buffer.decode(), "output": output}, out)
+                    os.rename(result + ".tmp", result)
+                os._exit(0)
+            os.waitpid(peer, 0)
+            print(json.dumps({"peer": peer}), flush=True)
+            time.sleep(120)
+            """, [setup.daemon.socketPath, go, result])
+        defer { client.stop() }
+        let peer = Int32(client.report["peer"] as? Int ?? 0)
+        // Another process takes the peer's pid: the next pid is set to it, then forked (others
+        // on the machine may fork in between: tried again then).
+        var impostor: Process?
+        for _ in 0..<200 where impostor == nil {
+            let next = open("/proc/sys/kernel/ns_last_pid", O_WRONLY)
+            _ = Array(String(peer - 1).utf8).withUnsafeBytes { write(next, $0.baseAddress, $0.count) }
+            close(next)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            process.arguments = ["--nproc=777:777", "/bin/sleep", "60"]
+            try process.run()
+            if process.processIdentifier == peer {
+                impostor = process
+            } else {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+        }
+        // SIGKILL: the test process may have SIGTERM ignored, and its children inherit that.
+        defer { if let impostor { kill(impostor.processIdentifier, SIGKILL); impostor.waitUntilExit() } }
+        try #require(impostor != nil, "pid \(peer) could not be reused")
+        _ = FileManager.default.createFile(atPath: go, contents: nil)
+        let done = LiveEnforcementTests.waitFor(30) { FileManager.default.fileExists(atPath: result) }
+        try #require(done != nil, "the run never answered: \(setup.daemon.log)")
+        let answer = try json(String(contentsOfFile: result, encoding: .utf8))
+        let output = (answer["output"] as? String ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!output.contains("777"), "the program got the limits of the process that reused the peer's pid: \(answer)")
+        #expect(output.isEmpty || output == "500 500", "the program got limits that are not its caller's: \(answer)")
+    }
+}

@@ -232,16 +232,43 @@ struct RunTests {
         let user = try TestUser("runenv")
         let result = try Self.run(user, setup, ["--camera", "--", "/usr/bin/env"], environment: [
             "LD_PRELOAD": "/nonexistent/inject.so", "LD_LIBRARY_PATH": "/tmp", "GCONV_PATH": "/tmp",
-            "PYTHONPATH": "/tmp", "GST_PLUGIN_PATH": "/tmp", "KEPT_VARIABLE": "kept value",
+            "PYTHONPATH": "/tmp", "GST_PLUGIN_PATH": "/tmp", "KEPT_VARIABLE": "kept value", "TZ": "Europe/Paris",
         ])
         #expect(result.status == 0, "\(result.stderr)")
         let environment = String(decoding: result.stdout, as: UTF8.self)
         for name in ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONPATH", "GST_PLUGIN_PATH"] {
             #expect(!environment.contains(name + "="), "\(name) reached the program")
         }
-        #expect(environment.contains("KEPT_VARIABLE=kept value"))
+        // Only listed variables are kept (issue 27): an ordinary listed one reaches the program,
+        // an unlisted one is removed and named as removed.
+        #expect(environment.contains("TZ=Europe/Paris"), "\(environment)")
+        #expect(!environment.contains("KEPT_VARIABLE="), "\(environment)")
         let started = try setup.ledger().events().map(\.event).first { $0.type == .runStart }
         #expect(started?.details["removed_environment"]?.contains("LD_PRELOAD") == true)
+        #expect(started?.details["removed_environment"]?.contains("KEPT_VARIABLE") == true)
+    }
+
+    /// The environment was cleaned by a list of what to drop: loaders it did not name reached
+    /// the program (libasound's ALSA_PLUGIN_DIR, ALSA_MIXER_SIMPLE_MODULES and ALSA_CONFIG_UCM2,
+    /// libglvnd's __GLX_VENDOR_LIBRARY_NAME, GI_TYPELIB_PATH, a D-Bus address that runs a
+    /// program). Now only listed variables are kept, the D-Bus address only as a socket under
+    /// the user's runtime directory.
+    @Test func loadersNoListNamedDoNotReachTheProgram() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runloader")
+        let loaders = ["ALSA_PLUGIN_DIR": "/tmp/alsa", "ALSA_MIXER_SIMPLE_MODULES": "/tmp/mixer",
+                       "ALSA_CONFIG_UCM2": "/tmp/ucm2", "__GLX_VENDOR_LIBRARY_NAME": "../../tmp/evil",
+                       "GI_TYPELIB_PATH": "/tmp/typelib", "DBUS_SESSION_BUS_ADDRESS": "unixexec:path=/tmp/evil"]
+        let result = try Self.run(user, setup, ["--camera", "--", "/usr/bin/env"],
+                                  environment: loaders.merging(["TZ": "Europe/Berlin"]) { old, _ in old })
+        #expect(result.status == 0, "\(result.stderr)")
+        let environment = String(decoding: result.stdout, as: UTF8.self)
+        for name in loaders.keys.sorted() {
+            #expect(!environment.contains(name + "="), "\(name) reached the program: \(environment)")
+        }
+        #expect(environment.contains("TZ=Europe/Berlin") && environment.contains("LANG=C.UTF-8"), "\(environment)")
+        let started = try setup.ledger().events().map(\.event).first { $0.type == .runStart }
+        #expect(started?.details["removed_environment"]?.contains("ALSA_PLUGIN_DIR") == true)
     }
 
     @Test func ctrlCOnThePtyReachesTheProgram() throws {
@@ -340,7 +367,8 @@ struct RunTests {
         let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "run"] + setup.socket
                                             + ["--camera", "--reason", "video call", "--", "/bin/sh", "-c",
                                                "exec 3<>\"$1\" && echo held-it", "sh", setup.camera],
-                                        answers: [("within", "once {code}\n")], timeout: 90)
+                                        answers: [("within", "allow camera once \(shell.split(separator: "/").last ?? "") {code}\n")],
+                                        timeout: 90)
         #expect(run.exitStatus == 0, "\(run.output)")
         #expect(run.output.contains("Allow \(shell), run by \(user.name), to use the camera?"), "\(run.output)")
         #expect(run.output.contains("reason: video call"), "\(run.output)")
@@ -352,6 +380,30 @@ struct RunTests {
         #expect(grant.revoked != nil, "once ends with the run")
         #expect(try Self.runEntries(setup.camera).isEmpty)
         #expect(try !user.canOpen(setup.camera, .read))
+    }
+
+    /// A run's answer names its program; naming fewer permissions than the run asked for
+    /// grants nothing the run could start with: the run does not start, nothing is recorded
+    /// (issue 27 item 2). The old form names no program and is no answer.
+    @Test func aRunAnsweredForPartOfWhatItAsksDoesNotStart() throws {
+        let settings = try TerminalSettings(legacyTIOCSTI: 0)
+        defer { settings.restore() }
+        let setup = try Self.setup("[camera]\nDefault=ask\n[microphone]\nDefault=ask\n")
+        let user = try TestUser("lrunpart", shell: "/bin/sh")
+        let name = CanonicalPath.orGiven("/bin/sh").split(separator: "/").last ?? ""
+        let run = try LoginTerminal.run(user: user, command: [TestProcess.devaccessBinary, "run"] + setup.socket
+                                            + ["--camera", "--microphone", "--", "/bin/sh", "-c", "echo $((6 * 7))-ran"],
+                                        answers: [("within", "allow camera microphone once {code}\n"),
+                                                  ("not an answer", "allow camera once \(name) {code}\n")],
+                                        timeout: 90)
+        #expect(run.answered == 2, "\(run.output)")
+        #expect(run.output.contains("allow camera microphone once \(name) "), "the question shows the whole answer: \(run.output)")
+        #expect(!run.output.contains("42-ran"), "\(run.output)")
+        #expect(run.exitStatus != 0, "\(run.output)")
+        #expect(run.output.contains("the answer typed did not name microphone"), "\(run.output)")
+        #expect(!run.output.contains("breaks the protocol"), "\(run.output)")
+        #expect(try setup.grants(user).isEmpty, "\(run.output)")
+        #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
     }
 
     @Test func aPolicyDenialRefusesTheRun() throws {

@@ -4,6 +4,7 @@ import Testing
 import DevAccessCore
 import DevAccessInterface
 import DevAccessLedger
+import DevAccessEngine
 
 /// `monitor --json`'s switch line is the switch's state as `switch --json` lists it, with
 /// `"event": "switch"` in front: no copy of its members to fall behind.

@@ -6,6 +6,7 @@ import DevAccessEnforcement
 import DevAccessLedger
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessACL
 
 /// The engine against real kernel state: nodes from mknod with /dev/null's numbers, users
 /// from useradd, ACL edits through libacl, and a child process that really open()s as the

@@ -5,6 +5,7 @@ import DevAccessEnforcement
 import DevAccessLedger
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessACL
 
 /// A clock the test moves by hand, so expiry needs no sleeping.
 final class TestClock: @unchecked Sendable {

@@ -6,6 +6,7 @@ import DevAccessEnforcement
 import DevAccessLedger
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessACL
 
 /// A udev event applies the ledger to that node's device only (`Enforcer.applyNodes`), on
 /// real nodes (mknod 1:3) with real ACLs and real opens. Each test has a second device

@@ -4,6 +4,7 @@ import Testing
 import DevAccessCore
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessACL
 
 /// ACL edits on real nodes, checked by a child process that really opens the node as the
 /// user (setpriv), never by reading the ACL back alone.

@@ -5,6 +5,7 @@ import DevAccessTestSupport
 import Foundation
 import Glibc
 @testable import DevAccessHardware
+import DevAccessACL
 
 /// The evaluator against the kernel: real users, real nodes, real ACLs, and a child
 /// process that really opens the node as that user. They must always agree.

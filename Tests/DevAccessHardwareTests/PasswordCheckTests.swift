@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import DevAccessSystem
 import DevAccessTestSupport
+import DevAccessPAM
 
 /// PAM with a real user and a real password (pam_unix through the `devaccess`
 /// service file the project ships).

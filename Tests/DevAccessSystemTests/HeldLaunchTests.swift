@@ -4,6 +4,7 @@ import DevAccessTestSupport
 import Foundation
 import Glibc
 import Testing
+import DevAccessLaunch
 
 /// Held launches: devaccessd gets the pid of a child that is already the user, in its own
 /// group, in its directory, and runs nothing until released.

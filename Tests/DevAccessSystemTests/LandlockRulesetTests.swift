@@ -4,6 +4,7 @@ import DevAccessTestSupport
 import Foundation
 import Glibc
 import Testing
+import DevAccessLaunch
 
 /// `--strict`: a program confined by `LandlockRuleset.allowingEverythingExcept` cannot open
 /// the denied node by any path, while its run group's ACL would let it; everything else works.

@@ -4,6 +4,7 @@ import DevAccessTestSupport
 import Foundation
 import Glibc
 import Testing
+import DevAccessLaunch
 
 /// A pipe whose ends the test owns (close-on-exec, as the broker keeps what it receives).
 final class TestPipe {

@@ -4,6 +4,7 @@ import DevAccessTestSupport
 import Foundation
 import Glibc
 import Testing
+import DevAccessLaunch
 
 /// `devaccess run`'s launcher against the kernel: a real user, a real run group, real device
 /// nodes and ACLs; what the child sees is read from the child itself or from /proc.
@@ -283,11 +284,104 @@ struct ProgramLauncherTests {
         let dirty = try raw.run("/usr/bin/env", ["env"])
         #expect(dirty.errors.contains("/nonexistent.so"), "\(dirty.errors)")
         var cleaned = launch
-        cleaned.environment = LaunchEnvironment.clean(given).kept
+        cleaned.environment = LaunchEnvironment.clean(given, uid: 1000).kept
         let clean = try cleaned.run("/usr/bin/env", ["env"])
         #expect(clean.errors.isEmpty, "\(clean.errors)")
         #expect(clean.output.split(separator: "\n").map(String.init)
                 == ["HOME=/home/x", "TERM=xterm-256color", "LANG=C.UTF-8", "DISPLAY=:0",
                     "XDG_RUNTIME_DIR=/run/user/1000", "PATH=/usr/bin:/bin"])
+    }
+
+    // MARK: - The program as its user opened it (issue 27)
+
+    /// The open happens in a child with the user's ids, never on this process's threads: a
+    /// directory only root may enter refuses it the same way whatever exists there.
+    @Test func openingAsTheUserIsRefusedWhereTheUserCannotReach() throws {
+        let secret = directory.path + "/secret"
+        #expect(mkdir(secret, 0o700) == 0)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: secret + "/present"))
+        for name in ["present", "absent"] {
+            #expect(throws: UserOpenError.refused(Errno(rawValue: EACCES))) {
+                try ProgramLauncher.openAsUser(secret + "/" + name, directory: "/", uid: user.uid, gid: user.gid,
+                                               groups: launch.groups)
+            }
+        }
+        #expect(throws: UserOpenError.directory(Errno(rawValue: EACCES))) {
+            try ProgramLauncher.openAsUser("present", directory: secret, uid: user.uid, gid: user.gid, groups: launch.groups)
+        }
+        // Root opens it, and this process is root still: no thread of it changed ids.
+        let root = try ProgramLauncher.openAsUser("present", directory: secret, uid: 0, gid: 0, groups: [])
+        close(root)
+        #expect(getuid() == 0 && geteuid() == 0 && getegid() == 0)
+    }
+
+    /// The child executes the descriptor, not the path: a #! script with another file renamed
+    /// over its path since it was opened still runs, as itself.
+    @Test func theOpenedFileRunsWhateverItsPathNamesNow() throws {
+        let path = directory.path + "/tool"
+        for (file, word) in [(path, "first"), (path + ".new", "second")] {
+            try Data("#!/bin/sh\necho \(word) \"$@\"\n".utf8).write(to: URL(fileURLWithPath: file))
+            #expect(chmod(file, 0o755) == 0)
+        }
+        let opened = try ProgramLauncher.openAsUser(path, directory: "/", uid: user.uid, gid: user.gid, groups: launch.groups)
+        defer { close(opened) }
+        #expect(rename(path + ".new", path) == 0)
+        let input = try TestPipe(), output = try TestPipe(), errors = try TestPipe()
+        var spec = launch.spec(path, ["tool", "arg"], stdin: input.readEnd, stdout: output.writeEnd, stderr: errors.writeEnd)
+        spec.executableDescriptor = opened
+        let process = try ProgramLauncher.launch(spec)
+        input.closeRead()
+        output.closeWrite()
+        errors.closeWrite()
+        let done = try Running(process: process, stdin: input, stdout: output, stderr: errors).finish()
+        #expect(done.status == .exited(0) && done.output == "first arg\n", "\(done.output) \(done.errors)")
+    }
+
+    // MARK: - Limits
+
+    /// A process's limits are read through its /proc directory pinned while it lived: once it
+    /// is gone the read fails, even after its pid went to another process (ns_last_pid makes
+    /// that happen here), never returning that process's limits.
+    @Test func limitsAreReadThroughThePinnedDirectoryAndFailOnceTheProcessIsGone() throws {
+        func start(_ limit: Int) throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            process.arguments = ["--nproc=\(limit):\(limit)", "/bin/sleep", "30"]
+            try process.run()
+            return process
+        }
+        // SIGKILL: this process may have SIGTERM ignored, and children inherit that.
+        func end(_ process: Process) {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        let first = try start(321)
+        let pinned = try #require(PinnedProcess(pid: first.processIdentifier))
+        func nproc() -> UInt64? {
+            guard case .success(let limits) = ResourceLimit.of(pinned) else { return nil }
+            return limits.first { $0.resource == 6 }?.hard   // RLIMIT_NPROC
+        }
+        var waited = 0
+        while nproc() != 321 && waited < 500 {   // prlimit sets it before it execs sleep
+            usleep(10_000)
+            waited += 1
+        }
+        #expect(nproc() == 321)
+        end(first)
+        var reused: Process?
+        for _ in 0..<200 where reused == nil {
+            let next = open("/proc/sys/kernel/ns_last_pid", O_WRONLY)
+            _ = Array(String(pinned.pid - 1).utf8).withUnsafeBytes { write(next, $0.baseAddress, $0.count) }
+            close(next)
+            let candidate = try start(777)
+            if candidate.processIdentifier == pinned.pid { reused = candidate } else { end(candidate) }
+        }
+        defer { if let reused { end(reused) } }
+        #expect(reused != nil, "pid \(pinned.pid) was not reused: the read below is checked on a free pid only")
+        guard case .failure(let error) = ResourceLimit.of(pinned) else {
+            Issue.record("the limits of a process that is gone were read: \(ResourceLimit.of(pinned))")
+            return
+        }
+        #expect(error.rawValue == ESRCH)
     }
 }

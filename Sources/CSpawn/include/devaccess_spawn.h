@@ -30,6 +30,7 @@ enum devaccess_spawn_step {
     DEVACCESS_SPAWN_EXEC = 21,           /* child: execve */
     DEVACCESS_SPAWN_GROUP_GUARD = 22,    /* child: the seccomp filter guarding the run's group */
     DEVACCESS_SPAWN_LIMITS = 23,         /* child: setrlimit of the caller's limits */
+    DEVACCESS_SPAWN_OPEN = 24,           /* devaccess_open_as's child: the open as the user */
 };
 
 /* A resource limit to set in the child (the caller's, from /proc/PID/limits). */
@@ -42,7 +43,9 @@ struct devaccess_spawn_limit {
 /* Everything the child needs, prepared before fork: between fork and exec the child only
    reads this and makes async-signal-safe calls. */
 struct devaccess_spawn_request {
-    const char *path;             /* passed to execve as is */
+    const char *path;             /* passed to execve as is (exec_by_fd: names the program only) */
+    int exec_by_fd;               /* 1: execveat(exec_fd, "", AT_EMPTY_PATH): that file, not a path */
+    int exec_fd;                  /* left open across exec (a #! script's interpreter opens /dev/fd/N) */
     char *const *argv;            /* NULL-terminated, argv[0] included */
     char *const *envp;            /* NULL-terminated "K=V" */
     const char *cwd;              /* entered after the ids are dropped */
@@ -97,6 +100,24 @@ int devaccess_spawn_start(const struct devaccess_spawn_request *request, struct 
 int devaccess_spawn_release(struct devaccess_spawn_held *held, struct devaccess_spawn_result *result);
 /* The held child is not to run: it exits 127 without exec, is reaped, and everything closes. */
 void devaccess_spawn_abandon(struct devaccess_spawn_held *held);
+
+/* Opens `path` O_PATH as a user: in a child that takes exactly `groups`, then `gid`, then
+   `uid`, and enters `cwd` (for a relative path), never on devaccessd's own threads (glibc
+   applies setgroups and setresuid to every thread of the process). 0 with *fd (devaccessd's,
+   close-on-exec); -1 with result->step/error: DEVACCESS_SPAWN_OPEN or _CHDIR with the errno
+   the user got; DEVACCESS_SPAWN_REPORT with ETIMEDOUT when the child did not answer within
+   `timeout_ms` (it is killed: the user may stop it, or make the lookup hang on a FUSE mount);
+   another step: devaccessd's failure. The child is reaped before this returns. */
+struct devaccess_open_request {
+    const char *path;
+    const char *cwd;              /* NULL: not entered */
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;
+    size_t group_count;
+    int timeout_ms;
+};
+int devaccess_open_as(const struct devaccess_open_request *request, int *fd, struct devaccess_spawn_result *result);
 
 /* Landlock rights: ABI 1's, and IOCTL_DEV (ABI 5, Linux 6.10). */
 enum {

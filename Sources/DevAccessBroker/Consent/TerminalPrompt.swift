@@ -12,8 +12,8 @@ import DevAccessProtocol
 /// `poll` on one terminal), and can be cancelled when the requester leaves.
 final class TerminalPrompt: Sendable {
     enum End: Sendable, Hashable {
-        /// `level`: a coarser location accuracy the person typed (`once city CODE`).
-        case chose(ConsentChoice, level: LocationAccuracy?)
+        /// What the person typed: the choice, the permissions named, a coarser location level.
+        case chose(ConsentAnswer)
         /// An empty line, or three answers that were not offered.
         case dismissed
         /// Ctrl-D (end of input), or the terminal hung up.
@@ -47,11 +47,10 @@ final class TerminalPrompt: Sendable {
 
     func cancel() { cancelled.store(true, ordering: .relaxed) }
 
-    /// Writes `text` and the choices (and, for location, the coarser `levels` one may add),
-    /// then reads one answer within `timeout`.
-    func ask(_ text: String, choices: [PromptChoice], levels: [LocationAccuracy] = [], timeout: Duration) async -> End {
+    /// Writes `text` and the answers `question` takes, then reads one answer within `timeout`.
+    func ask(_ text: String, question: ConsentAnswer.Question, timeout: Duration) async -> End {
         await DetachedThread.run(name: "devaccessd terminal prompt") {
-            self.run(text, choices: choices, levels: levels, timeout: timeout)
+            self.run(text, question: question, timeout: timeout)
         }
     }
 
@@ -59,15 +58,15 @@ final class TerminalPrompt: Sendable {
     /// requests never race for one answer.
     private static let busy = Mutex<Set<String>>([])
 
-    private func run(_ text: String, choices: [PromptChoice], levels: [LocationAccuracy], timeout: Duration) -> End {
+    private func run(_ text: String, question: ConsentAnswer.Question, timeout: Duration) -> End {
         guard Self.busy.withLock({ $0.insert(path).inserted }) else {
             return .failed("another devaccessd question is open on \(path)")
         }
         defer { _ = Self.busy.withLock { $0.remove(path) } }
-        return ask(text, choices: choices, levels: levels, timeout: timeout)
+        return ask(text, question: question, timeout: timeout)
     }
 
-    private func ask(_ text: String, choices: [PromptChoice], levels: [LocationAccuracy], timeout: Duration) -> End {
+    private func ask(_ text: String, question: ConsentAnswer.Question, timeout: Duration) -> End {
         // O_NOCTTY: the broker must never get a controlling terminal; O_NOFOLLOW: the
         // path was checked, a symlink swapped in since is refused.
         let fd = open(path, O_RDWR | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
@@ -96,26 +95,10 @@ final class TerminalPrompt: Sendable {
         // question knows (the user's programs cannot read what is written to a terminal).
         tcflow(fd, TCOON)
         let code = String(UInt32.random(in: 100...999))
-        // The answer is a word that says what it does, not a number or a letter: a program
-        // that redraws the screen could relabel "1)" but cannot change what "deny" means.
-        let words = choices.map(\.choice.word)
-        let width = words.map(\.count).max() ?? 0
-        var prompt = "\r\n" + Self.terminalText(text) + "\r\n"
-        for choice in choices {
-            let word = choice.choice.word
-            prompt += "  " + word + String(repeating: " ", count: width - word.count + 2)
-                + Self.terminalText(choice.label) + "\r\n"
-        }
-        // A coarser location is one more word, between the choice and the code, so what
-        // is granted is typed out in full (a redrawn screen cannot change what "city" means).
-        if let coarser = levels.first {
-            prompt += "  or allow a coarser location: add one of " + levels.map { "\($0) (\($0.approximately))" }
-                .joined(separator: ", ") + ", e.g. \"once \(coarser) \(code)\"\r\n"
-        }
-        let seconds = Int(timeout.components.seconds)
-        let ask = "devaccessd: type one word (" + words.joined(separator: ", ") + ") and the code \(code), e.g. \""
-            + (words.last ?? "deny") + " \(code)\", within \(seconds) s (empty line or Ctrl-D: no decision): "
-        guard write(fd, prompt + ask) else {
+        let (prompt, ask) = Self.question(text, question, code: code, seconds: Int(timeout.components.seconds))
+        // Earlier output cannot hide or relabel the question: the rendering state is reset first.
+        let reset = Self.renderingReset + (ConsentChannel.numbers(UInt64(info.st_rdev)).major == 4 ? "\u{1b}]R" : "")
+        guard write(fd, reset + prompt + ask) else {
             return .failed("the question could not be shown on \(path) (its output is stopped or blocked)")
         }
         let deadline = ContinuousClock.now + timeout
@@ -158,16 +141,17 @@ final class TerminalPrompt: Sendable {
             }
             for byte in buffer.prefix(count) {
                 guard byte == 0x0a || byte == 0x0d else {
-                    if line.count < 64 { line.append(byte) }
+                    if line.count < 256 { line.append(byte) }
                     continue
                 }
-                let typed = String(decoding: line, as: UTF8.self).trimmingWhitespace().lowercased()
+                let typed = String(decoding: line, as: UTF8.self).trimmingWhitespace()
                 line.removeAll()
                 if typed.isEmpty { return .dismissed }
-                if let answer = Self.answer(typed, code: code, among: choices, levels: levels) {
+                if let answer = ConsentAnswer.parse(typed, to: question, code: code) {
                     let level = answer.level.map { " at \($0) accuracy (\($0.approximately))" } ?? ""
-                    _ = write(fd, "devaccessd: \(Self.terminalText(answer.choice.label))\(level)\r\n")
-                    return .chose(answer.choice.choice, level: answer.level)
+                    _ = write(fd, "devaccessd: \(Self.terminalText(answer.choice.label)): "
+                        + RequestText.list(answer.permissions) + "\(level)\r\n")
+                    return .chose(answer)
                 }
                 invalid += 1
                 guard invalid < 3 else {
@@ -175,7 +159,8 @@ final class TerminalPrompt: Sendable {
                     return .dismissed
                 }
                 // What was typed is not repeated: it may have been meant for another program.
-                _ = write(fd, "devaccessd: that is not an answer (a word and the code); " + ask)
+                _ = write(fd, "devaccessd: that is not an answer (allow, what to allow, the term and the code, or "
+                    + "deny and the code; nothing that was not asked); " + ask)
             }
         }
     }
@@ -186,31 +171,6 @@ final class TerminalPrompt: Sendable {
         guard let state = ProcFile.stat(of: requester) else { return false }
         if let session, state.session != session { return false }
         return state.tty == terminal && state.group == state.foreground && state.group > 0
-    }
-
-    struct Answer: Sendable, Hashable {
-        var choice: PromptChoice
-        var level: LocationAccuracy?
-    }
-
-    /// "WORD CODE", or "WORD LEVEL CODE" allowing at one of the offered coarser `levels`:
-    /// nil unless WORD is an offered choice's word, LEVEL an offered level (never with
-    /// deny) and CODE the one shown.
-    static func answer(_ typed: String, code: String, among choices: [PromptChoice],
-                       levels: [LocationAccuracy] = []) -> Answer? {
-        let words = typed.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        guard words.count == 2 || words.count == 3, words.last == code,
-              let choice = choice(words[0], among: choices) else { return nil }
-        guard words.count == 3 else { return Answer(choice: choice, level: nil) }
-        guard choice.choice != .deny, let level = LocationAccuracy(rawValue: words[1]), levels.contains(level) else {
-            return nil
-        }
-        return Answer(choice: choice, level: level)
-    }
-
-    /// An offered choice by its word ("once", "for", "always", "deny").
-    static func choice(_ word: String, among choices: [PromptChoice]) -> PromptChoice? {
-        choices.first { $0.choice.word == word }
     }
 
     /// Text from hardware names and requesters goes to a person's terminal: control
@@ -242,6 +202,45 @@ final class TerminalPrompt: Sendable {
 }
 
 extension TerminalPrompt {
+    /// Sent before the question: whatever the programs on the terminal set before cannot
+    /// hide or relabel it. Ends a synchronized update (which would hold the question back
+    /// until a redraw), leaves the alternate screen, clears the scrolling region and
+    /// origin mode, resets SGR (conceal, colours), the colour palette and default colours
+    /// (OSC 104/110/111), the character sets (G0 and G1 ASCII, shift in), insert mode,
+    /// reverse screen, autowrap and cursor visibility. (A virtual console's palette is
+    /// reset by ESC ] R, added there.)
+    static let renderingReset = "\u{1b}[?2026l\u{1b}[?1049l\u{1b}[r\u{1b}[?6l\u{1b}[0m\u{1b}]104\u{7}\u{1b}]110\u{7}"
+        + "\u{1b}]111\u{7}\u{1b}(B\u{1b})B\u{0f}\u{1b}[4l\u{1b}[?5l\u{1b}[?7h\u{1b}[?25h"
+
+    /// The question's lines, each answer it takes written out in full, and the line that
+    /// asks for one (repeated after a line that was no answer).
+    static func question(_ text: String, _ question: ConsentAnswer.Question, code: String,
+                         seconds: Int) -> (prompt: String, ask: String) {
+        let answers = question.choices.map { question.answer($0, code: code) }
+        let width = answers.map(\.count).max() ?? 0
+        var prompt = "\r\n" + terminalText(text) + "\r\n"
+        for (choice, answer) in zip(question.choices, answers) {
+            prompt += "  " + answer + String(repeating: " ", count: width - answer.count + 2)
+                + terminalText(choice.label) + "\r\n"
+        }
+        let allows = question.choices.filter { $0.choice != .deny }
+        var some = question
+        if question.permissions.count > 1, let first = question.permissions.first, let last = allows.last {
+            some.permissions = [first]
+            prompt += "  to allow only some, name only those, e.g. \"\(some.answer(last, code: code))\"\r\n"
+        }
+        // A coarser location is one more word after the term, so what is granted is typed
+        // out in full (a redrawn screen cannot change what "city" means).
+        if let coarser = question.levels.first, let first = allows.first {
+            some.permissions = [.location]
+            prompt += "  or allow a coarser location: add one of " + question.levels.map { "\($0) (\($0.approximately))" }
+                .joined(separator: ", ") + " after the term, e.g. \"\(some.answer(first, code: code, level: coarser))\"\r\n"
+        }
+        let ask = "devaccessd: type a whole answer as shown, with the code \(code), within \(seconds) s (empty line or "
+            + "Ctrl-D: no decision): "
+        return (prompt, ask)
+    }
+
     /// Text from the requester (its reason, its program's path) or from hardware, for one
     /// line of the question: newlines shown as \n, so it cannot add lines of its own, and
     /// long text cut, so it cannot push the real question off the screen.

@@ -8,6 +8,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessEngine
 
 /// devaccessd's shell: options, signals, logging, ledger, socket, readiness, shutdown.
 /// `main` returns the exit status: 0 after a clean stop, 1 when it cannot start,
@@ -111,7 +112,18 @@ public enum Daemon {
                                     failWatchesWith: options.requestSettings.testFailWatches)
         // Made before the service, which hands its decisions to it (`perform`), so they
         // and hotplug/expiry runs share one queue; started once the socket is bound.
-        let live = makeLiveEnforcer(ledger: ledger, devices: devices, policies: policies, options: options, log: log)
+        let live: LiveEnforcer
+        switch makeLiveEnforcer(ledger: ledger, devices: devices, policies: policies, options: options, log: log) {
+        case .success(let made): live = made
+        case .failure(let error):
+            // Without it granted ACL entries would never expire, and hotplug and periodic
+            // enforcement would not run: serving so would grant longer than decided.
+            log.error("refusing to start: the enforcement worker cannot be created (no expiry, hotplug or periodic "
+                      + "enforcement without it); free file descriptors or memory and start again",
+                      ["error": error.description])
+            notify("STATUS=the enforcement worker cannot be created: \(error.description)")
+            return 1
+        }
         var settings = options.requestSettings
         settings.maxOpenPromptsPerUser = options.maxPromptsPerUser
         settings.maxWaitingPerUser = options.maxWaitingPerUser
@@ -137,7 +149,7 @@ public enum Daemon {
         // After the bind (which refuses when another broker serves, so two daemons never
         // enforce at once) and before READY=1: the start-up reconcile has run when systemd
         // hears we are ready. Clients connecting meanwhile wait in the listen backlog.
-        live?.start()
+        live.start()
         var endpointLimits = GpsdCompatibleServer.Limits()
         endpointLimits.recheckInterval = options.locationRecheck
         let gpsdEndpoint = options.locationPort.flatMap { service.gpsdEndpoint(port: $0, limits: endpointLimits) }
@@ -157,16 +169,16 @@ public enum Daemon {
         endpointCommits.map { ledger.commits.cancel($0) }
         gpsdEndpoint?.stop()
         location?.stop()
-        live?.stop()
+        live.stop()
         log.info("stopped")
         return 0
     }
 
     /// The engine's worker (Enforcement/LiveEnforcer.swift): once started, the start-up
-    /// reconcile, then hotplug, expiry timer and periodic runs until `stop()`. nil
-    /// (logged) when it cannot be made at all; the daemon then serves without enforcing.
+    /// reconcile, then hotplug, expiry timer and periodic runs until `stop()`. A failure
+    /// (its event descriptor cannot be made) stops the start.
     private static func makeLiveEnforcer(ledger: Ledger, devices: DeviceSetup, policies: PolicyKeeper,
-                                         options: DaemonOptions, log: BrokerLog) -> LiveEnforcer? {
+                                         options: DaemonOptions, log: BrokerLog) -> Result<LiveEnforcer, Errno> {
         let uid = getuid()
         // Users' identities (name, groups) kept while /etc says passwd, group and
         // nsswitch.conf are as they were (StatusInputsCache's rules: a lifetime when NSS has
@@ -183,22 +195,22 @@ public enum Daemon {
                                 policy: { policies.current() })
         enforcer.testCrashAt = options.requestSettings.testCrashAt
         let live: LiveEnforcer
-        do {
+        do throws(Errno) {
+            if let failure = options.requestSettings.testFailEnforcer { throw Errno(rawValue: failure) }
             live = try LiveEnforcer(enforcer: enforcer, log: log, options: LiveEnforcer.Options(
                 reconcileInterval: options.reconcileInterval,
                 udevSubsystems: devices.declared ? [] : LiveEnforcer.subsystems,
                 ledgerDirectory: options.stateDirectory, nodeDirectories: devices.nodeDirectories,
                 policyDirectory: options.configDirectory, reloadPolicy: { policies.reload(trigger: $0) }))
         } catch {
-            log.error("live enforcement is off: cannot create its event descriptor", ["error": error.description])
-            return nil
+            return .failure(error)
         }
         // A second hard link to /etc/passwd or /etc/group made after an identity was kept
         // makes no event on /etc: the periodic reconcile reads every identity again.
         live.observe { causes in
             if causes.split(separator: ",").contains("periodic") { identities.invalidate([.identities]) }
         }
-        return live
+        return .success(live)
     }
 
     /// Where devices come from, for status answers and for the engine alike.

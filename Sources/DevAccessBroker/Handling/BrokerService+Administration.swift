@@ -6,6 +6,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessEngine
 
 /// The version 3 operations (decide, revoke, reset, list, reconcile, withdraw,
 /// audit-verify, audit-archive): `EngineService` for the peer the kernel named, on the broker's one

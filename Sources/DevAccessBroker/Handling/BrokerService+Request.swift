@@ -270,7 +270,7 @@ extension BrokerService {
         var passwordGroups: [(group: [Permission], instead: String?)] = []
         if let group = byAction[.ask] {
             switch await askConsent(group, context: context, policies: policies, number: &promptNumber) {
-            case .decided(let decided): plans += decided
+            case .decided(let decided): plans += Self.named(decided, asked: group, results: &results)
             case .undecided(let why):
                 ended = why
                 for permission in group { results[permission] = Self.undecided(permission, why) }
@@ -592,31 +592,28 @@ extension BrokerService {
         let text = RequestText.question(group, term: nil, user: context.user, peer: context.peer,
                                         requester: context.requester, devices: context.devices(for: group),
                                         reason: context.request.reason, location: context.location)
-        // Location may be allowed coarser than asked (as iOS's "precise" switch): the levels
-        // below what this request would get.
-        let levels = group.contains(.location) ? LocationAccuracy.allCases.filter { $0 < (context.location?.granted ?? .exact) }
-            .reversed() : []
-        let end = await askOnTerminal(terminal, text: text, choices: choices, levels: Array(levels),
+        let end = await askOnTerminal(terminal, text: text, question: Self.question(group, choices, context),
                                       owner: context.user.uid, requester: context.peer.pid, exchange: context.exchange)
         switch end {
         case .failed(let problem):
             outcome["outcome"] = "no-channel"
             outcome["channel_problem"] = problem
             return .noChannel("the login terminal could not be used: \(problem)")
-        case .chose(let choice, let level):
-            // TerminalPrompt takes only offered words.
-            guard let offered = choices.first(where: { $0.choice == choice }) else { return .undecided(.dismissed) }
-            outcome["outcome"] = choice.word
-            if let level { outcome["accuracy_chosen"] = level.rawValue }
+        case .chose(let answer):
+            // Exactly what was typed: an offered choice, for the permissions named (all or some of the group).
+            outcome["outcome"] = answer.choice.choice.word
+            outcome["named"] = answer.permissions.map(\.rawValue).joined(separator: ",")
+            if let level = answer.level { outcome["accuracy_chosen"] = level.rawValue }
             log.info("answered on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
-                                                         "source": terminal.source, "answer": choice.word])
+                                                         "source": terminal.source, "answer": answer.choice.choice.word,
+                                                         "named": outcome["named"] ?? ""])
             let subject = context.subject
-            return .decided(group.map { permission in
+            return .decided(answer.permissions.map { permission in
                 // An allow for the term offered, under this permission's policy; a denial holds until reset.
-                let allowed = offered.term.map { policies(permission).term($0) }
+                let allowed = answer.choice.term.map { policies(permission).term($0) }
                 return GrantPlan(permission: permission, decision: allowed == nil ? .deny : .allow,
                                  term: allowed ?? ResolvedTerm(.always), method: .consent, decidedBy: subject,
-                                 accuracy: permission == .location ? level : nil)
+                                 accuracy: permission == .location ? answer.level : nil)
             })
         case .dismissed:
             outcome["outcome"] = "cancel:dismissed"
@@ -634,18 +631,42 @@ extension BrokerService {
         }
     }
 
+    /// What the terminal question about `group` takes as an answer: `choices`; location may be
+    /// allowed coarser than asked (as iOS's "precise" switch: the levels below what this
+    /// request would get); a run's grants are bound to its program, so the answer names
+    /// the program's file too.
+    static func question(_ group: [Permission], _ choices: [PromptChoice],
+                         _ context: RequestContext) -> ConsentAnswer.Question {
+        let levels = group.contains(.location)
+            ? LocationAccuracy.allCases.filter { $0 < (context.location?.granted ?? .exact) }.reversed() : []
+        let program = context.requester.startedByRun ? context.requester.program?.split(separator: "/").last : nil
+        return ConsentAnswer.Question(permissions: group, choices: choices, levels: Array(levels),
+                                      program: program.map(String.init))
+    }
+
     /// Asks on the login terminal; the requester's leaving withdraws the question. An
     /// answer the requester sends on its connection meanwhile is not read: the event loop
     /// keeps it until the request ends, and then refuses it.
-    func askOnTerminal(_ terminal: ConsentChannel.Terminal, text: String, choices: [PromptChoice],
-                       levels: [LocationAccuracy] = [], owner: UInt32, requester: Int32,
-                       exchange: Exchange?) async -> TerminalPrompt.End {
+    func askOnTerminal(_ terminal: ConsentChannel.Terminal, text: String, question: ConsentAnswer.Question,
+                       owner: UInt32, requester: Int32, exchange: Exchange?) async -> TerminalPrompt.End {
         let prompt = TerminalPrompt(terminal: terminal, owner: owner, requester: requester)
         exchange?.listen { event in
             if case .departed = event { prompt.cancel() }
         }
         if exchange?.departure != nil { return .cancelled }
-        return await prompt.ask(text, choices: choices, levels: levels, timeout: settings.promptTimeout)
+        return await prompt.ask(text, question: question, timeout: settings.promptTimeout)
+    }
+
+    /// `decided`, once the permissions of `asked` the typed answer did not name have their
+    /// result: no decision (a person may allow less than was asked, never more).
+    static func named(_ decided: [GrantPlan], asked: [Permission],
+                      results: inout [Permission: RequestResult]) -> [GrantPlan] {
+        for permission in asked where !decided.contains(where: { $0.permission == permission }) {
+            results[permission] = RequestResult(permission: permission, outcome: .undecided, why: .dismissed,
+                message: "no decision: the answer typed did not name \(permission.rawValue); nothing was recorded, "
+                    + "the next request asks again")
+        }
+        return decided
     }
 
     static func mismatch(_ answered: Int64, _ open: Int64) -> ProtocolError {
@@ -780,7 +801,9 @@ extension BrokerService {
             exchange.listen { event in
                 switch event {
                 case .answer(let answer) where answer.prompt == prompt.prompt:
-                    once.resume(.answered(answer.answer))
+                    // Enter alone is no answer: never a wrong password for PAM, pam_faillock
+                    // or the back-off (issue 27 item 10).
+                    once.resume(.answered(answer.answer == .password("") ? .cancel(.dismissed) : answer.answer))
                 case .answer(let answer):
                     // An answer to another prompt cannot be taken for this one.
                     once.resume(.mismatched(answered: answer.prompt, open: prompt.prompt))

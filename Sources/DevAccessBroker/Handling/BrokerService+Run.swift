@@ -5,6 +5,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessLaunch
 
 /// `run` (version 5): devaccessd decides for the program (user + program path), starts it as
 /// the peer with one group id of its own, gives that id an ACL entry on the granted devices'
@@ -27,38 +28,33 @@ extension BrokerService {
             return .error(ProtocolError(.internal, context: "run",
                                         reason: "this broker runs without a ledger, so it cannot start programs"))
         }
-        var order = order
-        if order.permissions.isEmpty {
-            let resolved = CanonicalPath.orGiven(order.program)
-            // Sections may name the program by any path to it (/bin/sh for /usr/bin/dash).
-            guard case .loaded(let policy) = policies.current(),
-                  let declared = policy.programs[resolved]
-                    ?? policy.programs.values.first(where: { CanonicalPath.orGiven($0.path) == resolved }) else {
-                return .error(ProtocolError(.badMessage, context: "$.permissions",
-                    reason: "name what the program gets (--camera, --microphone): no [Program] section of the "
-                        + "policy declares \(resolved); nothing was run"))
-            }
-            order.permissions = declared.permissions
-        }
-        if let unsupported = order.permissions.first(where: { !Self.runPermissions.contains($0) }) {
-            return .error(ProtocolError(.badMessage, context: "$.permissions",
-                reason: "a run can be given the camera, the microphone and location; not \(unsupported.rawValue); "
-                    + "nothing was run"))
-        }
         let user = identity(of: peer)
         let subject = Principal(uid: user.uid, name: user.name)
         let program: RunProgram
-        // Reachability is judged with the groups the caller's process has (the kernel's), which
-        // are the ones the program gets.
-        let caller = UserIdentity(uid: peer.uid, name: user.name, primaryGID: peer.gid,
-                                  groups: ([peer.gid] + peer.groups).map { GroupRef(gid: $0, name: nil) })
-        switch RunProgram.open(order.program, user: caller) {
+        // Opened as the caller, with the groups the caller's process has (the kernel's), which
+        // are the ones the program gets but the run's own.
+        switch RunProgram.open(order.program, directory: order.directory, uid: peer.uid, gid: peer.gid,
+                               groups: Self.callerGroups(peer)) {
         case .success(let opened): program = opened
         case .failure(let problem):
             return refuse("run", id: envelope.id, peer: peer, subject: subject, reason: problem.description,
                           code: .badMessage)
         }
         defer { program.close() }
+        var order = order
+        if order.permissions.isEmpty {
+            guard let declared = declaredPermissions(of: program.path) else {
+                return .error(ProtocolError(.badMessage, context: "$.permissions",
+                    reason: "name what the program gets (--camera, --microphone): no [Program] section of the "
+                        + "policy declares \(program.path); nothing was run"))
+            }
+            order.permissions = declared
+        }
+        if let unsupported = order.permissions.first(where: { !Self.runPermissions.contains($0) }) {
+            return .error(ProtocolError(.badMessage, context: "$.permissions",
+                reason: "a run can be given the camera, the microphone and location; not \(unsupported.rawValue); "
+                    + "nothing was run"))
+        }
 
         // 1. The decision: the user's own access, a standing decision for this program, policy, a person.
         let (reports, read) = await gathered(order.permissions)
@@ -191,7 +187,7 @@ extension BrokerService {
         var ended: UndecidedReason?
         if !toAsk.isEmpty {
             switch await askConsent(toAsk, context: context, policies: policies, number: &number) {
-            case .decided(let decided): plans += decided
+            case .decided(let decided): plans += Self.named(decided, asked: toAsk, results: &results)
             case .undecided(let why):
                 ended = why
                 for permission in toAsk { results[permission] = Self.undecided(permission, why) }
@@ -249,7 +245,9 @@ extension BrokerService {
                 }
             }
             for plan in allows where results[plan.permission] == nil {
-                results[plan.permission] = RequestResult(permission: plan.permission, outcome: .undecided,
+                // The wire wants a why with every undecided: nothing was recorded, as for a
+                // dismissed prompt (the message says why).
+                results[plan.permission] = RequestResult(permission: plan.permission, outcome: .undecided, why: .dismissed,
                     message: "allowed, but not recorded: the run does not start without every permission it asked for")
             }
             let ordered = order.permissions.compactMap { results[$0] }
@@ -276,9 +274,8 @@ extension BrokerService {
                 + "or a user's in /etc/subgid (each skipped run's run_end event says which); the administrator "
                 + "must move those out of the range; nothing was run"))
         }
-        let environment = LaunchEnvironment.clean(order.environment)
-        var groups = peer.groups.filter { !RunGroups.contains($0) }
-        groups.append(run.gid)
+        let environment = LaunchEnvironment.clean(order.environment, uid: peer.uid)
+        let groups = Self.callerGroups(peer) + [run.gid]
         var ruleset: LandlockRuleset?
         if order.strict {
             let denied = await strictDenials(granted: order.permissions)
@@ -290,14 +287,12 @@ extension BrokerService {
                     reason: "--strict cannot be enforced here (\(error)); nothing was run; run without --strict"))
             }
         }
-        // The caller's limits (pam_limits, ulimit), read from the peer now, not devaccessd's.
         let limits: [ResourceLimit]
-        switch ResourceLimit.of(pid: peer.pid) {
+        switch Self.callerLimits(peer) {
         case .success(let read): limits = read
-        case .failure(let error):
+        case .failure(let why):
             await endRun(run, status: "not started: the caller's resource limits could not be read", enforcement: enforcement)
-            return .error(ProtocolError(.badMessage, context: "run",
-                reason: "the caller's resource limits could not be read (\(error)); nothing was run"))
+            return .error(ProtocolError(.badMessage, context: "run", reason: why.description + "; nothing was run"))
         }
         let started: HeldProgram
         do throws(HeldProgram.Failure) {
@@ -371,6 +366,42 @@ extension BrokerService {
         started.reap()
         log.info("run ended", ["run": String(run.id), "uid": String(user.uid), "status": exit.words])
         return .runEnded(RunEndedReply(run: run.id, exit: exit))
+    }
+
+    /// The permissions a [Program] section of the policy declares for `path` (sections may
+    /// name the program by any path to it: /bin/sh for /usr/bin/dash); nil when none does.
+    func declaredPermissions(of path: String) -> [Permission]? {
+        guard case .loaded(let policy) = policies.current() else { return nil }
+        return (policy.programs[path] ?? policy.programs.values.first { CanonicalPath.orGiven($0.path) == path })?
+            .permissions
+    }
+
+    /// The caller's supplementary groups as the kernel gave them at connect, without any
+    /// group id of devaccess run's range: what its program gets besides the run's own id.
+    static func callerGroups(_ peer: Peer) -> [UInt32] {
+        peer.groups.filter { !RunGroups.contains($0) }
+    }
+
+    /// The caller's resource limits (pam_limits, ulimit), not devaccessd's: read through the
+    /// peer's /proc directory pinned at connect, so a peer that is gone (its pid perhaps
+    /// another process's by now) gets a refusal, never another process's limits.
+    static func callerLimits(_ peer: Peer) -> Result<[ResourceLimit], CallerLimitsUnread> {
+        guard let process = peer.process else {
+            return .failure(CallerLimitsUnread(description: "the calling process could not be pinned when it "
+                + "connected (\(peer.programProblem ?? "?")), so its resource limits cannot be read"))
+        }
+        switch ResourceLimit.of(process) {
+        case .success(let limits): return .success(limits)
+        case .failure(let error) where error.rawValue == ESRCH:
+            return .failure(CallerLimitsUnread(description: "the calling process (pid \(peer.pid)) has exited, so "
+                + "its resource limits are gone; run again from a process that waits for its run"))
+        case .failure(let error):
+            return .failure(CallerLimitsUnread(description: "the caller's resource limits could not be read (\(error))"))
+        }
+    }
+
+    struct CallerLimitsUnread: Error, CustomStringConvertible {
+        var description: String
     }
 
     static let runPermissions: [Permission] = [.camera, .microphone, .location]

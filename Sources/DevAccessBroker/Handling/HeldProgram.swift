@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccessLaunch
 
 /// A run's program: forked as its user and held before exec (`ProgramLauncher.hold`) until
 /// devaccessd has recorded the run and applied its access (so the program never starts
@@ -41,6 +42,8 @@ final class HeldProgram: Sendable {
                               workingDirectory: directory, standardInput: streams[0], standardOutput: streams[1],
                               standardError: streams[2], uid: uid, gid: gid, supplementaryGroups: groups,
                               umask: umask, landlock: strict)
+        // The file devaccessd opened as the caller and decided on, not whatever the path names now.
+        spec.executableDescriptor = program.descriptor
         spec.guardedGroup = groups.last { RunGroups.contains($0) }
         spec.resourceLimits = limits
         let held: HeldLaunch

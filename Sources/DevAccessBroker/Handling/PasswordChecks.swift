@@ -1,4 +1,5 @@
 import DevAccessSystem
+import DevAccessPAM
 
 /// Checks passwords through PAM for `auth_self`: on the PAM threads (PamWorkers), one
 /// check per uid at a time, and no sooner than the uid's back-off allows (PasswordGate).

@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccessPAM
 
 /// How the broker runs consent conversations.
 public struct RequestSettings: Sendable {
@@ -67,6 +68,9 @@ public struct RequestSettings: Sendable {
     /// TEST-ONLY (DEBUG builds, `DEVACCESS_TEST_INOTIFY_FAIL=ENOSPC`): every inotify watch
     /// fails with this errno, as when the limit is reached.
     public var testFailWatches: CInt?
+    /// TEST-ONLY (DEBUG builds, `DEVACCESS_TEST_ENFORCER_FAIL=EMFILE`): making the engine's
+    /// worker fails with this errno, as when its eventfd cannot be made.
+    public var testFailEnforcer: CInt?
     /// TEST-ONLY (DEBUG builds, `DEVACCESS_TEST_CRASH_AT`): `Enforcer.testCrashAt` of the engine.
     public var testCrashAt: String?
 
@@ -86,7 +90,8 @@ public struct RequestSettings: Sendable {
     /// `DEVACCESS_TEST_PAM_SERVICE` names another PAM service, so tests never depend on (or
     /// replace) an installed /etc/pam.d/devaccess, `DEVACCESS_TEST_AUDIT_WINDOW` (seconds)
     /// shortens the attempt throttle's window, `DEVACCESS_TEST_INOTIFY_FAIL=ENOSPC` fails
-    /// every watch and `DEVACCESS_TEST_CRASH_AT` arms a crash point.
+    /// every watch, `DEVACCESS_TEST_ENFORCER_FAIL=EMFILE` fails the engine's worker and
+    /// `DEVACCESS_TEST_CRASH_AT` arms a crash point.
     public static func fromEnvironment(_ environment: ProcessEnvironment) -> RequestSettings {
         typealias Name = ProcessEnvironment.Name
         var settings = RequestSettings()
@@ -103,6 +108,7 @@ public struct RequestSettings: Sendable {
             settings.auditWindow = .seconds(seconds)
         }
         if environment[Name.testInotifyFail] == "ENOSPC" { settings.testFailWatches = ENOSPC }
+        if environment[Name.testEnforcerFail] == "EMFILE" { settings.testFailEnforcer = EMFILE }
         settings.testCrashAt = environment[Name.testCrashAt]
         #endif
         return settings

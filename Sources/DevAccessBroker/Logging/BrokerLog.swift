@@ -1,5 +1,6 @@
 import Glibc
 import DevAccessSystem
+import DevAccessJournal
 
 /// devaccessd's structured log: native journal entries when stderr is connected to
 /// journald (`JOURNAL_STREAM` names stderr's device and inode), otherwise one logfmt

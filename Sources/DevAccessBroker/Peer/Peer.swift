@@ -26,6 +26,10 @@ public struct Peer: Sendable, Hashable {
     public var identity: ProgramIdentity?
     /// How the pid was pinned: `SO_PEERPIDFD` or `pidfd_open`.
     public var pidfdSource: String?
+    /// The peer's /proc/PID, opened at accept and checked against the pidfd there, held for
+    /// the connection: later reads (a run's resource limits) are the peer's or fail once it
+    /// is gone, never another process's that got its pid. nil with `programProblem`.
+    public var process: PinnedProcess?
     /// The audit login session (`/proc/PID/sessionid`) and login uid (`loginuid`) the
     /// kernel keeps for the peer: set by `pam_loginuid` at login, inherited by every
     /// descendant, never changed by an unprivileged process. nil: not in a login session.
@@ -104,16 +108,17 @@ public struct Peer: Sendable, Hashable {
             peer.pidfdSource = "pidfd_open"
         }
         defer { Socket.close(pidfd) }
-        let directory = open("/proc/\(peer.pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else {
+        guard let pinned = PinnedProcess(pid: peer.pid) else {
             peer.programProblem = "/proc/\(peer.pid): \(Errno.current)"
             return
         }
-        defer { Socket.close(directory) }
+        let directory = pinned.descriptor
         switch ProgramIdentity.read(pid: peer.pid, directory: directory, pinnedBy: pidfd) {
         case .success(let identity):
+            // The pidfd's process was alive after the reads: the directory is the peer's.
             peer.identity = identity
             peer.program = identity.path
+            peer.process = pinned
         case .failure(let problem):
             // EACCES when the broker is not root; ENOENT for kernel threads; or the peer exited.
             peer.programProblem = problem.description

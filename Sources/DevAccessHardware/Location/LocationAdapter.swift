@@ -1,6 +1,7 @@
 import Glibc
 import DevAccessCore
 import DevAccessSystem
+import DevAccessACL
 
 /// The authority adapter for `location`: what gpsd says, turned into devices.
 ///

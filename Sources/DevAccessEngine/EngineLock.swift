@@ -3,6 +3,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessEnforcement
 import DevAccessLedger
+import DevAccessInterface
 
 /// The one-writer rule across processes: whoever holds `engine.lock` in the state
 /// directory is the only process that writes the ledger and edits ACLs. devaccessd takes

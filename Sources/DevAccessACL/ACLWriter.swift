@@ -2,6 +2,7 @@ import Glibc
 import CAcl
 import CLinux
 import DevAccessCore
+import DevAccessSystem
 
 /// libacl, write side: adds or removes one named user or group entry in a device node's
 /// access ACL, the way devaccess turns a decision into kernel state.

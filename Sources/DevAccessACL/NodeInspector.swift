@@ -2,6 +2,7 @@ import Glibc
 import CAcl
 import CLinux
 import DevAccessCore
+import DevAccessSystem
 
 /// Reads a node's type, numbers, owner, mode and access ACL through one
 /// `O_PATH|O_NOFOLLOW` descriptor, so a symlink is reported, never followed.

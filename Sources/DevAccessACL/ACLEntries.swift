@@ -1,5 +1,6 @@
 import CAcl
 import DevAccessCore
+import DevAccessSystem
 
 /// Walking and reading libacl entries: the one place both the reader (status) and
 /// the writer (enforcement) step through an ACL.

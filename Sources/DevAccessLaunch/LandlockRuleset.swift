@@ -2,6 +2,7 @@ import CLinux
 import CSpawn
 import Glibc
 import Synchronization
+import DevAccessSystem
 
 /// A Landlock ruleset for `devaccess run --strict`: the program may open every file for
 /// reading and writing except the denied paths (device nodes the run was not granted).

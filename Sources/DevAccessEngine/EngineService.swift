@@ -5,6 +5,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessInterface
 
 /// Who is asking, as the kernel says (SO_PEERCRED for the broker, getuid for `--offline`).
 public struct Caller: Sendable, Hashable {

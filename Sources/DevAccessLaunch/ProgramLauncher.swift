@@ -2,11 +2,17 @@ import CSpawn
 import DevAccessCore
 import Glibc
 import Synchronization
+import DevAccessSystem
 
 /// Everything `devaccess run` decides about the program it starts for a caller.
 public struct LaunchSpec: Sendable {
     /// The file `execve(2)` runs, as is: no `PATH` search (the broker resolves it first).
+    /// With `executableDescriptor`, only the program's name in messages.
     public var executable: String
+    /// The file to run instead of a path (`execveat`, `AT_EMPTY_PATH`): the one devaccessd
+    /// opened and decided on, whatever the path names by then. Borrowed, as the streams are;
+    /// the program gets it open (a `#!` script's interpreter reads the script through it).
+    public var executableDescriptor: CInt?
     /// The program's `argv`, `argv[0]` included.
     public var arguments: [String]
     /// "K=V" entries, passed exactly (see `LaunchEnvironment.clean` for what to take out).
@@ -207,6 +213,8 @@ public struct LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
         /// The seccomp filter that keeps the program from giving files the guarded group.
         case groupGuard = "group guard"
         case resourceLimits = "resource limits"
+        /// `openAsUser`'s open of the program as the user.
+        case open
         case exec
 
         init(code: CInt) {
@@ -228,6 +236,7 @@ public struct LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
             case CInt(DEVACCESS_SPAWN_EXEC.rawValue): self = .exec
             case CInt(DEVACCESS_SPAWN_GROUP_GUARD.rawValue): self = .groupGuard
             case CInt(DEVACCESS_SPAWN_LIMITS.rawValue): self = .resourceLimits
+            case CInt(DEVACCESS_SPAWN_OPEN.rawValue): self = .open
             default: self = .report
             }
         }
@@ -350,6 +359,10 @@ public enum ProgramLauncher {
                         envp.withPointer { envpPointer in
                             var request = devaccess_spawn_request()
                             request.path = path
+                            if let descriptor = spec.executableDescriptor {
+                                request.exec_by_fd = 1
+                                request.exec_fd = descriptor
+                            }
                             request.argv = argvPointer
                             request.envp = envpPointer
                             request.cwd = cwd
@@ -400,8 +413,53 @@ public enum ProgramLauncher {
         for fd in [spec.standardInput, spec.standardOutput, spec.standardError] where fcntl(fd, F_GETFD) < 0 {
             return "descriptor \(fd) (standard input, output or error) is not open"
         }
+        if let fd = spec.executableDescriptor, fcntl(fd, F_GETFD) < 0 { return "the program's descriptor \(fd) is not open" }
         return nil
     }
+
+    /// Opens `path` (`O_PATH`: no device opened, nothing read) as the user, in a child of its
+    /// own that takes exactly these ids and enters `directory` first (a relative path is
+    /// the user's relative to it); devaccessd's threads never change ids. Returns the
+    /// descriptor, close-on-exec, which the caller owns. What the user may not open fails
+    /// with `.refused` and the errno the user got, which tells them nothing they could not
+    /// learn by trying themselves.
+    public static func openAsUser(_ path: String, directory: String, uid: UInt32, gid: UInt32,
+                                  groups: [UInt32], timeout: Duration = .seconds(2)) throws(UserOpenError) -> CInt {
+        if path.isEmpty || path.utf8.contains(0) || directory.utf8.contains(0) || uid == .max || gid == .max {
+            throw .refused(Errno(rawValue: EINVAL))
+        }
+        var fd: CInt = -1
+        var result = devaccess_spawn_result()
+        let milliseconds = CInt(clamping: timeout.components.seconds * 1000)
+        let rc = path.withCString { cPath in
+            directory.withCString { cwd in
+                groups.withUnsafeBufferPointer { list in
+                    var request = devaccess_open_request(path: cPath, cwd: directory.isEmpty ? nil : cwd, uid: uid,
+                                                         gid: gid, groups: list.baseAddress, group_count: list.count,
+                                                         timeout_ms: milliseconds)
+                    return devaccess_open_as(&request, &fd, &result)
+                }
+            }
+        }
+        guard rc != 0 else { return fd }
+        let error = Errno(rawValue: result.error)
+        switch result.step {
+        case CInt(DEVACCESS_SPAWN_OPEN.rawValue): throw .refused(error)
+        case CInt(DEVACCESS_SPAWN_CHDIR.rawValue): throw .directory(error)
+        default: throw .failed(LaunchError.Step(code: result.step), error)
+        }
+    }
+}
+
+/// Why `ProgramLauncher.openAsUser` returned no descriptor.
+public enum UserOpenError: Error, Equatable, Sendable {
+    /// The user may not open the path, or it names nothing: the errno the user got.
+    case refused(Errno)
+    /// The user may not enter the directory the path is relative to.
+    case directory(Errno)
+    /// devaccessd's part failed (fork, switching ids, the child's report; ETIMEDOUT: the
+    /// child did not answer in time and was killed).
+    case failed(LaunchError.Step, Errno)
 }
 
 /// A NULL-terminated array of C strings for execve, owned here and freed on deinit.
@@ -454,24 +512,13 @@ public struct ResourceLimit: Sendable, Hashable {
                         "Max address space", "Max file locks", "Max pending signals", "Max msgqueue size",
                         "Max nice priority", "Max realtime priority", "Max realtime timeout"]
 
-    /// The limits process `pid` runs under now, from /proc/PID/limits (readable without
-    /// CAP_SYS_RESOURCE, which prlimit(2) on another user's process needs): what a program
-    /// it would have started itself gets (pam_limits' settings, `ulimit`).
-    public static func of(pid: Int32) -> Result<[ResourceLimit], Errno> {
-        let fd = open("/proc/\(pid)/limits", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(Errno.current) }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(fd, &buffer, buffer.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                return .failure(Errno.current)
-            }
-            if count == 0 { break }
-            bytes += buffer.prefix(count)
-        }
+    /// The limits `process` runs under now, from its limits file (readable without
+    /// CAP_SYS_RESOURCE, which prlimit(2) on another user's process needs): what a program it
+    /// would have started itself gets (pam_limits' settings, `ulimit`). Read through the
+    /// directory pinned to that process: once it is gone this fails (ESRCH), never reading
+    /// whatever process got its pid since.
+    public static func of(_ process: PinnedProcess) -> Result<[ResourceLimit], Errno> {
+        guard let bytes = process.read("limits") else { return .failure(Errno(rawValue: ESRCH)) }
         return parse(String(decoding: bytes, as: UTF8.self)).map { .success($0) } ?? .failure(Errno(rawValue: EINVAL))
     }
 

@@ -2,6 +2,7 @@ import Glibc
 import CAcl
 import CLinux
 import DevAccessCore
+import DevAccessSystem
 
 /// A privacy switch's `--hard` edits of one capture node: what everyone but devaccess gives
 /// (owner, group and other bits, named ACL entries: udev's group `video`, logind's uaccess,
