@@ -243,102 +243,160 @@ enum AuditHTMLReport {
 
     private static func timelines(_ timeline: AuditTimeline, from: Int64, to: Int64) -> String {
         let start = min(from, to), end = max(to, start + 1_000_000)
-        let labelWidth = 300.0, plotWidth = 700.0, laneHeight = 20.0, top = 24.0
-        func x(_ time: Int64) -> Double {
-            labelWidth + plotWidth * Double(min(max(time, start), end) - start) / Double(end - start)
-        }
         let permissions = Set(timeline.bars.map(\.permission) + timeline.marks.map(\.permission)).sorted()
-        var html = "<section><h2>Timeline</h2>\n<p class=\"legend\">"
-            + colors.sorted { $0.key < $1.key }.map { "<span style=\"color:\($0.value)\">■ granted by \($0.key)</span>" }
-                .joined()
-            + "<span style=\"color:#c00\">✕ denied</span><span style=\"color:#e07000\">▲ refused</span>"
-            + "<span>| revoked</span><span style=\"color:#80c\">▬ run (devaccess run, start to end)</span>"
-            + "<span style=\"color:#80c\">● run without a recorded id</span></p>\n"
+        var html = "<section><h2>Timeline</h2>\n" + legend()
         if timeline.notDrawn > 0 {
             html += "<p>\(timeline.notDrawn) more bars and marks are not drawn (the tables count them all); "
                 + "narrow the report with --since, --user or --permission.</p>\n"
         }
         for permission in permissions {
-            let bars = timeline.bars.filter { $0.permission == permission }
-            let marks = timeline.marks.filter { $0.permission == permission }
-            let lanes = Array(Set(bars.map(\.lane) + marks.map(\.lane))).sorted()
-            // Bars that overlap in time within a lane are stacked in rows of their own.
-            var row: [Int: Int] = [:]  // bar index -> row within its lane
-            var rows: [String: Int] = [:]
-            var rowEnds: [String: [Int64]] = [:]
-            for (number, bar) in bars.enumerated().sorted(by: { $0.element.start < $1.element.start }) {
-                var ends = rowEnds[bar.lane] ?? []
-                let free = ends.firstIndex { $0 <= bar.start } ?? ends.count
-                if free == ends.count { ends.append(0) }
-                ends[free] = bar.end ?? end
-                row[number] = free
-                rowEnds[bar.lane] = ends
-                rows[bar.lane] = ends.count
-            }
-            let rowHeight = 12.0
-            var laneTop: [String: Double] = [:]
-            var laneHeights: [String: Double] = [:]
-            var y = top
-            for lane in lanes {
-                laneTop[lane] = y
-                laneHeights[lane] = max(laneHeight, rowHeight * Double(rows[lane] ?? 1) + 8)
-                y += laneHeights[lane] ?? laneHeight
-            }
-            let height = y + 8
-            html += "<h3>\(escape(permission))</h3>\n<svg width=\"\(Int(labelWidth + plotWidth + 10))\" "
-                + "height=\"\(Int(height))\" role=\"img\" aria-label=\"timeline of \(escape(permission))\" "
+            let geometry = TimelineGeometry(bars: timeline.bars.filter { $0.permission == permission },
+                                            marks: timeline.marks.filter { $0.permission == permission },
+                                            start: start, end: end)
+            html += "<h3>\(escape(permission))</h3>\n<svg width=\"\(Int(TimelineGeometry.labelWidth + TimelineGeometry.plotWidth + 10))\" "
+                + "height=\"\(Int(geometry.height))\" role=\"img\" aria-label=\"timeline of \(escape(permission))\" "
                 + "data-permission=\"\(escape(permission))\">\n"
-            for tick in 0...4 {
-                let time = start + (end - start) * Int64(tick) / 4
-                let position = x(time)
-                let anchor = tick == 0 ? "start" : tick == 4 ? "end" : "middle"
-                html += "<line x1=\"\(f(position))\" y1=\"14\" x2=\"\(f(position))\" y2=\"\(f(height))\" stroke=\"#ddd\"/>"
-                    + "<text x=\"\(f(position))\" y=\"11\" font-size=\"10\" text-anchor=\"\(anchor)\">"
-                    + "\(escape(AuditTimeWords.local(microseconds: time)))</text>\n"
-            }
-            for lane in lanes {
-                let y = laneTop[lane] ?? top
-                html += "<line x1=\"0\" y1=\"\(f(y))\" x2=\"\(f(labelWidth + plotWidth))\" y2=\"\(f(y))\" stroke=\"#eee\"/>"
-                    + "<text x=\"0\" y=\"\(f(y + 13))\" font-size=\"11\">\(escape(String(lane.prefix(48))))</text>\n"
-            }
-            for (number, bar) in bars.enumerated() {
-                let y = (laneTop[bar.lane] ?? top) + 4 + rowHeight * Double(row[number] ?? 0)
-                let x0 = x(bar.start), x1 = max(x(bar.end ?? end), x0 + 2)
-                if bar.kind == .run {
-                    html += "<rect class=\"run\" data-run=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
-                        + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" "
-                        + "data-end=\"\(bar.end.map(String.init) ?? "")\" x=\"\(f(x0))\" y=\"\(f(y + 2))\" "
-                        + "width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 7))\" fill=\"#80c\"><title>run "
-                        + "\(escape(bar.grantID)), event #\(bar.seq)</title></rect>\n"
-                    continue
-                }
-                html += "<rect class=\"grant\" data-grant=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
-                    + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" data-end=\"\(bar.end.map(String.init) ?? "")\" "
-                    + "x=\"\(f(x0))\" y=\"\(f(y))\" width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 3))\" "
-                    + "fill=\"\(colors[bar.how] ?? "#2b5cc8")\"><title>grant \(escape(bar.grantID)) (\(escape(bar.how))), "
-                    + "event #\(bar.seq)</title></rect>\n"
-            }
-            for mark in marks {
-                let y = (laneTop[mark.lane] ?? top) + (laneHeights[mark.lane] ?? laneHeight) / 2
-                let position = x(mark.time)
-                let title = "<title>\(mark.kind), event #\(mark.seq)</title>"
-                let data = "class=\"mark \(mark.kind)\" data-seq=\"\(mark.seq)\""
-                switch mark.kind {
-                case "denied":
-                    html += "<text \(data) x=\"\(f(position - 4))\" y=\"\(f(y + 4))\" fill=\"#c00\" font-size=\"12\">✕\(title)</text>\n"
-                case "refused":
-                    html += "<text \(data) x=\"\(f(position - 4))\" y=\"\(f(y + 4))\" fill=\"#e07000\" font-size=\"11\">▲\(title)</text>\n"
-                case "revoked":
-                    html += "<line \(data) x1=\"\(f(position))\" y1=\"\(f(y - 8))\" x2=\"\(f(position))\" y2=\"\(f(y + 8))\" "
-                        + "stroke=\"#000\" stroke-width=\"2\">\(title)</line>\n"
-                default:
-                    html += "<circle \(data) cx=\"\(f(position))\" cy=\"\(f(y))\" r=\"4\" fill=\"#80c\">\(title)</circle>\n"
-                }
-            }
-            html += "</svg>\n"
+                + axis(geometry) + lanes(geometry)
+                + geometry.bars.indices.map { bar(number: $0, geometry) }.joined()
+                + geometry.marks.map { mark($0, geometry) }.joined()
+                + "</svg>\n"
         }
         return html + "</section>\n"
     }
 
+    /// What each colour and shape means.
+    private static func legend() -> String {
+        "<p class=\"legend\">"
+            + colors.sorted { $0.key < $1.key }.map { "<span style=\"color:\($0.value)\">■ granted by \($0.key)</span>" }
+                .joined()
+            + "<span style=\"color:#c00\">✕ denied</span><span style=\"color:#e07000\">▲ refused</span>"
+            + "<span>| revoked</span><span style=\"color:#80c\">▬ run (devaccess run, start to end)</span>"
+            + "<span style=\"color:#80c\">● run without a recorded id</span></p>\n"
+    }
+
+    /// Five ticks across the report's span, each a line and its local time.
+    private static func axis(_ geometry: TimelineGeometry) -> String {
+        var html = ""
+        let (start, end) = (geometry.start, geometry.end)
+        for tick in 0...4 {
+            let time = start + (end - start) * Int64(tick) / 4
+            let position = geometry.x(time)
+            let anchor = tick == 0 ? "start" : tick == 4 ? "end" : "middle"
+            html += "<line x1=\"\(f(position))\" y1=\"14\" x2=\"\(f(position))\" y2=\"\(f(geometry.height))\" stroke=\"#ddd\"/>"
+                + "<text x=\"\(f(position))\" y=\"11\" font-size=\"10\" text-anchor=\"\(anchor)\">"
+                + "\(escape(AuditTimeWords.local(microseconds: time)))</text>\n"
+        }
+        return html
+    }
+
+    /// Each lane's top line and its label.
+    private static func lanes(_ geometry: TimelineGeometry) -> String {
+        geometry.lanes.map { lane in
+            let y = geometry.laneTop[lane] ?? TimelineGeometry.top
+            return "<line x1=\"0\" y1=\"\(f(y))\" x2=\"\(f(TimelineGeometry.labelWidth + TimelineGeometry.plotWidth))\" "
+                + "y2=\"\(f(y))\" stroke=\"#eee\"/>"
+                + "<text x=\"0\" y=\"\(f(y + 13))\" font-size=\"11\">\(escape(String(lane.prefix(48))))</text>\n"
+        }.joined()
+    }
+
+    /// A grant's bar, coloured by how it was given, or a run's, in its row of its lane.
+    private static func bar(number: Int, _ geometry: TimelineGeometry) -> String {
+        let bar = geometry.bars[number], rowHeight = TimelineGeometry.rowHeight
+        let y = (geometry.laneTop[bar.lane] ?? TimelineGeometry.top) + 4 + rowHeight * Double(geometry.rows[number] ?? 0)
+        let x0 = geometry.x(bar.start), x1 = max(geometry.x(bar.end ?? geometry.end), x0 + 2)
+        if bar.kind == .run {
+            return "<rect class=\"run\" data-run=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
+                + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" "
+                + "data-end=\"\(bar.end.map(String.init) ?? "")\" x=\"\(f(x0))\" y=\"\(f(y + 2))\" "
+                + "width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 7))\" fill=\"#80c\"><title>run "
+                + "\(escape(bar.grantID)), event #\(bar.seq)</title></rect>\n"
+        }
+        return "<rect class=\"grant\" data-grant=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
+            + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" data-end=\"\(bar.end.map(String.init) ?? "")\" "
+            + "x=\"\(f(x0))\" y=\"\(f(y))\" width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 3))\" "
+            + "fill=\"\(colors[bar.how] ?? "#2b5cc8")\"><title>grant \(escape(bar.grantID)) (\(escape(bar.how))), "
+            + "event #\(bar.seq)</title></rect>\n"
+    }
+
+    /// A denial, refusal, revocation or run without an id, at its time in the middle of its lane.
+    private static func mark(_ mark: AuditTimeline.Mark, _ geometry: TimelineGeometry) -> String {
+        let y = (geometry.laneTop[mark.lane] ?? TimelineGeometry.top)
+            + (geometry.laneHeights[mark.lane] ?? TimelineGeometry.laneHeight) / 2
+        let position = geometry.x(mark.time)
+        let title = "<title>\(mark.kind), event #\(mark.seq)</title>"
+        let data = "class=\"mark \(mark.kind)\" data-seq=\"\(mark.seq)\""
+        switch mark.kind {
+        case "denied":
+            return "<text \(data) x=\"\(f(position - 4))\" y=\"\(f(y + 4))\" fill=\"#c00\" font-size=\"12\">✕\(title)</text>\n"
+        case "refused":
+            return "<text \(data) x=\"\(f(position - 4))\" y=\"\(f(y + 4))\" fill=\"#e07000\" font-size=\"11\">▲\(title)</text>\n"
+        case "revoked":
+            return "<line \(data) x1=\"\(f(position))\" y1=\"\(f(y - 8))\" x2=\"\(f(position))\" y2=\"\(f(y + 8))\" "
+                + "stroke=\"#000\" stroke-width=\"2\">\(title)</line>\n"
+        default:
+            return "<circle \(data) cx=\"\(f(position))\" cy=\"\(f(y))\" r=\"4\" fill=\"#80c\">\(title)</circle>\n"
+        }
+    }
+
     private static func f(_ value: Double) -> String { DecimalText.fixed(value, digits: 1) }
+}
+
+/// One permission's timeline to scale: the report's span across the plot, a lane per
+/// user (program, device) with its top and height, and each bar's row within its lane.
+struct TimelineGeometry {
+    static let labelWidth = 300.0, plotWidth = 700.0, laneHeight = 20.0, top = 24.0, rowHeight = 12.0
+    let bars: [AuditTimeline.Bar]
+    let marks: [AuditTimeline.Mark]
+    let start: Int64
+    let end: Int64
+    let lanes: [String]
+    /// Bar index -> row within its lane.
+    let rows: [Int: Int]
+    let laneTop: [String: Double]
+    let laneHeights: [String: Double]
+    let height: Double
+
+    init(bars: [AuditTimeline.Bar], marks: [AuditTimeline.Mark], start: Int64, end: Int64) {
+        self.bars = bars
+        self.marks = marks
+        self.start = start
+        self.end = end
+        lanes = Array(Set(bars.map(\.lane) + marks.map(\.lane))).sorted()
+        let (rows, rowCounts) = Self.rows(bars, end: end)
+        self.rows = rows
+        var laneTop: [String: Double] = [:]
+        var laneHeights: [String: Double] = [:]
+        var y = Self.top
+        for lane in lanes {
+            laneTop[lane] = y
+            laneHeights[lane] = max(Self.laneHeight, Self.rowHeight * Double(rowCounts[lane] ?? 1) + 8)
+            y += laneHeights[lane] ?? Self.laneHeight
+        }
+        self.laneTop = laneTop
+        self.laneHeights = laneHeights
+        height = y + 8
+    }
+
+    /// Bars that overlap in time within a lane are stacked in rows of their own: each bar's
+    /// row (by index), and the rows of each lane.
+    static func rows(_ bars: [AuditTimeline.Bar], end: Int64) -> (row: [Int: Int], rows: [String: Int]) {
+        var row: [Int: Int] = [:]
+        var rows: [String: Int] = [:]
+        var rowEnds: [String: [Int64]] = [:]
+        for (number, bar) in bars.enumerated().sorted(by: { $0.element.start < $1.element.start }) {
+            var ends = rowEnds[bar.lane] ?? []
+            let free = ends.firstIndex { $0 <= bar.start } ?? ends.count
+            if free == ends.count { ends.append(0) }
+            ends[free] = bar.end ?? end
+            row[number] = free
+            rowEnds[bar.lane] = ends
+            rows[bar.lane] = ends.count
+        }
+        return (row, rows)
+    }
+
+    /// Where `time` falls on the plot (clamped to the report's span).
+    func x(_ time: Int64) -> Double {
+        Self.labelWidth + Self.plotWidth * Double(min(max(time, start), end) - start) / Double(end - start)
+    }
 }

@@ -46,8 +46,45 @@ extension HotplugBench {
         guard mkdir(work, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(work): \(errnoText())") }
         let config = work + "/config"
         guard mkdir(config, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(config): \(errnoText())") }
+        let (feeder, gpsdPort) = startFakeGpsd(gpsfake, fixes: fixes)
+        let plan = LocationClients(watchers: watchers, direct: min(wanted ?? watchers, Self.gpsdSubscriberSlots - 1),
+                                   users: makeLocationUsers(watchers: watchers))
+        let (daemonPID, endpointPort) = startEndpoint(gpsdPort: gpsdPort, config: config, users: plan.users)
+        let idle = rss(daemonPID).current
+        var clients = connectClients(plan, endpointPort: endpointPort, gpsdPort: gpsdPort)
+        let serving = rss(daemonPID).current
+        let measured = measureFixes(&clients, fixes: fixes, daemonPID: daemonPID,
+                                    gpsdPID: childProcess(of: feeder, named: "gpsd"))
+        var setup = "\(measured.times.count) fixes (one each \(5 * Self.sentenceDelay) s from gpsfake), \(plan.direct) "
+            + "clients watching gpsd directly, \(watchers) through devaccessd's endpoint (\(watchers - plan.half) city, "
+            + "\(plan.half) exact; \(plan.users.count) users); delay = when a client received fix F minus when the first "
+            + "direct client did"
+        if plan.direct < watchers && wanted == nil {
+            setup += "; gpsd serves \(Self.gpsdSubscriberSlots) subscribers (its build's limit) and devaccessd's watcher "
+                + "is one: \(plan.direct) direct clients, not \(watchers)"
+        }
+        reportFixes(measured, clients: clients, setup: setup)
+        report.add("devaccessd RSS with \(watchers) clients, after \(measured.times.count) fixes",
+                   Double(measured.loaded.current) / 1024, "MB",
+                   anchor: "devaccessd RSS before the clients", Double(idle) / 1024,
+                   note: "with the clients before the fixes \(format(serving)), high-water \(format(measured.loaded.peak))")
+        for client in clients { close(client.descriptor) }
+    }
 
-        // gpsd fed by gpsfake, cycling a log long enough that no fix time repeats in a run.
+    /// Who watches: `watchers` endpoint clients, half exact and half city, spread over
+    /// `users` (the first half of them exact), and `direct` clients of gpsd.
+    struct LocationClients {
+        var watchers: Int
+        var direct: Int
+        var users: [(name: String, uid: UInt32, city: Bool)]
+        /// Exact clients (the first `half` of the endpoint's).
+        var half: Int { (watchers + 1) / 2 }
+        var perLevel: Int { users.count / 2 }
+    }
+
+    /// gpsd fed by gpsfake, cycling a log long enough that no fix time repeats in a run;
+    /// gpsfake's process group and gpsd's port, once it listens.
+    func startFakeGpsd(_ gpsfake: String, fixes: Int) -> (feeder: pid_t, port: UInt16) {
         let log = work + "/walk.nmea"
         do {
             try NMEAWalk.text(epochs: max(600, fixes * 3)).write(toFile: log, atomically: true, encoding: .utf8)
@@ -70,9 +107,12 @@ extension HotplugBench {
             if now() > listening { fail("gpsd did not listen on port \(gpsdPort); see \(work)/gpsfake.log") }
             usleep(20_000)
         }
+        return (feeder, gpsdPort)
+    }
 
-        // The users: the endpoint allows 16 connections per user, so 100 clients need 7 or more.
-        let direct = min(wanted ?? watchers, Self.gpsdSubscriberSlots - 1)
+    /// The users: the endpoint allows 16 connections per user, so 100 clients need 7 or
+    /// more; the first half watch exact, the second city.
+    func makeLocationUsers(watchers: Int) -> [(name: String, uid: UInt32, city: Bool)] {
         let half = (watchers + 1) / 2
         let perLevel = (half + Self.endpointClientsPerUser - 1) / Self.endpointClientsPerUser
         var users: [(name: String, uid: UInt32, city: Bool)] = []
@@ -85,7 +125,13 @@ extension HotplugBench {
             guard let entry = getpwnam(name) else { fail("\(name) was made but getpwnam does not find it") }
             users.append((name, entry.pointee.pw_uid, index >= perLevel))
         }
+        return users
+    }
 
+    /// devaccessd watching gpsd and serving its endpoint, each user granted location (at
+    /// city accuracy for the city users); its pid and the endpoint's port.
+    func startEndpoint(gpsdPort: UInt16, config: String,
+                       users: [(name: String, uid: UInt32, city: Bool)]) -> (pid: Int32, port: UInt16) {
         let endpointPort = freePort()
         let environment = ["DEVACCESS_STATE_DIR": work + "/state", "DEVACCESS_SOCKET": work + "/broker.sock",
                            "DEVACCESS_CONFIG_DIR": config, "DEVACCESS_GPSD": "127.0.0.1:\(gpsdPort)"]
@@ -100,29 +146,42 @@ extension HotplugBench {
                 fail("'devaccess grant location --user \(user.name)' failed")
             }
         }
-        let daemonPID = daemonProcess.processIdentifier
         usleep(300_000)
-        let idle = rss(daemonPID).current
+        return (daemonProcess.processIdentifier, endpointPort)
+    }
 
-        // Endpoint clients first: the first one starts devaccessd's gpsd watcher, which thereby
-        // becomes gpsd's first subscriber (in production it is gpsd's only one).
+    /// Endpoint clients first: the first one starts devaccessd's gpsd watcher, which thereby
+    /// becomes gpsd's first subscriber (in production it is gpsd's only one). Then the
+    /// direct clients; every client has had a fix.
+    func connectClients(_ plan: LocationClients, endpointPort: UInt16, gpsdPort: UInt16) -> [WatchingClient] {
         var clients: [WatchingClient] = []
-        for index in 0..<watchers {
-            let user = users[index < half ? index % perLevel : perLevel + (index - half) % perLevel]
+        for index in 0..<plan.watchers {
+            let user = plan.users[index < plan.half ? index % plan.perLevel : plan.perLevel + (index - plan.half) % plan.perLevel]
             clients.append(connectClient(port: endpointPort, owner: user.uid, viaDevaccessd: true, city: user.city))
             if index == 0 { awaitReports(&clients, timeoutSeconds: 30, what: "the first endpoint client's first fix") }
         }
         awaitReports(&clients, timeoutSeconds: 30, what: "a fix at every endpoint client")
-        for _ in 0..<direct {
+        for _ in 0..<plan.direct {
             clients.append(connectClient(port: gpsdPort, owner: 0, viaDevaccessd: false, city: false))
         }
         awaitReports(&clients, timeoutSeconds: 30, what: "a fix at every client")
-        let serving = rss(daemonPID).current
+        return clients
+    }
 
-        // The measured part: every byte of every socket, with both clocks, until `fixes` new
-        // fixes have reached every client.
+    /// The measured part's figures: the fixes measured, how long it took, the CPU ticks
+    /// devaccessd and gpsd used, devaccessd's memory at the end.
+    struct FixesMeasured {
+        var times: [String]
+        var elapsed: Double
+        var daemonTicks: Int
+        var gpsdTicks: Int
+        var loaded: (current: Int, peak: Int)
+    }
+
+    /// Every byte of every socket, with both clocks, until `fixes` new fixes have reached
+    /// every client.
+    func measureFixes(_ clients: inout [WatchingClient], fixes: Int, daemonPID: Int32, gpsdPID: pid_t?) -> FixesMeasured {
         for index in clients.indices { clients[index].reset() }
-        let gpsdPID = childProcess(of: feeder, named: "gpsd")
         let cpuBefore = (cpuTicks(daemonPID), gpsdPID.map(cpuTicks) ?? 0)
         let began = now()
         let deadline = began + UInt64(Double(fixes) * 5 * Self.sentenceDelay * 4 * 1e9) + 30_000_000_000
@@ -144,21 +203,18 @@ extension HotplugBench {
         for client in clients where client.sawError {
             fail("a client got an ERROR report: \(String(decoding: client.bytes.prefix(300), as: UTF8.self))")
         }
-
-        // Per fix: the instant the first direct client had it, and every client's delay after it.
         // The first complete fix may have started before the measurement began: dropped.
         let times = Array(completeFixes(clients).sorted().dropFirst().prefix(fixes))
+        return FixesMeasured(times: times, elapsed: elapsed, daemonTicks: cpuAfter.0 - cpuBefore.0,
+                             gpsdTicks: cpuAfter.1 - cpuBefore.1, loaded: loaded)
+    }
+
+    /// Per fix: the instant the first direct client had it, and every client's delay after
+    /// it; bytes per client and fix by kind of client; CPU per fix.
+    func reportFixes(_ measured: FixesMeasured, clients: [WatchingClient], setup: String) {
         var delivery = DeliveryReport()
-        for time in times {
+        for time in measured.times {
             delivery.add(time, clients)
-        }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        var setup = "\(times.count) fixes (one each \(5 * Self.sentenceDelay) s from gpsfake), \(direct) clients watching "
-            + "gpsd directly, \(watchers) through devaccessd's endpoint (\(watchers - half) city, \(half) exact; "
-            + "\(users.count) users); delay = when a client received fix F minus when the first direct client did"
-        if direct < watchers && wanted == nil {
-            setup += "; gpsd serves \(Self.gpsdSubscriberSlots) subscribers (its build's limit) and devaccessd's watcher "
-                + "is one: \(direct) direct clients, not \(watchers)"
         }
         delivery.addRows(setup: setup)
         for (label, group) in [("direct", clients.filter { !$0.viaDevaccessd }),
@@ -169,14 +225,11 @@ extension HotplugBench {
                        note: String(format: "%.2f TPV reports per client and fix",
                                     figures.map(\.reports).reduce(0, +) / Double(group.count)))
         }
-        let cpu = { (before: Int, after: Int) in Double(after - before) / ticks / Double(times.count + 1) * 1000 }
-        report.add("devaccessd CPU per fix", cpu(cpuBefore.0, cpuAfter.0), "ms", anchor: "gpsd CPU per fix",
-                   cpu(cpuBefore.1, cpuAfter.1),
-                   note: String(format: "over %.1f s, /proc stat, %.0f Hz ticks", elapsed, ticks))
-        report.add("devaccessd RSS with \(watchers) clients, after \(times.count) fixes", Double(loaded.current) / 1024, "MB",
-                   anchor: "devaccessd RSS before the clients", Double(idle) / 1024,
-                   note: "with the clients before the fixes \(format(serving)), high-water \(format(loaded.peak))")
-        for client in clients { close(client.descriptor) }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let perFix = { (used: Int) in Double(used) / ticks / Double(measured.times.count + 1) * 1000 }
+        report.add("devaccessd CPU per fix", perFix(measured.daemonTicks), "ms", anchor: "gpsd CPU per fix",
+                   perFix(measured.gpsdTicks),
+                   note: String(format: "over %.1f s, /proc stat, %.0f Hz ticks", measured.elapsed, ticks))
     }
 
     // MARK: - Clients

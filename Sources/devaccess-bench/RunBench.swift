@@ -29,15 +29,7 @@ extension HotplugBench {
         defer { finish() }
         // The runs' working directory: the bench user must be able to enter it.
         guard chdir("/") == 0 else { fail("chdir /: \(errnoText())") }
-        var (_, node, environment) = declareCamera(id: "camera:bench-run")
-        let config = work + "/config"
-        guard mkdir(config, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(config): \(errnoText())") }
-        do {
-            try "[camera]\nDefault=allow\n".write(toFile: config + "/devaccess.conf", atomically: true, encoding: .utf8)
-        } catch {
-            fail("cannot write the policy: \(error)")
-        }
-        environment["DEVACCESS_CONFIG_DIR"] = config
+        let (node, environment) = declareCameraAllowed()
         let daemonProcess = startDaemon(environment: environment, extra: ["--max-changes-per-user", "1000000"])
         guard honoursTestDevices() else { return skipNoTestHook("devaccess run --camera -- true") }
         let cli = here.appendingPathComponent("devaccess").path
@@ -53,14 +45,46 @@ extension HotplugBench {
         guard spawn(user[0], Array(user.dropFirst()) + run + open, environment: environment) else {
             fail("'devaccess run --camera' could not open \(node) as uid \(Self.uid); see \(work)/daemon.log")
         }
-
-        var starters = [
+        let starters = [
             Starter(label: "plain exec (setpriv + /bin/true)", program: user[0], arguments: Array(user.dropFirst()) + ["/bin/true"]),
             Starter(label: "devaccess --version (CLI start)", program: user[0],
                     arguments: Array(user.dropFirst()) + [cli, "--version"]),
             Starter(label: "devaccess run --camera -- true", program: user[0],
                     arguments: Array(user.dropFirst()) + run + ["/bin/true"]),
         ]
+        let others = otherStarters(user: user, environment: environment)
+        let measured = sample(starters + others.starters, samples: samples, environment: environment)
+        // Every run ended and took its entry with it.
+        usleep(200_000)
+        let left = aclLine(node)
+        if left.split(separator: " ").contains(where: { $0.hasPrefix("group:20") }) {
+            fail("a run's entry stayed on \(node): \(left)")
+        }
+        kill(daemonProcess.processIdentifier, SIGTERM)
+        daemonProcess.waitUntilExit()
+        reportStarts(measured, samples: samples)
+        for note in others.notes { report.skip(note.name, note.why) }
+    }
+
+    /// The declared camera node and the environment of a daemon whose policy allows the
+    /// camera by default.
+    func declareCameraAllowed() -> (node: String, environment: [String: String]) {
+        var (_, node, environment) = declareCamera(id: "camera:bench-run")
+        let config = work + "/config"
+        guard mkdir(config, 0o755) == 0 || errno == EEXIST else { fail("mkdir \(config): \(errnoText())") }
+        do {
+            try "[camera]\nDefault=allow\n".write(toFile: config + "/devaccess.conf", atomically: true, encoding: .utf8)
+        } catch {
+            fail("cannot write the policy: \(error)")
+        }
+        environment["DEVACCESS_CONFIG_DIR"] = config
+        return (node, environment)
+    }
+
+    /// bwrap and systemd-run where they work here; why not, for those that do not.
+    func otherStarters(user: [String], environment: [String: String])
+        -> (starters: [Starter], notes: [(name: String, why: String)]) {
+        var starters: [Starter] = []
         var notes: [(name: String, why: String)] = []
         let bwraps: [String] = ["/usr/bin/bwrap", "/bin/bwrap"]
         if let bwrap = bwraps.first(where: { access($0, X_OK) == 0 }) {
@@ -84,8 +108,11 @@ extension HotplugBench {
         } else {
             notes.append(("systemd-run --pipe --wait true", "systemd is not the service manager here (no /run/systemd/system)"))
         }
+        return (starters, notes)
+    }
 
-        // Warm caches, then interleave the starters so load on the shared machine falls on all.
+    /// Warm caches, then interleave the starters so load on the shared machine falls on all.
+    func sample(_ starters: [Starter], samples: Int, environment: [String: String]) -> [Starter] {
         for starter in starters {
             for _ in 0..<10 {
                 guard spawn(starter.program, starter.arguments, environment: environment) else {
@@ -93,6 +120,7 @@ extension HotplugBench {
                 }
             }
         }
+        var starters = starters
         for _ in 0..<samples {
             for index in starters.indices {
                 let start = now()
@@ -102,15 +130,13 @@ extension HotplugBench {
                 starters[index].samples.append(now() - start)
             }
         }
-        // Every run ended and took its entry with it.
-        usleep(200_000)
-        let left = aclLine(node)
-        if left.split(separator: " ").contains(where: { $0.hasPrefix("group:20") }) {
-            fail("a run's entry stayed on \(node): \(left)")
-        }
-        kill(daemonProcess.processIdentifier, SIGTERM)
-        daemonProcess.waitUntilExit()
+        return starters
+    }
 
+    /// Each starter's p50 against plain exec's (the first), then where devaccessd's part
+    /// goes: its engine passes per run (ledger writes with fsync, the nodes' ACLs), by
+    /// trigger, as it logs them.
+    func reportStarts(_ starters: [Starter], samples: Int) {
         func ms(_ sorted: [UInt64], _ p: Double) -> Double { percentile(sorted, p) / 1000 }
         let anchor = starters[0].samples.sorted()
         let anchorName = starters[0].label + " p50"
@@ -121,8 +147,6 @@ extension HotplugBench {
                        goal: index == 2 ? .excessBelow(10, "< 10 ms over plain exec") : nil,
                        note: String(format: "p90 %.2f ms (plain exec p90 %.2f ms)", ms(sorted, 0.9), ms(anchor, 0.9)))
         }
-        // Where devaccessd's part goes: its engine passes per run (ledger writes with fsync,
-        // the nodes' ACLs), by trigger, as it logs them.
         let passes = engineDurations(work + "/daemon.log")
         let runCount = Double(starters[2].samples.count + 11)
         for trigger in passes.keys.sorted() {
@@ -130,7 +154,6 @@ extension HotplugBench {
             report.add("devaccessd engine pass '\(trigger)' p50", values[values.count / 2], "ms",
                        note: String(format: "%.1f passes per run", Double(values.count) / runCount))
         }
-        for note in notes { report.skip(note.name, note.why) }
     }
 
     /// `duration_ms` of the daemon's `enforcement run` lines for runs, by trigger, sorted.

@@ -236,44 +236,61 @@ var benchDirectory: URL {
 
 func statusSection(_ options: BenchOptions) {
     let here = benchDirectory
-    var daemon: Process?
-    var socketPath = options.socket ?? ""
-    var stateDirectory = ""
-    if options.socket == nil {
-        stateDirectory = NSTemporaryDirectory() + "devaccess-bench-status-\(getpid())"
-        try? FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
-        socketPath = stateDirectory + "/broker.sock"
-        let process = Process()
-        process.executableURL = here.appendingPathComponent("devaccessd")
-        process.arguments = ["--socket", socketPath, "--state-dir", stateDirectory + "/state", "--gpsd", "127.0.0.1:9",
-                             "--log-level", "warning", "--log-target", "stderr"]
-        do { try process.run() } catch { fail("cannot start \(process.executableURL?.path ?? "devaccessd"): \(error)") }
-        daemon = process
-        var up = false
-        for _ in 0..<200 where !up {
-            up = (try? BrokerClient(socketPath: socketPath, timeout: .seconds(1)).hello()) != nil
-            if !up { usleep(20_000) }
-        }
-        if !up { fail("devaccessd did not come up") }
-    }
+    let started = options.socket == nil ? startStatusDaemon(here) : nil
     defer {
-        if let daemon {
-            kill(daemon.processIdentifier, SIGTERM)
-            daemon.waitUntilExit()
-            try? FileManager.default.removeItem(atPath: stateDirectory)
+        if let started {
+            kill(started.daemon.processIdentifier, SIGTERM)
+            started.daemon.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: started.stateDirectory)
         }
     }
-    let pid = daemon?.processIdentifier
-    let rssGoal = BenchGoal.below(15, "< 15 MB")
+    let socketPath = started?.socketPath ?? options.socket ?? ""
+    let pid = started?.daemon.processIdentifier
     if let pid {
         usleep(500_000)
         let shared = sharedAccounting(pid)
-        report.add("daemon RSS idle", Double(rss(pid).current) / 1024, "MB", goal: rssGoal,
+        report.add("daemon RSS idle", Double(rss(pid).current) / 1024, "MB", goal: statusRSSGoal,
                    note: "PSS \(format(shared.pss)), private \(format(shared.privateKiB)); the rest is shared library text")
     } else {
         report.skip("daemon RSS", "--socket: a devaccessd this run did not start")
     }
+    let floor = reportRoundTrips(socketPath, options, cli: here.appendingPathComponent("devaccess").path)
+    for clients in options.clients {
+        reportLoad(socketPath, clients: clients, seconds: options.seconds, daemon: pid, floor: floor)
+    }
+    if let pid {
+        usleep(300_000)
+        let memory = rss(pid)
+        let shared = sharedAccounting(pid)
+        report.add("daemon RSS after load", Double(memory.current) / 1024, "MB", goal: statusRSSGoal,
+                   note: "high-water \(format(memory.peak)), PSS \(format(shared.pss)), private \(format(shared.privateKiB))")
+    }
+}
 
+let statusRSSGoal = BenchGoal.below(15, "< 15 MB")
+
+/// A devaccessd of this run's, in a state directory of its own, once it answers hello.
+func startStatusDaemon(_ here: URL) -> (daemon: Process, socketPath: String, stateDirectory: String) {
+    let stateDirectory = NSTemporaryDirectory() + "devaccess-bench-status-\(getpid())"
+    try? FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+    let socketPath = stateDirectory + "/broker.sock"
+    let process = Process()
+    process.executableURL = here.appendingPathComponent("devaccessd")
+    process.arguments = ["--socket", socketPath, "--state-dir", stateDirectory + "/state", "--gpsd", "127.0.0.1:9",
+                         "--log-level", "warning", "--log-target", "stderr"]
+    do { try process.run() } catch { fail("cannot start \(process.executableURL?.path ?? "devaccessd"): \(error)") }
+    var up = false
+    for _ in 0..<200 where !up {
+        up = (try? BrokerClient(socketPath: socketPath, timeout: .seconds(1)).hello()) != nil
+        if !up { usleep(20_000) }
+    }
+    if !up { fail("devaccessd did not come up") }
+    return (process, socketPath, stateDirectory)
+}
+
+/// Sequential round trips against the bare socket's echo floor, and a cold CLI's status;
+/// the floor.
+func reportRoundTrips(_ socketPath: String, _ options: BenchOptions, cli: String) -> (p50: Double, p99: Double) {
     let floor = echoFloor(count: options.sequential)
     let hello = roundTrips(socketPath, .hello, count: options.sequential)
     let status = roundTrips(socketPath, .status(StatusQuery()), count: options.sequential)
@@ -285,40 +302,37 @@ func statusSection(_ options: BenchOptions) {
                goal: .below(50, "< 50 µs"))
     report.add("status (all) round trip p99", percentile(status, 0.99), "µs", anchor: echo99, floor.p99)
     report.add("status (camera) round trip p50", percentile(camera, 0.5), "µs", anchor: echo50, floor.p50)
-    if let cold = coldStatus(here.appendingPathComponent("devaccess").path, runs: 20) {
+    if let cold = coldStatus(cli, runs: 20) {
         report.add("cold `devaccess status --json` process p50", cold, "µs", anchor: "status (all) round trip p50",
                    percentile(status, 0.5), note: "what a client pays without the broker")
     } else {
         report.skip("cold `devaccess status` process", "no devaccess next to the bench")
     }
-    // One connection answered by the echo server, as requests per second: what one client can reach.
+    return floor
+}
+
+/// `clients` connections asking status for `seconds`, against one connection of the echo
+/// server as requests per second (what one client can reach).
+func reportLoad(_ socketPath: String, clients: Int, seconds: Double, daemon pid: Int32?, floor: (p50: Double, p99: Double)) {
     let echoRate = floor.p50 > 0 ? 1e6 / floor.p50 : 0
-    for clients in options.clients {
-        let result = load(socketPath, clients: clients, seconds: options.seconds, daemon: pid)
-        let errors = result.errors == 0 ? nil : "\(result.errors) error(s)"
-        report.add("\(clients) clients, status (all), \(options.seconds) s", result.perSecond, "req/s",
-                   anchor: "echo floor, 1 connection (1 / p50)", echoRate,
-                   goal: clients == 16 ? .above(50_000, ">= 50,000 req/s") : nil, note: errors)
-        report.add("\(clients) clients, status (all) p99", result.p99, "µs", anchor: echo99, floor.p99,
-                   goal: clients == 200 ? .below(1000, "< 1 ms") : nil, note: String(format: "p50 %.1f µs", result.p50))
-        if clients == 16 {
-            // The same load from clients that decode nothing: what devaccessd itself serves.
-            let bytes = load(socketPath, clients: clients, seconds: options.seconds, daemon: pid, raw: true)
-            report.add("\(clients) raw clients (no reply decoding), status (all), \(options.seconds) s", bytes.perSecond,
-                       "req/s", anchor: "echo floor, 1 connection (1 / p50)", echoRate,
-                       goal: .above(50_000, ">= 50,000 req/s"),
-                       note: String(format: "p50 %.1f µs, p99 %.1f µs", bytes.p50, bytes.p99)
-                           + (bytes.errors == 0 ? "" : ", \(bytes.errors) error(s)"))
-        }
-        if pid != nil {
-            report.add("\(clients) clients: daemon RSS peak", Double(result.peakRSS) / 1024, "MB", goal: rssGoal)
-        }
+    let echo99 = "echo round trip p99"
+    let result = load(socketPath, clients: clients, seconds: seconds, daemon: pid)
+    let errors = result.errors == 0 ? nil : "\(result.errors) error(s)"
+    report.add("\(clients) clients, status (all), \(seconds) s", result.perSecond, "req/s",
+               anchor: "echo floor, 1 connection (1 / p50)", echoRate,
+               goal: clients == 16 ? .above(50_000, ">= 50,000 req/s") : nil, note: errors)
+    report.add("\(clients) clients, status (all) p99", result.p99, "µs", anchor: echo99, floor.p99,
+               goal: clients == 200 ? .below(1000, "< 1 ms") : nil, note: String(format: "p50 %.1f µs", result.p50))
+    if clients == 16 {
+        // The same load from clients that decode nothing: what devaccessd itself serves.
+        let bytes = load(socketPath, clients: clients, seconds: seconds, daemon: pid, raw: true)
+        report.add("\(clients) raw clients (no reply decoding), status (all), \(seconds) s", bytes.perSecond,
+                   "req/s", anchor: "echo floor, 1 connection (1 / p50)", echoRate,
+                   goal: .above(50_000, ">= 50,000 req/s"),
+                   note: String(format: "p50 %.1f µs, p99 %.1f µs", bytes.p50, bytes.p99)
+                       + (bytes.errors == 0 ? "" : ", \(bytes.errors) error(s)"))
     }
-    if let pid {
-        usleep(300_000)
-        let memory = rss(pid)
-        let shared = sharedAccounting(pid)
-        report.add("daemon RSS after load", Double(memory.current) / 1024, "MB", goal: rssGoal,
-                   note: "high-water \(format(memory.peak)), PSS \(format(shared.pss)), private \(format(shared.privateKiB))")
+    if pid != nil {
+        report.add("\(clients) clients: daemon RSS peak", Double(result.peakRSS) / 1024, "MB", goal: statusRSSGoal)
     }
 }

@@ -110,35 +110,45 @@ public struct DaemonOptions: Sendable {
         if let word = parsed.positionals.first {
             throw UsageError(message: "unexpected argument '\(word)'")
         }
-        var options = DaemonOptions()
-        if let directory = environment.stateDirectory { options.stateDirectory = directory }
-        if let directory = environment.configDirectory { options.configDirectory = directory }
-        options.journalStream = environment["JOURNAL_STREAM"]
-        options.requestSettings = RequestSettings.fromEnvironment(environment)
+        let options = try DaemonOptions(environment: environment)
+            .withPlaces(from: parsed).withLocation(from: parsed).withLimits(from: parsed).withLogging(from: parsed)
+        return (try options.withReservedConnections(given: parsed.value("reserved-connections") != nil), .serve)
+    }
+
+    /// The defaults `environment` sets: the state and configuration directories, gpsd's
+    /// address, consent settings, the journal's stream (and declared test devices).
+    private init(environment: ProcessEnvironment) throws(UsageError) {
+        if let directory = environment.stateDirectory { stateDirectory = directory }
+        if let directory = environment.configDirectory { configDirectory = directory }
+        journalStream = environment["JOURNAL_STREAM"]
+        requestSettings = RequestSettings.fromEnvironment(environment)
         #if DEBUG
-        options.testDevices = environment[ProcessEnvironment.Name.testDevices]
+        testDevices = environment[ProcessEnvironment.Name.testDevices]
         #endif
         // The same reading as devaccess's: unset, empty or blank means the default.
         do {
-            options.probe.gpsd = try GpsdEndpoint.fromEnvironment(environment)
+            probe.gpsd = try GpsdEndpoint.fromEnvironment(environment)
         } catch {
             throw UsageError(message: "\(error)")
         }
-        func nonEmpty(_ option: String, _ what: String) throws(UsageError) -> String? {
-            guard let text = parsed.value(option) else { return nil }
-            guard !text.isEmpty else { throw UsageError(message: "'--\(option)' needs \(what)") }
-            return text
-        }
-        func number(_ option: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int? {
-            try parsed.integer(option, in: range)
-        }
+    }
+
+    /// The socket, the ledger's and the policy's directories, the admin group.
+    private func withPlaces(from parsed: ParsedArguments) throws(UsageError) -> DaemonOptions {
+        var options = self
         if let path = parsed.value("socket") {
             guard path.hasPrefix("/") else { throw UsageError(message: "'--socket' needs an absolute path, got '\(path)'") }
             options.socketPath = path
         }
-        if let path = try nonEmpty("state-dir", "a directory") { options.stateDirectory = path }
-        if let path = try nonEmpty("config-dir", "a directory") { options.configDirectory = path }
-        if let group = try nonEmpty("admin-group", "a group name") { options.adminGroup = group }
+        if let path = try Self.nonEmpty(parsed, "state-dir", "a directory") { options.stateDirectory = path }
+        if let path = try Self.nonEmpty(parsed, "config-dir", "a directory") { options.configDirectory = path }
+        if let group = try Self.nonEmpty(parsed, "admin-group", "a group name") { options.adminGroup = group }
+        return options
+    }
+
+    /// gpsd's address and timeout, and the location service and its endpoint.
+    private func withLocation(from parsed: ParsedArguments) throws(UsageError) -> DaemonOptions {
+        var options = self
         if let text = parsed.value("gpsd") {
             do {
                 options.probe.gpsd = try GpsdEndpoint(parsing: text)
@@ -147,21 +157,42 @@ public struct DaemonOptions: Sendable {
             }
         }
         if parsed.has("no-location") { options.servesLocation = false }
-        if let port = try number("location-port", 0...65_535) { options.locationPort = port == 0 ? nil : UInt16(port) }
-        if let seconds = try number("location-recheck", 1...3600) { options.locationRecheck = .seconds(seconds) }
-        if let milliseconds = try number("gpsd-timeout", 1...60_000) { options.probe.gpsdTimeout = .milliseconds(milliseconds) }
-        if let count = try number("max-connections", 1...1_000_000) { options.limits.maxConnections = count }
-        if let count = try number("max-connections-per-user", 1...1_000_000) { options.limits.maxConnectionsPerUser = count }
-        let reserved = try number("reserved-connections", 0...1_000_000)
-        if let reserved { options.limits.reservedConnections = reserved }
-        if let seconds = try number("idle-timeout", 1...86_400) { options.limits.idleTimeout = .seconds(seconds) }
-        if let seconds = try number("message-timeout", 1...3600) { options.limits.messageTimeout = .seconds(seconds) }
-        if let count = try number("max-prompts-per-user", 1...1_000_000) { options.maxPromptsPerUser = count }
-        if let count = try number("max-waiting-per-user", 1...1_000_000) { options.maxWaitingPerUser = count }
-        if let count = try number("max-changes-per-user", 1...1_000_000) { options.maxChangesPerMinute = count }
-        if let seconds = try number("reconcile-interval", 0...86_400) {
+        if let port = try parsed.integer("location-port", in: 0...65_535) {
+            options.locationPort = port == 0 ? nil : UInt16(port)
+        }
+        if let seconds = try parsed.integer("location-recheck", in: 1...3600) { options.locationRecheck = .seconds(seconds) }
+        if let milliseconds = try parsed.integer("gpsd-timeout", in: 1...60_000) {
+            options.probe.gpsdTimeout = .milliseconds(milliseconds)
+        }
+        return options
+    }
+
+    /// The connections' limits, the per-user limits of consent, the reconcile period.
+    private func withLimits(from parsed: ParsedArguments) throws(UsageError) -> DaemonOptions {
+        var options = self
+        if let count = try parsed.integer("max-connections", in: 1...1_000_000) { options.limits.maxConnections = count }
+        if let count = try parsed.integer("max-connections-per-user", in: 1...1_000_000) {
+            options.limits.maxConnectionsPerUser = count
+        }
+        if let reserved = try parsed.integer("reserved-connections", in: 0...1_000_000) {
+            options.limits.reservedConnections = reserved
+        }
+        if let seconds = try parsed.integer("idle-timeout", in: 1...86_400) { options.limits.idleTimeout = .seconds(seconds) }
+        if let seconds = try parsed.integer("message-timeout", in: 1...3600) {
+            options.limits.messageTimeout = .seconds(seconds)
+        }
+        if let count = try parsed.integer("max-prompts-per-user", in: 1...1_000_000) { options.maxPromptsPerUser = count }
+        if let count = try parsed.integer("max-waiting-per-user", in: 1...1_000_000) { options.maxWaitingPerUser = count }
+        if let count = try parsed.integer("max-changes-per-user", in: 1...1_000_000) { options.maxChangesPerMinute = count }
+        if let seconds = try parsed.integer("reconcile-interval", in: 0...86_400) {
             options.reconcileInterval = seconds == 0 ? nil : .seconds(seconds)
         }
+        return options
+    }
+
+    /// The log's level and target.
+    private func withLogging(from parsed: ParsedArguments) throws(UsageError) -> DaemonOptions {
+        var options = self
         if let text = parsed.value("log-level") {
             guard let level = BrokerLog.Level(name: text) else {
                 throw UsageError(message: "'\(text)' is not a log level (error, warning, notice, info, debug)")
@@ -176,15 +207,27 @@ public struct DaemonOptions: Sendable {
             default: throw UsageError(message: "'\(text)' is not a log target (auto, journal, stderr)")
             }
         }
-        let reservedGiven = reserved != nil
-        if !reservedGiven {
-            // The default keeps 1 slot in 16 for administrators (64 of 1024), fewer with fewer slots.
-            options.limits.reservedConnections = min(options.limits.reservedConnections, options.limits.maxConnections / 16)
+        return options
+    }
+
+    /// The slots kept for administrators: by default 1 in 16 (64 of 1024), fewer with fewer
+    /// slots; given or not, fewer than all.
+    private func withReservedConnections(given: Bool) throws(UsageError) -> DaemonOptions {
+        var options = self
+        if !given {
+            options.limits.reservedConnections = min(limits.reservedConnections, limits.maxConnections / 16)
         }
         if options.limits.reservedConnections >= options.limits.maxConnections {
             throw UsageError(message: "--reserved-connections (\(options.limits.reservedConnections)) must be less than "
                 + "--max-connections (\(options.limits.maxConnections)), or no user could connect")
         }
-        return (options, .serve)
+        return options
+    }
+
+    /// The option's text; nil when not given, an error when given empty.
+    private static func nonEmpty(_ parsed: ParsedArguments, _ option: String, _ what: String) throws(UsageError) -> String? {
+        guard let text = parsed.value(option) else { return nil }
+        guard !text.isEmpty else { throw UsageError(message: "'--\(option)' needs \(what)") }
+        return text
     }
 }

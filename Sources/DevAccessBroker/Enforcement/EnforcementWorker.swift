@@ -101,114 +101,184 @@ final class EnforcementWorker {
         holders.removeAll()
     }
 
+    /// Wait, gather what woke the worker, act on it: until stopped or poll(2) fails.
     private func loop() {
-        var fixed = [pollfd(fd: owner.wakeDescriptor, events: Int16(POLLIN), revents: 0)]
-        if let watch { fixed.append(pollfd(fd: watch.descriptor, events: Int16(POLLIN), revents: 0)) }
         while true {
-            let watched = Array(holders)
-            var descriptors = fixed + watched.map { pollfd(fd: $0.value, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), pollTimeout())
-            if ready < 0 {
-                if errno == EINTR { continue }
-                log.error("live enforcement stops: poll failed", ["error": Errno.current.description])
+            let ready: Ready
+            do {
+                ready = try wait()
+            } catch {
+                log.error("live enforcement stops: poll failed", ["error": error.errno.description])
                 return
             }
-            var triggers: [String] = []
-            var rearm = false
-            var eventStarted: UInt64?
-            // Declared test nodes' directory events, as node events (DEBUG builds only declare nodes).
-            var declaredNodes: [HotplugEvent] = []
-            for (index, (holder, pidfd)) in watched.enumerated() where descriptors[fixed.count + index].revents != 0 {
-                // The process exited: its grants end in the run below.
-                Socket.close(pidfd)
-                holders[holder] = nil
-                log.debug("a process a once grant lasts for exited", ["pid": String(holder.pid)])
-                if !triggers.contains("process-exit") { triggers.append("process-exit") }
-                eventStarted = eventStarted ?? MonotonicClock.microseconds()
-            }
-            if descriptors[0].revents != 0 {
-                var counter: UInt64 = 0
-                _ = Glibc.read(owner.wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
-            }
-            let now = ContinuousClock.now
-            if let due = retryDue, now >= due {
-                retryDue = nil
-                triggers.append("retry")
-            }
-            if let due = periodicDue, now >= due {
-                schedulePeriodic()
-                triggers.append("periodic")
-            }
-            if let watch, fixed.count > 1, descriptors[1].revents != 0 {
-                for event in watch.drain() {
-                    if event.mask & UInt32(IN_IGNORED) != 0 {
-                        log.warning("a watched directory went away; its changes are no longer noticed",
-                                    ["directory": event.path])
-                    }
-                    switch event.purpose {
-                    case .ledger:
-                        rearm = true
-                    case .nodes:
-                        eventStarted = eventStarted ?? MonotonicClock.microseconds()
-                        guard !event.path.isEmpty, event.mask & UInt32(IN_IGNORED) == 0 else {
-                            // An overflow or the directory gone: anything may have changed.
-                            if !triggers.contains("nodes") { triggers.append("nodes") }
-                            continue
-                        }
-                        let gone = event.mask & (UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)) != 0
-                        declaredNodes.append(HotplugEvent(action: gone ? "remove" : "add", subsystem: "",
-                                                          devnode: event.path, seqnum: 0, kernelArrival: nil,
-                                                          received: MonotonicClock.microseconds()))
-                    case .policy:
-                        guard policyMatters(event, watch: watch) else { continue }
-                        if !triggers.contains("policy") { triggers.append("policy") }
-                        eventStarted = eventStarted ?? MonotonicClock.microseconds()
-                    }
-                }
-            }
+            let wakeup = gather(ready)
             let mail = owner.takeMailbox()
             if mail.stopping {
                 for job in mail.jobs { job.abandon() }
                 return
             }
-            for job in mail.jobs {
-                perform(job)
-                rearm = true
-            }
-            for trigger in mail.triggers where !triggers.contains(trigger) { triggers.append(trigger) }
-            if mail.triggers.contains("expiry") { expiryTimer.fired() }
-            let udevEvents = mail.hotplug.events
-            let arrivals = (udevEvents + declaredNodes).map { $0.kernelArrival ?? $0.received }
-            eventStarted = ([eventStarted].compactMap { $0 } + arrivals).min()
-            // Node events alone get a pass over their devices; with anything that asks for a
-            // full reconcile (or more events than the queue keeps) they ride along with it.
-            let nodeLabels = (udevEvents.isEmpty && !mail.hotplug.overflowed ? [] : ["hotplug"])
-                + (declaredNodes.isEmpty ? [] : ["nodes"])
-            if triggers.contains("policy") && !mail.triggers.contains("policy") {
-                // From inotify (a SIGHUP has reloaded it already): read it now, say so, then apply it.
-                owner.options.reloadPolicy?("inotify")
-            }
-            if !triggers.isEmpty || mail.hotplug.overflowed {
-                triggers += nodeLabels.filter { !triggers.contains($0) }
-                let changed = reconcile(triggers, hotplug: udevEvents, eventStarted: eventStarted)
-                if mail.hotplug.overflowed { resyncAfterOverflow(dropped: mail.hotplug.dropped) }
-                rearm = true
-                if !nodeLabels.isEmpty || triggers.contains("nodes") {
-                    owner.nodesApplied(NodesApplied(paths: [], permissions: Set(LiveEnforcer.subsystemPermissions.values),
-                                                    changed: changed, full: true))
-                }
-            } else if !nodeLabels.isEmpty {
-                triggers = nodeLabels
-                applyNodes(udevEvents + declaredNodes, label: nodeLabels.joined(separator: ","), eventStarted: eventStarted)
-                if !udevEvents.isEmpty { audit(udevEvents) }
-                rearm = true
-            }
-            owner.ran(mail.jobs.map(\.name) + triggers)
-            if rearm {
-                rearmExpiry()
-                watchHolders()
-            }
+            act(on: wakeup, mail: mail)
         }
+    }
+
+    /// Which of the worker's descriptors poll(2) found ready.
+    private struct Ready {
+        var wake: Bool
+        var files: Bool
+        var exited: [(holder: ProcessHolder, pidfd: CInt)]
+    }
+
+    /// What woke the worker, before the mailbox is read: the triggers of a full run (in the
+    /// order they came), whether the expiry timer and the holders need a new look, when the
+    /// earliest event happened, and declared nodes' directory events as node events.
+    private struct Wakeup {
+        var triggers: [String] = []
+        var rearm = false
+        var eventStarted: UInt64?
+        var declaredNodes: [HotplugEvent] = []
+
+        /// Both, each trigger once, the earlier wakeup's start kept.
+        func merged(with other: Wakeup) -> Wakeup {
+            Wakeup(triggers: Self.union(triggers, other.triggers), rearm: rearm || other.rearm,
+                   eventStarted: eventStarted ?? other.eventStarted,
+                   declaredNodes: declaredNodes + other.declaredNodes)
+        }
+
+        /// `first`, then each of `second` not already there, in order.
+        static func union(_ first: [String], _ second: [String]) -> [String] {
+            var all = first
+            for trigger in second where !all.contains(trigger) { all.append(trigger) }
+            return all
+        }
+    }
+
+    /// Waits for the wake eventfd, inotify or the exit of a process a grant lasts for, until
+    /// the next periodic run or retry is due (then nothing is ready).
+    private func wait() throws(SystemCallError) -> Ready {
+        let watched = Array(holders)
+        var interests = [Poll.Interest.readable(owner.wakeDescriptor)]
+        if let watch { interests.append(.readable(watch.descriptor)) }
+        let fixed = interests.count
+        interests += watched.map { .readable($0.value) }
+        let events = try Poll.wait(interests, until: nextDue()) ?? Array(repeating: 0, count: interests.count)
+        return Ready(wake: events[0] != 0, files: fixed > 1 && events[1] != 0,
+                     exited: watched.indices.filter { events[fixed + $0] != 0 }.map { (watched[$0].key, watched[$0].value) })
+    }
+
+    /// What the ready descriptors and the timers ask for.
+    private func gather(_ ready: Ready) -> Wakeup {
+        let exits = processExits(ready.exited)
+        if ready.wake {
+            var counter: UInt64 = 0
+            _ = Glibc.read(owner.wakeDescriptor, &counter, MemoryLayout<UInt64>.size)
+        }
+        let timers = Wakeup(triggers: timersDue())
+        guard let watch, ready.files else { return exits.merged(with: timers) }
+        return exits.merged(with: timers).merged(with: fileEvents(watch))
+    }
+
+    /// Closes the pidfds of the processes that exited: their grants end in the run below.
+    private func processExits(_ exited: [(holder: ProcessHolder, pidfd: CInt)]) -> Wakeup {
+        guard !exited.isEmpty else { return Wakeup() }
+        let started = MonotonicClock.microseconds()
+        for (holder, pidfd) in exited {
+            Socket.close(pidfd)
+            holders[holder] = nil
+            log.debug("a process a once grant lasts for exited", ["pid": String(holder.pid)])
+        }
+        return Wakeup(triggers: ["process-exit"], eventStarted: started)
+    }
+
+    /// The timers that came due: a retry, the periodic run (scheduled anew).
+    private func timersDue() -> [String] {
+        let now = ContinuousClock.now
+        var due: [String] = []
+        if let retry = retryDue, now >= retry {
+            retryDue = nil
+            due.append("retry")
+        }
+        if let periodic = periodicDue, now >= periodic {
+            schedulePeriodic()
+            due.append("periodic")
+        }
+        return due
+    }
+
+    /// What the watched directories' events ask for.
+    private func fileEvents(_ watch: DirectoryWatch) -> Wakeup {
+        var wakeup = Wakeup()
+        for event in watch.drain() { wakeup = wakeup.merged(with: fileEvent(event, watch: watch)) }
+        return wakeup
+    }
+
+    /// A ledger change rearms; a node directory event is a declared node's event (DEBUG
+    /// builds only declare nodes); a policy file's change asks for a reload and a run.
+    private func fileEvent(_ event: DirectoryWatch.Event, watch: DirectoryWatch) -> Wakeup {
+        let ignored = event.mask & UInt32(IN_IGNORED) != 0
+        if ignored {
+            log.warning("a watched directory went away; its changes are no longer noticed", ["directory": event.path])
+        }
+        switch event.purpose {
+        case .ledger:
+            return Wakeup(rearm: true)
+        case .nodes:
+            let started = MonotonicClock.microseconds()
+            // An overflow or the directory gone: anything may have changed.
+            guard !event.path.isEmpty, !ignored else { return Wakeup(triggers: ["nodes"], eventStarted: started) }
+            let gone = event.mask & (UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)) != 0
+            let node = HotplugEvent(action: gone ? "remove" : "add", subsystem: "", devnode: event.path, seqnum: 0,
+                                    kernelArrival: nil, received: MonotonicClock.microseconds())
+            return Wakeup(eventStarted: started, declaredNodes: [node])
+        case .policy:
+            guard policyMatters(event, watch: watch) else { return Wakeup() }
+            return Wakeup(triggers: ["policy"], eventStarted: MonotonicClock.microseconds())
+        }
+    }
+
+    /// Does the mailbox's jobs, then the run the wakeup and the mailbox ask for, then looks
+    /// again at the expiry timer and the holders if anything may have changed them.
+    private func act(on wakeup: Wakeup, mail: LiveEnforcer.Mailbox) {
+        for job in mail.jobs { perform(job) }
+        let triggers = Wakeup.union(wakeup.triggers, mail.triggers)
+        if mail.triggers.contains("expiry") { expiryTimer.fired() }
+        let arrivals = (mail.hotplug.events + wakeup.declaredNodes).map { $0.kernelArrival ?? $0.received }
+        let eventStarted = ([wakeup.eventStarted].compactMap { $0 } + arrivals).min()
+        if wakeup.triggers.contains("policy") && !mail.triggers.contains("policy") {
+            // From inotify (a SIGHUP has reloaded it already): read it now, say so, then apply it.
+            owner.options.reloadPolicy?("inotify")
+        }
+        let ran = enforce(triggers, hotplug: mail.hotplug, declaredNodes: wakeup.declaredNodes,
+                          eventStarted: eventStarted)
+        owner.ran(mail.jobs.map(\.name) + (ran ?? []))
+        if wakeup.rearm || !mail.jobs.isEmpty || ran != nil {
+            rearmExpiry()
+            watchHolders()
+        }
+    }
+
+    /// A full reconcile when anything asks for one, else a pass over the nodes of the node
+    /// events; the triggers of what ran (nil: nothing did).
+    private func enforce(_ triggers: [String], hotplug: NodeEventQueue, declaredNodes: [HotplugEvent],
+                         eventStarted: UInt64?) -> [String]? {
+        let udevEvents = hotplug.events
+        // Node events alone get a pass over their devices; with anything that asks for a
+        // full reconcile (or more events than the queue keeps) they ride along with it.
+        let nodeLabels = (udevEvents.isEmpty && !hotplug.overflowed ? [] : ["hotplug"])
+            + (declaredNodes.isEmpty ? [] : ["nodes"])
+        if !triggers.isEmpty || hotplug.overflowed {
+            let full = Wakeup.union(triggers, nodeLabels)
+            let changed = reconcile(full, hotplug: udevEvents, eventStarted: eventStarted)
+            if hotplug.overflowed { resyncAfterOverflow(dropped: hotplug.dropped) }
+            if !nodeLabels.isEmpty || full.contains("nodes") {
+                owner.nodesApplied(NodesApplied(paths: [], permissions: Set(LiveEnforcer.subsystemPermissions.values),
+                                                changed: changed, full: true))
+            }
+            return full
+        }
+        guard !nodeLabels.isEmpty else { return nil }
+        applyNodes(udevEvents + declaredNodes, label: nodeLabels.joined(separator: ","), eventStarted: eventStarted)
+        if !udevEvents.isEmpty { audit(udevEvents) }
+        return nodeLabels
     }
 
     /// Opens a pidfd for each process a standing `once` grant lasts for and closes those no
@@ -458,14 +528,9 @@ final class EnforcementWorker {
         periodicDue = owner.options.reconcileInterval.map { ContinuousClock.now + $0 }
     }
 
-    /// Milliseconds until the earlier of the periodic run and a retry; -1: none due.
-    private func pollTimeout() -> CInt {
+    /// The earlier of the periodic run and a retry; nil: none due.
+    private func nextDue() -> ContinuousClock.Instant? {
         if periodicDue == nil && retryDue == nil && owner.options.reconcileInterval != nil { schedulePeriodic() }
-        guard let due = [periodicDue, retryDue].compactMap({ $0 }).min() else { return -1 }
-        let left = due - ContinuousClock.now
-        guard left > .zero else { return 0 }
-        // Rounded up: waking a millisecond early would only loop once more.
-        let milliseconds = left.components.seconds * 1000 + (left.components.attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-        return CInt(clamping: milliseconds)
+        return [periodicDue, retryDue].compactMap { $0 }.min()
     }
 }

@@ -188,6 +188,14 @@ public final class GpsdCompatibleServer: Sendable {
     }
 
     private func run() {
+        Loop(server: self).run()
+    }
+
+    /// The loop's state, owned by its thread: the clients, the grant answers it knows and
+    /// the lookups and scans under way. Each turn waits, gathers what the wait and the
+    /// lookups brought, and acts on it, one step a function.
+    private final class Loop {
+        let server: GpsdCompatibleServer
         var clients: [Int32: Client] = [:]
         /// The newest answer per uid: a new connection within `recheckInterval` of it uses
         /// it, so connecting in a loop cannot make a lookup (or an audited refusal) each time.
@@ -200,96 +208,144 @@ public final class GpsdCompatibleServer: Sendable {
         /// Lookups under way when a recheck was asked: their answers may predate the change.
         var stale: Set<UInt32> = []
         var allowances: [UInt32: CommandAllowance] = [:]
-        defer {
-            for client in clients.values { Socket.close(client.descriptor) }
+
+        init(server: GpsdCompatibleServer) { self.server = server }
+
+        func run() {
+            defer {
+                for client in clients.values { Socket.close(client.descriptor) }
+            }
+            while !server.stopping.load(ordering: .acquiring) {
+                let order = Array(clients.keys)
+                let ready = wait(order)
+                if ready[0] != 0 {
+                    var count: UInt64 = 0
+                    _ = withUnsafeMutableBytes(of: &count) { Glibc.read(server.wake, $0.baseAddress, 8) }
+                }
+                if server.recheckRequested.exchange(false, ordering: .acquiringAndReleasing) {
+                    known.removeAll()
+                    stale = checking
+                }
+                let snapshot = server.serving.source.snapshot()
+                let now = ContinuousClock.now
+                for key in Array(allowances.keys) { allowances[key]?.refill(at: now, server.limits) }
+                let listened = ready[1...].prefix(server.listeners.count)
+                accept(from: zip(server.listeners, listened).filter { $0.1 != 0 }.map(\.0), now: now)
+                serve(zip(order, ready.suffix(order.count)), snapshot: snapshot, now: now)
+                takeScans()
+                admit(answered: takeAnswers(snapshot: snapshot), snapshot: snapshot)
+                lookUpAgain(now: now)
+                send(snapshot)
+            }
         }
-        while !stopping.load(ordering: .acquiring) {
-            var descriptors = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-            descriptors += listeners.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
-            let order = Array(clients.keys)
-            // A client is read once its grant is known, and not while its commands wait for
-            // its owner's allowance.
-            var timeout = Duration.milliseconds(250)
-            descriptors += order.map { fd in
-                let waiting = clients[fd]?.session?.hasWaitingCommand == true
-                if waiting, let client = clients[fd], let allowance = allowances[client.accountable] {
-                    timeout = min(timeout, max(.zero, ContinuousClock.now.duration(to: allowance.next(limits))))
-                }
-                let readable = clients[fd]?.session != nil && !waiting
-                return pollfd(fd: fd, events: (readable ? Int16(POLLIN) : 0)
-                                  | (clients[fd]?.output.isEmpty == false ? Int16(POLLOUT) : 0),
-                              revents: 0)
-            }
-            // New fixes and grant changes wake the loop; the timeout paces the periodic
-            // lookups and waiting commands.
-            let (seconds, attoseconds) = timeout.components
-            _ = poll(&descriptors, nfds_t(descriptors.count), Int32(max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)))
-            if descriptors[0].revents != 0 {
-                var count: UInt64 = 0
-                _ = withUnsafeMutableBytes(of: &count) { Glibc.read(wake, $0.baseAddress, 8) }
-            }
-            if recheckRequested.exchange(false, ordering: .acquiringAndReleasing) {
-                known.removeAll()
-                stale = checking
-            }
-            let snapshot = serving.source.snapshot()
+
+        /// Waits for the wake eventfd, a listener or a client; the events of each, in that
+        /// order. New fixes and grant changes wake the loop; the deadline paces the periodic
+        /// lookups and waiting commands.
+        private func wait(_ order: [Int32]) -> [Int16] {
+            let interests = [Poll.Interest.readable(server.wake)]
+                + server.listeners.map { .readable($0.descriptor) } + order.map(interest)
+            // A failed poll(2) (no memory) is a turn with nothing ready, as a timeout is.
+            let ready = try? Poll.wait(interests, until: deadline(order))
+            return ready ?? Array(repeating: 0, count: interests.count)
+        }
+
+        /// A client is read once its grant is known, and not while its commands wait for
+        /// its owner's allowance; written to while output waits.
+        private func interest(_ fd: Int32) -> Poll.Interest {
+            let waiting = clients[fd]?.session?.hasWaitingCommand == true
+            let readable = clients[fd]?.session != nil && !waiting
+            return Poll.Interest(fd, events: (readable ? Int16(POLLIN) : 0)
+                                     | (clients[fd]?.output.isEmpty == false ? Int16(POLLOUT) : 0))
+        }
+
+        /// A quarter second from now, or sooner when a waiting command's allowance comes
+        /// (at least a millisecond: a wait never spins).
+        private func deadline(_ order: [Int32]) -> ContinuousClock.Instant {
             let now = ContinuousClock.now
-            for key in Array(allowances.keys) { allowances[key]?.refill(at: now, limits) }
-            for (index, listener) in listeners.enumerated() where descriptors[1 + index].revents != 0 {
-                for fd in acceptAll(listener, into: &clients, serial: &serial) {
+            var deadline = now + .milliseconds(250)
+            for fd in order {
+                guard let client = clients[fd], client.session?.hasWaitingCommand == true,
+                      let allowance = allowances[client.accountable] else { continue }
+                deadline = min(deadline, allowance.next(server.limits))
+            }
+            return max(deadline, now + .milliseconds(1))
+        }
+
+        /// Takes the new connections and looks their uids up unless a recent answer stands.
+        private func accept(from listeners: [TCPListener], now: ContinuousClock.Instant) {
+            for listener in listeners {
+                for fd in server.acceptAll(listener, into: &clients, serial: &serial) {
                     guard let client = clients[fd] else { continue }
-                    if let answer = known[client.uid], now - answer.at < limits.recheckInterval { continue }
-                    if !checking.contains(client.uid) { lookUp(client.uid, peer: client.peer, checking: &checking) }
+                    if let answer = known[client.uid], now - answer.at < server.limits.recheckInterval { continue }
+                    if !checking.contains(client.uid) {
+                        server.lookUp(client.uid, peer: client.peer, checking: &checking)
+                    }
                 }
             }
-            for (index, fd) in order.enumerated() {
-                let events = descriptors[1 + listeners.count + index].revents
+        }
+
+        /// Reads and answers the clients with something to read, and the commands that
+        /// waited for their owner's allowance.
+        private func serve(_ ready: some Sequence<(Int32, Int16)>, snapshot: LocationSnapshot,
+                           now: ContinuousClock.Instant) {
+            for (fd, events) in ready {
                 guard var client = clients[fd] else { continue }
-                var allowance = allowances[client.accountable, default: CommandAllowance(limits, at: now)]
+                var allowance = allowances[client.accountable, default: CommandAllowance(server.limits, at: now)]
                 defer { allowances[client.accountable] = allowance }
                 if client.session?.hasWaitingCommand != false, !client.closing {
                     // Not read while its grant or its commands wait; hung up meanwhile:
                     // nobody to answer.
                     guard events & Int16(POLLHUP | POLLERR) == 0 else {
-                        drop(client, from: &clients)
+                        drop(client)
                         continue
                     }
-                    answerWaiting(&client, snapshot: snapshot, allowance: &allowance.available)
+                    server.answerWaiting(&client, snapshot: snapshot, allowance: &allowance.available)
                 } else if events & Int16(POLLIN | POLLHUP | POLLERR) != 0, !client.closing {
-                    guard read(&client, snapshot: snapshot, allowance: &allowance.available) else {
-                        drop(client, from: &clients)
+                    guard server.read(&client, snapshot: snapshot, allowance: &allowance.available) else {
+                        drop(client)
                         continue
                     }
                 }
                 clients[fd] = client
             }
-            // Holder scans: whose level each scanned client gets.
-            for reply in identified.withLock({ answers in defer { answers.removeAll() }; return answers }) {
+        }
+
+        /// Holder scans' answers: whose level each scanned client gets.
+        private func takeScans() {
+            for reply in server.identified.withLock({ answers in defer { answers.removeAll() }; return answers }) {
                 scanning.remove(reply.uid)
                 guard let fd = clients.first(where: { $0.value.serial == reply.serial })?.key else { continue }
                 clients[fd]?.holders = reply.run.map(Holders.run) ?? .user
             }
-            // Grant answers: start, re-level or end the uid's clients.
+        }
+
+        /// Grant answers: start, re-level or end the uid's clients; the uids answered.
+        private func takeAnswers(snapshot: LocationSnapshot) -> Set<UInt32> {
             var answered: Set<UInt32> = []
-            for reply in answers.withLock({ answers in defer { answers.removeAll() }; return answers }) {
+            for reply in server.answers.withLock({ answers in defer { answers.removeAll() }; return answers }) {
                 checking.remove(reply.uid)
                 answered.insert(reply.uid)
                 if stale.remove(reply.uid) == nil { known[reply.uid] = (reply.check, .now) }
                 for (fd, var client) in clients where client.uid == reply.uid && !client.closing
                     && client.holders != .unknown {
-                    apply(reply.check.check(forRun: client.holders.run), to: &client, snapshot: snapshot)
+                    server.apply(reply.check.check(forRun: client.holders.run), to: &client, snapshot: snapshot)
                     clients[fd] = client
                 }
             }
-            // New clients: served once the uid's answer is known and, while the user has runs
-            // with location or strict runs, once the scan says who holds the socket.
+            return answered
+        }
+
+        /// New clients: served once the uid's answer is known and, while the user has runs
+        /// with location or strict runs, once the scan says who holds the socket.
+        private func admit(answered: Set<UInt32>, snapshot: LocationSnapshot) {
             for (fd, var client) in clients where client.session == nil && !client.closing {
                 guard let answer = known[client.uid]?.check else { continue }
                 if client.holders == .unknown {
                     if answer.runs.isEmpty && answer.strictRuns.isEmpty {
                         client.holders = .user
                     } else {
-                        if !scanning.contains(client.uid) { scan(client, scanning: &scanning) }
+                        if !scanning.contains(client.uid) { server.scan(client, scanning: &scanning) }
                         continue
                     }
                 } else if answered.contains(client.uid) {
@@ -297,24 +353,33 @@ public final class GpsdCompatibleServer: Sendable {
                 }
                 let decided = answer.check(forRun: client.holders.run)
                 if case .refused(let reason) = decided, !answer.runs.isEmpty || !answer.strictRuns.isEmpty {
-                    refusedUnaudited(client.uid, client.peer, reason)
+                    server.refusedUnaudited(client.uid, client.peer, reason)
                 }
-                apply(decided, to: &client, snapshot: snapshot)
+                server.apply(decided, to: &client, snapshot: snapshot)
                 clients[fd] = client
             }
-            // Every uid still connected is looked up again now and then.
+        }
+
+        /// Every uid still connected is looked up again now and then; answers and
+        /// allowances nobody needs any more go.
+        private func lookUpAgain(now: ContinuousClock.Instant) {
+            let limits = server.limits
             let connected = Set(clients.values.map(\.uid))
             for uid in connected where !checking.contains(uid) {
                 if let answer = known[uid], now - answer.at < limits.recheckInterval { continue }
-                lookUp(uid, peer: clients.values.first { $0.uid == uid }?.peer, checking: &checking)
+                server.lookUp(uid, peer: clients.values.first { $0.uid == uid }?.peer, checking: &checking)
             }
             known = known.filter { now - $0.value.at < limits.recheckInterval || connected.contains($0.key) }
             let owners = Set(clients.values.map(\.accountable))
             allowances = allowances.filter { owners.contains($0.key) || $0.value.available < limits.commandBurst }
-            // New fixes to watchers, then everything waiting goes out. The reports are the
-            // same bytes for every client at a level (one blur per receiver for everyone),
-            // so they are made once per level.
+        }
+
+        /// New fixes to watchers, then everything waiting goes out. The reports are the
+        /// same bytes for every client at a level (one blur per receiver for everyone), so
+        /// they are made once per level.
+        private func send(_ snapshot: LocationSnapshot) {
             var encoded: [LocationAccuracy: [UInt8]] = [:]
+            let serving = server.serving
             for fd in Array(clients.keys) {
                 guard var client = clients[fd] else { continue }
                 if var session = client.session, !client.closing {
@@ -326,16 +391,21 @@ public final class GpsdCompatibleServer: Sendable {
                     }
                     client.session = session
                 }
-                guard flush(&client) else {
-                    drop(client, from: &clients)
+                guard server.flush(&client) else {
+                    drop(client)
                     continue
                 }
                 if client.closing && client.output.isEmpty {
-                    drop(client, from: &clients)
+                    drop(client)
                     continue
                 }
                 clients[fd] = client
             }
+        }
+
+        private func drop(_ client: Client) {
+            Socket.close(client.descriptor)
+            clients[client.descriptor] = nil
         }
     }
 
@@ -446,11 +516,16 @@ public final class GpsdCompatibleServer: Sendable {
     /// Reads what the client sent and answers it; false: the client is gone or broke the protocol.
     private func read(_ client: inout Client, snapshot: LocationSnapshot, allowance: inout Int) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = buffer.withUnsafeMutableBytes { Glibc.recv(client.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-        if count == 0 { return false }
-        if count < 0 { return errno == EAGAIN || errno == EINTR }
-        answer(&client, buffer.prefix(count), snapshot: snapshot, allowance: &allowance)
-        return true
+        let received = valueOrErrno {
+            buffer.withUnsafeMutableBytes { Glibc.recv(client.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        }
+        switch received {
+        case .success(0): return false
+        case .success(let count):
+            answer(&client, buffer.prefix(count), snapshot: snapshot, allowance: &allowance)
+            return true
+        case .failure(let error): return error == .wouldBlock
+        }
     }
 
     private func answer(_ client: inout Client, _ bytes: some Collection<UInt8>, snapshot: LocationSnapshot,
@@ -484,11 +559,6 @@ public final class GpsdCompatibleServer: Sendable {
         case .failure: return false
         }
         return client.output.count <= limits.maxPendingOutput
-    }
-
-    private func drop(_ client: Client, from clients: inout [Int32: Client]) {
-        Socket.close(client.descriptor)
-        clients[client.descriptor] = nil
     }
 }
 
