@@ -1468,11 +1468,21 @@ def check_run(c):
     entries_at("r5-after", cam2, f"{label}, after", 0)
     refused("r5-after", f"{label}, after", [cam2])
 
-    # The ledger: one once grant per run, by policy, for its program, all ended; nothing for touch.
+    # r6: a strict camera run's nested microphone run is refused by devaccessd (the one judge).
+    label = "r6, devaccess run --camera --strict -- bash: a nested devaccess run --microphone"
+    ran("r6-run", f"[{label}] the strict run's program (bash) exits 0")
+    c.equal(marks("r6-nested.rc"), "77", f"[{label}] the nested run is refused (exit 77)")
+    nested_err = marks("r6-nested.err")
+    c.expect("strict" in nested_err, f"[{label}] the refusal names --strict", nested_err[-300:])
+    refused("r6-after", f"{label}, after", [RUN_MIC])
+
+    # The ledger: one once grant per run, by policy, for its program, all ended; nothing for touch
+    # nor for the nested run.
     grants = grants_of(c, "final-list", "[end] list --all --json")
     c.equal(sorted((g.get("user"), g.get("permission"), g.get("decision"), g.get("scope"), g.get("how"),
                     g.get("program"), g.get("active")) for g in grants),
             sorted([(user, "camera", "allow", "once", "policy", "/usr/bin/v4l2-ctl", False),
+                    (user, "camera", "allow", "once", "policy", "/usr/bin/bash", False),
                     (user, "camera", "allow", "once", "policy", "/usr/bin/bash", False),
                     (user, "camera", "allow", "once", "policy", "/usr/bin/bash", False),
                     (user, "microphone", "allow", "once", "policy", os.path.realpath("/usr/bin/arecord"), False)]),
@@ -1481,10 +1491,10 @@ def check_run(c):
     audit = c.command_json("final-audit", "[end] audit --format json")
     events = [e for e in (audit or {}).get("events", []) if isinstance(e, dict)]
     starts = [e.get("program") for e in events if e.get("type") == "run_start"]
-    c.equal(sorted(starts), sorted(["/usr/bin/v4l2-ctl", "/usr/bin/bash", "/usr/bin/bash",
+    c.equal(sorted(starts), sorted(["/usr/bin/v4l2-ctl", "/usr/bin/bash", "/usr/bin/bash", "/usr/bin/bash",
                                     os.path.realpath("/usr/bin/arecord")]),
-            "[end] audit: a run_start for each of the four runs, none for the refused one")
-    c.equal(len([e for e in events if e.get("type") == "run_end"]), 4, "[end] audit: four run_end events")
+            "[end] audit: a run_start for each of the five runs, none for the refused ones")
+    c.equal(len([e for e in events if e.get("type") == "run_end"]), 5, "[end] audit: five run_end events")
     c.equal([e.get("type") for e in events if e.get("type") in ("grant", "run_start", "acl_add")
              and e.get("program") == "/usr/bin/touch"], [],
             "[end] audit: no grant, run or ACL entry for the refused run's program")

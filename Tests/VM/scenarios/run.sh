@@ -13,6 +13,8 @@
 #   r4 devaccess run --microphone -- arecord from the capture PCM
 #   r5 a program no rule allows (Default=ask), no terminal to ask on: exit 77, nothing runs,
 #      nothing recorded for it
+#   r6 a strict camera run's program starts a nested microphone run: devaccessd refuses it
+#      (exit 77, names --strict); no microphone grant or run is recorded for it
 # Checked by check_run in Tests/VM/lib/check.py.
 STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
@@ -211,6 +213,14 @@ mark r5
 rec r5-run dav_run --camera -- /usr/bin/touch "$MARKS/r5-ran"
 [[ -e $MARKS/r5-ran ]] && echo ran >"$OUT/r5-ran.out"
 observe r5-after "$cam"
+
+mark r6
+# A strict camera run's program asks devaccessd for a nested microphone run (issue 27, item 1):
+# refused, as it would run with vmuser's plain groups and no Landlock; nothing is recorded for it.
+nested='"$1" run --socket "$2" --microphone -- arecord -q -D hw:0,0 -d 1 -f S16_LE -c 2 -r 48000 -t raw /dev/null \
+  >"$3/r6-nested.out" 2>"$3/r6-nested.err"; echo "$?" >"$3/r6-nested.rc"'
+rec r6-run dav_run --camera --strict -- /bin/bash -c "$nested" bash "$VM_BIN" "$SOCK" "$MARKS"
+observe r6-after "$MIC"
 
 mark final
 rec final-list da list --all --json --socket "$SOCK"
