@@ -34,14 +34,9 @@ extension BrokerService {
             return badArgument("\(order.permission) is served by devaccessd, not opened: ask for it with 'location'")
         }
         let node: DeviceNode
-        if let path = order.node {
-            guard let named = device.nodes.first(where: { $0.path == path }) else {
-                return badArgument("'\(path)' is not a node of device '\(device.id)'; its nodes: "
-                    + device.nodes.map(\.path).joined(separator: ", "))
-            }
-            node = named
-        } else {
-            node = device.nodes[0]
+        switch Self.node(order.node, of: device) {
+        case .success(let chosen): node = chosen
+        case .failure(let problem): return badArgument(problem.reason)
         }
         let access = order.access ?? node.required
         guard node.required.isSuperset(of: access) else {
@@ -55,33 +50,10 @@ extension BrokerService {
         if status?.status == .restricted {
             return refused("the policy forbids \(order.permission) for \(subject.name); nothing was opened")
         }
-        // What allows it: the newest decision for the device (as the enforcer applies them),
-        // else, with nothing decided, the user's own access to every node of it (a group, an
-        // ACL entry devaccess did not make): opening for them then gives nothing new. A
-        // denial outweighs such access.
-        // Not what the ledger still holds but has ended: a revoke, deny or reset the ledger
-        // could not record yet (its entries are already off), and a `once` grant whose
-        // process exited (ended, or to be recorded as ended, by the engine's next run).
-        let now = Date()
-        let withheld = enforcement?.withheldGrants ?? []
-        let active = read.grants.filter { grant in
-            grant.isActive(at: now) && !withheld.contains(grant.id)
-                && (grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true)
-        }
-        let decision = Decisions(active: active).decision(uid: subject.uid, permission: order.permission,
-                                                          deviceID: device.id)
-        let ownAccess = status?.devices.first { $0.device.id == device.id }?.usable == true
-        switch decision?.decision {
-        case .allow?:
-            break
-        case .deny?:
-            return refused("\(describe(peer)) is denied \(order.permission) on device '\(device.id)' ("
-                + "\(decision.map(Decisions.describe) ?? "a decision")); nothing was opened")
-        case nil where ownAccess:
-            break
-        case nil:
-            return refused("\(describe(peer)) holds no grant for \(order.permission) on device '\(device.id)'; "
-                + "request it first (DeviceAccess.request, 'devaccess request \(order.permission)')")
+        let decision: Grant?
+        switch allowance(order.permission, device: device, subject: subject, status: status, read: read) {
+        case .success(let grant): decision = grant
+        case .failure(let problem): return refused("\(describe(peer)) " + problem.reason)
         }
         guard let facts = node.facts else {
             return badArgument("\(node.path) cannot be examined now; nothing was opened")
@@ -97,6 +69,52 @@ extension BrokerService {
                 descriptor)
     }
 
+    /// Why a step of `open` stops it: the words of the refusal or the bad argument.
+    struct OpenProblem: Error {
+        var reason: String
+    }
+
+    /// The node the caller named, which must be one of the device's own, else its first.
+    static func node(_ path: String?, of device: Device) -> Result<DeviceNode, OpenProblem> {
+        guard let path else { return .success(device.nodes[0]) }
+        guard let named = device.nodes.first(where: { $0.path == path }) else {
+            return .failure(OpenProblem(reason: "'\(path)' is not a node of device '\(device.id)'; its nodes: "
+                + device.nodes.map(\.path).joined(separator: ", ")))
+        }
+        return .success(named)
+    }
+
+    /// What allows the open: the newest decision for the device (as the enforcer applies
+    /// them), else, with nothing decided, the user's own access to every node of it (a group,
+    /// an ACL entry devaccess did not make): opening for them then gives nothing new. A
+    /// denial outweighs such access. Not what the ledger still holds but has ended: a revoke,
+    /// deny or reset the ledger could not record yet (its entries are already off), and a
+    /// `once` grant whose process exited (ended, or to be recorded as ended, by the engine's
+    /// next run). The grant that allows it (nil: own access), or why not.
+    func allowance(_ permission: Permission, device: Device, subject: UserIdentity, status: PermissionStatus?,
+                   read: DecisionRead) -> Result<Grant?, OpenProblem> {
+        let now = Date()
+        let withheld = enforcement?.withheldGrants ?? []
+        let active = read.grants.filter { grant in
+            grant.isActive(at: now) && !withheld.contains(grant.id)
+                && (grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true)
+        }
+        let decision = Decisions(active: active).decision(uid: subject.uid, permission: permission, deviceID: device.id)
+        let ownAccess = status?.devices.first { $0.device.id == device.id }?.usable == true
+        switch decision?.decision {
+        case .allow?:
+            return .success(decision)
+        case .deny?:
+            return .failure(OpenProblem(reason: "is denied \(permission) on device '\(device.id)' ("
+                + "\(decision.map(Decisions.describe) ?? "a decision")); nothing was opened"))
+        case nil where ownAccess:
+            return .success(nil)
+        case nil:
+            return .failure(OpenProblem(reason: "holds no grant for \(permission) on device '\(device.id)'; "
+                + "request it first (DeviceAccess.request, 'devaccess request \(permission)')"))
+        }
+    }
+
     /// One `device_open` event per open, up to the user's budget a minute; the rest are
     /// counted, and the count is written when the minute ends (`recordOpensLeftOut`) or by
     /// the user's next written open, whichever comes first.
@@ -107,11 +125,13 @@ extension BrokerService {
         switch opens.admit(peer.accountable) {
         case .record(let count): leftOut = count
         case .skip(let windowEnds?):
-            // The uid alone goes with the task: not the peer, whose pinned process directory
-            // would stay open until the window ends.
+            // A thread that sleeps until the window ends, then writes the count (if none can
+            // be made, the next written open carries it). Not a task: the runtime's timers
+            // would hold descriptors of their own from then on. The uid alone goes with it,
+            // not the peer, whose pinned process directory would stay open until then.
             let uid = peer.accountable
-            Task { [self] in
-                try? await Task.sleep(until: windowEnds, clock: .continuous)
+            try? DetachedThread.start(name: "opens-count") { [self] in
+                _ = try? Poll.wait([], until: windowEnds)
                 recordOpensLeftOut(of: uid)
             }
             return
