@@ -18,10 +18,75 @@ public enum Daemon {
 
     /// `environment`: read once by devaccessd's main (docs/environment.md).
     public static func main(_ arguments: [String], environment: ProcessEnvironment) -> Int32 {
-        // Before any thread exists, so every thread inherits the mask and SIGTERM/SIGINT
-        // arrive only through the signalfd the event loop polls.
-        // An inherited SIG_IGN (nohup, some supervisors) would discard the signal before
-        // the signalfd sees it, so the dispositions are reset first.
+        var signals = blockTerminationSignals()
+        let options: DaemonOptions
+        switch command(arguments, environment: environment) {
+        case .exit(let status): return status
+        case .serve(let parsed): options = parsed
+        }
+        let log = BrokerLog(target: options.logTarget ?? BrokerLog.detectTarget(journalStream: options.journalStream),
+                            minimum: options.logLevel)
+        let signalDescriptor = signalfd(-1, &signals, CInt(SFD_CLOEXEC) | CInt(SFD_NONBLOCK))
+        guard signalDescriptor >= 0 else {
+            log.error("cannot create a signalfd", ["error": SystemCallError.current("signalfd").description])
+            return 1
+        }
+        prepareProcess(log)
+        do {
+            let state = try openState(options)
+            defer { withExtendedLifetime(state.engineLock) {} }
+            let running = try startServing(options, state: state, log: log)
+            running.server.run(signalDescriptor: signalDescriptor) {
+                notify("STOPPING=1\nSTATUS=shutting down")
+            }
+            running.stop()
+            log.info("stopped")
+            return 0
+        } catch {
+            log.error(error.message, error.fields)
+            notify("STATUS=\(error.status)")
+            return 1
+        }
+    }
+
+    /// Why devaccessd does not start: what the log says (with its fields) and what systemd's
+    /// STATUS= says.
+    struct StartFailure: Error {
+        var message: String
+        var fields: KeyValuePairs<String, String>
+        var status: String
+    }
+
+    /// What the command line asks: to serve with these options, or an exit status (help,
+    /// version, a usage error) once its text is written.
+    private enum Command {
+        case serve(DaemonOptions)
+        case exit(Int32)
+    }
+
+    private static func command(_ arguments: [String], environment: ProcessEnvironment) -> Command {
+        switch Result(catching: { () throws(DaemonOptions.UsageError) in
+            try DaemonOptions.parse(arguments, environment: environment)
+        }) {
+        case .failure(let error):
+            writeStderr("devaccessd: \(error.message)\nSee 'devaccessd --help' for usage.\n")
+            return .exit(64)
+        case .success((_, .help)):
+            writeStdout(DaemonOptions.help + "\n")
+            return .exit(0)
+        case .success((_, .version)):
+            writeStdout("devaccessd \(version)\n")
+            return .exit(0)
+        case .success((let parsed, .serve)):
+            return .serve(parsed)
+        }
+    }
+
+    /// Before any thread exists, so every thread inherits the mask and SIGTERM/SIGINT/SIGHUP
+    /// arrive only through the signalfd the event loop polls. An inherited SIG_IGN (nohup,
+    /// some supervisors) would discard the signal before the signalfd sees it, so the
+    /// dispositions are reset first. Returns the blocked set, for the signalfd.
+    private static func blockTerminationSignals() -> sigset_t {
         var signals = sigset_t()
         sigemptyset(&signals)
         for number in [SIGTERM, SIGINT, SIGHUP] {
@@ -30,32 +95,10 @@ public enum Daemon {
         }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
+        return signals
+    }
 
-        let options: DaemonOptions
-        switch Result(catching: { () throws(DaemonOptions.UsageError) in
-            try DaemonOptions.parse(arguments, environment: environment)
-        }) {
-        case .failure(let error):
-            writeStderr("devaccessd: \(error.message)\nSee 'devaccessd --help' for usage.\n")
-            return 64
-        case .success((_, .help)):
-            writeStdout(DaemonOptions.help + "\n")
-            return 0
-        case .success((_, .version)):
-            writeStdout("devaccessd \(version)\n")
-            return 0
-        case .success((let parsed, .serve)):
-            options = parsed
-        }
-
-        let signalDescriptor = signalfd(-1, &signals, CInt(SFD_CLOEXEC) | CInt(SFD_NONBLOCK))
-
-        let log = BrokerLog(target: options.logTarget ?? BrokerLog.detectTarget(journalStream: options.journalStream),
-                            minimum: options.logLevel)
-        guard signalDescriptor >= 0 else {
-            log.error("cannot create a signalfd", ["error": SystemCallError.current("signalfd").description])
-            return 1
-        }
+    private static func prepareProcess(_ log: BrokerLog) {
         if getuid() != 0 {
             log.warning("not running as root: program paths of other users' processes cannot be read, "
                         + "and no ACL can be changed", ["uid": String(getuid())])
@@ -64,84 +107,93 @@ public enum Daemon {
         // glibc gives each thread that allocates its own malloc arena (up to 8 per core);
         // two keep memory flat under load at no measurable cost for this workload.
         _ = mallopt(M_ARENA_MAX, 2)
+    }
 
-        // The one-writer rule: while devaccessd runs, nothing else writes the ledger or edits
-        // ACLs. An `--offline` repair still running gets a few seconds to finish.
+    /// The state devaccessd serves from: the engine lock, the ledger, and a policy that parses.
+    struct State {
+        var engineLock: EngineLock
+        var ledger: Ledger
+        var policy: Policy
+    }
+
+    /// The one-writer rule: while devaccessd runs, nothing else writes the ledger or edits
+    /// ACLs (an `--offline` repair still running gets a few seconds to finish). A policy that
+    /// does not parse is refused at start: serving with no policy, or with the built-in one,
+    /// would grant or ask where the administrator wrote otherwise.
+    private static func openState(_ options: DaemonOptions) throws(StartFailure) -> State {
+        let directory = options.stateDirectory
+        do {
+            try Ledger.prepareStateDirectory(directory)
+        } catch {
+            throw StartFailure(message: "cannot use the state directory",
+                               fields: ["error": error.description, "state_dir": directory], status: error.description)
+        }
         let engineLock: EngineLock
         do {
-            try Ledger.prepareStateDirectory(options.stateDirectory)
+            engineLock = try EngineLock(stateDirectory: directory, wait: .seconds(10))
         } catch {
-            log.error("cannot use the state directory", ["error": error.description, "state_dir": options.stateDirectory])
-            notify("STATUS=\(error.description)")
-            return 1
+            throw StartFailure(message: "cannot take the engine lock", fields: ["error": "\(error)", "state_dir": directory],
+                               status: "cannot take the engine lock in \(directory)")
         }
-        do {
-            engineLock = try EngineLock(stateDirectory: options.stateDirectory, wait: .seconds(10))
-        } catch {
-            log.error("cannot take the engine lock", ["error": "\(error)", "state_dir": options.stateDirectory])
-            notify("STATUS=cannot take the engine lock in \(options.stateDirectory)")
-            return 1
-        }
-        defer { withExtendedLifetime(engineLock) {} }
-
         let ledger: Ledger
         do {
-            ledger = try Ledger(stateDirectory: options.stateDirectory, busyTimeout: Ledger.writerBusyTimeout)
+            ledger = try Ledger(stateDirectory: directory, busyTimeout: Ledger.writerBusyTimeout)
         } catch {
-            log.error("cannot open the ledger", ["error": error.description, "state_dir": options.stateDirectory])
-            notify("STATUS=cannot open the ledger in \(options.stateDirectory)")
-            return 1
+            throw StartFailure(message: "cannot open the ledger", fields: ["error": error.description, "state_dir": directory],
+                               status: "cannot open the ledger in \(directory)")
         }
-
-        // A policy that does not parse is refused at start: serving with no policy, or with
-        // the built-in one, would grant or ask where the administrator wrote otherwise.
-        let policy: Policy
         switch PolicyReading.read(directory: options.configDirectory) {
-        case .loaded(let loaded): policy = loaded
+        case .loaded(let policy):
+            return State(engineLock: engineLock, ledger: ledger, policy: policy)
         case .unreadable(let problem):
-            log.error("refusing to start: the policy does not parse; fix it ('devaccess policy check "
-                      + options.configDirectory + "' says where)", ["error": problem])
-            notify("STATUS=the policy does not parse: \(problem)")
-            return 1
+            throw StartFailure(message: "refusing to start: the policy does not parse; fix it ('devaccess policy check "
+                                   + options.configDirectory + "' says where)",
+                               fields: ["error": problem], status: "the policy does not parse: \(problem)")
         }
+    }
 
+    /// What runs while devaccessd serves, and how it stops.
+    struct Running {
+        var server: BrokerServer
+        var service: BrokerService
+        var live: LiveEnforcer
+        var location: GpsdLocationSource?
+        var gpsdEndpoint: GpsdCompatibleServer?
+        var stopEndpointWatch: () -> Void
+
+        func stop() {
+            service.recordAllOpensLeftOut()
+            stopEndpointWatch()
+            gpsdEndpoint?.stop()
+            location?.stop()
+            live.stop()
+        }
+    }
+
+    /// The service and its engine worker, the socket, then the start-up reconcile and the gpsd
+    /// endpoint; READY=1 once all of it runs.
+    private static func startServing(_ options: DaemonOptions, state: State, log: BrokerLog) throws(StartFailure)
+        -> Running {
         let devices = deviceSetup(options, log: log)
         // One keeper for requests and the engine: both apply the same policy, last good kept.
-        let policies = PolicyKeeper(directory: options.configDirectory, log: log, initial: policy,
+        let policies = PolicyKeeper(directory: options.configDirectory, log: log, initial: state.policy,
                                     keeps: options.requestSettings.keepsStatusInputs,
                                     failWatchesWith: options.requestSettings.testFailWatches)
         // Made before the service, which hands its decisions to it (`perform`), so they
         // and hotplug/expiry runs share one queue; started once the socket is bound.
-        let live: LiveEnforcer
-        switch makeLiveEnforcer(ledger: ledger, devices: devices, policies: policies, options: options, log: log) {
-        case .success(let made): live = made
-        case .failure(let error):
-            // Without it granted ACL entries would never expire, and hotplug and periodic
-            // enforcement would not run: serving so would grant longer than decided.
-            log.error("refusing to start: the enforcement worker cannot be created (no expiry, hotplug or periodic "
-                      + "enforcement without it); free file descriptors or memory and start again",
-                      ["error": error.description])
-            notify("STATUS=the enforcement worker cannot be created: \(error.description)")
-            return 1
-        }
-        var settings = options.requestSettings
-        settings.maxOpenPromptsPerUser = options.maxPromptsPerUser
-        settings.maxWaitingPerUser = options.maxWaitingPerUser
-        settings.maxChangesPerMinute = options.maxChangesPerMinute
+        let live = try liveEnforcer(ledger: state.ledger, devices: devices, policies: policies, options: options, log: log)
         // devaccessd is gpsd's client for every location reader; it connects on the first request.
         let location = options.servesLocation
             ? GpsdLocationSource(watcher: GpsdWatcher(endpoint: options.probe.gpsd), log: log) : nil
         let service = BrokerService(probe: FreshProbe(probe: watchedProbe(devices, location: location, options)),
-                                    rules: AccessRules(adminGroup: options.adminGroup), ledger: ledger,
-                                    configDirectory: options.configDirectory, log: log, settings: settings,
-                                    enforcement: live, policy: policy, policies: policies, location: location)
+                                    rules: AccessRules(adminGroup: options.adminGroup), ledger: state.ledger,
+                                    configDirectory: options.configDirectory, log: log, settings: settings(options),
+                                    enforcement: live, policy: state.policy, policies: policies, location: location)
         let server: BrokerServer
         do {
             server = try BrokerServer(socketPath: options.socketPath, handler: service, log: log, limits: options.limits)
         } catch {
-            log.error("cannot listen", ["error": error.description])
-            notify("STATUS=\(error.description)")
-            return 1
+            throw StartFailure(message: "cannot listen", fields: ["error": error.description], status: error.description)
         }
         log.info("listening", ["socket": options.socketPath, "state_dir": options.stateDirectory,
                                "config_dir": options.configDirectory,
@@ -150,28 +202,51 @@ public enum Daemon {
         // enforce at once) and before READY=1: the start-up reconcile has run when systemd
         // hears we are ready. Clients connecting meanwhile wait in the listen backlog.
         live.start()
-        var endpointLimits = GpsdCompatibleServer.Limits()
-        endpointLimits.recheckInterval = options.locationRecheck
-        let gpsdEndpoint = options.locationPort.flatMap { service.gpsdEndpoint(port: $0, limits: endpointLimits) }
-        // A revoke, an expiry, a switch or a policy edit ends a connection at once.
-        let endpointCommits = gpsdEndpoint.map { endpoint in ledger.commits.observe { endpoint.recheckGrants() } }
-        if let gpsdEndpoint {
-            policies.observeReloads { gpsdEndpoint.recheckGrants() }
-            gpsdEndpoint.start()
-            log.info("gpsd endpoint listening", ["addresses": gpsdEndpoint.addresses.map(\.description)
-                .joined(separator: " ")])
-        }
+        let (endpoint, stopWatch) = startGpsdEndpoint(options, service: service, ledger: state.ledger,
+                                                      policies: policies, log: log)
         notify("READY=1\nSTATUS=listening on \(options.socketPath)\nMAINPID=\(getpid())")
-        server.run(signalDescriptor: signalDescriptor) {
-            notify("STOPPING=1\nSTATUS=shutting down")
+        return Running(server: server, service: service, live: live, location: location, gpsdEndpoint: endpoint,
+                       stopEndpointWatch: stopWatch)
+    }
+
+    private static func settings(_ options: DaemonOptions) -> RequestSettings {
+        var settings = options.requestSettings
+        settings.maxOpenPromptsPerUser = options.maxPromptsPerUser
+        settings.maxWaitingPerUser = options.maxWaitingPerUser
+        settings.maxChangesPerMinute = options.maxChangesPerMinute
+        return settings
+    }
+
+    /// Without the engine's worker granted ACL entries would never expire, and hotplug and
+    /// periodic enforcement would not run: serving so would grant longer than decided.
+    private static func liveEnforcer(ledger: Ledger, devices: DeviceSetup, policies: PolicyKeeper,
+                                     options: DaemonOptions, log: BrokerLog) throws(StartFailure) -> LiveEnforcer {
+        switch makeLiveEnforcer(ledger: ledger, devices: devices, policies: policies, options: options, log: log) {
+        case .success(let made):
+            return made
+        case .failure(let error):
+            throw StartFailure(message: "refusing to start: the enforcement worker cannot be created (no expiry, hotplug "
+                                   + "or periodic enforcement without it); free file descriptors or memory and start again",
+                               fields: ["error": error.description],
+                               status: "the enforcement worker cannot be created: \(error.description)")
         }
-        service.recordAllOpensLeftOut()
-        endpointCommits.map { ledger.commits.cancel($0) }
-        gpsdEndpoint?.stop()
-        location?.stop()
-        live.stop()
-        log.info("stopped")
-        return 0
+    }
+
+    /// The gpsd-compatible endpoint, when a port is given: a revoke, an expiry, a switch or a
+    /// policy edit ends a connection at once. Returns it and what stops its ledger watch.
+    private static func startGpsdEndpoint(_ options: DaemonOptions, service: BrokerService, ledger: Ledger,
+                                          policies: PolicyKeeper, log: BrokerLog)
+        -> (GpsdCompatibleServer?, () -> Void) {
+        var limits = GpsdCompatibleServer.Limits()
+        limits.recheckInterval = options.locationRecheck
+        guard let endpoint = options.locationPort.flatMap({ service.gpsdEndpoint(port: $0, limits: limits) }) else {
+            return (nil, {})
+        }
+        let commits = ledger.commits.observe { endpoint.recheckGrants() }
+        policies.observeReloads { endpoint.recheckGrants() }
+        endpoint.start()
+        log.info("gpsd endpoint listening", ["addresses": endpoint.addresses.map(\.description).joined(separator: " ")])
+        return (endpoint, { ledger.commits.cancel(commits) })
     }
 
     /// The engine's worker (Enforcement/LiveEnforcer.swift): once started, the start-up
