@@ -1,0 +1,96 @@
+import Foundation
+import Glibc
+import Testing
+import DevAccessCore
+import DevAccessTestSupport
+
+/// The fourth hostile review (2026-12-07): an unprivileged local user against the consent
+/// answer, `devaccess run`'s opening of the program, the judge of strict runs, the open
+/// audit budget and the protocol version.
+@Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, mounts FUSE, makes users"))
+struct HostileReview4Tests {
+    /// A FUSE server that answers INIT and the root's GETATTR and never answers a LOOKUP:
+    /// a lookup under its mount waits for it, and once the server has read the request not
+    /// even SIGKILL ends the waiting process (the kernel waits the request out). A user
+    /// mounts one with the setuid `fusermount3`; here root mounts it for the user
+    /// (`user_id`), which is the same mount as far as the lookup is concerned.
+    static let holdingFuseServer = """
+        import ctypes, os, struct, sys
+        mnt, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+        fd = os.open("/dev/fuse", os.O_RDWR)
+        libc = ctypes.CDLL(None, use_errno=True)
+        opts = ("fd=%d,rootmode=40000,user_id=%d,group_id=%d" % (fd, uid, gid)).encode()
+        if libc.mount(b"hostile4", mnt.encode(), b"fuse", 0, opts) != 0:
+            sys.exit("mount: %s" % os.strerror(ctypes.get_errno()))
+        print("mounted", flush=True)
+        def reply(unique, error, body=b""):
+            os.write(fd, struct.pack("<IiQ", 16 + len(body), error, unique) + body)
+        while True:
+            data = os.read(fd, 1 << 20)
+            length, opcode, unique = struct.unpack_from("<IIQ", data)
+            if opcode == 26:
+                reply(unique, 0, struct.pack("<IIIIHHI", 7, 19, 0, 0, 16, 12, 131072))
+            elif opcode == 3:
+                attr = struct.pack("<QQQQQQIIIIIIIIII", 1, 0, 0, 0, 0, 0, 0, 0, 0, 0o40755, 2, uid, gid, 0, 4096, 0)
+                reply(unique, 0, struct.pack("<QII", 1, 0, 0) + attr)
+            elif opcode in (1, 18, 36):
+                pass
+            else:
+                reply(unique, -38)
+        """
+
+    /// devaccessd opens a run's program in a child as the caller, kills it after 2 s, and then
+    /// waited for it on the request handler thread until it ended. A lookup on the user's
+    /// FUSE mount whose server read the request and never answers does not end at SIGKILL,
+    /// so each run named there held a handler thread for as long as the user's server
+    /// liked: eight runs (devaccessd has four handler threads) and nobody's request, root's
+    /// included, was answered again (the review measured 30 s and more, until the FUSE
+    /// server was killed).
+    @Test func runsOfAProgramOnAFuseMountThatNeverAnswersDoNotStopDevaccessdAnsweringOthers() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=ask\n")
+        let user = try TestUser("h4fuse")
+        let other = try TestUser("h4other")
+        let scratch = try TemporaryDirectory()
+        #expect(chmod(scratch.path, 0o755) == 0)
+        let mount = scratch.path + "/mnt"
+        #expect(mkdir(mount, 0o755) == 0)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        server.arguments = ["-c", Self.holdingFuseServer, mount, String(user.uid), String(user.gid)]
+        let serverOutput = Pipe()
+        server.standardOutput = serverOutput
+        try server.run()
+        defer {
+            // Ending the server aborts the connection: every lookup waiting on it fails.
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+            _ = try? TestProcess.run("/usr/bin/umount", ["-l", mount])
+        }
+        let mounted = serverOutput.fileHandleForReading.availableData
+        try #require(String(decoding: mounted, as: UTF8.self).hasPrefix("mounted"), "the FUSE mount failed")
+        let flood = try user.background(RunAttackTests.rawClient + """
+            import json, sys, threading, time
+            for i in range(8):
+                threading.Thread(target=lambda i=i: run(sys.argv[1], "%s/p%d" % (sys.argv[2], i)), daemon=True).start()
+            time.sleep(3)
+            print(json.dumps({"sent": 8}), flush=True)
+            time.sleep(120)
+            """, [setup.daemon.socketPath, mount])
+        defer { flood.stop() }
+        let hello = try other.python("""
+            import socket, sys, time
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(10)
+            sock.connect(sys.argv[1])
+            started = time.monotonic()
+            sock.sendall(b'{"version":1,"id":1,"type":"hello"}\\n')
+            try:
+                reply = sock.recv(65536)
+            except socket.timeout:
+                reply = b"no reply"
+            print("%.1f %s" % (time.monotonic() - started, reply[:60].decode(errors="replace")))
+            """, [setup.daemon.socketPath])
+        #expect(hello.stdout.contains("\"hello\""),
+                "another user's hello was not answered while \(user.name)'s runs hung on a FUSE lookup: \(hello.stdout)")
+    }
+}
