@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import DevAccessCore
+import DevAccessSystem
 import DevAccessTestSupport
 
 /// The fourth hostile review (2026-12-07): an unprivileged local user against the consent
@@ -92,5 +93,72 @@ struct HostileReview4Tests {
             """, [setup.daemon.socketPath])
         #expect(hello.stdout.contains("\"hello\""),
                 "another user's hello was not answered while \(user.name)'s runs hung on a FUSE lookup: \(hello.stdout)")
+    }
+
+    /// A FUSE server that says everything it serves is root's: its root directory (mode
+    /// 0755) and one file `cam` (mode 0755) are owned by uid 0 whoever runs the server.
+    static let rootClaimingFuseServer = """
+        import ctypes, os, struct, sys
+        mnt, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+        fd = os.open("/dev/fuse", os.O_RDWR)
+        libc = ctypes.CDLL(None, use_errno=True)
+        opts = ("fd=%d,rootmode=40000,user_id=%d,group_id=%d,allow_other" % (fd, uid, gid)).encode()
+        if libc.mount(b"hostile4", mnt.encode(), b"fuse", 0x2 | 0x4, opts) != 0:
+            sys.exit("mount: %s" % os.strerror(ctypes.get_errno()))
+        print("mounted", flush=True)
+        def reply(unique, error, body=b""):
+            os.write(fd, struct.pack("<IiQ", 16 + len(body), error, unique) + body)
+        def attr(node):
+            mode = 0o40755 if node == 1 else 0o100755
+            return struct.pack("<QQQQQQIIIIIIIIII", node, 10, 1, 0, 0, 0, 0, 0, 0, mode, 1, 0, 0, 0, 4096, 0)
+        while True:
+            data = os.read(fd, 1 << 20)
+            length, opcode, unique, node = struct.unpack_from("<IIQQ", data)
+            if opcode == 26:
+                reply(unique, 0, struct.pack("<IIIIHHI", 7, 19, 0, 0, 16, 12, 131072))
+            elif opcode == 3:
+                reply(unique, 0, struct.pack("<QII", 1, 0, 0) + attr(node))
+            elif opcode == 1:
+                if data[40:].split(b"\\0")[0] == b"cam":
+                    reply(unique, 0, struct.pack("<QQQQII", 2, 0, 1, 1, 0, 0) + attr(2))
+                else:
+                    reply(unique, -2)
+            elif opcode in (18, 36):
+                pass
+            else:
+                reply(unique, -38)
+        """
+
+    /// `RootInstalledFile` (what `Program=` rules, program grants that outlast a run and the
+    /// run's trust rest on) believed the owner a file system reports. A FUSE server reports
+    /// whatever owner it likes: a user who may mount one with `allow_other` (`user_allow_other`
+    /// in /etc/fuse.conf) on a directory of theirs in /tmp served "root's" files that the
+    /// user changes at will, and devaccessd took them for code only root can have put there.
+    @Test func aFileOnAUsersFuseMountIsNotTakenForRootsInstalledCode() throws {
+        let user = try TestUser("h4root")
+        let scratch = try TemporaryDirectory()
+        // As /tmp: root's, sticky, anyone may add an entry; the mount point is the user's.
+        #expect(chmod(scratch.path, 0o1777) == 0)
+        let mount = scratch.path + "/mnt"
+        #expect(mkdir(mount, 0o755) == 0 && chown(mount, user.uid, user.gid) == 0)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        server.arguments = ["-c", Self.rootClaimingFuseServer, mount, String(user.uid), String(user.gid)]
+        let serverOutput = Pipe()
+        server.standardOutput = serverOutput
+        try server.run()
+        defer {
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+            _ = try? TestProcess.run("/usr/bin/umount", ["-l", mount])
+        }
+        let mounted = serverOutput.fileHandleForReading.availableData
+        try #require(String(decoding: mounted, as: UTF8.self).hasPrefix("mounted"), "the FUSE mount failed")
+        var info = stat()
+        try #require(lstat(mount + "/cam", &info) == 0, "the FUSE file cannot be read: \(Errno.current)")
+        #expect(info.st_uid == 0, "the FUSE server's claim did not reach stat: uid \(info.st_uid)")
+        var checker = RootInstalledFile()
+        let flaw = checker.flaw(mount + "/cam", expected: FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+        #expect(flaw != nil, "\(mount)/cam, served by \(user.name)'s FUSE server, was taken for root's installed code")
     }
 }
