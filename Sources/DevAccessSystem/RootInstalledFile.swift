@@ -46,6 +46,7 @@ public struct RootInstalledFile {
         }
         if info.st_uid != 0 { return "owned by uid \(info.st_uid)" }
         if info.st_mode & 0o022 != 0 { return "writable by its group or others (mode \(Self.octal(info.st_mode)))" }
+        if let flaw = Self.mountFlaw(path) { return flaw }
         var directory = path
         while let slash = directory.lastIndex(of: "/") {
             directory = slash == directory.startIndex ? "/" : String(directory[..<slash])
@@ -75,6 +76,19 @@ public struct RootInstalledFile {
         }
         directories[directory] = flaw
         return flaw
+    }
+
+    /// The owner a user-mounted file system reports is whatever its server or medium says: a
+    /// FUSE server (`fusermount3`) or a stick mounted through udisks can say root. Both are
+    /// mounted nosuid, as every mount a user may make is; where root installs programs is not.
+    static func mountFlaw(_ path: String) -> String? {
+        var volume = statvfs()
+        guard statvfs(path, &volume) == 0 else { return "not checkable (\(Errno.current))" }
+        guard volume.f_flag & UInt(ST_NOSUID) == 0 else {
+            return "on a file system mounted nosuid (as users' own mounts are: FUSE, removable media), whose files' "
+                + "owner is whatever the file system says"
+        }
+        return nil
     }
 
     static func octal(_ mode: mode_t) -> String {
