@@ -13,6 +13,28 @@ import DevAccessLaunch
 /// goes, and a `once` grant with it. A descendant that outlives the program keeps a group id
 /// that no node names any more (RunGroups).
 extension BrokerService {
+    /// How many programs one person's runs may be opening at once.
+    static let openingsPerPerson = 4
+
+    /// Opens the run's program as the caller, with the groups the caller's process has (the
+    /// kernel's), which are the ones the program gets but the run's own; on a thread of its
+    /// own, and at most `openingsPerPerson` at once per person. The opening child is killed
+    /// after 2 s but reaped before devaccessd goes on, and a lookup on the caller's FUSE mount
+    /// whose server read the request and never answers outlives SIGKILL (the kernel waits the
+    /// request out): on a request handler thread, a few such runs stopped devaccessd
+    /// answering anyone. nil: the person has that many openings still going.
+    func openProgram(_ order: RunOrder, peer: Peer) async -> Result<RunProgram, RunProgram.Problem>? {
+        let person = peer.accountable
+        guard programOpenings.take(person) else { return nil }
+        let openings = programOpenings
+        let (path, directory, uid, gid) = (order.program, order.directory, peer.uid, peer.gid)
+        let groups = Self.callerGroups(peer)
+        return await DetachedThread.run(name: "devaccessd run open") {
+            defer { openings.give(person) }
+            return RunProgram.open(path, directory: directory, uid: uid, gid: gid, groups: groups)
+        }
+    }
+
     func run(_ order: RunOrder, envelope: RequestEnvelope, peer: Peer, exchange: Exchange?) async -> Reply {
         let streams = exchange?.takeDescriptors() ?? []
         // Kept open until the run ends, on purpose: while devaccessd (root) holds the caller's
@@ -32,14 +54,15 @@ extension BrokerService {
         let user = identity(of: peer)
         let subject = Principal(uid: user.uid, name: user.name)
         let program: RunProgram
-        // Opened as the caller, with the groups the caller's process has (the kernel's), which
-        // are the ones the program gets but the run's own.
-        switch RunProgram.open(order.program, directory: order.directory, uid: peer.uid, gid: peer.gid,
-                               groups: Self.callerGroups(peer)) {
-        case .success(let opened): program = opened
-        case .failure(let problem):
+        switch await openProgram(order, peer: peer) {
+        case .success(let opened)?: program = opened
+        case .failure(let problem)?:
             return refuse("run", id: envelope.id, peer: peer, subject: subject, reason: problem.description,
                           code: .badMessage)
+        case nil:
+            return refuse("run", id: envelope.id, peer: peer, subject: subject,
+                          reason: "\(Self.openingsPerPerson) programs you named are still being looked up (their file "
+                              + "system does not answer); try again when it does; nothing was run", code: .busy)
         }
         defer { program.close() }
         var order = order

@@ -50,6 +50,8 @@ public final class BrokerService: RequestHandler {
     /// for an administrator (`maxOpenPromptsPerUser`, `maxWaitingPerUser`).
     let openPrompts: UserSlots
     let waitingClients: UserSlots
+    /// Runs of each person whose program is being opened (`openProgram`).
+    let programOpenings = UserSlots(limit: BrokerService.openingsPerPerson)
     /// Connections subscribed to status changes (`subscribe`), at most a few per user.
     let subscriptions: StatusSubscriptions
     /// The `device_open` audit rows of each user per minute.

@@ -91,9 +91,8 @@ public struct ProgramIdentity: Sendable, Hashable {
         let count = readlinkat(directory, "exe", &buffer, buffer.count - 1)
         guard count >= 0 else { return .failure(.current) }
         let path = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var info = Glibc.stat()
-        guard fstatat(directory, "exe", &info, 0) == 0 else { return .failure(.current) }
-        return .success((path, FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))))
+        guard let key = FileKey.cached(directory, "exe") else { return .failure(.current) }
+        return .success((path, key))
     }
 
     /// nil when the executable and every executable mapping are root's alone; else the first flaw.
@@ -124,11 +123,10 @@ public struct ProgramIdentity: Sendable, Hashable {
             // The same file mapped again (same device, inode and name) was judged already.
             guard seen.insert(mapping.file).inserted else { continue }
             // The file mapped, as the kernel holds it; map_files needs CAP_SYS_ADMIN (root has it).
-            var info = Glibc.stat()
-            guard fstatat(directory, "map_files/\(mapping.fileName)", &info, 0) == 0 else {
+            // Cached: a FUSE file's server is not asked (RootInstalledFile refuses FUSE files).
+            guard let key = FileKey.cached(directory, "map_files/\(mapping.fileName)") else {
                 return "\(path) is mapped executable and cannot be checked (map_files: \(Errno.current))"
             }
-            let key = FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
             if key == exe.key { executableMapped = true }
             guard judged.insert("\(key) \(path)").inserted else { continue }
             if let flaw = files.flaw(path, expected: key) { return "\(path) is mapped executable and \(flaw)" }
