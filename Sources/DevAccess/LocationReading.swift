@@ -43,7 +43,7 @@ public struct LocationReading: Sendable, Hashable {
 
 extension DeviceAccess {
     /// Positions at `accuracy` (nil: the grant's level), one every `interval`, each only
-    /// when it differs from the last. devaccessd has no push for positions (protocol 7):
+    /// when it differs from the last. devaccessd has no push for positions:
     /// this samples ``location(accuracy:wait:)``, and below `exact` a sample repeats until
     /// the machine moved into another cell. The stream ends with the error of a sample
     /// that failed (`.denied` once the grant is revoked). Programs that speak gpsd's

@@ -59,7 +59,7 @@ public struct AuditEventType: RawRepresentable, Hashable, Sendable, CustomString
     /// node's saved access was put back (`node_path` set).
     public static let switchOn = AuditEventType(rawValue: "switch_on")
     /// devaccessd opened a device node for a granted caller and passed it the descriptor
-    /// (`open`, protocol version 7).
+    /// (`open`).
     public static let deviceOpen = AuditEventType(rawValue: "device_open")
 
     public static let known: [AuditEventType] = [

@@ -8,7 +8,7 @@ import DevAccessProtocol
 import DevAccessInterface
 import DevAccessEngine
 
-/// The version 3 operations (decide, revoke, reset, list, reconcile, withdraw,
+/// The operations that decide or record (decide, revoke, reset, list, reconcile, withdraw,
 /// audit-verify, audit-archive): `EngineService` for the peer the kernel named, on the broker's one
 /// enforcement queue. Refusals are audited like every other refusal.
 extension BrokerService {

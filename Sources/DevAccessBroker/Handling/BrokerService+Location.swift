@@ -7,7 +7,7 @@ import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessInterface
 
-/// `location` (version 6): the position at the caller's grant. The level comes from the
+/// `location`: the position at the caller's grant. The level comes from the
 /// ledger and the policy on the engine's queue, for the uid the kernel named; a level
 /// finer than the grant is refused (and audited), never quietly coarsened.
 extension BrokerService {

@@ -6,7 +6,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 
-/// `open` (version 7): the portal model. devaccessd opens a node of a device the peer's
+/// `open`: the portal model. devaccessd opens a node of a device the peer's
 /// user holds a grant for and passes the descriptor, so the program needs no ACL entry.
 /// The device is named by its id from `status`; the node is one devaccessd's own fresh
 /// probe lists for that device, checked again on the descriptor after the open.

@@ -7,7 +7,7 @@ import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessLaunch
 
-/// `run` (version 5): devaccessd decides for the program (user + program path), starts it as
+/// `run`: devaccessd decides for the program (user + program path), starts it as
 /// the peer with one group id of its own, gives that id an ACL entry on the granted devices'
 /// nodes, relays the client's signals, and when the program exits ends the run: the entry
 /// goes, and a `once` grant with it. A descendant that outlives the program keeps a group id

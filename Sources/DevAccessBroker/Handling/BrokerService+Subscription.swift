@@ -1,7 +1,7 @@
 import DevAccessCore
 import DevAccessProtocol
 
-/// `subscribe` (version 7): status changes pushed to the connection, no polling.
+/// `subscribe`: status changes pushed to the connection, no polling.
 extension BrokerService {
     /// Registers the subscriber and answers with its first `update` (every status asked
     /// for, cause `initial`). The request stays open: updates follow whenever the live
