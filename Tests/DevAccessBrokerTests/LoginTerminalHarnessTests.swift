@@ -68,7 +68,14 @@ extension LoginSessions {
                 }
                 let record = try #require(try Self.waitForUserProcess(name), "no USER_PROCESS record for \(name)")
                 let shellPID = try #require(pid_t(record.pid))
-                let shell = Self.processInfo(shellPID)
+                // Debian's login writes the record from its child before that child executes the
+                // shell: on a loaded machine the record can be read while the child is still login.
+                var shell = Self.processInfo(shellPID)
+                let execDeadline = Date().addingTimeInterval(10)
+                while shell.exe == "/usr/bin/login" && Date() < execDeadline {
+                    usleep(20_000)
+                    shell = Self.processInfo(shellPID)
+                }
                 let loginPID = try #require(shell.parent)
                 let login = Self.processInfo(loginPID)
                 let shellSID = getsid(shellPID)
