@@ -78,19 +78,7 @@ struct HostileReview4Tests {
             time.sleep(120)
             """, [setup.daemon.socketPath, mount])
         defer { flood.stop() }
-        let hello = try other.python("""
-            import socket, sys, time
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(10)
-            sock.connect(sys.argv[1])
-            started = time.monotonic()
-            sock.sendall(b'{"version":1,"id":1,"type":"hello"}\\n')
-            try:
-                reply = sock.recv(65536)
-            except socket.timeout:
-                reply = b"no reply"
-            print("%.1f %s" % (time.monotonic() - started, reply[:60].decode(errors="replace")))
-            """, [setup.daemon.socketPath])
+        let hello = try other.python(RunAttackTests.timedHello, [setup.daemon.socketPath, "10"])
         #expect(hello.stdout.contains("\"hello\""),
                 "another user's hello was not answered while \(user.name)'s runs hung on a FUSE lookup: \(hello.stdout)")
     }
@@ -246,19 +234,7 @@ struct HostileReview4Tests {
             time.sleep(300)
             """, [mount + "/lib", flag, daemon.socketPath])
         defer { mapper.stop() }
-        let hello = try other.python("""
-            import socket, sys, time
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(10)
-            sock.connect(sys.argv[1])
-            started = time.monotonic()
-            sock.sendall(b'{"version":1,"id":1,"type":"hello"}\\n')
-            try:
-                reply = sock.recv(65536)
-            except socket.timeout:
-                reply = b"no reply"
-            print("%.1f %s" % (time.monotonic() - started, reply[:60].decode(errors="replace")))
-            """, [daemon.socketPath])
+        let hello = try other.python(RunAttackTests.timedHello, [daemon.socketPath, "10"])
         #expect(hello.stdout.contains("\"hello\""),
                 "another user's hello was not answered after \(user.name)'s process mapping a FUSE file connected: \(hello.stdout)")
     }

@@ -16,6 +16,22 @@ struct RunAttackTests {
         return text[text.index(after: close)...].split(separator: " ").map(String.init)
     }
 
+    /// Says hello on argv[1] and prints how long the answer took and its start, or
+    /// "no reply" after argv[2] seconds: is devaccessd still answering others?
+    static let timedHello = """
+        import socket, sys, time
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(int(sys.argv[2]))
+        sock.connect(sys.argv[1])
+        started = time.monotonic()
+        sock.sendall(b'{"version":1,"id":1,"type":"hello"}\\n')
+        try:
+            reply = sock.recv(65536)
+        except socket.timeout:
+            reply = b"no reply"
+        print("%.1f %s" % (time.monotonic() - started, reply[:60].decode(errors="replace")))
+        """
+
     /// Python: `run(socket, program, ...)` sends a `run` as devaccess would, without the
     /// CLI's own checks (an attacker's client), and returns the replies until the final one.
     static let rawClient = """
@@ -116,19 +132,7 @@ struct RunAttackTests {
             """, [setup.daemon.socketPath, program])
         defer { flood.stop() }
         // Another user says hello (answered on a handler thread): within a generous bound.
-        let hello = try other.python("""
-            import socket, sys, time
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(20)
-            sock.connect(sys.argv[1])
-            started = time.monotonic()
-            sock.sendall(b'{"version":1,"id":1,"type":"hello"}\\n')
-            try:
-                reply = sock.recv(65536)
-            except socket.timeout:
-                reply = b"no reply"
-            print("%.1f %s" % (time.monotonic() - started, reply[:60].decode(errors="replace")))
-            """, [setup.daemon.socketPath])
+        let hello = try other.python(RunAttackTests.timedHello, [setup.daemon.socketPath, "20"])
         #expect(hello.stdout.contains("\"hello\""),
                 "another user's hello was not answered while \(user.name)'s runs were hashed: \(hello.stdout)")
     }
