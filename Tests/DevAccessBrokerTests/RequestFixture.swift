@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
@@ -9,6 +10,11 @@ import DevAccessTestSupport
 /// (mknod 1:3, root 0600: nobody but root opens them until an ACL entry says so), an
 /// admin group of its own (`--admin-group`), and a PAM service file of its own.
 final class RequestSetup: @unchecked Sendable {
+    /// Setups of one test process made so far: each gets a PAM service file of its own, as
+    /// parallel tests of one process made the same name, raced on copying it ("File exists")
+    /// and removed it under each other.
+    private static let made = Atomic<Int>(0)
+
     let nodes: TemporaryDirectory
     let config: TemporaryDirectory
     private(set) var daemon: RunningDaemon
@@ -54,7 +60,7 @@ final class RequestSetup: @unchecked Sendable {
         let devices = try declareDevices(declared, in: nodes)
         self.devices = devices
         self.admins = admins.isEmpty ? nil : try TestGroup("adm", members: admins)
-        pamService = "devaccess-test-req\(getpid() % 100_000)"
+        pamService = "devaccess-test-req\(getpid() % 100_000)-\(Self.made.add(1, ordering: .relaxed).newValue)"
         let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../config/pam.d/devaccess").standardized.path
         try TestProcess.setup("cp", [shipped, "/etc/pam.d/\(pamService)"])
