@@ -18,21 +18,17 @@ public enum Poll {
     }
 
     /// Waits until one of `interests` has an event (its `revents`, in order, are returned) or
-    /// `deadline` passes (nil returned). nil `deadline`: no limit. `slice` bounds one poll(2),
-    /// for a loop that must look at something else now and then: the wait then returns nil
-    /// after at most `slice` even before the deadline.
-    public static func wait(_ interests: [Interest], until deadline: ContinuousClock.Instant?,
-                            slice: Duration? = nil) throws(SystemCallError) -> [Int16]? {
+    /// `deadline` passes (nil returned). nil `deadline`: no limit.
+    public static func wait(_ interests: [Interest], until deadline: ContinuousClock.Instant?)
+        throws(SystemCallError) -> [Int16]? {
         var descriptors = interests.map { pollfd(fd: $0.descriptor, events: $0.events, revents: 0) }
-        let sliceEnd = slice.map { ContinuousClock.now + $0 }
-        let end = [deadline, sliceEnd].compactMap { $0 }.min()
         while true {
-            let timeout = milliseconds(until: end)
+            let timeout = milliseconds(until: deadline)
             let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
             if ready > 0 { return descriptors.map(\.revents) }
             if ready == 0 {
                 // poll(2) rounds to its own clock: wait out what is left rather than end early.
-                guard let end, ContinuousClock.now < end else { return nil }
+                guard let deadline, ContinuousClock.now < deadline else { return nil }
                 continue
             }
             let error = Errno.current
