@@ -74,7 +74,7 @@ enum AdminAccess {
         var engine = Enforcer(ledger: ledger, devices: devices, actor: root,
                               policy: { PolicyReading.read(directory: configDirectory) })
         engine.testCrashAt = arguments.environment[ProcessEnvironment.Name.testCrashAt]
-        return EngineService(caller: Caller(principal: root, isAdmin: true),
+        return EngineService(caller: Caller(principal: root, standing: .root),
                              runner: OfflineEngine(enforcer: engine, lock: lock))
     }
 

@@ -40,7 +40,7 @@ enum PendingCommand: Command {
             return .success
         }
         guard !list.requests.isEmpty else {
-            console.error("devaccess: no request \(AdminGroup.callerIsMember() ? "" : "of yours ")is waiting for approval")
+            console.error("devaccess: no request \(Caller.thisProcess().may(.administer) ? "" : "of yours ")is waiting for approval")
             return .success
         }
         let time = HumanTime.now()

@@ -136,7 +136,7 @@ enum LocalStatus {
     /// broker rules, another user's decisions are for root and admins only.
     static func identity(_ arguments: ParsedArguments, command: String) throws -> UserIdentity {
         let user = try CommonOptions.identity(arguments, command: command)
-        if user.uid != getuid() && !AdminGroup.callerIsMember() {
+        if user.uid != getuid() && !Caller.thisProcess().may(.status, target: .anotherUser) {
             throw CommandFailure(message: "only root and members of group '\(AdminGroup.name)' may see the status of "
                 + "another user (\(user.name), uid \(user.uid)); without --user you see your own", code: .noPermission)
         }

@@ -7,21 +7,6 @@ import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessInterface
 
-/// Who is asking, as the kernel says (SO_PEERCRED for the broker, getuid for `--offline`).
-public struct Caller: Sendable, Hashable {
-    public var principal: Principal
-    /// Root, or a member of the admin group.
-    public var isAdmin: Bool
-    /// The admin group's name, for the refusal's sentence.
-    public var adminGroup: String
-
-    public init(principal: Principal, isAdmin: Bool, adminGroup: String = AdminGroup.name) {
-        self.principal = principal
-        self.isAdmin = isAdmin
-        self.adminGroup = adminGroup
-    }
-}
-
 /// Runs engine operations one at a time: the daemon's enforcement queue, or the engine
 /// itself in `--offline` mode (under the engine lock).
 public protocol EngineRunner: Sendable {
@@ -129,7 +114,7 @@ public struct EngineService: DevAccessInterface {
         let subject = try Self.formerOrCurrentUser(order.user)
         let actor = caller.principal
         let now = clock()
-        guard !caller.isAdmin else {
+        guard !caller.may(.administer) else {
             return try await runner.run("reset") { (engine) throws(EnforcementError) -> (ResetDocument, EnforcementReport) in
                 let outcome = try engine.acting(as: actor).reset(subject: subject, permission: order.permission)
                 return (ResetDocument(outcome, subject: subject, permission: order.permission, now: now), outcome.report)
@@ -183,7 +168,7 @@ public struct EngineService: DevAccessInterface {
             uid = subject.uid
         } else {
             // Without --user: everyone's for an admin, one's own for anyone else.
-            uid = caller.isAdmin ? nil : caller.principal.uid
+            uid = caller.may(.administer) ? nil : caller.principal.uid
         }
         let now = clock()
         return try await runner.run("list") { (engine) throws(EnforcementError) -> (GrantListDocument, EnforcementReport) in
@@ -201,7 +186,7 @@ public struct EngineService: DevAccessInterface {
             let ledger = engine.ledger
             let found = try EnforcementError.ledgerWork { () throws(LedgerError) in try ledger.pendingRequest(id: action.pending) }
             // Someone else's request is not named to a non-admin: no probing of other users' queue.
-            guard let request = found, request.subject.uid == caller.principal.uid || caller.isAdmin else {
+            guard let request = found, request.subject.uid == caller.principal.uid || caller.may(.administer) else {
                 return (.failure(.notFound("there is no pending request \(action.pending) of yours; "
                     + "'devaccess pending' lists them")), EnforcementReport())
             }
@@ -430,11 +415,14 @@ public struct EngineService: DevAccessInterface {
 
     // MARK: Helpers
 
+    /// The judge's `administer` verdict, as this operation's refusal: nothing is done.
     private func requireAdmin(_ operation: String, _ what: String, unless allowed: Bool = false) throws(InterfaceError) {
-        guard caller.isAdmin || allowed else {
-            throw .refused(operation: operation, reason: "\(caller.principal) may not \(what): only root and "
-                + "members of group '\(caller.adminGroup)' may")
+        guard !allowed, case .refused(let reason) = caller.judged(.administer) else { return }
+        if caller.run?.strict == true {
+            throw .refused(operation: operation, reason: "\(caller.principal) may not \(what): \(reason)")
         }
+        throw .refused(operation: operation, reason: "\(caller.principal) may not \(what): only root and "
+            + "members of group '\(caller.adminGroup)' may")
     }
 
     /// A user a decision is made for: must exist now.
@@ -483,16 +471,4 @@ extension InterfaceError {
 /// The group whose members administer devaccess.
 public enum AdminGroup {
     public static let name = "devaccess-admin"
-
-    /// Whether the calling process holds the group (its real credentials, as the kernel has them).
-    public static func callerIsMember() -> Bool {
-        if getuid() == 0 { return true }
-        guard let gid = UserDatabase.groupID(name) else { return false }
-        if getgid() == gid { return true }
-        let count = getgroups(0, nil)
-        guard count > 0 else { return false }
-        var groups = [gid_t](repeating: 0, count: Int(count))
-        let got = getgroups(count, &groups)
-        return got > 0 && groups.prefix(Int(got)).contains(gid)
-    }
 }

@@ -1,9 +1,9 @@
 import Testing
 import DevAccessCore
 import DevAccessLedger
-@testable import DevAccessBroker
+import DevAccessEngine
 
-/// The authorization table (`AccessRules.judge`), checked against a matrix written by hand
+/// The authorization table (`Caller.judged`, DevAccessEngine), checked against a matrix written by hand
 /// from the rules in devaccess(1) and docs/security.md, not from the code: review this
 /// table on its own. A = allowed, P = allowed and judged as the run's program,
 /// W = allowed within the run (its permissions, its location level), R = refused.
@@ -17,17 +17,17 @@ struct AuthorizationMatrixTests {
     static let strictRun = RunScope(id: 8, gid: RunGroups.first + 7, strict: true, permissions: [.camera, .location],
                                     program: program, accuracy: .street)
 
-    static let callers: [(String, KernelCaller)] = [
-        ("root", KernelCaller(uid: 0, standing: .root)),
-        ("admin", KernelCaller(uid: 1001, standing: .admin)),
-        ("user", KernelCaller(uid: 1002, standing: .user)),
-        ("subordinate", KernelCaller(uid: 100_000, standing: .subordinate)),
-        ("run", KernelCaller(uid: 1002, standing: .user, run: run)),
-        ("strict", KernelCaller(uid: 1002, standing: .user, run: strictRun)),
+    static let callers: [(String, Caller)] = [
+        ("root", Caller(principal: Principal(uid: 0, name: "u0"), standing: .root)),
+        ("admin", Caller(principal: Principal(uid: 1001, name: "u1001"), standing: .admin)),
+        ("user", Caller(principal: Principal(uid: 1002, name: "u1002"), standing: .user)),
+        ("subordinate", Caller(principal: Principal(uid: 100_000, name: "u100000"), standing: .subordinate)),
+        ("run", Caller(principal: Principal(uid: 1002, name: "u1002"), standing: .user, run: run)),
+        ("strict", Caller(principal: Principal(uid: 1002, name: "u1002"), standing: .user, run: strictRun)),
     ]
 
     //                 operation                       root admin user sub run strict
-    static let matrix: [(String, AccessRules.Action, AccessRules.Target, String)] = [
+    static let matrix: [(String, Authorization.Action, Authorization.Target, String)] = [
         ("status of self",            .status, .itself,                                        "A A A A A A"),
         ("status of another user",    .status, .anotherUser,                                   "A A R R R R"),
         ("pending/approve/reject",    .administer, .itself,                                    "A A R R R R"),
@@ -47,7 +47,7 @@ struct AuthorizationMatrixTests {
         ("request for another user",  .request([.camera], accuracy: nil), .anotherUser,        "A A R R R R"),
     ]
 
-    static func symbol(_ verdict: AccessRules.Verdict) -> String {
+    static func symbol(_ verdict: Authorization.Verdict) -> String {
         switch verdict {
         case .allowed: return "A"
         case .asProgram: return "P"
@@ -59,19 +59,19 @@ struct AuthorizationMatrixTests {
     @Test func everyCellIsAsWritten() {
         #expect(Self.callers.map { $0.1.kind } == [.root, .admin, .user, .subordinate, .inRun, .inStrictRun])
         for (name, action, target, expected) in Self.matrix {
-            let got = Self.callers.map { Self.symbol(AccessRules.judge(action, caller: $0.1, target: target)) }
+            let got = Self.callers.map { Self.symbol($0.1.judged(action, target: target)) }
             #expect(got.joined(separator: " ") == expected, "\(name): root admin user sub run strict")
         }
     }
 
     /// An administrator's program in a strict run is no administrator; in a plain run it is.
     @Test func aStrictRunIsNeverAnAdministrator() {
-        let strictAdmin = KernelCaller(uid: 1001, standing: .admin, run: Self.strictRun)
-        let plainAdmin = KernelCaller(uid: 1001, standing: .admin, run: Self.run)
-        #expect(AccessRules.judge(.administer, caller: strictAdmin).isRefused)
-        #expect(AccessRules.judge(.status, caller: strictAdmin, target: .anotherUser).isRefused)
-        #expect(AccessRules.judge(.administer, caller: plainAdmin) == .allowed)
-        #expect(AccessRules.judge(.status, caller: plainAdmin, target: .anotherUser) == .allowed)
+        let strictAdmin = Caller(principal: Principal(uid: 1001, name: "u1001"), standing: .admin, run: Self.strictRun)
+        let plainAdmin = Caller(principal: Principal(uid: 1001, name: "u1001"), standing: .admin, run: Self.run)
+        #expect(strictAdmin.judged(.administer).isRefused)
+        #expect(strictAdmin.judged(.status, target: .anotherUser).isRefused)
+        #expect(plainAdmin.judged(.administer) == .allowed)
+        #expect(plainAdmin.judged(.status, target: .anotherUser) == .allowed)
     }
 
     /// A strict run not given location (or whose level is not known) gets none; a run group
@@ -80,22 +80,23 @@ struct AuthorizationMatrixTests {
         var cameraOnly = Self.strictRun
         cameraOnly.permissions = [.camera]
         cameraOnly.accuracy = nil
-        let caller = KernelCaller(uid: 1002, standing: .user, run: cameraOnly)
-        #expect(AccessRules.judge(.location(nil), caller: caller).isRefused)
-        #expect(AccessRules.judge(.request([.location], accuracy: .country), caller: caller).isRefused)
+        let caller = Caller(principal: Principal(uid: 1002, name: "u1002"), standing: .user, run: cameraOnly)
+        #expect(caller.judged(.location(nil)).isRefused)
+        #expect(caller.judged(.request([.location], accuracy: .country)).isRefused)
         var levelUnknown = Self.strictRun
         levelUnknown.accuracy = nil
-        #expect(AccessRules.judge(.location(nil), caller: KernelCaller(uid: 1002, standing: .user, run: levelUnknown))
-            .isRefused)
-        let unknown = KernelCaller(uid: 1002, standing: .user, run: .unrecorded(gid: RunGroups.first))
-        #expect(AccessRules.judge(.open(.camera), caller: unknown).isRefused)
-        #expect(AccessRules.judge(.status, caller: unknown) == .allowed)
+        #expect(Caller(principal: Principal(uid: 1002, name: "u1002"), standing: .user, run: levelUnknown)
+            .judged(.location(nil)).isRefused)
+        let unknown = Caller(principal: Principal(uid: 1002, name: "u1002"), standing: .user,
+                             run: .unrecorded(gid: RunGroups.first))
+        #expect(unknown.judged(.open(.camera)).isRefused)
+        #expect(unknown.judged(.status) == .allowed)
     }
 
     /// Every refusal says what the run was given and why, for the person reading it.
     @Test func aRefusalNamesTheRunAndWhy() {
-        let strict = KernelCaller(uid: 1002, standing: .user, run: Self.strictRun)
-        guard case .refused(let reason) = AccessRules.judge(.open(.microphone), caller: strict) else {
+        let strict = Caller(principal: Principal(uid: 1002, name: "u1002"), standing: .user, run: Self.strictRun)
+        guard case .refused(let reason) = strict.judged(.open(.microphone)) else {
             Issue.record("not refused")
             return
         }

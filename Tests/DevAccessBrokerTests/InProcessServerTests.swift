@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import DevAccessCore
 @testable import DevAccessBroker
+import DevAccessEngine
 import DevAccessHardware
 import DevAccessProtocol
 import DevAccessTestSupport
@@ -201,14 +202,28 @@ struct InProcessServerTests {
     }
 
     @Test func onlyAdminsActForOthers() {
-        let rules = AccessRules(adminGroup: "group-that-does-not-exist-\(getpid())")
-        let user = Peer(pid: 10, uid: 1000, gid: 1000, groups: [])
-        let root = Peer(pid: 11, uid: 0, gid: 0, groups: [])
-        for operation in Operation.allCases {
-            #expect(rules.allows(operation, for: root), "root may \(operation)")
-            #expect(rules.allows(operation, for: user) == (operation.privilege == .anyone), "\(operation)")
+        let group = "group-that-does-not-exist-\(getpid())"
+        let user = Caller.identified(Peer(pid: 10, uid: 1000, gid: 1000, groups: []).credentials, adminGroup: group,
+                                     runs: { _ in nil })
+        let root = Caller.identified(Peer(pid: 11, uid: 0, gid: 0, groups: []).credentials, adminGroup: group,
+                                     runs: { _ in nil })
+        #expect(user.standing == .user)
+        #expect(root.standing == .root)
+        let forSelf: [(String, Authorization.Action, Authorization.Target)] = [
+            ("status", .status, .itself), ("request", .request([.camera], accuracy: nil), .itself),
+        ]
+        let forOthers: [(String, Authorization.Action, Authorization.Target)] = [
+            ("status for another user", .status, .anotherUser), ("pending, approve, reject", .administer, .itself),
+        ]
+        for (name, action, target) in forSelf + forOthers {
+            #expect(root.may(action, target: target), "root may \(name)")
         }
-        #expect(Set(Operation.allCases.filter { $0.privilege == .anyone }) == [.hello, .statusOfSelf, .requestForSelf])
+        for (name, action, target) in forSelf {
+            #expect(user.may(action, target: target), "a user may \(name)")
+        }
+        for (name, action, target) in forOthers {
+            #expect(!user.may(action, target: target), "a user may not \(name)")
+        }
     }
 
     @Test func freshProbeStartsAfterTheRequestArrives() async {

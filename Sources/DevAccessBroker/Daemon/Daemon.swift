@@ -186,7 +186,7 @@ public enum Daemon {
         let location = options.servesLocation
             ? GpsdLocationSource(watcher: GpsdWatcher(endpoint: options.probe.gpsd), log: log) : nil
         let service = BrokerService(probe: FreshProbe(probe: watchedProbe(devices, location: location, options)),
-                                    rules: AccessRules(adminGroup: options.adminGroup), ledger: state.ledger,
+                                    adminGroup: options.adminGroup, ledger: state.ledger,
                                     configDirectory: options.configDirectory, log: log, settings: settings(options),
                                     enforcement: live, policy: state.policy, policies: policies, location: location)
         let server: BrokerServer

@@ -16,8 +16,7 @@ extension BrokerService {
         guard let enforcement else {
             return .error(ProtocolError(.internal, context: request.type, reason: "this broker runs without a ledger"))
         }
-        let caller = Caller(principal: Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid)),
-                            isAdmin: administers(peer), adminGroup: rules.adminGroup)
+        let caller = caller(of: peer)
         switch request {
         case .revoke, .reset, .withdraw:
             if let refusal = overChangeBudget(request.type, id: id, peer: peer, subject: Self.subject(of: request)) {

@@ -177,21 +177,21 @@ extension BrokerService {
     /// `reject` with `deny`: records a denial of each, which stays until `devaccess reset`;
     /// without: declines the request, recording no decision. Then tells requesters who wait.
     func resolve(_ action: PendingAction, approve: Bool, id: Int64, peer: Peer) async -> Reply {
-        let operation: Operation = approve ? .approve : .reject
+        let operation = approve ? "approve" : "reject"
         guard administers(peer) else {
             let subject = (try? ledger?.pendingRequest(id: action.pending))?.map(\.subject)
             return refuse(operation, id: id, peer: peer, subject: subject,
-                          reason: "\(describe(peer)) may not \(operation.rawValue) request \(action.pending): only root "
-                              + "and members of group '\(rules.adminGroup)' may")
+                          reason: "\(describe(peer)) may not \(operation) request \(action.pending): only root "
+                              + "and members of group '\(adminGroup)' may")
         }
         guard let enforcement else {
-            return .error(ProtocolError(.internal, context: operation.rawValue, reason: "this broker runs without a ledger"))
+            return .error(ProtocolError(.internal, context: operation, reason: "this broker runs without a ledger"))
         }
         let policy: Policy
         switch policies.current() {
         case .loaded(let loaded): policy = loaded
         case .unreadable(let problem):
-            return .error(ProtocolError(.internal, context: operation.rawValue,
+            return .error(ProtocolError(.internal, context: operation,
                 reason: "the policy cannot be read, so nothing was \(approve ? "approved" : "rejected"): \(problem)"))
         }
         let admin = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
@@ -199,14 +199,14 @@ extension BrokerService {
         let verdict: Verdict = approve ? .approve(action.scope) : action.deny ? .deny : .decline
         let resolving: Resolving
         do {
-            resolving = try await enforcement.perform(operation.rawValue) {
+            resolving = try await enforcement.perform(operation) {
                 (enforcer) throws(EnforcementError) -> (Resolving, EnforcementReport) in
                 try Self.resolve(action.pending, verdict: verdict, note: note, admin: admin, policy: policy,
                                  enforcer: enforcer)
             }
         } catch {
             log.error("could not resolve a pending request", ["pending": String(action.pending), "error": error.description])
-            return .error(ProtocolError(.internal, context: operation.rawValue, reason: error.description))
+            return .error(ProtocolError(.internal, context: operation, reason: error.description))
         }
         switch resolving {
         case .notFound:
@@ -246,7 +246,7 @@ extension BrokerService {
                 "pending": String(request.id), "error": text.joined(separator: "; ")])
             approvals.resolve(ApprovalWaiters.Outcome(request: request, results: held))
             let rest = held.map { "\($0.permission.rawValue): \($0.outcome.rawValue), \($0.message)" }
-            return .error(ProtocolError(.internal, context: operation.rawValue,
+            return .error(ProtocolError(.internal, context: operation,
                 reason: "request \(request.id) was \(verdict.resolution.rawValue), but the decision failed for "
                     + text.joined(separator: "; ") + (rest.isEmpty ? "" : "; the rest: " + rest.joined(separator: "; "))))
         }

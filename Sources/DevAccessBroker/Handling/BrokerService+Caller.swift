@@ -6,49 +6,37 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessEngine
 
-/// The caller as the judge sees it (AccessRules.judge), from the peer's kernel credentials
-/// and the ledger's runs; and the refusals the judge's verdicts become.
+/// The caller as the judge sees it (`Caller`, in DevAccessEngine), from the peer's kernel
+/// credentials and the ledger's runs; and the refusals the judge's verdicts become. No
+/// handler decides who may: each asks the judge for a verdict and obeys it.
 extension BrokerService {
     /// Who `peer` is: its standing (root, administrator, subordinate uid, user) and the run
     /// whose group id its connection carries. A peer holding a run group id the ledger
     /// cannot name (unreadable, or no such run) is judged as a strict run given nothing.
-    func caller(of peer: Peer) -> KernelCaller {
-        let standing: KernelCaller.Standing
-        if peer.uid == 0 {
-            standing = .root
-        } else if rules.isAdmin(peer) {
-            standing = .admin
-        } else {
-            standing = peer.accountable != peer.uid ? .subordinate : .user
-        }
-        return KernelCaller(uid: peer.uid, standing: standing, run: runScope(of: peer))
-    }
-
-    /// The run of the first run group id among the peer's groups; with several, a strict one.
-    private func runScope(of peer: Peer) -> RunScope? {
-        let gids = ([peer.gid] + peer.groups).filter(RunGroups.contains)
-        guard !gids.isEmpty else { return nil }
-        let scopes = gids.map { gid -> RunScope in
-            guard let ledger, let run = try? ledger.run(gid: gid) else { return .unrecorded(gid: gid) }
-            return RunScope(run)
-        }
-        return scopes.first(where: \.strict) ?? scopes[0]
+    func caller(of peer: Peer) -> Caller {
+        Caller.identified(peer.credentials, adminGroup: adminGroup, runs: { [ledger] gid in try? ledger?.run(gid: gid) })
     }
 
     /// The judge's verdict on `action` for `peer`; a refusal is audited and answered
     /// `permission-denied` (as every refusal is).
-    func judged(_ action: AccessRules.Action, operation: String, id: Int64, peer: Peer, caller: KernelCaller,
-                subject: Principal?) -> Result<AccessRules.Verdict, ReplyFailure> {
-        let verdict = AccessRules.judge(action, caller: caller)
+    func judged(_ action: Authorization.Action, operation: String, id: Int64, peer: Peer, caller: Caller,
+                subject: Principal?) -> Result<Authorization.Verdict, ReplyFailure> {
+        let verdict = caller.judged(action)
         guard case .refused(let reason) = verdict else { return .success(verdict) }
         return .failure(ReplyFailure(refuse(operation, id: id, peer: peer, subject: subject, reason: reason)))
     }
 
-    /// Root or an administrator, not confined to a strict run: may act for others, on the
-    /// approval queue and through the engine's administrative operations.
+    /// Whether the judge lets `peer` act for others, on the approval queue and through the
+    /// engine's administrative operations.
     func administers(_ peer: Peer) -> Bool {
-        caller(of: peer).administers
+        caller(of: peer).may(.administer)
+    }
+
+    /// Root and administrators are not held to per-user limits and budgets.
+    func isUnlimited(_ peer: Peer) -> Bool {
+        Caller.standing(of: peer.credentials, adminGroup: adminGroup).isUnlimited
     }
 
     /// `run` from a strict run: refused (audited); nil when the judge lets it start.
@@ -104,7 +92,7 @@ extension BrokerService {
     }
 
     /// A caller with its run's location level filled in, for the judge's location rules.
-    func withRunLevel(_ caller: KernelCaller, subject: Principal) async -> KernelCaller {
+    func withRunLevel(_ caller: Caller, subject: Principal) async -> Caller {
         guard var scope = caller.run, scope.permissions.contains(.location) else { return caller }
         var leveled = caller
         scope.accuracy = await runLocationLevel(scope, subject: subject)

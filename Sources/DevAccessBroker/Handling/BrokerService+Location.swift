@@ -6,6 +6,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessEngine
 
 /// `location`: the position at the caller's grant. The level comes from the
 /// ledger and the policy on the engine's queue, for the uid the kernel named; a level

@@ -186,7 +186,7 @@ extension BrokerService {
             }
         }
         let mayGrant = byAction[.allow] != nil || byAction[.ask] != nil || byAction[.authSelf] != nil
-        if mayGrant, peer.accountable != peer.uid, !rules.isAdmin(peer) {
+        if mayGrant, peer.accountable != peer.uid, !isUnlimited(peer) {
             // A subordinate uid: its person's namespaces hold as many grants as they may.
             let held = read.grants.filter { grant in
                 grant.decision == .allow && grant.subject.uid != peer.accountable
@@ -199,7 +199,7 @@ extension BrokerService {
                                   + "one first; nothing was asked or recorded", code: .busy)
             }
         }
-        if let forAdmin = byAction[.authAdmin], !rules.isAdmin(peer) {
+        if let forAdmin = byAction[.authAdmin], !isUnlimited(peer) {
             // A new waiting request, when the person has as many waiting as they may: refused.
             // The queue's cap is counted from the ledger: when it cannot be read, nothing
             // is queued (an unreadable queue must not read as an empty one).
@@ -233,7 +233,7 @@ extension BrokerService {
         }
         if !changesNothing { chargeChange(peer) }
         var details = requestDetails(request, peer: peer, holder: context.holder)
-        if changesNothing, !rules.isAdmin(peer) {
+        if changesNothing, !isUnlimited(peer) {
             // Answered without a decision, a prompt or a new queued request: an attempt a
             // user can repeat at will, so written within the user's attempt budget only.
             switch refusals.admit(peer.accountable, cost: 2 * request.permissions.count) {
@@ -549,7 +549,7 @@ extension BrokerService {
             held.append(slots)
             return true
         }
-        return rules.isAdmin(peer)
+        return isUnlimited(peer)
     }
 
     /// `ask`: one prompt for the whole group; the answer decides every permission in it.

@@ -179,7 +179,7 @@ extension BrokerService {
         }
         let refusedAtOnce = toAsk.isEmpty && toConfirm.isEmpty && plans.isEmpty
             && results.values.contains { [.alreadyDenied, .restricted, .unavailable].contains($0.outcome) }
-        if refusedAtOnce, !rules.isAdmin(peer) {
+        if refusedAtOnce, !isUnlimited(peer) {
             // Refused without asking anyone or changing anything: an attempt a user can repeat
             // at will, so written within the user's attempt budget only (as for requests).
             switch refusals.admit(peer.accountable, cost: 2 * order.permissions.count) {

@@ -9,7 +9,7 @@ extension BrokerService {
     func subscribe(_ query: SubscribeQuery, envelope: RequestEnvelope, peer: Peer, exchange: Exchange) {
         let permissions = query.permissions ?? Permission.all
         guard let id = subscriptions.add(peer: peer, permissions: permissions, exchange: exchange,
-                                         privileged: rules.isAdmin(peer)) else {
+                                         privileged: isUnlimited(peer)) else {
             exchange.finish(refuse("subscribe", id: envelope.id, peer: peer, subject: nil,
                                    reason: "\(describe(peer)) holds \(subscriptions.limitPerUser) status subscriptions "
                                        + "already, the most one user may; close one and subscribe again",

@@ -19,7 +19,8 @@ public final class BrokerService: RequestHandler {
     public static let serverName = "devaccessd \(Daemon.version)"
 
     let probe: FreshProbe
-    let rules: AccessRules
+    /// The group whose members administer devaccess (`Caller.standing`).
+    let adminGroup: String
     let ledger: Ledger?
     /// Decisions, recorded ACL entries and the policy, read like the probes: fresh per
     /// request, shared by requests that arrive together.
@@ -71,13 +72,13 @@ public final class BrokerService: RequestHandler {
     /// `enforcement` nil: decisions run on a thread of this service's own
     /// (`SerialEnforcement`); a daemon with live enforcement passes that, so both share
     /// one queue.
-    public init(probe: FreshProbe, rules: AccessRules, ledger: Ledger?, configDirectory: String, log: BrokerLog,
+    public init(probe: FreshProbe, adminGroup: String, ledger: Ledger?, configDirectory: String, log: BrokerLog,
                 settings: RequestSettings = RequestSettings(),
                 enforcement: (any DecisionEnforcement)? = nil, policy: Policy? = nil,
                 policies keeper: PolicyKeeper? = nil, location: (any LocationSource)? = nil) {
         self.probe = probe
         locations = location.map(LocationServing.init)
-        self.rules = rules
+        self.adminGroup = adminGroup
         self.ledger = ledger
         self.log = log
         self.configDirectory = configDirectory
@@ -228,7 +229,7 @@ public final class BrokerService: RequestHandler {
     /// Root and members of the admin group: their connections are not limited per user,
     /// and they get the slots kept for administrators.
     public func isPrivileged(_ peer: Peer) -> Bool {
-        rules.isAdmin(peer)
+        isUnlimited(peer)
     }
 
     /// Answers without a conversation: a request that needs a prompt ends undecided.
@@ -288,9 +289,9 @@ public final class BrokerService: RequestHandler {
                 }
             }
             if subject.uid != peer.uid && !administers(peer) {
-                return refuse(.statusOfOthers, id: id, peer: peer, subject: Principal(uid: subject.uid, name: subject.name),
+                return refuse("status for another user", id: id, peer: peer, subject: Principal(uid: subject.uid, name: subject.name),
                               reason: "\(describe(peer)) may not read the status of \(subject.name) (uid \(subject.uid)): "
-                                  + "only root and members of group '\(rules.adminGroup)' may ask about other users")
+                                  + "only root and members of group '\(adminGroup)' may ask about other users")
             }
         } else {
             subject = keptIdentity(of: peer)
@@ -395,10 +396,6 @@ public final class BrokerService: RequestHandler {
     /// The detail on a user's next written attempt: how many of theirs were answered but not written.
     static let notRecordedKey = "attempts_not_recorded_before"
 
-    func refuse(_ operation: Operation, id: Int64, peer: Peer, subject: Principal?, reason: String) -> Reply {
-        refuse(operation.rawValue, id: id, peer: peer, subject: subject, reason: reason)
-    }
-
     /// `code`: `permission-denied` for what the peer may not do, `busy` for a per-user
     /// limit it reached; either way audited as `refused`, as many as the throttle lets through.
     func refuse(_ operation: String, id: Int64, peer: Peer, subject: Principal?, reason: String,
@@ -429,7 +426,7 @@ public final class BrokerService: RequestHandler {
     /// Whether `peer` may make one more change now; nil, or the busy refusal to send. Only
     /// what changes something is charged (`chargeChange`): refusals have a budget of their own.
     func overChangeBudget(_ operation: String, id: Int64, peer: Peer, subject: Principal?) -> Reply? {
-        guard !rules.isAdmin(peer), changes.exhausted(peer.accountable) else { return nil }
+        guard !isUnlimited(peer), changes.exhausted(peer.accountable) else { return nil }
         return refuse(operation, id: id, peer: peer, subject: subject,
                       reason: "\(describe(peer)) made \(changes.burst) requests that ask or change something in "
                           + "the last minute, the most one user may; try again in a minute; nothing was asked or recorded",
@@ -437,6 +434,6 @@ public final class BrokerService: RequestHandler {
     }
 
     func chargeChange(_ peer: Peer) {
-        if !rules.isAdmin(peer) { _ = changes.admit(peer.accountable) }
+        if !isUnlimited(peer) { _ = changes.admit(peer.accountable) }
     }
 }

@@ -4,6 +4,8 @@ import Glibc
 import Synchronization
 import DevAccessCore
 import DevAccessSystem
+import DevAccessLedger
+import DevAccessEngine
 
 /// gpsd's JSON protocol on loopback TCP, served by devaccessd at each client's grant, so
 /// that gpsd's clients (gpspipe, cgps, libgps programs: libgps cannot use a Unix socket)
@@ -50,12 +52,14 @@ public final class GpsdCompatibleServer: Sendable {
 
         /// For a connection held by the processes of run `group` alone (nil: by anyone
         /// else): the run adds its level to the user's, never takes from it; a strict run
-        /// gets its own level or nothing (AccessRules.judge).
+        /// gets its own level or nothing (the judge, `Caller.judged`).
         func check(forRun group: UInt32?) -> GrantCheck {
             if let group, var scope = strictRuns[group] {
                 scope.accuracy = runs[group]
-                let caller = KernelCaller(uid: 0, standing: .user, run: scope)
-                switch AccessRules.judge(.location(nil), caller: caller) {
+                // The judge reads only the run here: a TCP client's user is the run's.
+                let caller = Caller(principal: Principal(uid: 0, name: "a client of run \(group)"), standing: .user,
+                                    run: scope)
+                switch caller.judged(.location(nil)) {
                 case .refused(let reason): return .refused(reason)
                 default: return runs[group].map { .allowed($0) } ?? .refused("no location for this run")
                 }

@@ -3,6 +3,7 @@ import Glibc
 import CSystemd
 import DevAccessSystem
 import DevAccessProtocol
+import DevAccessEngine
 
 /// Who is on the other end of a connection, as the kernel says: never from a message.
 ///
@@ -53,6 +54,11 @@ public struct Peer: Sendable, Hashable {
         self.programProblem = programProblem
         self.pidfdSource = pidfdSource
         accountable = SubordinateIDs.accountable(uid)
+    }
+
+    /// The credentials the judge identifies the caller by (`Caller.identified`).
+    public var credentials: Caller.Credentials {
+        Caller.Credentials(uid: uid, gid: gid, groups: groups)
     }
 
     /// Whether the peer's process credentials hold `gid` (primary or supplementary).
