@@ -112,6 +112,8 @@ let package = Package(
                     dependencies: ["DevAccessArguments", "DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
                                    "DevAccessSystem", "DevAccessACL", "DevAccessInterface", "DevAccessEngine",
                                    "DevAccessTestSupport"]),
+        .testTarget(name: "DevAccessEngineTests",
+                    dependencies: ["DevAccessEngine", "DevAccessCore", "DevAccessLedger"]),
         .testTarget(name: "DevAccessSystemTests",
                     dependencies: ["DevAccessSystem", "DevAccessLaunch", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEnforcementTests",
