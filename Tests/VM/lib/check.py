@@ -1759,6 +1759,10 @@ def check_snapshot_native(c, reference):
         c.expect(c.rc(f"p2-{f}") == 0 and f"from {f}" in (c.text(f"p2-{f}.out") or ""),
                  f"[p2] --native {f}: exits 0 and says what it converted",
                  f"exit {c.rc(f'p2-{f}')}; stdout {(c.text(f'p2-{f}.out') or '').strip()!r}; stderr {c.stderr_tail(f'p2-{f}')}")
+        kernel = re.search(r"Pixel Format\s*:\s*'([^']*)'", c.text(f"p2-{f}-fmt.out") or "")
+        c.expect(kernel is not None and kernel.group(1) == f,
+                 f"[p2] --native {f}: vivid was set to {f} (v4l2-ctl --get-fmt-video after the snapshot)",
+                 kernel.group(1) if kernel else (c.text(f"p2-{f}-fmt.out") or "")[:200])
         frame = ppm_read(c.path(f"p2-{f}.ppm"))
         if not c.expect(frame is not None and frame[:2] == (640, 480),
                         f"[p2] --native {f}: a P6 PPM of 640x480 with 640*480*3 pixel bytes",

@@ -7,7 +7,8 @@
 #      vivid offers natively) and writes a PPM of vivid's test pattern (not all one colour);
 #      the open is audited (device_open); ldd of snapshot lists libv4l2
 #   p2 --native FOURCC: vivid delivers NV12, BA81 (Bayer BGGR), RGBP (RGB565) and YU12
-#      unconverted and libv4lconvert converts them: each a 640x480 PPM close to p1's frame;
+#      unconverted (v4l2-ctl --get-fmt-video after each shows it set) and libv4lconvert
+#      converts them: each a 640x480 PPM close to p1's frame;
 #      NV21 (vivid has it, libv4lconvert does not) and ZZZZ (nobody has it) fail saying so
 #   p3 vivid replugged multi-planar (multiplanar=2): libv4l2's mplane plugin printf()s
 #      "Using mplane plugin for capture" to stdout. Written to a file, the line is on
@@ -54,6 +55,8 @@ rec p1-formats v4l2-ctl -d "$cam" --list-formats
 mark p2
 for f in NV12 BA81 RGBP YU12 NV21 ZZZZ; do
   rec "p2-$f" snap "$SHOTS/p2-$f.ppm" --native "$f"
+  # The kernel's side: vivid keeps the format it was last set to.
+  rec "p2-$f-fmt" v4l2-ctl -d "$cam" --get-fmt-video
   [[ -e $SHOTS/p2-$f.ppm ]] && cp "$SHOTS/p2-$f.ppm" "$OUT/p2-$f.ppm"
 done
 
