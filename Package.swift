@@ -15,6 +15,8 @@ let package = Package(
         .systemLibrary(name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
         // V4L2 kernel API (header-only; why not libv4l2: Sources/CV4L2/shim.h).
         .systemLibrary(name: "CV4L2"),
+        // libv4l2 + libv4lconvert: Examples/snapshot's format conversion, nothing else links it.
+        .systemLibrary(name: "CV4L2Lib", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
         .systemLibrary(name: "CAlsa", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CAcl", pkgConfig: "libacl", providers: [.apt(["libacl1-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -91,7 +93,7 @@ let package = Package(
                                          "DevAccessEnforcement", "DevAccessProtocol"]),
 
         // Examples of the library (docs/client-library.md): one camera frame as PPM, status changes.
-        .executableTarget(name: "snapshot", dependencies: ["DevAccess", "CV4L2"], path: "Examples/snapshot"),
+        .executableTarget(name: "snapshot", dependencies: ["DevAccess", "CV4L2Lib"], path: "Examples/snapshot"),
         .executableTarget(name: "watch", dependencies: ["DevAccess"], path: "Examples/watch"),
         // The library's calls as a program run by a test as a real user (JSON lines out).
         .executableTarget(name: "devaccess-library-probe", dependencies: ["DevAccess"],

@@ -1,8 +1,12 @@
 import Glibc
-import CV4L2
+import CV4L2Lib
 
-/// One frame from a V4L2 capture node by mmap streaming: set a format, map two driver
-/// buffers, queue them, start streaming, take the first filled one, stop.
+/// One frame from a V4L2 capture node as RGB24, through libv4l2 (v4l2_fd_open on the
+/// descriptor devaccessd passed): asked for RGB24, libv4l2 picks a format the camera offers
+/// (MJPEG, YUYV, NV12, Bayer, ...) and libv4lconvert converts each frame in libv4l2's mmap
+/// emulation. With a native format (`--native`) libv4l2's conversion is off, so the camera
+/// delivers exactly that format, and the frame goes through libv4lconvert here: the
+/// converter libv4l2 itself calls.
 struct V4L2Capture {
     struct Failure: Error, CustomStringConvertible {
         var description: String
@@ -12,94 +16,84 @@ struct V4L2Capture {
         init(_ text: String) { description = text }
     }
 
+    /// RGB24 pixels, rows packed (width * 3 bytes each).
     struct Frame {
         var width: Int
         var height: Int
-        var bytesPerLine: Int
-        var pixelFormat: UInt32
         var bytes: [UInt8]
     }
 
-    static func fourcc(_ text: String) -> UInt32 {
-        text.utf8.enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+    /// A FOURCC such as "NV12" or "BA81" as V4L2 numbers it; nil unless four printable characters.
+    static func fourcc(_ text: String) -> UInt32? {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 4, bytes.allSatisfy({ (0x20..<0x7f).contains($0) }) else { return nil }
+        return code(bytes)
     }
 
-    static let rgb24 = fourcc("RGB3")
-    static let yuyv = fourcc("YUYV")
+    static func name(_ code: UInt32) -> String {
+        String(decoding: (0..<4).map { UInt8(truncatingIfNeeded: code >> (8 * $0)) }, as: UTF8.self)
+    }
 
+    static let rgb24 = code(Array("RGB3".utf8))
+
+    private static func code(_ bytes: [UInt8]) -> UInt32 {
+        bytes.enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+    }
+
+    /// Owned from here on: libv4l2 closes it.
     let fd: CInt
+    /// nil: RGB24, converted by libv4l2 from what the camera offers.
+    let native: UInt32?
 
     func captureOne(width: Int = 640, height: Int = 480) throws -> Frame {
-        var capability = v4l2_capability()
-        let queried = devaccess_v4l2_querycap(fd, &capability)
-        guard queried == 0 else {
-            throw Failure("VIDIOC_QUERYCAP failed (\(String(cString: strerror(-queried)))): not a V4L2 device")
-        }
-        let caps = capability.capabilities & UInt32(V4L2_CAP_DEVICE_CAPS) != 0 ? capability.device_caps
-            : capability.capabilities
-        guard caps & UInt32(V4L2_CAP_VIDEO_CAPTURE) != 0, caps & UInt32(V4L2_CAP_STREAMING) != 0 else {
-            throw Failure("the node does not capture video by streaming")
-        }
-
-        // RGB24 if the driver has it (vivid does), else YUYV, which nearly every camera has.
-        var format = v4l2_format()
-        format.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-        format.fmt.pix.width = UInt32(width)
-        format.fmt.pix.height = UInt32(height)
-        format.fmt.pix.pixelformat = Self.rgb24
-        format.fmt.pix.field = V4L2_FIELD_NONE.rawValue
-        var set = devaccess_v4l2_s_fmt(fd, &format)
-        if set == 0 && format.fmt.pix.pixelformat != Self.rgb24 {
-            format.fmt.pix.pixelformat = Self.yuyv
-            set = devaccess_v4l2_s_fmt(fd, &format)
-        }
-        guard set == 0 else { throw Failure("VIDIOC_S_FMT", set) }
-        let pixelFormat = format.fmt.pix.pixelformat
-        guard pixelFormat == Self.rgb24 || pixelFormat == Self.yuyv else {
-            throw Failure("the camera offers neither RGB24 nor YUYV")
-        }
-
-        var request = v4l2_requestbuffers()
-        request.count = 2
-        request.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-        request.memory = V4L2_MEMORY_MMAP.rawValue
-        let requested = devaccess_v4l2_reqbufs(fd, &request)
-        guard requested == 0, request.count > 0 else { throw Failure("VIDIOC_REQBUFS", requested == 0 ? -ENOMEM : requested) }
-
-        var mappings: [(pointer: UnsafeMutableRawPointer, length: Int)] = []
-        defer { for mapping in mappings { munmap(mapping.pointer, mapping.length) } }
-        for index in 0..<request.count {
-            var buffer = v4l2_buffer()
-            buffer.type = request.type
-            buffer.memory = request.memory
-            buffer.index = index
-            let found = devaccess_v4l2_querybuf(fd, &buffer)
-            guard found == 0 else { throw Failure("VIDIOC_QUERYBUF", found) }
-            let offset = off_t(devaccess_v4l2_buffer_offset(&buffer))
-            guard let pointer = mmap(nil, Int(buffer.length), PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset),
-                  pointer != MAP_FAILED else {
-                throw Failure("mmap", -errno)
-            }
-            mappings.append((pointer, Int(buffer.length)))
-            let queued = devaccess_v4l2_qbuf(fd, &buffer)
-            guard queued == 0 else { throw Failure("VIDIOC_QBUF", queued) }
-        }
-        let started = devaccess_v4l2_streamon(fd)
-        guard started == 0 else { throw Failure("VIDIOC_STREAMON", started) }
-        defer { _ = devaccess_v4l2_streamoff(fd) }
-
-        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&ready, 1, 5_000) == 1 else { throw Failure("no frame within 5 s") }
-        var filled = v4l2_buffer()
-        filled.type = request.type
-        filled.memory = request.memory
-        let taken = devaccess_v4l2_dqbuf(fd, &filled)
-        guard taken == 0 else { throw Failure("VIDIOC_DQBUF", taken) }
-        guard Int(filled.index) < mappings.count else { throw Failure("the driver returned an unknown buffer") }
-        let mapping = mappings[Int(filled.index)]
-        let used = min(Int(filled.bytesused), mapping.length)
-        let bytes = Array(UnsafeRawBufferPointer(start: mapping.pointer, count: used))
-        return Frame(width: Int(format.fmt.pix.width), height: Int(format.fmt.pix.height),
-                     bytesPerLine: Int(format.fmt.pix.bytesperline), pixelFormat: pixelFormat, bytes: bytes)
+        let device = try LibV4L2Device(taking: fd, converting: native == nil)
+        defer { device.close() }
+        let format = try device.setFormat(native ?? Self.rgb24, width: width, height: height)
+        let delivered = try device.grab()
+        let pixels = format.fmt.pix.pixelformat == Self.rgb24
+            ? Self.packed(delivered, format) : try Self.convert(delivered, format, device: device.fd)
+        return Frame(width: Int(format.fmt.pix.width), height: Int(format.fmt.pix.height), bytes: pixels)
     }
+
+    /// RGB24 rows without the driver's padding past width * 3.
+    private static func packed(_ bytes: [UInt8], _ format: v4l2_format) -> [UInt8] {
+        let width = Int(format.fmt.pix.width) * 3, stride = max(Int(format.fmt.pix.bytesperline), width)
+        var out: [UInt8] = []
+        out.reserveCapacity(width * Int(format.fmt.pix.height))
+        for row in 0..<Int(format.fmt.pix.height) where row * stride + width <= bytes.count {
+            out += bytes[row * stride..<row * stride + width]
+        }
+        return out
+    }
+
+    /// A native frame to RGB24 by libv4lconvert (v4lconvert_convert, as libv4l2 does it).
+    private static func convert(_ bytes: [UInt8], _ format: v4l2_format, device fd: CInt) throws -> [UInt8] {
+        guard let converter = v4lconvert_create(fd) else { throw Failure("libv4lconvert could not start on the camera") }
+        defer { v4lconvert_destroy(converter) }
+        var source = format, target = format
+        target.fmt.pix.pixelformat = rgb24
+        target.fmt.pix.bytesperline = format.fmt.pix.width * 3
+        target.fmt.pix.sizeimage = target.fmt.pix.bytesperline * format.fmt.pix.height
+        var input = bytes
+        var output = [UInt8](repeating: 0, count: Int(target.fmt.pix.sizeimage))
+        let written = input.withUnsafeMutableBufferPointer { input in
+            output.withUnsafeMutableBufferPointer { output in
+                v4lconvert_convert(converter, &source, &target, input.baseAddress, CInt(input.count),
+                                   output.baseAddress, CInt(output.count))
+            }
+        }
+        guard written >= 0 else {
+            let reason = v4lconvert_get_error_message(converter).map { String(cString: $0) } ?? "no reason given"
+            throw Failure("libv4lconvert cannot convert \(name(format.fmt.pix.pixelformat)) to RGB24 "
+                          + "(\(reason.trimmingSuffix("\n"))); pick another --native format (v4l2-ctl --list-formats)")
+        }
+        guard written == output.count else {
+            throw Failure("libv4lconvert made \(written) bytes of a \(output.count)-byte RGB24 frame")
+        }
+        return output
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String { hasSuffix(suffix) ? String(dropLast(suffix.count)) : self }
 }

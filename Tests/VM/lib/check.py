@@ -1652,8 +1652,9 @@ def check_switch(c):
             c.timing[key] = int(t)
 
 
-def ppm_colours(path):
-    """A binary PPM (P6, maxval 255) -> (width, height, number of distinct colours), or None."""
+def ppm_read(path):
+    """A binary PPM (P6, maxval 255) with exactly width * height * 3 pixel bytes after its
+    header -> (width, height, pixels), or None (not a PPM, or bytes missing or extra)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -1677,8 +1678,30 @@ def ppm_colours(path):
     pixels = data[pos + 1:]
     if len(pixels) != width * height * 3:
         return None
+    return width, height, pixels
+
+
+def ppm_colours(path):
+    """A binary PPM (P6, maxval 255) -> (width, height, number of distinct colours), or None."""
+    ppm = ppm_read(path)
+    if ppm is None:
+        return None
+    width, height, pixels = ppm
     colours = {pixels[i:i + 3] for i in range(0, len(pixels), 3 * 7)}
     return width, height, len(colours)
+
+
+def pixel_spread(pixels):
+    """Standard deviation of the byte values (every 7th): 0 for a blank frame."""
+    sample = pixels[::7]
+    mean = sum(sample) / len(sample)
+    return (sum((b - mean) ** 2 for b in sample) / len(sample)) ** 0.5
+
+
+def mean_difference(a, b):
+    """Mean |a - b| per byte (every 7th) of two frames of one size."""
+    pairs = list(zip(a[::7], b[::7]))
+    return sum(abs(x - y) for x, y in pairs) / len(pairs)
 
 
 def check_snapshot(c):
@@ -1707,9 +1730,81 @@ def check_snapshot(c):
     audit = c.text("p1-audit.out") or ""
     c.expect(c.rc("p1-audit") == 0 and "device_open" in audit and cam in audit,
              f"[p1] the open of {cam} is audited (device_open)", audit[-300:])
+    linked = [line.strip() for line in (c.text("p1-ldd.out") or "").splitlines() if "libv4l2.so" in line]
+    c.expect(c.rc("p1-ldd") == 0 and bool(linked), "[p1] ldd: snapshot links libv4l2",
+             linked or c.text("p1-ldd.out"))
+    check_snapshot_native(c, ppm_read(c.path("p1.ppm")))
+    check_snapshot_stdout(c)
     daemon_rc = (c.text("daemon.rc") or "").strip()
     c.expect(daemon_rc == "0", "devaccessd exits 0 on SIGTERM at the end",
              f"exit {daemon_rc!r}; log: {(c.text('daemon.log') or '')[-600:]}")
+
+
+# Formats vivid delivers and libv4lconvert converts (neither RGB24 nor YUYV, which the
+# example converted by hand before libv4l2): 4:2:0 two-plane, Bayer BGGR 8-bit, RGB565, 4:2:0 planar.
+SNAPSHOT_NATIVE = ("NV12", "BA81", "RGBP", "YU12")
+# Mean |difference| per byte from p1's RGB24 frame that passes as the same picture: vivid's
+# colour bars differ only at bar edges (chroma subsampling, demosaicing), in the on-screen
+# counter and by libv4lconvert's YUV levels. Measured: NV12 13.0, YU12 9.6, BA81 2.9,
+# RGBP 2.6; the RGB24 frame itself with R and B swapped 56.7, moved 30 pixels sideways 44.1,
+# a flat grey frame 99.1.
+SNAPSHOT_MAX_DIFFERENCE = 20
+
+
+def check_snapshot_native(c, reference):
+    """p2: each --native frame from vivid, converted by libv4lconvert, is a whole 640x480 PPM,
+    not blank, and the picture of p1's RGB24 frame."""
+    differences, spreads = {}, {}
+    for f in SNAPSHOT_NATIVE:
+        c.expect(c.rc(f"p2-{f}") == 0 and f"from {f}" in (c.text(f"p2-{f}.out") or ""),
+                 f"[p2] --native {f}: exits 0 and says what it converted",
+                 f"exit {c.rc(f'p2-{f}')}; stdout {(c.text(f'p2-{f}.out') or '').strip()!r}; stderr {c.stderr_tail(f'p2-{f}')}")
+        kernel = re.search(r"Pixel Format\s*:\s*'([^']*)'", c.text(f"p2-{f}-fmt.out") or "")
+        c.expect(kernel is not None and kernel.group(1) == f,
+                 f"[p2] --native {f}: vivid was set to {f} (v4l2-ctl --get-fmt-video after the snapshot)",
+                 kernel.group(1) if kernel else (c.text(f"p2-{f}-fmt.out") or "")[:200])
+        frame = ppm_read(c.path(f"p2-{f}.ppm"))
+        if not c.expect(frame is not None and frame[:2] == (640, 480),
+                        f"[p2] --native {f}: a P6 PPM of 640x480 with 640*480*3 pixel bytes",
+                        frame[:2] if frame else "no PPM (missing, or bytes missing or extra)"):
+            continue
+        spreads[f] = round(pixel_spread(frame[2]), 1)
+        c.expect(spreads[f] > 20, f"[p2] --native {f}: not blank (standard deviation of its bytes > 20)", spreads[f])
+        if reference is not None and reference[:2] == frame[:2]:
+            differences[f] = round(mean_difference(reference[2], frame[2]), 1)
+            c.expect(differences[f] < SNAPSHOT_MAX_DIFFERENCE,
+                     f"[p2] --native {f}: the picture of p1's RGB24 frame (mean |difference| per byte "
+                     f"< {SNAPSHOT_MAX_DIFFERENCE})", differences[f])
+        else:
+            c.expect(False, f"[p2] --native {f}: p1's RGB24 frame to compare with", reference and reference[:2])
+    c.timing["snapshot_native_mean_difference"] = differences
+    c.timing["snapshot_native_spread"] = spreads
+    for f, says in (("NV21", "libv4lconvert cannot convert NV21 to RGB24"), ("ZZZZ", "does not deliver ZZZZ")):
+        err = c.text(f"p2-{f}.err") or ""
+        c.expect(c.rc(f"p2-{f}") == 74 and says in err, f"[p2] --native {f}: exits 74 saying '{says}'",
+                 f"exit {c.rc(f'p2-{f}')}; stderr {err.strip()[-300:]!r}")
+        c.expect(not os.path.exists(c.path(f"p2-{f}.ppm")), f"[p2] --native {f}: writes nothing")
+
+
+def check_snapshot_stdout(c):
+    """p3: on a multi-planar vivid libv4l2's mplane plugin prints to stdout; the PPM written
+    to stdout (`-`) is still exactly a PPM, the plugin's line goes to stderr."""
+    plugin = "Using mplane plugin for capture"
+    c.expect("Multiplanar" in (c.text("p3-formats.out") or ""), "[p3] vivid's camera is multi-planar now",
+             (c.text("p3-formats.out") or "")[:200])
+    c.expect(c.rc("p3-file") == 0 and plugin in (c.text("p3-file.out") or ""),
+             "[p3] to a file: exits 0 and libv4l2's mplane plugin printed its line on stdout",
+             f"exit {c.rc('p3-file')}; stdout {(c.text('p3-file.out') or '')[:200]!r}; stderr {c.stderr_tail('p3-file')}")
+    shape = ppm_colours(c.path("p3-file.ppm"))
+    c.expect(shape is not None and shape[0] == 640 and shape[2] > 1, "[p3] to a file: a 640x480 PPM, not one colour", shape)
+    for name in ("p3-stdout", "p3-stdout-NV12"):
+        c.expect(c.rc(name) == 0 and plugin in (c.text(f"{name}.err") or ""),
+                 f"[{name}] `-`: exits 0, the plugin's line went to stderr",
+                 f"exit {c.rc(name)}; stderr {(c.text(f'{name}.err') or '')[-300:]!r}")
+        frame = ppm_read(c.path(f"{name}.out"))
+        c.expect(frame is not None and frame[:2] == (640, 480) and pixel_spread(frame[2]) > 20,
+                 f"[{name}] stdout is exactly one 640x480 PPM (no byte before or after), not blank",
+                 frame[:2] if frame else (c.text(f"{name}.out") or "")[:120])
 
 
 def check_hotplug_acl(c):
