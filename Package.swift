@@ -115,7 +115,7 @@ let package = Package(
                                    "DevAccessSystem", "DevAccessACL", "DevAccessInterface", "DevAccessEngine",
                                    "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEngineTests",
-                    dependencies: ["DevAccessEngine", "DevAccessCore", "DevAccessLedger"]),
+                    dependencies: ["DevAccessEngine", "DevAccessCore", "DevAccessLedger", "DevAccessProtocol"]),
         .testTarget(name: "DevAccessSystemTests",
                     dependencies: ["DevAccessSystem", "DevAccessLaunch", "DevAccessCore", "DevAccessTestSupport"]),
         .testTarget(name: "DevAccessEnforcementTests",

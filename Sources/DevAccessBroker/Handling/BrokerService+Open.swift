@@ -5,114 +5,51 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessEngine
 
 /// `open`: the portal model. devaccessd opens a node of a device the peer's
 /// user holds a grant for and passes the descriptor, so the program needs no ACL entry.
 /// The device is named by its id from `status`; the node is one devaccessd's own fresh
-/// probe lists for that device, checked again on the descriptor after the open.
+/// probe lists for that device (`OpenPlan`), checked again on the descriptor after the open.
 extension BrokerService {
-    /// The reply, and the descriptor to pass with it (nil when refused).
+    /// The reply, and the descriptor to pass with it (nil when refused): the judge, then
+    /// the engine's `OpenPlan` on what was read, then the open itself.
     func open(_ order: OpenOrder, id: Int64, peer: Peer) async -> (Reply, CInt?) {
         let subject = identity(of: peer)
         let principal = Principal(uid: subject.uid, name: subject.name)
-        func refused(_ reason: String) -> (Reply, CInt?) {
-            (refuse("open", id: id, peer: peer, subject: principal, reason: reason), nil)
-        }
-        func badArgument(_ reason: String) -> (Reply, CInt?) {
-            (.error(ProtocolError(.badArgument, context: "$.device", reason: reason)), nil)
-        }
         if case .failure(let refusal) = judged(.open(order.permission), operation: "open", id: id, peer: peer,
                                                caller: caller(of: peer), subject: principal) {
             return (refusal.reply, nil)
         }
-        let (reports, read) = await gathered([order.permission])
-        guard let report = reports.first(where: { $0.permission == order.permission }),
-              let device = report.devices.first(where: { $0.id == order.device }) else {
-            return badArgument("no \(order.permission) device '\(order.device)' is present; 'status' lists the devices")
+        let inputs = await openInputs(order.permission, for: subject)
+        switch OpenPlan.decide(order, for: subject, caller: describe(peer), inputs: inputs) {
+        case .refused(let reason):
+            return (refuse("open", id: id, peer: peer, subject: principal, reason: reason), nil)
+        case .badArgument(let reason):
+            return (.error(ProtocolError(.badArgument, context: "$.device", reason: reason)), nil)
+        case .open(let device, let node, let facts, let access, let grant):
+            let descriptor: CInt
+            do {
+                descriptor = try NodeOpener.open(node.path, access: access, major: facts.major, minor: facts.minor)
+            } catch {
+                return (.error(ProtocolError(.internal, context: "open", reason: error.description)), nil)
+            }
+            auditOpen(peer: peer, subject: principal, device: device, node: node.path, access: access, grant: grant)
+            return (.opened(OpenedReply(permission: order.permission, device: device.id, node: node.path,
+                                        access: access)), descriptor)
         }
-        guard case .nodes = device.route, !device.nodes.isEmpty else {
-            return badArgument("\(order.permission) is served by devaccessd, not opened: ask for it with 'location'")
-        }
-        let node: DeviceNode
-        switch Self.node(order.node, of: device) {
-        case .success(let chosen): node = chosen
-        case .failure(let problem): return badArgument(problem.reason)
-        }
-        let access = order.access ?? node.required
-        guard node.required.isSuperset(of: access) else {
-            return badArgument("\(node.path) is used with \(node.required.symbolic) access; '\(access.symbolic)' is more "
-                + "than it needs")
-        }
-        if let off = read.switchedOff(order.permission) {
-            return refused("\(order.permission) is switched off for everyone" + (off.reason.isEmpty ? "" : ": \(off.reason)"))
-        }
-        let status = statuses(for: subject, reports: [report], read: read).first
-        if status?.status == .restricted {
-            return refused("the policy forbids \(order.permission) for \(subject.name); nothing was opened")
-        }
-        let decision: Grant?
-        switch allowance(order.permission, device: device, subject: subject, status: status, read: read) {
-        case .success(let grant): decision = grant
-        case .failure(let problem): return refused("\(describe(peer)) " + problem.reason)
-        }
-        guard let facts = node.facts else {
-            return badArgument("\(node.path) cannot be examined now; nothing was opened")
-        }
-        let descriptor: CInt
-        do {
-            descriptor = try NodeOpener.open(node.path, access: access, major: facts.major, minor: facts.minor)
-        } catch {
-            return (.error(ProtocolError(.internal, context: "open", reason: error.description)), nil)
-        }
-        auditOpen(peer: peer, subject: principal, device: device, node: node.path, access: access, grant: decision)
-        return (.opened(OpenedReply(permission: order.permission, device: device.id, node: node.path, access: access)),
-                descriptor)
     }
 
-    /// Why a step of `open` stops it: the words of the refusal or the bad argument.
-    struct OpenProblem: Error {
-        var reason: String
-    }
-
-    /// The node the caller named, which must be one of the device's own, else its first.
-    static func node(_ path: String?, of device: Device) -> Result<DeviceNode, OpenProblem> {
-        guard let path else { return .success(device.nodes[0]) }
-        guard let named = device.nodes.first(where: { $0.path == path }) else {
-            return .failure(OpenProblem(reason: "'\(path)' is not a node of device '\(device.id)'; its nodes: "
-                + device.nodes.map(\.path).joined(separator: ", ")))
-        }
-        return .success(named)
-    }
-
-    /// What allows the open: the newest decision for the device (as the enforcer applies
-    /// them), else, with nothing decided, the user's own access to every node of it (a group,
-    /// an ACL entry devaccess did not make): opening for them then gives nothing new. A
-    /// denial outweighs such access. Not what the ledger still holds but has ended: a revoke,
-    /// deny or reset the ledger could not record yet (its entries are already off), and a
-    /// `once` grant whose process exited (ended, or to be recorded as ended, by the engine's
-    /// next run). The grant that allows it (nil: own access), or why not.
-    func allowance(_ permission: Permission, device: Device, subject: UserIdentity, status: PermissionStatus?,
-                   read: DecisionRead) -> Result<Grant?, OpenProblem> {
-        let now = Date()
-        let withheld = enforcement?.withheldGrants ?? []
-        let active = read.grants.filter { grant in
-            grant.isActive(at: now) && !withheld.contains(grant.id)
-                && (grant.holder.map { ProcessLiveness.gone($0) == nil } ?? true)
-        }
-        let decision = Decisions(active: active).decision(uid: subject.uid, permission: permission, deviceID: device.id)
-        let ownAccess = status?.devices.first { $0.device.id == device.id }?.usable == true
-        switch decision?.decision {
-        case .allow?:
-            return .success(decision)
-        case .deny?:
-            return .failure(OpenProblem(reason: "is denied \(permission) on device '\(device.id)' ("
-                + "\(decision.map(Decisions.describe) ?? "a decision")); nothing was opened"))
-        case nil where ownAccess:
-            return .success(nil)
-        case nil:
-            return .failure(OpenProblem(reason: "holds no grant for \(permission) on device '\(device.id)'; "
-                + "request it first (DeviceAccess.request, 'devaccess request \(permission)')"))
-        }
+    /// What `open` is decided from: the permission's devices by a fresh probe, the user's
+    /// status and the decisions in force, read at one moment.
+    private func openInputs(_ permission: Permission, for subject: UserIdentity) async -> OpenPlan.Inputs {
+        let (reports, read) = await gathered([permission])
+        let report = reports.first { $0.permission == permission }
+        let status = report.flatMap { statuses(for: subject, reports: [$0], read: read).first }
+        return OpenPlan.Inputs(devices: report?.devices ?? [], status: status,
+                               active: OpenPlan.activeGrants(read.grants, withheld: enforcement?.withheldGrants ?? [],
+                                                             now: Date()),
+                               switchedOff: read.switchedOff(permission))
     }
 
     /// One `device_open` event per open, up to the user's budget a minute; the rest are
