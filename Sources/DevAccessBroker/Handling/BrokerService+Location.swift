@@ -18,45 +18,52 @@ extension BrokerService {
             return .error(ProtocolError(.unavailable, context: "location",
                                         reason: "this devaccessd serves no location (it was started with --no-location)"))
         }
-        var granted: LocationAccuracy
+        let held: LocationAccuracy
         switch await servedLevel(query, subject: subject, id: id, peer: peer) {
-        case .success(let level): granted = level
+        case .success(let level): held = level
         case .failure(let failure): return failure.reply
         }
-        if let asked = query.accuracy, asked > granted {
-            return refuse("location", id: id, peer: peer, subject: subject,
-                          reason: "\(subject.name)'s location grant is at \(granted) accuracy (\(granted.approximately)), "
-                              + "not \(asked); ask for more with 'devaccess request location --accuracy \(asked)'")
+        switch LocationPlan.level(asked: query.accuracy, held: held, subject: subject) {
+        case .failure(let refusal):
+            return refuse("location", id: id, peer: peer, subject: subject, reason: refusal.reason)
+        case .success(let level):
+            return await serve(query, at: level, held: held, from: locations, subject: subject, id: id, peer: peer)
         }
-        var level = query.accuracy ?? granted
+    }
+
+    /// The position at `level`, looked up again before it goes out when it waited for
+    /// gpsd's first fix: a grant revoked, lowered or switched off meanwhile must hold.
+    private func serve(_ query: LocationQuery, at planned: LocationAccuracy, held: LocationAccuracy,
+                       from locations: LocationServing, subject: Principal, id: Int64, peer: Peer) async -> Reply {
+        var (level, granted) = (planned, held)
+        var fix: LocationFix, waited: Bool
         switch await locations.fix(at: level, wait: .milliseconds(query.waitMilliseconds)) {
-        case .unavailable(let problem):
-            return .error(ProtocolError(.unavailable, context: "location", reason: problem))
-        case .served(var fix, let waited):
-            // A grant revoked, lowered or switched off while this waited for gpsd's first
-            // fix must hold: the level is looked up again before anything goes out.
-            if waited {
-                switch await servedLevel(query, subject: subject, id: id, peer: peer) {
-                case .success(let now) where now < level:
-                    (granted, level) = (now, now)
-                    guard case .served(let again, _) = await locations.fix(at: now, wait: .zero) else {
+        case .unavailable(let problem): return .error(ProtocolError(.unavailable, context: "location", reason: problem))
+        case .served(let first, let didWait): (fix, waited) = (first, didWait)
+        }
+        if waited {
+            switch await servedLevel(query, subject: subject, id: id, peer: peer) {
+            case .failure(let failure): return failure.reply
+            case .success(let now):
+                granted = now
+                if let lowered = LocationPlan.lowered(serving: level, heldNow: now) {
+                    level = lowered
+                    guard case .served(let again, _) = await locations.fix(at: lowered, wait: .zero) else {
                         return .error(ProtocolError(.unavailable, context: "location", reason: locations.source.problem()))
                     }
                     fix = again
-                case .success(let now): granted = now
-                case .failure(let failure): return failure.reply
                 }
             }
-            guard let document = LocationDocument(fix, granted: granted) else {
-                return .error(ProtocolError(.unavailable, context: "location", reason: "the fix has no position"))
-            }
-            log.info("location served", ["uid": String(peer.uid), "pid": String(peer.pid),
-                                         "program": peer.program ?? "-", "accuracy": level.rawValue])
-            do throws(InterfaceError) {
-                return .result(OperationResult(operation: "location", document: try Self.json(document)))
-            } catch {
-                return .error(error.protocolError)
-            }
+        }
+        guard let document = LocationDocument(fix, granted: granted) else {
+            return .error(ProtocolError(.unavailable, context: "location", reason: "the fix has no position"))
+        }
+        log.info("location served", ["uid": String(peer.uid), "pid": String(peer.pid),
+                                     "program": peer.program ?? "-", "accuracy": level.rawValue])
+        do throws(InterfaceError) {
+            return .result(OperationResult(operation: "location", document: try Self.json(document)))
+        } catch {
+            return .error(error.protocolError)
         }
     }
 
@@ -84,8 +91,7 @@ extension BrokerService {
     }
 
     static func noLocationGrant(_ subject: Principal) -> String {
-        "\(subject.name) may not know this computer's location: no location grant (ask with 'devaccess request "
-            + "location'; 'devaccess status location' says why)"
+        LocationPlan.noGrant(subject).reason
     }
 
     /// The gpsd-compatible endpoint's lookup for a client the kernel says is `uid`: the
