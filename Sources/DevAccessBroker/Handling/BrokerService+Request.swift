@@ -109,9 +109,7 @@ extension BrokerService {
                 reason: "the ledger cannot be read, so nothing was asked or recorded: \(problem)"))
         }
         let before = statuses(for: user, reports: reports, read: read)
-        let devices = reports.flatMap { report in
-            report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
-        }
+        let devices = Self.promptDevices(reports)
         let requester: Requester
         switch await judgedRequester(request, requester: Requester.identify(peer, cliPaths: settings.cliPaths),
                                      id: envelope.id, peer: peer, subject: Principal(uid: user.uid, name: user.name)) {
@@ -402,6 +400,13 @@ extension BrokerService {
             after = statuses(for: user, reports: freshReports, read: freshRead)
         }
         return .decision(DecisionReply(user: user.name, uid: user.uid, results: ordered, permissions: after))
+    }
+
+    /// The devices a prompt names, of every permission asked.
+    static func promptDevices(_ reports: [AdapterReport]) -> [PromptDevice] {
+        reports.flatMap { report in
+            report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
+        }
     }
 
     // MARK: Answered at once
