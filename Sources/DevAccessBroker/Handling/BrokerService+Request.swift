@@ -699,96 +699,102 @@ extension BrokerService {
         let texts = terms.map { $0.text(holder: context.holderName) }
         let termText = Set(texts).count == 1 ? texts.first : nil
         let attempts = Int64(max(1, settings.passwordAttempts))
-        let uid = context.user.uid
         for attempt in 1...attempts {
             // After wrong passwords (from any request of this user) the next check waits;
             // a wait longer than an answer may wait is refused before anything is asked.
-            let backoff = passwords.waiting(uid)
+            let backoff = passwords.waiting(context.user.uid)
             if backoff.wait > passwords.waitLimit {
                 return .refused(refuseBackoff(context, wait: backoff.wait, failures: backoff.failures))
             }
             number += 1
-            var text = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
-                                            requester: context.requester, devices: context.devices(for: group),
-                                            reason: context.request.reason, location: context.location)
-            if let instead {
-                text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
-                    + "password instead of a yes: type it to allow \(termText ?? "this")"
-            } else {
-                text += "\nPolicy asks \(context.user.name) to confirm with their password"
-            }
-            text += attempt > 1 ? " (the last one was wrong; attempt \(attempt) of \(attempts))." : "."
-            if backoff.wait > .zero {
-                text += "\nAfter \(backoff.failures) wrong password\(backoff.failures == 1 ? "" : "s") devaccessd checks "
-                    + "the next one no sooner than in \(PasswordChecks.seconds(backoff.wait)) s."
-            }
+            let question = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
+                                                requester: context.requester, devices: context.devices(for: group),
+                                                reason: context.request.reason, location: context.location)
+            let text = Self.passwordText(question, user: context.user.name, term: termText, instead: instead,
+                                         attempt: attempt, attempts: attempts, backoff: backoff)
             let prompt = PromptMessage(
                 prompt: number, kind: .password, permissions: group, user: context.user.name,
                 program: context.requester.program, reason: context.request.reason, devices: context.devices(for: group),
                 text: text, choices: [], timeout: settings.promptTimeoutSeconds, attempt: attempt, attempts: attempts)
-            var outcome = ["kind": "password", "prompt": String(number), "attempt": String(attempt)]
             flushAudit(context)
             let end = await ask(prompt, on: context.exchange)
-            switch end {
-            case .answered(.password(let password)):
-                let exchange = context.exchange
-                switch await passwords.check(uid: uid, user: context.user.name, password: password,
-                                             wanted: { exchange?.departure == nil }) {
-                case .accepted:
-                    outcome["outcome"] = "accepted"
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    let subject = context.subject
-                    return .decided(zip(group, terms).map { permission, term in
-                        GrantPlan(permission: permission, decision: .allow, term: term, method: .authSelf,
-                                  decidedBy: subject)
-                    })
-                case .rejected:
-                    outcome["outcome"] = "wrong-password"
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    continue
-                case .failed(let problem):
-                    outcome["outcome"] = "pam-failed"
-                    outcome["problem"] = problem
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    log.error("PAM could not check a password", ["service": settings.pamService, "error": problem,
-                                                                 "uid": String(context.user.uid)])
-                    return .undecided(.authenticationFailed)
-                case .backingOff(let wait, let failures):
-                    outcome["outcome"] = "backing-off"
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    return .refused(refuseBackoff(context, wait: wait, failures: failures))
-                case .busy(let why):
-                    outcome["outcome"] = "busy"
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    if let departure = context.exchange?.departure { return .undecided(Self.reason(departure)) }
-                    return .refused(refuse("request", id: context.wireID, peer: context.peer, subject: context.subject,
-                                           reason: "the password was not checked: \(why); try again in a few seconds; "
-                                               + "nothing was recorded", code: .busy))
-                }
-            case .answered(.cancel(let why)):
-                outcome["outcome"] = "cancel:\(why.rawValue)"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .undecided(UndecidedReason(why))
-            case .answered(.choice):
-                outcome["outcome"] = "invalid"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .broken(ProtocolError(.badMessage, context: "$.answer",
-                    reason: "prompt \(number) asks for a password, not a choice; nothing was recorded"))
-            case .timedOut:
-                outcome["outcome"] = "timeout"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .undecided(.timeout)
-            case .departed(let departure):
-                outcome["outcome"] = "client-\(departure.word)"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .undecided(Self.reason(departure))
-            case .mismatched(let answered, let open):
-                outcome["outcome"] = "invalid"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .broken(Self.mismatch(answered, open))
-            }
+            let (words, outcome) = await passwordAnswered(end, group: group, terms: terms, context: context,
+                                                          prompt: number)
+            let asked = ["kind": "password", "prompt": String(number), "attempt": String(attempt)]
+            audit(context, group, stage: "prompt", extra: asked.merging(words) { $1 })
+            if let outcome { return outcome }
         }
         return .undecided(.wrongPassword)
+    }
+
+    /// The password prompt's text: the question, why a password is asked (`instead`: why
+    /// not a choice), which attempt this is and the back-off the next check waits for.
+    static func passwordText(_ question: String, user: String, term: String?, instead: String?, attempt: Int64,
+                             attempts: Int64, backoff: (wait: Duration, failures: Int)) -> String {
+        var text = question
+        if let instead {
+            text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
+                + "password instead of a yes: type it to allow \(term ?? "this")"
+        } else {
+            text += "\nPolicy asks \(user) to confirm with their password"
+        }
+        text += attempt > 1 ? " (the last one was wrong; attempt \(attempt) of \(attempts))." : "."
+        if backoff.wait > .zero {
+            text += "\nAfter \(backoff.failures) wrong password\(backoff.failures == 1 ? "" : "s") devaccessd checks "
+                + "the next one no sooner than in \(PasswordChecks.seconds(backoff.wait)) s."
+        }
+        return text
+    }
+
+    /// What a password prompt's end comes to: what its `prompt` audit event records, and the
+    /// group's outcome (nil: a wrong password, ask again).
+    func passwordAnswered(_ end: PromptEnd, group: [Permission], terms: [ResolvedTerm], context: RequestContext,
+                          prompt number: Int64) async -> (audit: [String: String], outcome: GroupOutcome?) {
+        switch end {
+        case .answered(.password(let password)):
+            return await passwordChecked(password, group: group, terms: terms, context: context)
+        case .answered(.cancel(let why)):
+            return (["outcome": "cancel:\(why.rawValue)"], .undecided(UndecidedReason(why)))
+        case .answered(.choice):
+            return (["outcome": "invalid"], .broken(ProtocolError(.badMessage, context: "$.answer",
+                reason: "prompt \(number) asks for a password, not a choice; nothing was recorded")))
+        case .timedOut:
+            return (["outcome": "timeout"], .undecided(.timeout))
+        case .departed(let departure):
+            return (["outcome": "client-\(departure.word)"], .undecided(Self.reason(departure)))
+        case .mismatched(let answered, let open):
+            return (["outcome": "invalid"], .broken(Self.mismatch(answered, open)))
+        }
+    }
+
+    /// The password checked through PAM (`passwords`: one check at a time per user, with
+    /// its back-off): accepted, the group is allowed for its terms, decided by the user.
+    func passwordChecked(_ password: String, group: [Permission], terms: [ResolvedTerm],
+                         context: RequestContext) async -> (audit: [String: String], outcome: GroupOutcome?) {
+        let exchange = context.exchange
+        let checked = await passwords.check(uid: context.user.uid, user: context.user.name, password: password,
+                                            wanted: { exchange?.departure == nil })
+        let words = ["outcome": PasswordChecks.word(checked)]
+        switch checked {
+        case .accepted:
+            let subject = context.subject
+            return (words, .decided(zip(group, terms).map { permission, term in
+                GrantPlan(permission: permission, decision: .allow, term: term, method: .authSelf, decidedBy: subject)
+            }))
+        case .rejected:
+            return (words, nil)
+        case .failed(let problem):
+            log.error("PAM could not check a password", ["service": settings.pamService, "error": problem,
+                                                         "uid": String(context.user.uid)])
+            return (words.merging(["problem": problem]) { $1 }, .undecided(.authenticationFailed))
+        case .backingOff(let wait, let failures):
+            return (words, .refused(refuseBackoff(context, wait: wait, failures: failures)))
+        case .busy(let why):
+            if let departure = context.exchange?.departure { return (words, .undecided(Self.reason(departure))) }
+            return (words, .refused(refuse("request", id: context.wireID, peer: context.peer, subject: context.subject,
+                                           reason: "the password was not checked: \(why); try again in a few seconds; "
+                                               + "nothing was recorded", code: .busy)))
+        }
     }
 
     /// The reply to a password that may not be checked yet, audited through the throttle.
