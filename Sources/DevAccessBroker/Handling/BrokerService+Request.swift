@@ -573,26 +573,8 @@ extension BrokerService {
     /// `ask`: one prompt for the whole group; the answer decides every permission in it.
     func askConsent(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                     number: inout Int64) async -> GroupOutcome {
-        let groupPolicies = group.map(policies)
-        let caps = groupPolicies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }
-        let cap = caps.min()
-        var forSeconds: Int64
-        switch context.request.scope {
-        case .duration(let seconds)?: forSeconds = seconds
-        // 'always' where MaxDuration= applies: offer the longest time instead, and say so.
-        case .always? where cap != nil: forSeconds = cap ?? GrantTerm.defaultAskSeconds
-        default: forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? GrantTerm.defaultAskSeconds
-        }
-        if let cap { forSeconds = min(forSeconds, cap) }
-        let once = ResolvedTerm(.once).capped(cap)
-        let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
-        var choices = [PromptChoice(allow: .once, label: "Allow \(once.text(holder: context.holderName))"),
-                       PromptChoice(allow: .duration(seconds: forSeconds),
-                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest), until "
-                                        + HumanTime(now: Date().timeIntervalSince1970)
-                                            .moment(Date().timeIntervalSince1970 + Double(forSeconds)))]
-        if cap == nil { choices.append(PromptChoice(allow: .always, label: "Allow always")) }
-        choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
+        let choices = Self.askChoices(group.map(policies), scope: context.request.scope, holder: context.holderName,
+                                      now: Date().timeIntervalSince1970)
         number += 1
         flushAudit(context)
         var outcome = ["kind": "ask", "prompt": String(number)]
@@ -612,40 +594,73 @@ extension BrokerService {
                                         reason: context.request.reason, location: context.location)
         let end = await askOnTerminal(terminal, text: text, question: Self.question(group, choices, context),
                                       owner: context.user.uid, requester: context.peer.pid, exchange: context.exchange)
+        let (words, answered) = consentAnswered(end, on: terminal, context: context, policies: policies)
+        outcome.merge(words) { $1 }
+        return answered
+    }
+
+    /// What an `ask` prompt offers: once; for a time (the request's, else the shortest
+    /// Keep=, under the shortest MaxDuration=); always, where no MaxDuration= applies; deny.
+    static func askChoices(_ policies: [PolicyDecision], scope: GrantTerm?, holder: String?,
+                           now: Double) -> [PromptChoice] {
+        let cap = policies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }.min()
+        var forSeconds: Int64
+        switch scope {
+        case .duration(let seconds)?: forSeconds = seconds
+        // 'always' where MaxDuration= applies: offer the longest time instead, and say so.
+        case .always? where cap != nil: forSeconds = cap ?? GrantTerm.defaultAskSeconds
+        default: forSeconds = policies.compactMap(\.keepSeconds).min() ?? GrantTerm.defaultAskSeconds
+        }
+        if let cap { forSeconds = min(forSeconds, cap) }
+        let once = ResolvedTerm(.once).capped(cap)
+        let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
+        var choices = [PromptChoice(allow: .once, label: "Allow \(once.text(holder: holder))"),
+                       PromptChoice(allow: .duration(seconds: forSeconds),
+                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest), until "
+                                        + HumanTime(now: now).moment(now + Double(forSeconds)))]
+        if cap == nil { choices.append(PromptChoice(allow: .always, label: "Allow always")) }
+        choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
+        return choices
+    }
+
+    /// What the login terminal's answer comes to: what the `prompt` audit event records,
+    /// and the group's outcome.
+    func consentAnswered(_ end: TerminalPrompt.End, on terminal: ConsentChannel.Terminal, context: RequestContext,
+                         policies: (Permission) -> PolicyDecision) -> (audit: [String: String], outcome: GroupOutcome) {
         switch end {
         case .failed(let problem):
-            outcome["outcome"] = "no-channel"
-            outcome["channel_problem"] = problem
-            return .noChannel("the login terminal could not be used: \(problem)")
+            return (["outcome": "no-channel", "channel_problem": problem],
+                    .noChannel("the login terminal could not be used: \(problem)"))
         case .chose(let answer):
             // Exactly what was typed: an offered choice, for the permissions named (all or some of the group).
-            outcome["outcome"] = answer.choice.choice.word
-            outcome["named"] = answer.permissions.map(\.rawValue).joined(separator: ",")
-            if let level = answer.level { outcome["accuracy_chosen"] = level.rawValue }
+            var words = ["outcome": answer.choice.choice.word,
+                         "named": answer.permissions.map(\.rawValue).joined(separator: ",")]
+            if let level = answer.level { words["accuracy_chosen"] = level.rawValue }
             log.info("answered on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
                                                          "source": terminal.source, "answer": answer.choice.choice.word,
-                                                         "named": outcome["named"] ?? ""])
-            let subject = context.subject
-            return .decided(answer.permissions.map { permission in
-                // An allow for the term offered, under this permission's policy; a denial holds until reset.
-                let allowed = answer.choice.term.map { policies(permission).term($0) }
-                return GrantPlan(permission: permission, decision: allowed == nil ? .deny : .allow,
-                                 term: allowed ?? ResolvedTerm(.always), method: .consent, decidedBy: subject,
-                                 accuracy: permission == .location ? answer.level : nil)
-            })
+                                                         "named": words["named"] ?? ""])
+            return (words, .decided(Self.decided(by: answer, policies: policies, subject: context.subject)))
         case .dismissed:
-            outcome["outcome"] = "cancel:dismissed"
-            return .undecided(.dismissed)
+            return (["outcome": "cancel:dismissed"], .undecided(.dismissed))
         case .endOfInput:
-            outcome["outcome"] = "cancel:end-of-input"
-            return .undecided(.endOfInput)
+            return (["outcome": "cancel:end-of-input"], .undecided(.endOfInput))
         case .timedOut:
-            outcome["outcome"] = "timeout"
-            return .undecided(.timeout)
+            return (["outcome": "timeout"], .undecided(.timeout))
         case .cancelled:
             let departure = context.exchange?.departure ?? .closed
-            outcome["outcome"] = "client-\(departure.word)"
-            return .undecided(Self.reason(departure))
+            return (["outcome": "client-\(departure.word)"], .undecided(Self.reason(departure)))
+        }
+    }
+
+    /// The decisions an answer typed on the login terminal makes: an allow for the term
+    /// offered, under each permission's policy; a denial holds until reset.
+    static func decided(by answer: ConsentAnswer, policies: (Permission) -> PolicyDecision,
+                        subject: Principal) -> [GrantPlan] {
+        answer.permissions.map { permission in
+            let allowed = answer.choice.term.map { policies(permission).term($0) }
+            return GrantPlan(permission: permission, decision: allowed == nil ? .deny : .allow,
+                             term: allowed ?? ResolvedTerm(.always), method: .consent, decidedBy: subject,
+                             accuracy: permission == .location ? answer.level : nil)
         }
     }
 
