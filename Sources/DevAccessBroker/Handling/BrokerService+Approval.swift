@@ -252,11 +252,6 @@ extension BrokerService {
         }
     }
 
-    /// The engine operation behind `approve`/`reject`, on the enforcement queue: the
-    /// decisions and the request's resolution written in one transaction
-    /// (`Enforcer.resolve`, as the administrator), then applied. A crash leaves the request
-    /// waiting with no decision, or resolved with all of them; a permission the engine
-    /// refuses (the policy forbids it by now) is `restricted` alone.
     /// What an administrator decided about a pending request.
     enum Verdict: Sendable, Hashable {
         /// The term chosen (nil: as requested).
@@ -273,6 +268,11 @@ extension BrokerService {
         }
     }
 
+    /// The engine operation behind `approve`/`reject`, on the enforcement queue: the
+    /// decisions and the request's resolution written in one transaction
+    /// (`Enforcer.resolve`, as the administrator), then applied. A crash leaves the request
+    /// waiting with no decision, or resolved with all of them; a permission the engine
+    /// refuses (the policy forbids it by now) is `restricted` alone.
     static func resolve(_ id: Int64, verdict: Verdict, note: String, admin: Principal, policy: Policy,
                         enforcer engine: Enforcer) throws(EnforcementError) -> (Resolving, EnforcementReport) {
         let approve: Bool
@@ -285,98 +285,57 @@ extension BrokerService {
         case .decline:
             return try decline(id, note: note, admin: admin, ledger: engine.ledger)
         }
-        let ledger = engine.ledger
-        let found: PendingRequest?
-        do {
-            found = try ledger.pendingRequest(id: id)
-        } catch {
-            throw .ledger(error)
+        let (request, user): (PendingRequest, UserIdentity)
+        switch try decidable(id, engine: engine) {
+        case .decidable(let found, let named): (request, user) = (found, named)
+        case .answered(let resolving): return (resolving, EnforcementReport())
         }
-        guard let request = found else { return (.notFound, EnforcementReport()) }
-        guard request.isWaiting else { return (.alreadyResolved(request), EnforcementReport()) }
         let enforcer = engine.acting(as: admin)
-        let current = engine.identities(request.subject.uid)
-        // The administrator was shown the name the request recorded; a uid that names another
-        // user now (a subordinate uid, with no passwd entry, is named by its number) is not
-        // decided for: approving would grant whoever has the uid now.
-        guard (current?.name ?? String(request.subject.uid)) == request.subject.name else {
-            return (.subjectChanged(request, now: current?.name), EnforcementReport())
-        }
-        let user = current
-            ?? UserIdentity(uid: request.subject.uid, name: request.subject.name, primaryGID: UInt32.max, groups: [])
-        let verb = approve ? "approved" : "rejected"
-        let reason = "\(verb) request \(request.id)" + (note.isEmpty ? "" : ": \(note)")
-        // Each permission's answer: decided here (restricted, undecided), or by the decision at
-        // that index, written with the request's resolution in one transaction.
-        enum Answer {
-            case final(RequestResult)
-            case decision(Int, term: ResolvedTerm, capNote: String)
-        }
-        var answers: [Answer] = []
-        var decisions: [Enforcer.DecisionRequest] = []
         let switches: [PrivacySwitch]
         do {
-            switches = try ledger.switches()
+            switches = try engine.ledger.switches()
         } catch {
             throw .ledger(error)
         }
-        for permission in request.permissions {
-            let decision = policy.requestDecision(for: permission, user: user, program: request.program)
-            if approve, let off = switches.first(where: { $0.permission == permission }) {
-                answers.append(.final(RequestResult(permission: permission, outcome: .restricted,
-                    message: "\(permission.rawValue) is " + off.sentence(formatTime: ISOTime.format)
-                        + "; nothing was granted (turn it on with 'devaccess switch \(permission.rawValue) on' first)")))
-                continue
-            }
-            if approve && decision.action == .deny {
-                answers.append(.final(RequestResult(permission: permission, outcome: .restricted,
-                    message: decision.explanation(permission, user: user) + " now; nothing was granted")))
-                continue
-            }
-            let term = approve ? decision.term(chosen ?? request.scope) : ResolvedTerm(.always)
-            if term.term == .once && request.holder == nil {
-                // Queued before the requester's process was kept: there is no process to last for.
-                answers.append(.final(RequestResult(permission: permission, outcome: .undecided, why: .disconnected,
-                    message: "'once' lasts while the process that asked runs, and request \(request.id) does not "
-                        + "name one; approve it with --for or --always; nothing was granted")))
-                continue
-            }
-            // Location: the level the requester asked for, under the policy's cap now.
-            let location = approve && permission == .location
-                ? request.locationLevel.map { LocationAsk(asked: $0, policy: decision) } : nil
-            answers.append(.decision(decisions.count, term: term, capNote: location?.capNote ?? ""))
-            decisions.append(Enforcer.DecisionRequest(
-                subject: request.subject, permission: permission, decision: approve ? .allow : .deny, term: term,
-                from: enforcer.clock(), holder: request.holder, reason: reason, accuracy: location?.granted))
-        }
+        let reason = "\(approve ? "approved" : "rejected") request \(request.id)" + (note.isEmpty ? "" : ": \(note)")
+        let plan = ApprovalPlan(request, approve: approve, chosen: chosen, policy: policy, user: user,
+                                switches: switches, reason: reason, clock: { enforcer.clock() })
         // Each decision has its own result (`Enforcer.resolve`): one the engine refuses fails
         // alone, and the request is resolved with the rest.
-        let (resolved, decided) = try enforcer.resolve(id, as: approve ? .approved : .rejected, decisions: decisions,
-                                                       note: note)
-        var failed: [(Permission, EnforcementError)] = []
-        var results: [RequestResult] = []
-        for (permission, answer) in zip(request.permissions, answers) {
-            switch answer {
-            case .final(let result): results.append(result)
-            case .decision(let index, let term, let capNote):
-                switch decided[index] {
-                case .success(let outcome):
-                    var done = result(for: outcome.grant, outcome: approve ? .granted : .denied, term: term.term.word)
-                    done.message += capNote
-                    results.append(done)
-                case .failure(.policyForbids(let why)):
-                    // The policy changed while the approval waited its turn (read above, applied by the engine).
-                    results.append(RequestResult(permission: permission, outcome: .restricted,
-                        message: why + " (the policy changed while this approval was decided); nothing was granted "
-                            + "for \(permission.rawValue)"))
-                case .failure(let error):
-                    failed.append((permission, error))
-                }
-            }
-        }
+        let (resolved, decided) = try enforcer.resolve(id, as: approve ? .approved : .rejected,
+                                                       decisions: plan.decisions, note: note)
+        let (results, failed) = plan.results(decided, permissions: request.permissions, approve: approve)
         let report = decided.compactMap { try? $0.get().report }.last ?? EnforcementReport()
         guard failed.isEmpty else { return (.failed(resolved, held: results, failures: failed), report) }
         return (.done(resolved, results), report)
+    }
+
+    /// A pending request found, with the user its uid names now; else what the
+    /// administrator is answered instead.
+    enum Decidable {
+        case decidable(PendingRequest, UserIdentity)
+        case answered(Resolving)
+    }
+
+    /// The waiting request `id` and its user. The administrator was shown the name the
+    /// request recorded; a uid that names another user now (a subordinate uid, with no
+    /// passwd entry, is named by its number) is not decided for: approving would grant
+    /// whoever has the uid now.
+    static func decidable(_ id: Int64, engine: Enforcer) throws(EnforcementError) -> Decidable {
+        let found: PendingRequest?
+        do {
+            found = try engine.ledger.pendingRequest(id: id)
+        } catch {
+            throw .ledger(error)
+        }
+        guard let request = found else { return .answered(.notFound) }
+        guard request.isWaiting else { return .answered(.alreadyResolved(request)) }
+        let current = engine.identities(request.subject.uid)
+        guard (current?.name ?? String(request.subject.uid)) == request.subject.name else {
+            return .answered(.subjectChanged(request, now: current?.name))
+        }
+        return .decidable(request, current
+            ?? UserIdentity(uid: request.subject.uid, name: request.subject.name, primaryGID: UInt32.max, groups: []))
     }
 
     /// `reject` without `deny`: the request ends as declined; nothing is decided.

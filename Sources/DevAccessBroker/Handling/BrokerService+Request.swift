@@ -97,137 +97,182 @@ extension BrokerService {
                                         reason: "this broker runs without a ledger, so it cannot record decisions"))
         }
         let user = identity(of: peer)
-        let (reports, read) = await gathered(request.permissions)
-        guard case .loaded(let policy) = read.policy else {
-            let problem: String
-            if case .unreadable(let text) = read.policy { problem = text } else { problem = "unknown" }
-            return .error(ProtocolError(.internal, context: "request",
-                reason: "the policy cannot be read, so nothing was asked or recorded: \(problem); fix the file"))
-        }
-        if let problem = read.problem {
-            return .error(ProtocolError(.internal, context: "request",
-                reason: "the ledger cannot be read, so nothing was asked or recorded: \(problem)"))
+        let (reports, read, policy): ([AdapterReport], DecisionRead, Policy)
+        switch await requestInputs(request.permissions) {
+        case .success(let inputs): (reports, read, policy) = inputs
+        case .failure(let refusal): return refusal.reply
         }
         let before = statuses(for: user, reports: reports, read: read)
-        let devices = reports.flatMap { report in
-            report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
-        }
         let requester: Requester
         switch await judgedRequester(request, requester: Requester.identify(peer, cliPaths: settings.cliPaths),
                                      id: envelope.id, peer: peer, subject: Principal(uid: user.uid, name: user.name)) {
         case .success(let judged): requester = judged
         case .failure(let refusal): return refusal.reply
         }
-        let asked = RequestHolder.find(peer, requester: requester)
-        var context = RequestContext(request: request, wireID: envelope.id, peer: peer, requester: requester, user: user,
-                                     exchange: exchange, devices: devices, holder: asked?.holder, holderName: asked?.name)
-        if request.permissions.contains(.location) {
-            context.location = LocationAsk(asked: request.accuracy ?? .exact, policy: policy.requestDecision(
-                for: .location, user: user, program: requester.policyProgram))
-        }
+        let context = requestContext(request, requester: requester, policy: policy, reports: reports, id: envelope.id,
+                                     peer: peer, user: user, exchange: exchange)
         let standing = Decisions(active: read.grants.filter { $0.subject.uid == user.uid })
         defer { flushAudit(context) }
-
         // 1. What is answered at once, and who decides the rest.
-        var results: [Permission: RequestResult] = [:]
+        let plan = RequestPlan(request, statuses: before, policy: policy, user: user, requester: requester,
+                               location: context.location, standing: standing, switchedOff: { read.switchedOff($0) },
+                               broker: brokerPrincipal, now: Date())
         // `Program=` rules match only a program whose identity devaccessd trusts.
         let program = requester.policyProgram
         let policies: @Sendable (Permission) -> PolicyDecision = {
             policy.requestDecision(for: $0, user: user, program: program)
         }
-        var byAction: [PolicyAction: [Permission]] = [:]
-        var received: [Permission: [String: String]] = [:]
-        let now = Date()
-        for (permission, status) in zip(request.permissions, before) {
-            let decision = policies(permission)
-            received[permission] = ["policy": decision.action.rawValue, "status_before": status.status.rawValue]
-            let skipped = Self.programRuleNotApplied(permission, policy: policy, decision: decision, user: user,
-                                                     requester: requester)
-            if let skipped { received[permission]?["program_rule_not_applied"] = skipped }
-            // Only a term the request names can extend a standing grant; the default never does.
-            let requested = request.scope.map { decision.term($0) }
-            if let off = read.switchedOff(permission) {
-                // Nobody is asked while a permission is switched off for everyone.
-                received[permission]?["switched_off"] = off.sentence(formatTime: ISOTime.format)
-                results[permission] = RequestResult(permission: permission, outcome: .restricted,
-                    message: "\(permission.rawValue) is " + off.sentence(formatTime: ISOTime.format)
-                        + "; a request cannot change that; nothing was asked or recorded")
-                continue
-            }
-            if permission == .location, let location = context.location {
-                received[permission]?["accuracy"] = location.asked.rawValue
-                if location.cappedBy != nil { received[permission]?["accuracy_granted"] = location.granted.rawValue }
-            }
-            if var answered = Self.answeredAtOnce(permission, status: status, policy: decision, user: user,
-                                                  standing: standing.grants(uid: user.uid, permission: permission),
-                                                  requested: requested, location: context.location, now: now) {
-                if let skipped { answered.message += " (\(skipped))" }
-                results[permission] = answered
-            } else {
-                byAction[decision.action, default: []].append(permission)
-            }
+        return await decideRequest(plan, context: context, policies: policies, before: before, grants: read.grants,
+                                   ledger: ledger, enforcement: enforcement)
+    }
+
+    /// The devices, the ledger and the policy as they are now; a policy or ledger that
+    /// cannot be read ends the request before anything is asked.
+    func requestInputs(_ permissions: [Permission]) async
+        -> Result<([AdapterReport], DecisionRead, Policy), ReplyFailure>
+    {
+        let (reports, read) = await gathered(permissions)
+        guard case .loaded(let policy) = read.policy else {
+            let problem: String
+            if case .unreadable(let text) = read.policy { problem = text } else { problem = "unknown" }
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "request",
+                reason: "the policy cannot be read, so nothing was asked or recorded: \(problem); fix the file"))))
         }
+        if let problem = read.problem {
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "request",
+                reason: "the ledger cannot be read, so nothing was asked or recorded: \(problem)"))))
+        }
+        return .success((reports, read, policy))
+    }
+
+    /// What the request is about, for its steps: the process a `once` grant lasts for, the
+    /// location level asked and the level the policy lets it have.
+    func requestContext(_ request: AccessRequest, requester: Requester, policy: Policy, reports: [AdapterReport],
+                        id: Int64, peer: Peer, user: UserIdentity, exchange: Exchange?) -> RequestContext {
+        let asked = RequestHolder.find(peer, requester: requester)
+        var context = RequestContext(request: request, wireID: id, peer: peer, requester: requester, user: user,
+                                     exchange: exchange, devices: Self.promptDevices(reports), holder: asked?.holder,
+                                     holderName: asked?.name)
+        if request.permissions.contains(.location) {
+            context.location = LocationAsk(asked: request.accuracy ?? .exact, policy: policy.requestDecision(
+                for: .location, user: user, program: requester.policyProgram))
+        }
+        return context
+    }
+
+    /// The request's steps after its plan: per-user limits, the `received` audit, policy
+    /// allows and the user's answers (2-4), recording them, the administrator's queue (5)
+    /// and the answer (6). The user's slots are held until it is answered.
+    func decideRequest(_ plan: RequestPlan, context: RequestContext, policies: @Sendable (Permission) -> PolicyDecision,
+                       before: [PermissionStatus], grants: [Grant], ledger: Ledger,
+                       enforcement: any DecisionEnforcement) async -> Reply {
         // Per-user limits, before anything is asked, queued or audited as a request.
+        let heldSlots: [UserSlots]
+        switch requestSlots(plan, context: context) {
+        case .success(let held): heldSlots = held
+        case .failure(let refusal): return refusal.reply
+        }
+        defer { for slots in heldSlots { slots.give(context.peer.accountable) } }
+        if let refusal = subordinateGrantsRefusal(plan, context: context, grants: grants) { return refusal }
+        if let refusal = adminQueueRefusal(plan, context: context, ledger: ledger) { return refusal }
+        if let refusal = admitRequest(plan, context: context, ledger: ledger) { return refusal }
+        var plan = plan
+        switch await consented(plan, context: context, policies: policies) {
+        case .success(let decided): plan = decided
+        case .failure(let refusal): return refusal.reply
+        }
+        if context.holder == nil { plan = plan.withoutOnceAllows() }
+        if !plan.grants.isEmpty {
+            switch await recordRequest(plan, context: context, enforcement: enforcement) {
+            case .success(let results): plan.results = results
+            case .failure(let refusal): return refusal.reply
+            }
+        }
+        switch await queuedForAdmin(plan, context: context, ledger: ledger) {
+        case .success(let results): plan.results = results
+        case .failure(let refusal): return refusal.reply
+        }
+        return await answer(plan, context: context, before: before)
+    }
+
+    /// The user's slots the request takes: an open prompt when it asks the user, a waiting
+    /// client when it waits for an administrator; the refusal when the user holds them all
+    /// (nothing is held then).
+    func requestSlots(_ plan: RequestPlan, context: RequestContext) -> Result<[UserSlots], ReplyFailure> {
+        let peer = context.peer
         var heldSlots: [UserSlots] = []
-        defer { for slots in heldSlots { slots.give(peer.accountable) } }
-        if byAction[.ask] != nil || byAction[.authSelf] != nil {
+        if plan.asksSomeone {
             guard take(openPrompts, for: peer, into: &heldSlots) else {
-                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
-                              reason: "\(describe(peer)) has \(openPrompts.limit) open prompts already, the most one user "
-                                  + "may; answer or end one and try again; nothing was asked or recorded", code: .busy)
+                return .failure(ReplyFailure(refuse("request", id: context.wireID, peer: peer, subject: context.subject,
+                    reason: "\(describe(peer)) has \(openPrompts.limit) open prompts already, the most one user "
+                        + "may; answer or end one and try again; nothing was asked or recorded", code: .busy)))
             }
         }
-        if request.wait && exchange != nil && byAction[.authAdmin] != nil {
+        if context.request.wait && context.exchange != nil && plan.byAction[.authAdmin] != nil {
             guard take(waitingClients, for: peer, into: &heldSlots) else {
-                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
-                              reason: "\(describe(peer)) has \(waitingClients.limit) clients waiting for an administrator "
-                                  + "already, the most one user may; 'devaccess pending' lists your requests; nothing "
-                                  + "was asked or queued", code: .busy)
+                let refusal = refuse("request", id: context.wireID, peer: peer, subject: context.subject,
+                    reason: "\(describe(peer)) has \(waitingClients.limit) clients waiting for an administrator "
+                        + "already, the most one user may; 'devaccess pending' lists your requests; nothing "
+                        + "was asked or queued", code: .busy)
+                for slots in heldSlots { slots.give(peer.accountable) }
+                return .failure(ReplyFailure(refusal))
             }
         }
-        let mayGrant = byAction[.allow] != nil || byAction[.ask] != nil || byAction[.authSelf] != nil
-        if mayGrant, peer.accountable != peer.uid, !isUnlimited(peer) {
-            // A subordinate uid: its person's namespaces hold as many grants as they may.
-            let held = read.grants.filter { grant in
-                grant.decision == .allow && grant.subject.uid != peer.accountable
-                    && SubordinateIDs.accountable(grant.subject.uid) == peer.accountable
-            }.count
-            if held >= settings.maxSubordinateGrantsPerPerson {
-                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
-                              reason: "\(describe(peer)) is a uid of a user namespace of uid \(peer.accountable), whose "
-                                  + "namespaces hold \(held) grants already, the most one person's may; 'devaccess revoke' "
-                                  + "one first; nothing was asked or recorded", code: .busy)
-            }
+        return .success(heldSlots)
+    }
+
+    /// A subordinate uid: its person's namespaces hold as many grants as they may; nil
+    /// when the request may grant.
+    func subordinateGrantsRefusal(_ plan: RequestPlan, context: RequestContext, grants: [Grant]) -> Reply? {
+        let peer = context.peer
+        guard plan.mayGrant, peer.accountable != peer.uid, !isUnlimited(peer) else { return nil }
+        let held = grants.filter { grant in
+            grant.decision == .allow && grant.subject.uid != peer.accountable
+                && SubordinateIDs.accountable(grant.subject.uid) == peer.accountable
+        }.count
+        guard held >= settings.maxSubordinateGrantsPerPerson else { return nil }
+        return refuse("request", id: context.wireID, peer: peer, subject: context.subject,
+                      reason: "\(describe(peer)) is a uid of a user namespace of uid \(peer.accountable), whose "
+                          + "namespaces hold \(held) grants already, the most one person's may; 'devaccess revoke' "
+                          + "one first; nothing was asked or recorded", code: .busy)
+    }
+
+    /// A new waiting request, when the person has as many waiting as they may: refused.
+    /// The queue's cap is counted from the ledger: when it cannot be read, nothing is
+    /// queued (an unreadable queue must not read as an empty one).
+    func adminQueueRefusal(_ plan: RequestPlan, context: RequestContext, ledger: Ledger) -> Reply? {
+        let peer = context.peer
+        guard let forAdmin = plan.byAction[.authAdmin], !isUnlimited(peer) else { return nil }
+        let waiting: [PendingRequest]
+        do throws(LedgerError) {
+            waiting = try ledger.pendingRequests(uid: nil)
+        } catch {
+            let code: ErrorCode = if case .busy = error { .ledgerBusy } else { .ledgerUnusable }
+            log.error("could not read the waiting requests; a request was refused",
+                      ["uid": String(peer.uid), "error": error.description])
+            return refuse("request", id: context.wireID, peer: peer, subject: context.subject,
+                          reason: "the requests waiting for an administrator cannot be read (\(error.description)); "
+                              + "nothing was asked or queued", code: code)
         }
-        if let forAdmin = byAction[.authAdmin], !isUnlimited(peer) {
-            // A new waiting request, when the person has as many waiting as they may: refused.
-            // The queue's cap is counted from the ledger: when it cannot be read, nothing
-            // is queued (an unreadable queue must not read as an empty one).
-            let waiting: [PendingRequest]
-            do throws(LedgerError) {
-                waiting = try ledger.pendingRequests(uid: nil)
-            } catch {
-                let code: ErrorCode = if case .busy = error { .ledgerBusy } else { .ledgerUnusable }
-                log.error("could not read the waiting requests; a request was refused",
-                          ["uid": String(peer.uid), "error": error.description])
-                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
-                              reason: "the requests waiting for an administrator cannot be read (\(error.description)); "
-                                  + "nothing was asked or queued", code: code)
-            }
-            let queuesNew = forAdmin.contains { permission in
-                !waiting.contains { $0.subject.uid == user.uid && Self.covers($0, permission, location: context.location) }
-            }
-            let theirs = waiting.filter { SubordinateIDs.accountable($0.subject.uid) == peer.accountable }.count
-            if queuesNew && theirs >= settings.maxQueuedPerPerson {
-                return refuse("request", id: envelope.id, peer: peer, subject: context.subject,
-                              reason: "\(describe(peer)) has \(theirs) requests waiting for an administrator already "
-                                  + "(with those of the uids of its user namespaces), the most one person may; "
-                                  + "'devaccess pending' lists them, 'devaccess withdraw ID' takes one back; nothing "
-                                  + "was asked or queued", code: .busy)
-            }
+        let queuesNew = forAdmin.contains { permission in
+            !waiting.contains { $0.subject.uid == context.user.uid && Self.covers($0, permission, location: context.location) }
         }
-        let changesNothing = Self.changesNothing(byAction, user: user, ledger: ledger, location: context.location)
-        if !changesNothing, let refusal = overChangeBudget("request", id: envelope.id, peer: peer,
+        let theirs = waiting.filter { SubordinateIDs.accountable($0.subject.uid) == peer.accountable }.count
+        guard queuesNew && theirs >= settings.maxQueuedPerPerson else { return nil }
+        return refuse("request", id: context.wireID, peer: peer, subject: context.subject,
+                      reason: "\(describe(peer)) has \(theirs) requests waiting for an administrator already "
+                          + "(with those of the uids of its user namespaces), the most one person may; "
+                          + "'devaccess pending' lists them, 'devaccess withdraw ID' takes one back; nothing "
+                          + "was asked or queued", code: .busy)
+    }
+
+    /// Audits the request as received, within the budget it is charged to; the refusal when
+    /// the person made as many changes as they may, or the ledger cannot take the request.
+    func admitRequest(_ plan: RequestPlan, context: RequestContext, ledger: Ledger) -> Reply? {
+        let (request, peer) = (context.request, context.peer)
+        let changesNothing = Self.changesNothing(plan.byAction, user: context.user, ledger: ledger,
+                                                 location: context.location)
+        if !changesNothing, let refusal = overChangeBudget("request", id: context.wireID, peer: peer,
                                                           subject: context.subject) {
             return refusal
         }
@@ -241,154 +286,120 @@ extension BrokerService {
             case .record(let leftOut): if leftOut > 0 { details[Self.notRecordedKey] = String(leftOut) }
             }
         }
-        audit(context, request.permissions, stage: "received", perPermission: received, extra: details)
-        if !byAction.isEmpty {
-            // Nothing is asked (no password reaches PAM), queued or recorded that the audit
-            // trail does not show: a ledger that cannot take the request ends it here.
-            do throws(LedgerError) {
-                try writeAudit(context)
-            } catch {
-                let code: ErrorCode = if case .busy = error { .ledgerBusy } else { .ledgerUnusable }
-                log.error("could not audit a request; it was refused", ["uid": String(peer.uid), "error": error.description])
-                return .error(ProtocolError(code, context: "request",
-                    reason: "the ledger cannot record this request, so nothing was asked or recorded: "
-                        + "\(error.description)"))
-            }
+        audit(context, request.permissions, stage: "received", perPermission: plan.received, extra: details)
+        guard !plan.byAction.isEmpty else { return nil }
+        // Nothing is asked (no password reaches PAM), queued or recorded that the audit
+        // trail does not show: a ledger that cannot take the request ends it here.
+        do throws(LedgerError) {
+            try writeAudit(context)
+        } catch {
+            let code: ErrorCode = if case .busy = error { .ledgerBusy } else { .ledgerUnusable }
+            log.error("could not audit a request; it was refused", ["uid": String(peer.uid), "error": error.description])
+            return .error(ProtocolError(code, context: "request",
+                reason: "the ledger cannot record this request, so nothing was asked or recorded: "
+                    + "\(error.description)"))
         }
+        return nil
+    }
 
-        // 2. Policy allow, 3. ask, 4. auth_self: decisions to record.
-        var plans: [GrantPlan] = []
-        for permission in byAction[.allow] ?? [] {
-            plans.append(GrantPlan(permission: permission, decision: .allow,
-                                   term: policies(permission).term(request.scope),
-                                   method: .policy, decidedBy: brokerPrincipal))
-        }
-        var promptNumber: Int64 = 0
-        // Once a prompt ended without a decision (dismissed, interrupted, timed out, the
-        // client gone, wrong passwords), nothing more is asked of the user, nor waited for.
-        var ended: UndecidedReason?
+    /// 3. `ask`, 4. `auth_self`: the user's answers, as decisions to record. Once a prompt
+    /// ended without a decision (dismissed, interrupted, timed out, the client gone, wrong
+    /// passwords), nothing more is asked of the user, nor waited for.
+    func consented(_ plan: RequestPlan, context: RequestContext,
+                   policies: (Permission) -> PolicyDecision) async -> Result<RequestPlan, ReplyFailure> {
+        var plan = plan
         var passwordGroups: [(group: [Permission], instead: String?)] = []
-        if let group = byAction[.ask] {
-            switch await askConsent(group, context: context, policies: policies, number: &promptNumber) {
-            case .decided(let decided): plans += Self.named(decided, asked: group, results: &results)
+        if let group = plan.byAction[.ask] {
+            switch await askConsent(group, context: context, policies: policies, number: &plan.prompts) {
+            case .decided(let decided): plan.grants += Self.named(decided, asked: group, results: &plan.results)
             case .undecided(let why):
-                ended = why
-                for permission in group { results[permission] = Self.undecided(permission, why) }
-            case .broken(let error): return .error(error)
-            case .refused(let reply): return reply
+                plan.ended = why
+                plan.leave(group, undecided: why)
+            case .broken(let error): return .failure(ReplyFailure(.error(error)))
+            case .refused(let reply): return .failure(ReplyFailure(reply))
             case .noChannel(let why):
                 // Nobody the requester cannot impersonate can be asked: the password proves a
                 // person instead (as polkit does), never the requester's own "yes".
                 passwordGroups.append((group, why))
             }
         }
-        if let group = byAction[.authSelf] { passwordGroups.append((group, nil)) }
+        if let group = plan.byAction[.authSelf] { passwordGroups.append((group, nil)) }
         for (group, instead) in passwordGroups {
-            if let ended {
-                for permission in group { results[permission] = Self.undecided(permission, ended) }
-            } else {
-                switch await confirmPassword(group, context: context, policies: policies, number: &promptNumber,
-                                             instead: instead) {
-                case .decided(let decided): plans += decided
-                case .undecided(let why):
-                    ended = why
-                    for permission in group { results[permission] = Self.undecided(permission, why) }
-                case .broken(let error): return .error(error)
-                case .refused(let reply): return reply
-                case .noChannel: break
-                }
+            if let ended = plan.ended {
+                plan.leave(group, undecided: ended)
+                continue
+            }
+            switch await confirmPassword(group, context: context, policies: policies, number: &plan.prompts,
+                                         instead: instead) {
+            case .decided(let decided): plan.grants += decided
+            case .undecided(let why):
+                plan.ended = why
+                plan.leave(group, undecided: why)
+            case .broken(let error): return .failure(ReplyFailure(.error(error)))
+            case .refused(let reply): return .failure(ReplyFailure(reply))
+            case .noChannel: break
             }
         }
-        if context.holder == nil {
-            // `once` lasts while the process that asked runs; it has exited already.
-            for plan in plans where plan.decision == .allow {
-                if case .once = plan.term.term {
-                    results[plan.permission] = RequestResult(
-                        permission: plan.permission, outcome: .undecided, why: .disconnected,
-                        message: "no decision: the process that asked has exited, and 'once' lasts only while it "
-                            + "runs; nothing was recorded")
-                }
-            }
-            plans.removeAll { plan in
-                if case .once = plan.term.term { return plan.decision == .allow }
-                return false
-            }
-        }
-        if !plans.isEmpty {
-            flushAudit(context)
-            let decided: [(plan: GrantPlan, result: Result<Grant, EnforcementError>)]
-            do {
-                decided = try await record(plans, context: context, enforcement: enforcement)
-            } catch {
-                log.error("could not record a request's decisions", ["error": error.description, "uid": String(user.uid)])
-                return .error(ProtocolError(.internal, context: "request",
-                                            reason: "recording the decision failed: \(error.description)"))
-            }
-            // Each permission's own outcome: a denial holds even when an allow beside it was
-            // refused (the policy changed while the person was asked).
-            var failed: [(Permission, EnforcementError)] = []
-            for (plan, outcome) in decided {
-                switch outcome {
-                case .success(let grant):
-                    var result = Self.result(for: grant, outcome: grant.decision == .allow ? .granted : .denied,
-                                             term: plan.term.term.word)
-                    if grant.locationLevel != nil, let location = context.location { result.message += location.capNote }
-                    results[plan.permission] = result
-                case .failure(.policyForbids(let why)):
-                    results[plan.permission] = RequestResult(permission: plan.permission, outcome: .restricted,
-                        message: why + " (the policy changed while this request was decided); nothing was recorded "
-                            + "for \(plan.permission.rawValue); a request cannot change that")
-                case .failure(let error):
-                    failed.append((plan.permission, error))
-                }
-            }
-            if !failed.isEmpty {
-                // The reply says what did hold, permission by permission, beside what failed.
-                let held = request.permissions.compactMap { permission -> String? in
-                    guard decided.contains(where: { $0.plan.permission == permission }),
-                          let result = results[permission] else { return nil }
-                    return "\(permission.rawValue): \(result.outcome.rawValue), \(result.message)"
-                }
-                let failures = failed.map { "\($0.rawValue): \($1.description)" }
-                log.error("could not record a request's decisions", ["error": failures.joined(separator: "; "),
-                                                                     "uid": String(user.uid)])
-                return .error(ProtocolError(.internal, context: "request",
-                    reason: "recording the decision failed for " + failures.joined(separator: "; ")
-                        + (held.isEmpty ? "" : "; the rest was recorded: " + held.joined(separator: "; "))))
-            }
-        }
+        return .success(plan)
+    }
 
-        // 5. auth_admin: queued in the ledger; optionally wait for the administrator. Not for
-        // a client that left or a person who interrupted the request (Ctrl-C, a cancelled
-        // library task): they asked for nothing more, and nothing waits in their name.
+    /// The plan's decisions recorded and enforced (`record`): the results with each
+    /// permission's outcome; an error saying what failed and what held when any failed.
+    func recordRequest(_ plan: RequestPlan, context: RequestContext,
+                       enforcement: any DecisionEnforcement) async -> Result<[Permission: RequestResult], ReplyFailure> {
+        flushAudit(context)
+        let decided: [(plan: GrantPlan, result: Result<Grant, EnforcementError>)]
+        do {
+            decided = try await record(plan.grants, context: context, enforcement: enforcement)
+        } catch {
+            log.error("could not record a request's decisions", ["error": error.description, "uid": String(context.user.uid)])
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "request",
+                                                              reason: "recording the decision failed: \(error.description)"))))
+        }
+        let (results, failed) = RequestPlan.recorded(decided, into: plan.results, location: context.location)
+        guard !failed.isEmpty else { return .success(results) }
+        // The reply says what did hold, permission by permission, beside what failed.
+        log.error("could not record a request's decisions", ["error": RequestPlan.describe(failed),
+                                                             "uid": String(context.user.uid)])
+        return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "request",
+            reason: RequestPlan.recordingFailure(failed, permissions: context.request.permissions,
+                                                 decided: decided.map(\.plan.permission), results: results)))))
+    }
+
+    /// 5. auth_admin: queued in the ledger; optionally wait for the administrator. Not for
+    /// a client that left or a person who interrupted the request (Ctrl-C, a cancelled
+    /// library task): they asked for nothing more, and nothing waits in their name.
+    func queuedForAdmin(_ plan: RequestPlan, context: RequestContext,
+                        ledger: Ledger) async -> Result<[Permission: RequestResult], ReplyFailure> {
+        var results = plan.results
+        guard let group = plan.byAction[.authAdmin] else { return .success(results) }
         let stopped: UndecidedReason? = context.exchange?.departure.map(Self.reason)
-            ?? (ended == .interrupted ? .interrupted : nil)
-        if let group = byAction[.authAdmin], let stopped {
+            ?? (plan.ended == .interrupted ? .interrupted : nil)
+        if let stopped {
             for permission in group { results[permission] = Self.undecided(permission, stopped) }
-        } else if let group = byAction[.authAdmin] {
-            flushAudit(context)
-            do {
-                // After a prompt ended unanswered the client is not listening for more: queue, do not wait.
-                for (permission, result) in try await queueForAdmin(group, context: context, ledger: ledger,
-                                                                    mayWait: ended == nil) {
-                    results[permission] = result
-                }
-            } catch {
-                log.error("could not queue a request", ["error": error.description, "uid": String(user.uid)])
-                return .error(ProtocolError(.internal, context: "request",
-                                            reason: "queueing the request for an administrator failed: \(error.description)"))
+            return .success(results)
+        }
+        flushAudit(context)
+        do {
+            // After a prompt ended unanswered the client is not listening for more: queue, do not wait.
+            for (permission, result) in try await queueForAdmin(group, context: context, ledger: ledger,
+                                                                mayWait: plan.ended == nil) {
+                results[permission] = result
             }
+        } catch {
+            log.error("could not queue a request", ["error": error.description, "uid": String(context.user.uid)])
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "request",
+                reason: "queueing the request for an administrator failed: \(error.description)"))))
         }
+        return .success(results)
+    }
 
-        // 6. The statuses as they are now, ACLs changed and ledger written.
-        let ordered = request.permissions.compactMap { results[$0] }
-        var answered: [Permission: [String: String]] = [:]
-        for result in ordered where result.grant == nil || result.outcome == .alreadyAllowed || result.outcome == .alreadyDenied {
-            var details = ["outcome": result.outcome.rawValue]
-            if let why = result.why { details["why"] = why.rawValue }
-            if let pending = result.pending { details["pending_id"] = String(pending) }
-            answered[result.permission] = details
-        }
+    /// 6. The answer: the results, and the statuses as they are now, ACLs changed and
+    /// ledger written.
+    func answer(_ plan: RequestPlan, context: RequestContext, before: [PermissionStatus]) async -> Reply {
+        let (request, user, requester) = (context.request, context.user, context.requester)
+        let ordered = request.permissions.compactMap { plan.results[$0] }
+        let answered = RequestPlan.answeredDetails(ordered)
         audit(context, ordered.map(\.permission).filter { answered[$0] != nil }, stage: "answered", perPermission: answered)
         log.info("request answered", ["uid": String(user.uid), "pid": String(requester.pid),
                                       "program": requester.program ?? "-",
@@ -397,11 +408,18 @@ extension BrokerService {
         // Nothing recorded, queued or asked (everything answered at once): the statuses of
         // a moment ago are still the answer; otherwise they are computed again.
         var after = before
-        if !plans.isEmpty || byAction[.authAdmin] != nil || promptNumber > 0 {
+        if plan.changedStatuses {
             let (freshReports, freshRead) = await gathered(request.permissions)
             after = statuses(for: user, reports: freshReports, read: freshRead)
         }
         return .decision(DecisionReply(user: user.name, uid: user.uid, results: ordered, permissions: after))
+    }
+
+    /// The devices a prompt names, of every permission asked.
+    static func promptDevices(_ reports: [AdapterReport]) -> [PromptDevice] {
+        reports.flatMap { report in
+            report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
+        }
     }
 
     // MARK: Answered at once
@@ -555,26 +573,8 @@ extension BrokerService {
     /// `ask`: one prompt for the whole group; the answer decides every permission in it.
     func askConsent(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                     number: inout Int64) async -> GroupOutcome {
-        let groupPolicies = group.map(policies)
-        let caps = groupPolicies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }
-        let cap = caps.min()
-        var forSeconds: Int64
-        switch context.request.scope {
-        case .duration(let seconds)?: forSeconds = seconds
-        // 'always' where MaxDuration= applies: offer the longest time instead, and say so.
-        case .always? where cap != nil: forSeconds = cap ?? GrantTerm.defaultAskSeconds
-        default: forSeconds = groupPolicies.compactMap(\.keepSeconds).min() ?? GrantTerm.defaultAskSeconds
-        }
-        if let cap { forSeconds = min(forSeconds, cap) }
-        let once = ResolvedTerm(.once).capped(cap)
-        let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
-        var choices = [PromptChoice(allow: .once, label: "Allow \(once.text(holder: context.holderName))"),
-                       PromptChoice(allow: .duration(seconds: forSeconds),
-                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest), until "
-                                        + HumanTime(now: Date().timeIntervalSince1970)
-                                            .moment(Date().timeIntervalSince1970 + Double(forSeconds)))]
-        if cap == nil { choices.append(PromptChoice(allow: .always, label: "Allow always")) }
-        choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
+        let choices = Self.askChoices(group.map(policies), scope: context.request.scope, holder: context.holderName,
+                                      now: Date().timeIntervalSince1970)
         number += 1
         flushAudit(context)
         var outcome = ["kind": "ask", "prompt": String(number)]
@@ -594,40 +594,73 @@ extension BrokerService {
                                         reason: context.request.reason, location: context.location)
         let end = await askOnTerminal(terminal, text: text, question: Self.question(group, choices, context),
                                       owner: context.user.uid, requester: context.peer.pid, exchange: context.exchange)
+        let (words, answered) = consentAnswered(end, on: terminal, context: context, policies: policies)
+        outcome.merge(words) { $1 }
+        return answered
+    }
+
+    /// What an `ask` prompt offers: once; for a time (the request's, else the shortest
+    /// Keep=, under the shortest MaxDuration=); always, where no MaxDuration= applies; deny.
+    static func askChoices(_ policies: [PolicyDecision], scope: GrantTerm?, holder: String?,
+                           now: Double) -> [PromptChoice] {
+        let cap = policies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }.min()
+        var forSeconds: Int64
+        switch scope {
+        case .duration(let seconds)?: forSeconds = seconds
+        // 'always' where MaxDuration= applies: offer the longest time instead, and say so.
+        case .always? where cap != nil: forSeconds = cap ?? GrantTerm.defaultAskSeconds
+        default: forSeconds = policies.compactMap(\.keepSeconds).min() ?? GrantTerm.defaultAskSeconds
+        }
+        if let cap { forSeconds = min(forSeconds, cap) }
+        let once = ResolvedTerm(.once).capped(cap)
+        let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
+        var choices = [PromptChoice(allow: .once, label: "Allow \(once.text(holder: holder))"),
+                       PromptChoice(allow: .duration(seconds: forSeconds),
+                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest), until "
+                                        + HumanTime(now: now).moment(now + Double(forSeconds)))]
+        if cap == nil { choices.append(PromptChoice(allow: .always, label: "Allow always")) }
+        choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
+        return choices
+    }
+
+    /// What the login terminal's answer comes to: what the `prompt` audit event records,
+    /// and the group's outcome.
+    func consentAnswered(_ end: TerminalPrompt.End, on terminal: ConsentChannel.Terminal, context: RequestContext,
+                         policies: (Permission) -> PolicyDecision) -> (audit: [String: String], outcome: GroupOutcome) {
         switch end {
         case .failed(let problem):
-            outcome["outcome"] = "no-channel"
-            outcome["channel_problem"] = problem
-            return .noChannel("the login terminal could not be used: \(problem)")
+            return (["outcome": "no-channel", "channel_problem": problem],
+                    .noChannel("the login terminal could not be used: \(problem)"))
         case .chose(let answer):
             // Exactly what was typed: an offered choice, for the permissions named (all or some of the group).
-            outcome["outcome"] = answer.choice.choice.word
-            outcome["named"] = answer.permissions.map(\.rawValue).joined(separator: ",")
-            if let level = answer.level { outcome["accuracy_chosen"] = level.rawValue }
+            var words = ["outcome": answer.choice.choice.word,
+                         "named": answer.permissions.map(\.rawValue).joined(separator: ",")]
+            if let level = answer.level { words["accuracy_chosen"] = level.rawValue }
             log.info("answered on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
                                                          "source": terminal.source, "answer": answer.choice.choice.word,
-                                                         "named": outcome["named"] ?? ""])
-            let subject = context.subject
-            return .decided(answer.permissions.map { permission in
-                // An allow for the term offered, under this permission's policy; a denial holds until reset.
-                let allowed = answer.choice.term.map { policies(permission).term($0) }
-                return GrantPlan(permission: permission, decision: allowed == nil ? .deny : .allow,
-                                 term: allowed ?? ResolvedTerm(.always), method: .consent, decidedBy: subject,
-                                 accuracy: permission == .location ? answer.level : nil)
-            })
+                                                         "named": words["named"] ?? ""])
+            return (words, .decided(Self.decided(by: answer, policies: policies, subject: context.subject)))
         case .dismissed:
-            outcome["outcome"] = "cancel:dismissed"
-            return .undecided(.dismissed)
+            return (["outcome": "cancel:dismissed"], .undecided(.dismissed))
         case .endOfInput:
-            outcome["outcome"] = "cancel:end-of-input"
-            return .undecided(.endOfInput)
+            return (["outcome": "cancel:end-of-input"], .undecided(.endOfInput))
         case .timedOut:
-            outcome["outcome"] = "timeout"
-            return .undecided(.timeout)
+            return (["outcome": "timeout"], .undecided(.timeout))
         case .cancelled:
             let departure = context.exchange?.departure ?? .closed
-            outcome["outcome"] = "client-\(departure.word)"
-            return .undecided(Self.reason(departure))
+            return (["outcome": "client-\(departure.word)"], .undecided(Self.reason(departure)))
+        }
+    }
+
+    /// The decisions an answer typed on the login terminal makes: an allow for the term
+    /// offered, under each permission's policy; a denial holds until reset.
+    static func decided(by answer: ConsentAnswer, policies: (Permission) -> PolicyDecision,
+                        subject: Principal) -> [GrantPlan] {
+        answer.permissions.map { permission in
+            let allowed = answer.choice.term.map { policies(permission).term($0) }
+            return GrantPlan(permission: permission, decision: allowed == nil ? .deny : .allow,
+                             term: allowed ?? ResolvedTerm(.always), method: .consent, decidedBy: subject,
+                             accuracy: permission == .location ? answer.level : nil)
         }
     }
 
@@ -681,96 +714,102 @@ extension BrokerService {
         let texts = terms.map { $0.text(holder: context.holderName) }
         let termText = Set(texts).count == 1 ? texts.first : nil
         let attempts = Int64(max(1, settings.passwordAttempts))
-        let uid = context.user.uid
         for attempt in 1...attempts {
             // After wrong passwords (from any request of this user) the next check waits;
             // a wait longer than an answer may wait is refused before anything is asked.
-            let backoff = passwords.waiting(uid)
+            let backoff = passwords.waiting(context.user.uid)
             if backoff.wait > passwords.waitLimit {
                 return .refused(refuseBackoff(context, wait: backoff.wait, failures: backoff.failures))
             }
             number += 1
-            var text = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
-                                            requester: context.requester, devices: context.devices(for: group),
-                                            reason: context.request.reason, location: context.location)
-            if let instead {
-                text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
-                    + "password instead of a yes: type it to allow \(termText ?? "this")"
-            } else {
-                text += "\nPolicy asks \(context.user.name) to confirm with their password"
-            }
-            text += attempt > 1 ? " (the last one was wrong; attempt \(attempt) of \(attempts))." : "."
-            if backoff.wait > .zero {
-                text += "\nAfter \(backoff.failures) wrong password\(backoff.failures == 1 ? "" : "s") devaccessd checks "
-                    + "the next one no sooner than in \(PasswordChecks.seconds(backoff.wait)) s."
-            }
+            let question = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
+                                                requester: context.requester, devices: context.devices(for: group),
+                                                reason: context.request.reason, location: context.location)
+            let text = Self.passwordText(question, user: context.user.name, term: termText, instead: instead,
+                                         attempt: attempt, attempts: attempts, backoff: backoff)
             let prompt = PromptMessage(
                 prompt: number, kind: .password, permissions: group, user: context.user.name,
                 program: context.requester.program, reason: context.request.reason, devices: context.devices(for: group),
                 text: text, choices: [], timeout: settings.promptTimeoutSeconds, attempt: attempt, attempts: attempts)
-            var outcome = ["kind": "password", "prompt": String(number), "attempt": String(attempt)]
             flushAudit(context)
             let end = await ask(prompt, on: context.exchange)
-            switch end {
-            case .answered(.password(let password)):
-                let exchange = context.exchange
-                switch await passwords.check(uid: uid, user: context.user.name, password: password,
-                                             wanted: { exchange?.departure == nil }) {
-                case .accepted:
-                    outcome["outcome"] = "accepted"
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    let subject = context.subject
-                    return .decided(zip(group, terms).map { permission, term in
-                        GrantPlan(permission: permission, decision: .allow, term: term, method: .authSelf,
-                                  decidedBy: subject)
-                    })
-                case .rejected:
-                    outcome["outcome"] = "wrong-password"
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    continue
-                case .failed(let problem):
-                    outcome["outcome"] = "pam-failed"
-                    outcome["problem"] = problem
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    log.error("PAM could not check a password", ["service": settings.pamService, "error": problem,
-                                                                 "uid": String(context.user.uid)])
-                    return .undecided(.authenticationFailed)
-                case .backingOff(let wait, let failures):
-                    outcome["outcome"] = "backing-off"
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    return .refused(refuseBackoff(context, wait: wait, failures: failures))
-                case .busy(let why):
-                    outcome["outcome"] = "busy"
-                    audit(context, group, stage: "prompt", extra: outcome)
-                    if let departure = context.exchange?.departure { return .undecided(Self.reason(departure)) }
-                    return .refused(refuse("request", id: context.wireID, peer: context.peer, subject: context.subject,
-                                           reason: "the password was not checked: \(why); try again in a few seconds; "
-                                               + "nothing was recorded", code: .busy))
-                }
-            case .answered(.cancel(let why)):
-                outcome["outcome"] = "cancel:\(why.rawValue)"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .undecided(UndecidedReason(why))
-            case .answered(.choice):
-                outcome["outcome"] = "invalid"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .broken(ProtocolError(.badMessage, context: "$.answer",
-                    reason: "prompt \(number) asks for a password, not a choice; nothing was recorded"))
-            case .timedOut:
-                outcome["outcome"] = "timeout"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .undecided(.timeout)
-            case .departed(let departure):
-                outcome["outcome"] = "client-\(departure.word)"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .undecided(Self.reason(departure))
-            case .mismatched(let answered, let open):
-                outcome["outcome"] = "invalid"
-                audit(context, group, stage: "prompt", extra: outcome)
-                return .broken(Self.mismatch(answered, open))
-            }
+            let (words, outcome) = await passwordAnswered(end, group: group, terms: terms, context: context,
+                                                          prompt: number)
+            let asked = ["kind": "password", "prompt": String(number), "attempt": String(attempt)]
+            audit(context, group, stage: "prompt", extra: asked.merging(words) { $1 })
+            if let outcome { return outcome }
         }
         return .undecided(.wrongPassword)
+    }
+
+    /// The password prompt's text: the question, why a password is asked (`instead`: why
+    /// not a choice), which attempt this is and the back-off the next check waits for.
+    static func passwordText(_ question: String, user: String, term: String?, instead: String?, attempt: Int64,
+                             attempts: Int64, backoff: (wait: Duration, failures: Int)) -> String {
+        var text = question
+        if let instead {
+            text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
+                + "password instead of a yes: type it to allow \(term ?? "this")"
+        } else {
+            text += "\nPolicy asks \(user) to confirm with their password"
+        }
+        text += attempt > 1 ? " (the last one was wrong; attempt \(attempt) of \(attempts))." : "."
+        if backoff.wait > .zero {
+            text += "\nAfter \(backoff.failures) wrong password\(backoff.failures == 1 ? "" : "s") devaccessd checks "
+                + "the next one no sooner than in \(PasswordChecks.seconds(backoff.wait)) s."
+        }
+        return text
+    }
+
+    /// What a password prompt's end comes to: what its `prompt` audit event records, and the
+    /// group's outcome (nil: a wrong password, ask again).
+    func passwordAnswered(_ end: PromptEnd, group: [Permission], terms: [ResolvedTerm], context: RequestContext,
+                          prompt number: Int64) async -> (audit: [String: String], outcome: GroupOutcome?) {
+        switch end {
+        case .answered(.password(let password)):
+            return await passwordChecked(password, group: group, terms: terms, context: context)
+        case .answered(.cancel(let why)):
+            return (["outcome": "cancel:\(why.rawValue)"], .undecided(UndecidedReason(why)))
+        case .answered(.choice):
+            return (["outcome": "invalid"], .broken(ProtocolError(.badMessage, context: "$.answer",
+                reason: "prompt \(number) asks for a password, not a choice; nothing was recorded")))
+        case .timedOut:
+            return (["outcome": "timeout"], .undecided(.timeout))
+        case .departed(let departure):
+            return (["outcome": "client-\(departure.word)"], .undecided(Self.reason(departure)))
+        case .mismatched(let answered, let open):
+            return (["outcome": "invalid"], .broken(Self.mismatch(answered, open)))
+        }
+    }
+
+    /// The password checked through PAM (`passwords`: one check at a time per user, with
+    /// its back-off): accepted, the group is allowed for its terms, decided by the user.
+    func passwordChecked(_ password: String, group: [Permission], terms: [ResolvedTerm],
+                         context: RequestContext) async -> (audit: [String: String], outcome: GroupOutcome?) {
+        let exchange = context.exchange
+        let checked = await passwords.check(uid: context.user.uid, user: context.user.name, password: password,
+                                            wanted: { exchange?.departure == nil })
+        let words = ["outcome": PasswordChecks.word(checked)]
+        switch checked {
+        case .accepted:
+            let subject = context.subject
+            return (words, .decided(zip(group, terms).map { permission, term in
+                GrantPlan(permission: permission, decision: .allow, term: term, method: .authSelf, decidedBy: subject)
+            }))
+        case .rejected:
+            return (words, nil)
+        case .failed(let problem):
+            log.error("PAM could not check a password", ["service": settings.pamService, "error": problem,
+                                                         "uid": String(context.user.uid)])
+            return (words.merging(["problem": problem]) { $1 }, .undecided(.authenticationFailed))
+        case .backingOff(let wait, let failures):
+            return (words, .refused(refuseBackoff(context, wait: wait, failures: failures)))
+        case .busy(let why):
+            if let departure = context.exchange?.departure { return (words, .undecided(Self.reason(departure))) }
+            return (words, .refused(refuse("request", id: context.wireID, peer: context.peer, subject: context.subject,
+                                           reason: "the password was not checked: \(why); try again in a few seconds; "
+                                               + "nothing was recorded", code: .busy)))
+        }
     }
 
     /// The reply to a password that may not be checked yet, audited through the throttle.

@@ -52,134 +52,107 @@ extension BrokerService {
         }
         if let refusal = judgedRun(order, id: envelope.id, peer: peer) { return refusal }
         let user = identity(of: peer)
-        let subject = Principal(uid: user.uid, name: user.name)
         let program: RunProgram
-        switch await openProgram(order, peer: peer) {
-        case .success(let opened)?: program = opened
-        case .failure(let problem)?:
-            return refuse("run", id: envelope.id, peer: peer, subject: subject, reason: problem.description,
-                          code: .badMessage)
-        case nil:
-            return refuse("run", id: envelope.id, peer: peer, subject: subject,
-                          reason: "\(Self.openingsPerPerson) programs you named are still being looked up (their file "
-                              + "system does not answer); try again when it does; nothing was run", code: .busy)
+        switch await openedProgram(order, id: envelope.id, peer: peer, subject: Principal(uid: user.uid, name: user.name)) {
+        case .success(let opened): program = opened
+        case .failure(let refusal): return refusal.reply
         }
         defer { program.close() }
         var order = order
-        if order.permissions.isEmpty {
-            guard let declared = declaredPermissions(of: program.path) else {
-                return .error(ProtocolError(.badMessage, context: "$.permissions",
-                    reason: "name what the program gets (--camera, --microphone): no [Program] section of the "
-                        + "policy declares \(program.path); nothing was run"))
-            }
-            order.permissions = declared
+        let declared = order.permissions.isEmpty ? declaredPermissions(of: program.path) : nil
+        switch RunPlan.permissions(order.permissions, declared: declared, program: program.path) {
+        case .success(let permissions): order.permissions = permissions
+        case .failure(let error): return .error(error)
         }
-        if let unsupported = order.permissions.first(where: { !Self.runPermissions.contains($0) }) {
-            return .error(ProtocolError(.badMessage, context: "$.permissions",
-                reason: "a run can be given the camera, the microphone and location; not \(unsupported.rawValue); "
-                    + "nothing was run"))
-        }
+        return await decideRun(order, program: program, streams: streams, user: user, id: envelope.id, peer: peer,
+                               exchange: exchange, enforcement: enforcement)
+    }
 
-        // 1. The decision: the user's own access, a standing decision for this program, policy, a person.
-        let (reports, read) = await gathered(order.permissions)
-        guard case .loaded(let policy) = read.policy else {
-            return .error(ProtocolError(.internal, context: "run",
-                reason: "the policy cannot be read, so nothing was asked or run; fix the file"))
+    /// The run's program, opened as the caller (`openProgram`), or the refusal to reply with.
+    func openedProgram(_ order: RunOrder, id: Int64, peer: Peer,
+                       subject: Principal) async -> Result<RunProgram, ReplyFailure> {
+        switch await openProgram(order, peer: peer) {
+        case .success(let opened)?: return .success(opened)
+        case .failure(let problem)?:
+            return .failure(ReplyFailure(refuse("run", id: id, peer: peer, subject: subject, reason: problem.description,
+                                                code: .badMessage)))
+        case nil:
+            return .failure(ReplyFailure(refuse("run", id: id, peer: peer, subject: subject,
+                reason: "\(Self.openingsPerPerson) programs you named are still being looked up (their file "
+                    + "system does not answer); try again when it does; nothing was run", code: .busy)))
         }
-        if let problem = read.problem {
-            return .error(ProtocolError(.internal, context: "run",
-                reason: "the ledger cannot be read, so nothing was asked or run: \(problem)"))
+    }
+
+    /// 1. The decision: the user's own access, a standing decision for this program, policy, a
+    /// person (`RunPlan`); a run every permission is given starts (`startRun`).
+    func decideRun(_ order: RunOrder, program: RunProgram, streams: [CInt], user: UserIdentity, id: Int64, peer: Peer,
+                   exchange: Exchange, enforcement: any DecisionEnforcement) async -> Reply {
+        let (reports, read, policy): ([AdapterReport], DecisionRead, Policy)
+        switch await runInputs(order.permissions) {
+        case .success(let inputs): (reports, read, policy) = inputs
+        case .failure(let refusal): return refusal.reply
         }
         let before = statuses(for: user, reports: reports, read: read)
-        // A program grant names a path: it stands for code only where only root can change the
-        // file. A program its user can change (or swap at its path between devaccessd's checks
-        // and the exec) is decided for each run; only the user's own decisions apply to it.
-        let standing = RunDecisions(active: read.grants.filter { grant in
-            grant.subject.uid == user.uid && (program.trusted || grant.program == nil)
-        })
         let policyProgram = program.trusted ? program.path : nil
         let policies: @Sendable (Permission) -> PolicyDecision = {
             policy.requestDecision(for: $0, user: user, program: policyProgram)
         }
-        // Location is given at a level, as a request's: asked (exact unless --accuracy), under the policy's cap.
-        let location = order.permissions.contains(.location)
-            ? LocationAsk(asked: order.accuracy ?? .exact, policy: policies(.location)) : nil
-        var results: [Permission: RequestResult] = [:]
-        var toAsk: [Permission] = []
-        var toConfirm: [Permission] = []
-        var plans: [GrantPlan] = []
-        for (permission, status) in zip(order.permissions, before) {
-            let decision = policies(permission)
-            if let off = read.switchedOff(permission) {
-                results[permission] = RequestResult(permission: permission, outcome: .restricted,
-                    message: "\(permission.rawValue) is " + off.sentence(formatTime: ISOTime.format)
-                        + "; a run cannot change that; nothing was asked or run")
-                continue
-            }
-            if decision.action == .deny {
-                results[permission] = RequestResult(permission: permission, outcome: .restricted,
-                    message: decision.explanation(permission, user: user) + "; a run cannot change that")
-                continue
-            }
-            if status.status == .unavailable {
-                results[permission] = RequestResult(permission: permission, outcome: .unavailable,
-                    message: "no \(permission.rawValue) is present; nothing was asked or run")
-                continue
-            }
-            if let grant = standing.decision(uid: user.uid, program: program.identity, process: nil,
-                                             permission: permission, deviceID: nil),
-               // A location allow coarser than this run would get is decided again.
-               !(grant.decision == .allow && permission == .location
-                   && (grant.locationLevel ?? .exact) < (location?.granted ?? .exact)) {
-                var result = Self.result(for: grant, outcome: grant.decision == .allow ? .alreadyAllowed : .alreadyDenied,
-                                         term: nil)
-                result.message = (grant.decision == .allow ? "already allowed: " : "denied by an earlier decision: ")
-                    + Decisions.describe(grant)
-                results[permission] = result
-                continue
-            }
-            if status.status == .authorized {
-                results[permission] = RequestResult(permission: permission, outcome: .alreadyAllowed,
-                    message: "\(user.name) can already use every \(permission.rawValue) device; the program gets "
-                        + "that access as any of \(user.name)'s programs does")
-                continue
-            }
-            switch decision.action {
-            case .allow:
-                plans.append(GrantPlan(permission: permission, decision: .allow,
-                                       term: decision.term(order.scope ?? .once),
-                                       method: .policy, decidedBy: brokerPrincipal))
-            case .ask: toAsk.append(permission)
-            case .authSelf: toConfirm.append(permission)
-            case .authAdmin:
-                results[permission] = RequestResult(permission: permission, outcome: .restricted,
-                    message: "policy wants an administrator to decide \(permission.rawValue) for \(user.name); a run "
-                        + "does not wait for one: ask them for 'devaccess grant \(permission.rawValue) --user "
-                        + "\(user.name) --program \(program.path)'")
-            case .deny: break
-            }
+        let subject = RunPlan.Subject(user: user, program: program.identity, trusted: program.trusted,
+                                      scope: order.scope, broker: brokerPrincipal)
+        var plan = RunPlan(order.permissions, statuses: before, subject: subject, accuracy: order.accuracy,
+                           grants: read.grants, switchedOff: { read.switchedOff($0) }, policies: policies)
+        let context = runContext(order, program: program, location: plan.location, reports: reports, id: id,
+                                 peer: peer, user: user, exchange: exchange)
+        defer { flushAudit(context) }
+        if let refusal = admitRun(order, plan: plan, program: program.path, context: context) { return refusal }
+        switch await consented(plan, context: context, policies: policies) {
+        case .success(let decided): plan = decided
+        case .failure(let refusal): return refusal.reply
         }
+        if plan.notStarting {
+            return await notStarted(plan, order: order, program: program, context: context, before: before,
+                                    enforcement: enforcement)
+        }
+        return await startRun(plan, order: order, program: program, streams: streams, context: context,
+                              exchange: exchange, enforcement: enforcement)
+    }
+
+    /// The devices, the ledger and the policy as they are now; a policy or ledger that
+    /// cannot be read ends the run before anything is asked.
+    func runInputs(_ permissions: [Permission]) async -> Result<([AdapterReport], DecisionRead, Policy), ReplyFailure> {
+        let (reports, read) = await gathered(permissions)
+        guard case .loaded(let policy) = read.policy else {
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "run",
+                reason: "the policy cannot be read, so nothing was asked or run; fix the file"))))
+        }
+        if let problem = read.problem {
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "run",
+                reason: "the ledger cannot be read, so nothing was asked or run: \(problem)"))))
+        }
+        return .success((reports, read, policy))
+    }
+
+    /// The run as a request of its program's, for prompts and audit events.
+    func runContext(_ order: RunOrder, program: RunProgram, location: LocationAsk?, reports: [AdapterReport], id: Int64,
+                    peer: Peer, user: UserIdentity, exchange: Exchange) -> RequestContext {
         let requester = Requester(pid: peer.pid, uid: user.uid, program: program.path,
                                   untrusted: program.trusted ? nil : Requester.notTrusted(program.untrustedWhy ?? ""),
                                   startedByRun: true)
-        let devices = reports.flatMap { report in
-            report.devices.map { PromptDevice(permission: report.permission, id: $0.id, name: $0.name) }
-        }
         var context = RequestContext(
             request: AccessRequest(permissions: order.permissions, reason: order.reason, scope: order.scope ?? .once,
                                    accuracy: order.accuracy),
-            wireID: envelope.id, peer: peer, requester: requester, user: user, exchange: exchange, devices: devices,
-            holder: nil, holderName: "this run of \(program.path)")
+            wireID: id, peer: peer, requester: requester, user: user, exchange: exchange,
+            devices: Self.promptDevices(reports), holder: nil, holderName: "this run of \(program.path)")
         context.location = location
-        defer { flushAudit(context) }
-        var received = ["run": "true", "program": program.path]
-        if let location {
-            received["accuracy"] = location.asked.rawValue
-            if location.cappedBy != nil { received["accuracy_granted"] = location.granted.rawValue }
-        }
-        let refusedAtOnce = toAsk.isEmpty && toConfirm.isEmpty && plans.isEmpty
-            && results.values.contains { [.alreadyDenied, .restricted, .unavailable].contains($0.outcome) }
-        if refusedAtOnce, !isUnlimited(peer) {
+        return context
+    }
+
+    /// Audits the run as received, within the budget it is charged to; the refusal when the
+    /// person made as many changes as they may.
+    func admitRun(_ order: RunOrder, plan: RunPlan, program: String, context: RequestContext) -> Reply? {
+        let peer = context.peer
+        var received = plan.receivedDetails(program: program)
+        if plan.refusedAtOnce, !isUnlimited(peer) {
             // Refused without asking anyone or changing anything: an attempt a user can repeat
             // at will, so written within the user's attempt budget only (as for requests).
             switch refusals.admit(peer.accountable, cost: 2 * order.permissions.count) {
@@ -190,99 +163,150 @@ extension BrokerService {
         // A run that goes on writes the ledger (its row, run_start and run_end, the grants it
         // decides) however it is decided: charged to the person's change budget, as a request
         // that decides is (hostile review 2026-12-01: 183 runs in 20 s from one uid).
-        if !refusedAtOnce {
-            if let refusal = overChangeBudget("run", id: envelope.id, peer: peer, subject: context.subject) {
+        if !plan.refusedAtOnce {
+            if let refusal = overChangeBudget("run", id: context.wireID, peer: peer, subject: context.subject) {
                 return refusal
             }
             chargeChange(peer)
         }
         audit(context, order.permissions, stage: "received", extra: received)
+        return nil
+    }
+
+    /// 2. Consent: the person asked holds one of the user's prompt slots while asked; once
+    /// nobody is asked any more the slot is free for the user's next request while this run goes on.
+    func consented(_ plan: RunPlan, context: RequestContext,
+                   policies: (Permission) -> PolicyDecision) async -> Result<RunPlan, ReplyFailure> {
+        guard plan.asksSomeone else { return .success(plan) }
+        let peer = context.peer
         var heldSlots: [UserSlots] = []
         defer { for slots in heldSlots { slots.give(peer.accountable) } }
-        if !toAsk.isEmpty || !toConfirm.isEmpty {
-            guard take(openPrompts, for: peer, into: &heldSlots) else {
-                return refuse("run", id: envelope.id, peer: peer, subject: subject,
-                              reason: "\(describe(peer)) has \(openPrompts.limit) open prompts already; nothing was "
-                                  + "asked or run", code: .busy)
-            }
+        guard take(openPrompts, for: peer, into: &heldSlots) else {
+            return .failure(ReplyFailure(refuse("run", id: context.wireID, peer: peer, subject: context.subject,
+                reason: "\(describe(peer)) has \(openPrompts.limit) open prompts already; nothing was asked or run",
+                code: .busy)))
         }
+        return await asked(plan, context: context, policies: policies)
+    }
+
+    /// `ask` on the login terminal, then the password for `auth_self` (and for `ask` where
+    /// there is no terminal to ask on): `plan` with what the person decided.
+    func asked(_ plan: RunPlan, context: RequestContext,
+               policies: (Permission) -> PolicyDecision) async -> Result<RunPlan, ReplyFailure> {
+        var plan = plan
         var number: Int64 = 0
-        var passwordGroup = toConfirm
+        var passwordGroup = plan.toConfirm
         var ended: UndecidedReason?
-        if !toAsk.isEmpty {
-            switch await askConsent(toAsk, context: context, policies: policies, number: &number) {
-            case .decided(let decided): plans += Self.named(decided, asked: toAsk, results: &results)
+        if !plan.toAsk.isEmpty {
+            switch await askConsent(plan.toAsk, context: context, policies: policies, number: &number) {
+            case .decided(let decided): plan.grants += Self.named(decided, asked: plan.toAsk, results: &plan.results)
             case .undecided(let why):
                 ended = why
-                for permission in toAsk { results[permission] = Self.undecided(permission, why) }
-            case .broken(let error): return .error(error)
-            case .refused(let reply): return reply
-            case .noChannel: passwordGroup = toAsk + passwordGroup
+                plan.leave(plan.toAsk, undecided: why)
+            case .broken(let error): return .failure(ReplyFailure(.error(error)))
+            case .refused(let reply): return .failure(ReplyFailure(reply))
+            case .noChannel: passwordGroup = plan.toAsk + passwordGroup
             }
         }
-        if !passwordGroup.isEmpty {
-            if let ended {
-                for permission in passwordGroup { results[permission] = Self.undecided(permission, ended) }
-            } else {
-                switch await confirmPassword(passwordGroup, context: context, policies: policies, number: &number,
-                                             instead: toAsk.isEmpty ? nil : "no login terminal to ask on") {
-                case .decided(let decided): plans += decided
-                case .undecided(let why):
-                    for permission in passwordGroup { results[permission] = Self.undecided(permission, why) }
-                case .broken(let error): return .error(error)
-                case .refused(let reply): return reply
-                case .noChannel: break
-                }
-            }
+        guard !passwordGroup.isEmpty else { return .success(plan) }
+        if let ended {
+            plan.leave(passwordGroup, undecided: ended)
+            return .success(plan)
         }
-        // Nobody is asked any more: the prompt slot is free for the user's next request while
-        // this run goes on.
-        for slots in heldSlots { slots.give(peer.accountable) }
-        heldSlots.removeAll()
-        // Denials a person chose are recorded (not asked again); the run does not start.
-        let denials = plans.filter { $0.decision == .deny }
-        let allows = plans.filter { $0.decision == .allow }
-        let refusedOutcomes: Set<RequestOutcome> = [.denied, .alreadyDenied, .restricted, .unavailable, .undecided]
-        if !denials.isEmpty || results.values.contains(where: { refusedOutcomes.contains($0.outcome) }) {
-            if !denials.isEmpty {
-                let identity = program.grantProgram
-                let reason = order.reason ?? ""
-                do {
-                    let recorded = try await enforcement.perform("run") {
-                        (enforcer) throws(EnforcementError) -> ([Grant], EnforcementReport) in
-                        do throws(LedgerError) {
-                            let grants = try denials.map { (plan) throws(LedgerError) in
-                                try Self.recordRunGrant(plan, subject: subject, program: identity, reason: reason,
-                                                        process: nil, accuracy: nil, ledger: enforcer.ledger,
-                                                        now: enforcer.clock())
-                            }
-                            return (grants, EnforcementReport())
-                        } catch {
-                            throw .ledger(error)
-                        }
-                    }
-                    for grant in recorded {
-                        results[grant.permission] = Self.result(for: grant, outcome: .denied, term: nil)
-                    }
-                } catch {
-                    return .error(ProtocolError(.internal, context: "run", reason: "recording the denial failed: \(error)"))
-                }
-            }
-            for plan in allows where results[plan.permission] == nil {
-                // The wire wants a why with every undecided: nothing was recorded, as for a
-                // dismissed prompt (the message says why).
-                results[plan.permission] = RequestResult(permission: plan.permission, outcome: .undecided, why: .dismissed,
-                    message: "allowed, but not recorded: the run does not start without every permission it asked for")
-            }
-            let ordered = order.permissions.compactMap { results[$0] }
-            audit(context, order.permissions, stage: "answered", extra: ["run": "not-started"])
-            return .decision(DecisionReply(user: user.name, uid: user.uid, results: ordered, permissions: before))
+        switch await confirmPassword(passwordGroup, context: context, policies: policies, number: &number,
+                                     instead: plan.toAsk.isEmpty ? nil : "no login terminal to ask on") {
+        case .decided(let decided): plan.grants += decided
+        case .undecided(let why): plan.leave(passwordGroup, undecided: why)
+        case .broken(let error): return .failure(ReplyFailure(.error(error)))
+        case .refused(let reply): return .failure(ReplyFailure(reply))
+        case .noChannel: break
         }
+        return .success(plan)
+    }
 
-        // 2. Start: the run's row (its group id), the program held before exec, its process and
-        // grants recorded, the nodes' entries applied; then it may exec.
-        let newRun = NewRun(subject: subject, program: program.identity, permissions: order.permissions,
-                            strict: order.strict)
+    /// A run that does not start: denials a person chose are recorded (not asked again); the
+    /// reply says what was decided, and the statuses of before.
+    func notStarted(_ plan: RunPlan, order: RunOrder, program: RunProgram, context: RequestContext,
+                    before: [PermissionStatus], enforcement: any DecisionEnforcement) async -> Reply {
+        var plan = plan
+        let denials = plan.grants.filter { $0.decision == .deny }
+        if !denials.isEmpty {
+            switch await recordRunDenials(denials, subject: context.subject, program: program.grantProgram,
+                                          reason: context.reason, enforcement: enforcement) {
+            case .success(let recorded):
+                for grant in recorded { plan.results[grant.permission] = Self.result(for: grant, outcome: .denied, term: nil) }
+            case .failure(let refusal): return refusal.reply
+            }
+        }
+        let results = plan.withAllowsUnrecorded()
+        let ordered = order.permissions.compactMap { results[$0] }
+        audit(context, order.permissions, stage: "answered", extra: ["run": "not-started"])
+        return .decision(DecisionReply(user: context.user.name, uid: context.user.uid, results: ordered,
+                                       permissions: before))
+    }
+
+    func recordRunDenials(_ denials: [GrantPlan], subject: Principal, program: Program, reason: String,
+                          enforcement: any DecisionEnforcement) async -> Result<[Grant], ReplyFailure> {
+        do {
+            return .success(try await enforcement.perform("run") {
+                (enforcer) throws(EnforcementError) -> ([Grant], EnforcementReport) in
+                do throws(LedgerError) {
+                    let grants = try denials.map { (plan) throws(LedgerError) in
+                        try Self.recordRunGrant(plan, subject: subject, program: program, reason: reason,
+                                                process: nil, accuracy: nil, ledger: enforcer.ledger,
+                                                now: enforcer.clock())
+                    }
+                    return (grants, EnforcementReport())
+                } catch {
+                    throw .ledger(error)
+                }
+            })
+        } catch {
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "run",
+                                                              reason: "recording the denial failed: \(error)"))))
+        }
+    }
+
+    /// 3. Start: the run's row (its group id), the program held before exec, its process and
+    /// grants recorded, the nodes' entries applied; then it may exec.
+    func startRun(_ plan: RunPlan, order: RunOrder, program: RunProgram, streams: [CInt], context: RequestContext,
+                  exchange: Exchange, enforcement: any DecisionEnforcement) async -> Reply {
+        let run: Run
+        switch await begunRun(NewRun(subject: context.subject, program: program.identity,
+                                     permissions: order.permissions, strict: order.strict), enforcement: enforcement) {
+        case .success(let begun): run = begun
+        case .failure(let refusal): return refusal.reply
+        }
+        let environment = LaunchEnvironment.clean(order.environment, uid: context.peer.uid)
+        let started: HeldProgram
+        switch await heldProgram(order, program: program, streams: streams, environment: environment.kept, run: run,
+                                 peer: context.peer, enforcement: enforcement) {
+        case .success(let held): started = held
+        case .failure(let refusal): return refusal.reply
+        }
+        let results: [Permission: RequestResult]
+        switch await recordRunStart(plan, run: run, started: started, program: program, context: context,
+                                    details: plan.startDetails(removedEnvironment: environment.removed),
+                                    enforcement: enforcement) {
+        case .success(let recorded): results = recorded
+        case .failure(let refusal): return refusal.reply
+        }
+        guard started.release() else {
+            await endRun(run, status: "not started: \(started.execFailure ?? "the program could not be executed")",
+                         enforcement: enforcement)
+            return .error(ProtocolError(.badMessage, context: "run", reason: started.execFailure
+                ?? "\(program.path) could not be executed; nothing was run"))
+        }
+        log.info("run started", ["run": String(run.id), "uid": String(context.user.uid), "program": program.path,
+                                 "pid": String(started.holder.pid), "gid": String(run.gid)])
+        flushAudit(context)
+        return await running(started, run: run, results: order.permissions.compactMap { results[$0] },
+                             removedEnvironment: environment.removed, user: context.user, exchange: exchange,
+                             enforcement: enforcement)
+    }
+
+    /// The run's row, with a group id of its own (`beginRunWithItsOwnGroup`).
+    func begunRun(_ newRun: NewRun, enforcement: any DecisionEnforcement) async -> Result<Run, ReplyFailure> {
         let begun: Run?
         do {
             begun = try await enforcement.perform("run") { (enforcer) throws(EnforcementError) -> (Run?, EnforcementReport) in
@@ -290,15 +314,23 @@ extension BrokerService {
                 catch { throw .ledger(error) }
             }
         } catch {
-            return .error(ProtocolError(.internal, context: "run", reason: "the run could not be recorded: \(error)"))
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "run",
+                                                              reason: "the run could not be recorded: \(error)"))))
         }
         guard let run = begun else {
-            return .error(ProtocolError(.internal, context: "run", reason: "no group id of devaccess run's range "
-                + "(\(RunGroups.first)-\(RunGroups.last)) was free: each one tried is a group's in the user database "
-                + "or a user's in /etc/subgid (each skipped run's run_end event says which); the administrator "
-                + "must move those out of the range; nothing was run"))
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "run", reason: "no group id of "
+                + "devaccess run's range (\(RunGroups.first)-\(RunGroups.last)) was free: each one tried is a group's in "
+                + "the user database or a user's in /etc/subgid (each skipped run's run_end event says which); the "
+                + "administrator must move those out of the range; nothing was run"))))
         }
-        let environment = LaunchEnvironment.clean(order.environment, uid: peer.uid)
+        return .success(run)
+    }
+
+    /// The program started as the caller, held before exec: the caller's groups and the run's
+    /// own, the caller's resource limits, `--strict`'s Landlock rules. When it cannot be, the
+    /// run ends unstarted.
+    func heldProgram(_ order: RunOrder, program: RunProgram, streams: [CInt], environment: [String], run: Run,
+                     peer: Peer, enforcement: any DecisionEnforcement) async -> Result<HeldProgram, ReplyFailure> {
         let groups = Self.callerGroups(peer) + [run.gid]
         var ruleset: LandlockRuleset?
         if order.strict {
@@ -307,8 +339,8 @@ extension BrokerService {
                 ruleset = try LandlockRuleset.allowingEverythingExcept(denied)
             } catch {
                 await endRun(run, status: "not started: --strict: \(error)", enforcement: enforcement)
-                return .error(ProtocolError(.internal, context: "run",
-                    reason: "--strict cannot be enforced here (\(error)); nothing was run; run without --strict"))
+                return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "run",
+                    reason: "--strict cannot be enforced here (\(error)); nothing was run; run without --strict"))))
             }
         }
         let limits: [ResourceLimit]
@@ -316,40 +348,41 @@ extension BrokerService {
         case .success(let read): limits = read
         case .failure(let why):
             await endRun(run, status: "not started: the caller's resource limits could not be read", enforcement: enforcement)
-            return .error(ProtocolError(.badMessage, context: "run", reason: why.description + "; nothing was run"))
+            return .failure(ReplyFailure(.error(ProtocolError(.badMessage, context: "run",
+                                                              reason: why.description + "; nothing was run"))))
         }
-        let started: HeldProgram
         do throws(HeldProgram.Failure) {
-            started = try HeldProgram.start(program: program, arguments: order.arguments, environment: environment.kept,
-                                            directory: order.directory, umask: order.umask, streams: streams,
-                                            uid: peer.uid, gid: peer.gid, groups: groups, limits: limits,
-                                            strict: ruleset)
+            return .success(try HeldProgram.start(program: program, arguments: order.arguments, environment: environment,
+                                                  directory: order.directory, umask: order.umask, streams: streams,
+                                                  uid: peer.uid, gid: peer.gid, groups: groups, limits: limits,
+                                                  strict: ruleset))
         } catch {
             await endRun(run, status: "not started: \(error.description)", enforcement: enforcement)
-            return .error(ProtocolError(.badMessage, context: "run", reason: error.description + "; nothing was run"))
+            return .failure(ReplyFailure(.error(ProtocolError(.badMessage, context: "run",
+                                                              reason: error.description + "; nothing was run"))))
         }
+    }
+
+    /// The run's start and its grants recorded, bound to the held program's process, and the
+    /// nodes' entries applied: the plan's results with the grants'. When they cannot be, the
+    /// program is abandoned and the run ends unstarted.
+    func recordRunStart(_ plan: RunPlan, run: Run, started: HeldProgram, program: RunProgram, context: RequestContext,
+                        details: [String: String],
+                        enforcement: any DecisionEnforcement) async -> Result<[Permission: RequestResult], ReplyFailure> {
         let process = started.holder
-        let identity = program.grantProgram
-        let reason = order.reason ?? ""
-        // A program its user can change gets this run only, whatever term was chosen, and
-        // never longer than that term or MaxDuration= (the run's `once` ends by then).
-        let runAllows = program.trusted ? allows : allows.map { plan in
-            var once = plan
-            once.term = ResolvedTerm(.once, cap: Self.runLimit(plan.term))
-            return once
-        }
-        var details = ["removed_environment": environment.removed.joined(separator: " ")]
-        for (permission, result) in results { details["\(permission.rawValue)_outcome"] = result.outcome.rawValue }
-        let startDetails = details
+        let (subject, identity, reason, level) = (context.subject, program.grantProgram, context.reason,
+                                                  plan.location?.granted)
+        let runAllows = plan.runAllows(trusted: program.trusted)
+        var results = plan.results
         do {
             let granted = try await enforcement.perform("run") {
                 (enforcer) throws(EnforcementError) -> ([Grant], EnforcementReport) in
                 let grants: [Grant]
                 do throws(LedgerError) {
-                    try enforcer.ledger.runStarted(run.id, process: process, details: startDetails, at: enforcer.clock())
+                    try enforcer.ledger.runStarted(run.id, process: process, details: details, at: enforcer.clock())
                     grants = try runAllows.map { (plan) throws(LedgerError) in
                         try Self.recordRunGrant(plan, subject: subject, program: identity, reason: reason,
-                                                process: process, accuracy: plan.accuracy ?? location?.granted,
+                                                process: process, accuracy: plan.accuracy ?? level,
                                                 ledger: enforcer.ledger, now: enforcer.clock())
                     }
                 } catch {
@@ -361,29 +394,25 @@ extension BrokerService {
                 results[grant.permission] = Self.result(for: grant, outcome: .granted,
                                                         term: runAllows.first { $0.permission == grant.permission }?.term.term.word)
             }
+            return .success(results)
         } catch {
             started.abandon()
             await endRun(run, status: "not started: \(error)", enforcement: enforcement)
-            return .error(ProtocolError(.internal, context: "run", reason: "the run could not be started: \(error)"))
+            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "run",
+                                                              reason: "the run could not be started: \(error)"))))
         }
-        guard started.release() else {
-            await endRun(run, status: "not started: \(started.execFailure ?? "the program could not be executed")",
-                         enforcement: enforcement)
-            return .error(ProtocolError(.badMessage, context: "run", reason: started.execFailure
-                ?? "\(program.path) could not be executed; nothing was run"))
-        }
-        log.info("run started", ["run": String(run.id), "uid": String(user.uid), "program": program.path,
-                                 "pid": String(process.pid), "gid": String(run.gid)])
-        flushAudit(context)
+    }
 
-        // 3. Running: signals relayed; the client's leaving hangs the program up.
-        let ordered = order.permissions.compactMap { results[$0] }
+    /// 4. Running: signals relayed; the client's leaving hangs the program up; when the
+    /// program exits the run ends.
+    func running(_ started: HeldProgram, run: Run, results: [RequestResult], removedEnvironment: [String],
+                 user: UserIdentity, exchange: Exchange, enforcement: any DecisionEnforcement) async -> Reply {
         exchange.onSignal { signal in started.relay(signal) }
         exchange.listen { event in
             if case .departed = event { started.hangUp() }
         }
-        exchange.send(.runStarted(RunStartedReply(run: run.id, pid: process.pid, gid: run.gid, results: ordered,
-                                                  removedEnvironment: environment.removed)), awaitingAnswer: true)
+        exchange.send(.runStarted(RunStartedReply(run: run.id, pid: started.holder.pid, gid: run.gid, results: results,
+                                                  removedEnvironment: removedEnvironment)), awaitingAnswer: true)
         let exit = await started.exit()
         // Ended while the zombie still names the program's process: then reaped.
         await endRun(run, status: exit.words, enforcement: enforcement)
