@@ -295,7 +295,7 @@ public final class LiveEnforcer: Sendable {
 /// The broker's decisions (request flow, approvals) go through the same worker as
 /// hotplug, expiry and periodic runs: one queue, one engine run at a time, and the
 /// expiry timer re-armed after each decision.
-extension LiveEnforcer: DecisionEnforcement {
+extension LiveEnforcer {
     public func perform<R: Sendable>(
         _ operation: String, _ body: @escaping @Sendable (Enforcer) throws(EnforcementError) -> (R, EnforcementReport)
     ) async throws(DecisionEnforcementFailure) -> R {

@@ -13,9 +13,6 @@ import DevAccessEngine
 /// enforcement queue. Refusals are audited like every other refusal.
 extension BrokerService {
     func administer(_ request: Request, id: Int64, peer: Peer) async -> Reply {
-        guard let enforcement else {
-            return .error(ProtocolError(.internal, context: request.type, reason: "this broker runs without a ledger"))
-        }
         let caller = caller(of: peer)
         switch request {
         case .revoke, .reset, .withdraw:
@@ -90,7 +87,7 @@ extension BrokerService {
 /// `EngineRunner` on the daemon's enforcement queue (shared with hotplug, expiry and the
 /// periodic runs): never two engine runs at once.
 struct QueuedEngine: EngineRunner {
-    let enforcement: any DecisionEnforcement
+    let enforcement: LiveEnforcer
 
     func run<R: Sendable>(
         _ operation: String, _ body: @escaping @Sendable (Enforcer) throws(EnforcementError) -> (R, EnforcementReport)

@@ -133,9 +133,6 @@ extension BrokerService {
 
     /// Admins see every waiting request; anyone else sees their own.
     func pendingList(id: Int64, peer: Peer) -> Reply {
-        guard let ledger else {
-            return .error(ProtocolError(.internal, context: "pending", reason: "this broker runs without a ledger"))
-        }
         let uid: UInt32? = administers(peer) ? nil : peer.uid
         do {
             return .pending(PendingListReply(requests: try ledger.pendingRequests(uid: uid).map(Self.item)))
@@ -179,13 +176,10 @@ extension BrokerService {
     func resolve(_ action: PendingAction, approve: Bool, id: Int64, peer: Peer) async -> Reply {
         let operation = approve ? "approve" : "reject"
         guard administers(peer) else {
-            let subject = (try? ledger?.pendingRequest(id: action.pending))?.map(\.subject)
+            let subject = (try? ledger.pendingRequest(id: action.pending))?.map(\.subject)
             return refuse(operation, id: id, peer: peer, subject: subject,
                           reason: "\(describe(peer)) may not \(operation) request \(action.pending): only root "
                               + "and members of group '\(adminGroup)' may")
-        }
-        guard let enforcement else {
-            return .error(ProtocolError(.internal, context: operation, reason: "this broker runs without a ledger"))
         }
         let policy: Policy
         switch policies.current() {

@@ -16,7 +16,7 @@ extension BrokerService {
     /// whose group id its connection carries. A peer holding a run group id the ledger
     /// cannot name (unreadable, or no such run) is judged as a strict run given nothing.
     func caller(of peer: Peer) -> Caller {
-        Caller.identified(peer.credentials, adminGroup: adminGroup, runs: { [ledger] gid in try? ledger?.run(gid: gid) })
+        Caller.identified(peer.credentials, adminGroup: adminGroup, runs: { [ledger] gid in try? ledger.run(gid: gid) })
     }
 
     /// The judge's verdict on `action` for `peer`; a refusal is audited and answered
@@ -83,7 +83,7 @@ extension BrokerService {
 
     /// The location level run `gid` holds now (its grant, capped by policy); nil: none.
     func runLocationLevel(_ scope: RunScope, subject: Principal) async -> LocationAccuracy? {
-        guard scope.permissions.contains(.location), let enforcement else { return nil }
+        guard scope.permissions.contains(.location) else { return nil }
         let levels = try? await QueuedEngine(enforcement: enforcement).run("location") {
             (engine) throws(EnforcementError) -> ([UInt32: LocationAccuracy], EnforcementReport) in
             (try engine.runLocationAccuracies(for: subject), EnforcementReport())

@@ -70,10 +70,6 @@ extension BrokerService {
     /// The subject's level, or the reply that ends the request: a refusal (audited) when
     /// it has none, an error when the engine cannot say.
     func grantedLocation(_ subject: Principal, id: Int64, peer: Peer) async -> Result<LocationAccuracy, ReplyFailure> {
-        guard let enforcement else {
-            return .failure(ReplyFailure(.error(ProtocolError(.internal, context: "location",
-                                                              reason: "this broker runs without a ledger"))))
-        }
         let granted: LocationAccuracy?
         do throws(InterfaceError) {
             granted = try await QueuedEngine(enforcement: enforcement).run("location") {
@@ -100,7 +96,7 @@ extension BrokerService {
         var location = await levelsCheck(uid: uid, peer: address)
         let strict: [Run]
         do throws(LedgerError) {
-            strict = try ledger?.runs(uid: uid).filter(\.strict) ?? []
+            strict = try ledger.runs(uid: uid).filter(\.strict)
         } catch {
             // Not knowing which runs are strict must not serve one at its user's level.
             return GpsdCompatibleServer.UserLocation(
@@ -113,16 +109,14 @@ extension BrokerService {
     private func levelsCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.UserLocation {
         let subject = Principal(uid: uid, name: UserDatabase.userName(uid) ?? String(uid))
         var runs: [UInt32: LocationAccuracy] = [:]
-        if let enforcement {
-            do throws(InterfaceError) {
-                runs = try await QueuedEngine(enforcement: enforcement).run("location") {
-                    (engine) throws(EnforcementError) -> ([UInt32: LocationAccuracy], EnforcementReport) in
-                    (try engine.runLocationAccuracies(for: subject), EnforcementReport())
-                }
-            } catch {
-                return GpsdCompatibleServer.UserLocation(
-                    user: .refused("cannot tell whether \(subject.name) may know the location: \(error.protocolError.reason)"))
+        do throws(InterfaceError) {
+            runs = try await QueuedEngine(enforcement: enforcement).run("location") {
+                (engine) throws(EnforcementError) -> ([UInt32: LocationAccuracy], EnforcementReport) in
+                (try engine.runLocationAccuracies(for: subject), EnforcementReport())
             }
+        } catch {
+            return GpsdCompatibleServer.UserLocation(
+                user: .refused("cannot tell whether \(subject.name) may know the location: \(error.protocolError.reason)"))
         }
         if !runs.isEmpty {
             // A refusal is not audited here: the runs' connections are served, and this is
@@ -154,7 +148,6 @@ extension BrokerService {
 
     /// The subject's own level, nil when none; throws when the engine cannot say.
     private func userLevel(_ subject: Principal) async throws(InterfaceError) -> LocationAccuracy? {
-        guard let enforcement else { return nil }
         return try await QueuedEngine(enforcement: enforcement).run("location") {
             (engine) throws(EnforcementError) -> (LocationAccuracy?, EnforcementReport) in
             (try engine.locationAccuracy(for: subject), EnforcementReport())

@@ -47,7 +47,7 @@ extension BrokerService {
         let report = reports.first { $0.permission == permission }
         let status = report.flatMap { statuses(for: subject, reports: [$0], read: read).first }
         return OpenPlan.Inputs(devices: report?.devices ?? [], status: status,
-                               active: OpenPlan.activeGrants(read.grants, withheld: enforcement?.withheldGrants ?? [],
+                               active: OpenPlan.activeGrants(read.grants, withheld: enforcement.withheldGrants,
                                                              now: Date()),
                                switchedOff: read.switchedOff(permission))
     }
@@ -74,7 +74,6 @@ extension BrokerService {
             return
         case .skip: return
         }
-        guard let ledger else { return }
         var details = ["access": access.symbolic, "pid": String(peer.pid)]
         if let grant {
             details["grant"] = String(grant.id)
@@ -100,7 +99,7 @@ extension BrokerService {
     /// crash loses the count of the minute it happened in.
     func recordOpensLeftOut(of uid: UInt32, ended: Bool = false) {
         let count = opens.takeLeftOut(uid, ended: ended)
-        guard count > 0, let ledger else { return }
+        guard count > 0 else { return }
         let name = UserDatabase.userName(uid) ?? String(uid)
         let event = AuditEvent(type: .deviceOpen, subject: Principal(uid: uid, name: name),
                                details: [Self.opensNotRecordedKey: String(count)])

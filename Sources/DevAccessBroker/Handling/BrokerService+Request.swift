@@ -92,10 +92,6 @@ extension BrokerService {
         var asking = connected
         asking.ancestry = ProcFile.ancestry(of: connected.pid)
         let peer = asking
-        guard let ledger, let enforcement else {
-            return .error(ProtocolError(.internal, context: "request",
-                                        reason: "this broker runs without a ledger, so it cannot record decisions"))
-        }
         let user = identity(of: peer)
         let (reports, read, policy): ([AdapterReport], DecisionRead, Policy)
         switch await requestInputs(request.permissions) {
@@ -165,7 +161,7 @@ extension BrokerService {
     /// and the answer (6). The user's slots are held until it is answered.
     func decideRequest(_ plan: RequestPlan, context: RequestContext, policies: @Sendable (Permission) -> PolicyDecision,
                        before: [PermissionStatus], grants: [Grant], ledger: Ledger,
-                       enforcement: any DecisionEnforcement) async -> Reply {
+                       enforcement: LiveEnforcer) async -> Reply {
         // Per-user limits, before anything is asked, queued or audited as a request.
         let heldSlots: [UserSlots]
         switch requestSlots(plan, context: context) {
@@ -346,7 +342,7 @@ extension BrokerService {
     /// The plan's decisions recorded and enforced (`record`): the results with each
     /// permission's outcome; an error saying what failed and what held when any failed.
     func recordRequest(_ plan: RequestPlan, context: RequestContext,
-                       enforcement: any DecisionEnforcement) async -> Result<[Permission: RequestResult], ReplyFailure> {
+                       enforcement: LiveEnforcer) async -> Result<[Permission: RequestResult], ReplyFailure> {
         flushAudit(context)
         let decided: [(plan: GrantPlan, result: Result<Grant, EnforcementError>)]
         do {
@@ -863,7 +859,7 @@ extension BrokerService {
     /// grant keeps who decided and how (consent, auth_self, policy). Each plan gets its own
     /// result: an allow the policy forbids by now fails alone, the denials beside it hold.
     func record(_ plans: [GrantPlan], context: RequestContext,
-                enforcement: any DecisionEnforcement) async throws(DecisionEnforcementFailure)
+                enforcement: LiveEnforcer) async throws(DecisionEnforcementFailure)
         -> [(plan: GrantPlan, result: Result<Grant, EnforcementError>)] {
         let subject = context.subject
         let reason = context.reason
@@ -938,7 +934,7 @@ extension BrokerService {
     /// are dropped either way: a later flush does not repeat them).
     func writeAudit(_ context: RequestContext) throws(LedgerError) {
         let events = context.audit.take()
-        guard let ledger, !events.isEmpty else { return }
+        guard !events.isEmpty else { return }
         _ = try ledger.append(contentsOf: events)
     }
 }

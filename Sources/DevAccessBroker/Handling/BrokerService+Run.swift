@@ -46,10 +46,6 @@ extension BrokerService {
             return .error(ProtocolError(.badMessage, context: "run",
                 reason: "'run' needs its conversation and the caller's stdin, stdout and stderr; nothing was run"))
         }
-        guard ledger != nil, let enforcement else {
-            return .error(ProtocolError(.internal, context: "run",
-                                        reason: "this broker runs without a ledger, so it cannot start programs"))
-        }
         if let refusal = judgedRun(order, id: envelope.id, peer: peer) { return refusal }
         let user = identity(of: peer)
         let program: RunProgram
@@ -86,7 +82,7 @@ extension BrokerService {
     /// 1. The decision: the user's own access, a standing decision for this program, policy, a
     /// person (`RunPlan`); a run every permission is given starts (`startRun`).
     func decideRun(_ order: RunOrder, program: RunProgram, streams: [CInt], user: UserIdentity, id: Int64, peer: Peer,
-                   exchange: Exchange, enforcement: any DecisionEnforcement) async -> Reply {
+                   exchange: Exchange, enforcement: LiveEnforcer) async -> Reply {
         let (reports, read, policy): ([AdapterReport], DecisionRead, Policy)
         switch await runInputs(order.permissions) {
         case .success(let inputs): (reports, read, policy) = inputs
@@ -227,7 +223,7 @@ extension BrokerService {
     /// A run that does not start: denials a person chose are recorded (not asked again); the
     /// reply says what was decided, and the statuses of before.
     func notStarted(_ plan: RunPlan, order: RunOrder, program: RunProgram, context: RequestContext,
-                    before: [PermissionStatus], enforcement: any DecisionEnforcement) async -> Reply {
+                    before: [PermissionStatus], enforcement: LiveEnforcer) async -> Reply {
         var plan = plan
         let denials = plan.grants.filter { $0.decision == .deny }
         if !denials.isEmpty {
@@ -246,7 +242,7 @@ extension BrokerService {
     }
 
     func recordRunDenials(_ denials: [GrantPlan], subject: Principal, program: Program, reason: String,
-                          enforcement: any DecisionEnforcement) async -> Result<[Grant], ReplyFailure> {
+                          enforcement: LiveEnforcer) async -> Result<[Grant], ReplyFailure> {
         do {
             return .success(try await enforcement.perform("run") {
                 (enforcer) throws(EnforcementError) -> ([Grant], EnforcementReport) in
@@ -270,7 +266,7 @@ extension BrokerService {
     /// 3. Start: the run's row (its group id), the program held before exec, its process and
     /// grants recorded, the nodes' entries applied; then it may exec.
     func startRun(_ plan: RunPlan, order: RunOrder, program: RunProgram, streams: [CInt], context: RequestContext,
-                  exchange: Exchange, enforcement: any DecisionEnforcement) async -> Reply {
+                  exchange: Exchange, enforcement: LiveEnforcer) async -> Reply {
         let run: Run
         switch await begunRun(NewRun(subject: context.subject, program: program.identity,
                                      permissions: order.permissions, strict: order.strict), enforcement: enforcement) {
@@ -306,7 +302,7 @@ extension BrokerService {
     }
 
     /// The run's row, with a group id of its own (`beginRunWithItsOwnGroup`).
-    func begunRun(_ newRun: NewRun, enforcement: any DecisionEnforcement) async -> Result<Run, ReplyFailure> {
+    func begunRun(_ newRun: NewRun, enforcement: LiveEnforcer) async -> Result<Run, ReplyFailure> {
         let begun: Run?
         do {
             begun = try await enforcement.perform("run") { (enforcer) throws(EnforcementError) -> (Run?, EnforcementReport) in
@@ -330,7 +326,7 @@ extension BrokerService {
     /// own, the caller's resource limits, `--strict`'s Landlock rules. When it cannot be, the
     /// run ends unstarted.
     func heldProgram(_ order: RunOrder, program: RunProgram, streams: [CInt], environment: [String], run: Run,
-                     peer: Peer, enforcement: any DecisionEnforcement) async -> Result<HeldProgram, ReplyFailure> {
+                     peer: Peer, enforcement: LiveEnforcer) async -> Result<HeldProgram, ReplyFailure> {
         let groups = Self.callerGroups(peer) + [run.gid]
         var ruleset: LandlockRuleset?
         if order.strict {
@@ -368,7 +364,7 @@ extension BrokerService {
     /// program is abandoned and the run ends unstarted.
     func recordRunStart(_ plan: RunPlan, run: Run, started: HeldProgram, program: RunProgram, context: RequestContext,
                         details: [String: String],
-                        enforcement: any DecisionEnforcement) async -> Result<[Permission: RequestResult], ReplyFailure> {
+                        enforcement: LiveEnforcer) async -> Result<[Permission: RequestResult], ReplyFailure> {
         let process = started.holder
         let (subject, identity, reason, level) = (context.subject, program.grantProgram, context.reason,
                                                   plan.location?.granted)
@@ -406,7 +402,7 @@ extension BrokerService {
     /// 4. Running: signals relayed; the client's leaving hangs the program up; when the
     /// program exits the run ends.
     func running(_ started: HeldProgram, run: Run, results: [RequestResult], removedEnvironment: [String],
-                 user: UserIdentity, exchange: Exchange, enforcement: any DecisionEnforcement) async -> Reply {
+                 user: UserIdentity, exchange: Exchange, enforcement: LiveEnforcer) async -> Reply {
         exchange.onSignal { signal in started.relay(signal) }
         exchange.listen { event in
             if case .departed = event { started.hangUp() }
@@ -489,7 +485,7 @@ extension BrokerService {
     }
 
     /// Records the run's end and removes its access (the engine pass sees the process gone).
-    func endRun(_ run: Run, status: String, enforcement: any DecisionEnforcement) async {
+    func endRun(_ run: Run, status: String, enforcement: LiveEnforcer) async {
         do {
             try await enforcement.perform("run-end") { (enforcer) throws(EnforcementError) -> (Void, EnforcementReport) in
                 do throws(LedgerError) {

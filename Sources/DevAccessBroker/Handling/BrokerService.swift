@@ -21,7 +21,7 @@ public final class BrokerService: RequestHandler {
     let probe: FreshProbe
     /// The group whose members administer devaccess (`Caller.standing`).
     let adminGroup: String
-    let ledger: Ledger?
+    let ledger: Ledger
     /// Decisions, recorded ACL entries and the policy, read like the probes: fresh per
     /// request, shared by requests that arrive together.
     let decisionReads: Coalescer<DecisionRead>
@@ -30,8 +30,9 @@ public final class BrokerService: RequestHandler {
     /// The policy in force: re-read per request, the last good one kept (PolicyKeeper).
     let policies: PolicyKeeper
     let settings: RequestSettings
-    /// Where decisions are recorded and enforced, one at a time (nil without a ledger).
-    let enforcement: (any DecisionEnforcement)?
+    /// Where decisions are recorded and enforced: the one engine queue, which hotplug,
+    /// expiry and the periodic runs share, so no two engine runs edit a node at once.
+    let enforcement: LiveEnforcer
     /// nil: this broker serves no location (`--no-location`, or tests without gpsd).
     let locations: LocationServing?
     /// Requesters waiting (`--wait`) for an administrator to resolve their request.
@@ -69,12 +70,10 @@ public final class BrokerService: RequestHandler {
     }
 
     /// `configDirectory` holds devaccess.conf and its drop-ins (read for every request).
-    /// `enforcement` nil: decisions run on a thread of this service's own
-    /// (`SerialEnforcement`); a daemon with live enforcement passes that, so both share
-    /// one queue.
-    public init(probe: FreshProbe, adminGroup: String, ledger: Ledger?, configDirectory: String, log: BrokerLog,
+    /// `enforcement`: the daemon's live enforcement, whose queue decisions share.
+    public init(probe: FreshProbe, adminGroup: String, ledger: Ledger, configDirectory: String, log: BrokerLog,
                 settings: RequestSettings = RequestSettings(),
-                enforcement: (any DecisionEnforcement)? = nil, policy: Policy? = nil,
+                enforcement: LiveEnforcer, policy: Policy? = nil,
                 policies keeper: PolicyKeeper? = nil, location: (any LocationSource)? = nil) {
         self.probe = probe
         locations = location.map(LocationServing.init)
@@ -96,32 +95,22 @@ public final class BrokerService: RequestHandler {
         opens = UserBudget(burst: settings.maxAuditedOpensPerMinute, window: settings.auditWindow)
         let me = getuid()
         brokerPrincipal = Principal(uid: me, name: UserDatabase.userName(me) ?? String(me))
-        if let enforcement {
-            self.enforcement = enforcement
-        } else if let ledger {
-            var enforcer = Enforcer(ledger: ledger, devices: ProbeDeviceSource(probe: probe.probe),
-                                    actor: brokerPrincipal, policy: { policies.current() })
-            enforcer.testCrashAt = settings.testCrashAt
-            self.enforcement = SerialEnforcement(enforcer: enforcer)
-        } else {
-            self.enforcement = nil
-        }
+        self.enforcement = enforcement
         // Tests (DEBUG builds only set it): every inotify watch fails as when the limit is reached.
         let failWatches = settings.testFailWatches
         let inputs = StatusInputsCache(policyDirectory: configDirectory,
-                                       ledgerDirectory: ledger.map { StatusInputsCache.parent(of: $0.path) },
+                                       ledgerDirectory: StatusInputsCache.parent(of: ledger.path),
                                        log: log, failWatchesWith: failWatches)
         self.inputs = inputs
         keepsInputs = settings.keepsStatusInputs
         if !keepsInputs { log.notice("status inputs are read afresh for every status (DEVACCESSD_STATUS_CACHE=off)") }
         // This process's own commits (grants, revokes, expiries, switches) count before the
         // writer returns, so before any reply that follows them.
-        _ = ledger?.commits.observe { inputs.invalidate([.decisions]) }
+        _ = ledger.commits.observe { inputs.invalidate([.decisions]) }
         policies.observeReloads { inputs.invalidate([.decisions]) }
         decisionReads = Coalescer(name: "devaccessd decisions") {
             var read = DecisionRead(grants: [], records: [], problem: nil,
                                     policy: policies.current())
-            guard let ledger else { return read }
             do throws(LedgerError) {
                 read.grants = try ledger.grants()
                 read.records = try ledger.aclEntries()
@@ -135,7 +124,7 @@ public final class BrokerService: RequestHandler {
         // Every change devaccessd makes or notices runs through the live enforcer:
         // subscriptions hear of it there.
         // Whatever the engine ran for (hotplug, the periodic reconcile, ...) counts as a change.
-        (enforcement as? LiveEnforcer)?.observe { [weak self] cause in
+        enforcement.observe { [weak self] cause in
             self?.inputs.invalidateAll()
             self?.statusesChanged(cause: cause)
         }
@@ -223,7 +212,7 @@ public final class BrokerService: RequestHandler {
         inputs.invalidate([.decisions])
         policies.reload()
         // Grants the new policy forbids end now, not at the next periodic run.
-        (enforcement as? LiveEnforcer)?.requestReconcile(trigger: "policy")
+        enforcement.requestReconcile(trigger: "policy")
     }
 
     /// Root and members of the admin group: their connections are not limited per user,
@@ -368,7 +357,6 @@ public final class BrokerService: RequestHandler {
     /// The subject's standing decisions and the recorded ACL entries, as
     /// `LedgerStatus.read` gives them to the local `devaccess status`.
     func ledgerReading(_ read: DecisionRead, uid: UInt32) -> LedgerReading {
-        guard let ledger else { return .absent(path: "(no ledger)") }
         if let problem = read.problem { return .unreadable(path: ledger.path, problem: problem) }
         return .loaded(LedgerSnapshot(path: ledger.path, decisions: Decisions(active: read.grants.filter { $0.subject.uid == uid }),
                                       records: read.records, switches: read.switches))
@@ -412,12 +400,10 @@ public final class BrokerService: RequestHandler {
             log.notice("refused", ["operation": operation, "uid": String(peer.uid), "pid": String(peer.pid),
                                    "program": peer.program ?? "-", "subject": subject?.description ?? "-",
                                    "not_recorded_before": String(leftOut)])
-            if let ledger {
-                do {
-                    try ledger.append(event)
-                } catch {
-                    log.error("could not record a refusal in the ledger", ["error": error.description])
-                }
+            do {
+                try ledger.append(event)
+            } catch {
+                log.error("could not record a refusal in the ledger", ["error": error.description])
             }
         }
         return .error(ProtocolError(code, context: operation, reason: reason))
