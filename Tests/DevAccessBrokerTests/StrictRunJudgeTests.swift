@@ -11,7 +11,7 @@ import DevAccessTestSupport
 /// open the microphone (its user reaches it through group audio) or start a nested
 /// `devaccess run --microphone`, which ran with the user's plain groups and no Landlock.
 /// devaccessd knows a peer in a run by the run's group id among the kernel's
-/// `SO_PEERGROUPS` and judges it as that run (AccessRules.judge).
+/// `SO_PEERGROUPS` and judges it as that run (`Caller.judged`).
 @Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes nodes, users and ACLs"))
 struct StrictRunJudgeTests {
     static let microphoneID = "microphone:test-card0"
