@@ -46,4 +46,40 @@ struct HostileReview5Tests {
         #expect(reset.status != 0 && reset.stderr.contains("strict"),
                 "a strict run reset its user's decisions: \(reset.stderr)")
     }
+
+    /// Finding 2: the socket judges a process holding the group id of an ended strict run
+    /// (a descendant that outlived it) as that strict run, given nothing; the gpsd endpoint
+    /// knew only live strict runs, so the same leftover connecting to 127.0.0.1 was served
+    /// location at its user's level: a strict camera run read its user's position by leaving
+    /// a process behind (`setsid`, its program exits, the run ends).
+    @Test(.enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed"))
+    func aLeftoverOfAnEndedStrictRunIsNotServedLocationAtTheGpsdEndpoint() throws {
+        let setup = try RunLocationAttackTests.Setup()
+        let user = try TestUser("h5gpsd")
+        #expect(try TestProcess.devaccess(["grant", "location", "--user", user.name] + setup.requests.socket).status == 0)
+        let helpers = RunLocationAttackTests.helpers
+        // The user at large is served (else this test would prove nothing).
+        let outside = try user.python(helpers + """
+            s = socket.create_connection(("127.0.0.1", port))
+            print(json.dumps(watch(s, 1, 8)))
+            """, [String(setup.port), setup.marks.path])
+        #expect((try? json(outside.stdout))?["tpv"] as? Int ?? 0 > 0, "the user was not served: \(outside.stdout)")
+        let leftover = helpers + """
+            wait_for(marks + "/ended")
+            s = socket.create_connection(("127.0.0.1", port))
+            say(marks + "/leftover", watch(s, 1, 8))
+            """
+        let strict = try RunTests.run(user, setup.requests, [
+            "--camera", "--strict", "--", "/bin/sh", "-c",
+            "setsid \"$0\" -c \"$1\" \"$2\" \"$3\" </dev/null >/dev/null 2>&1 & exit 0",
+            RunLocationAttackTests.python, leftover, String(setup.port), setup.marks.path,
+        ])
+        #expect(strict.status == 0, "\(strict.stderr)")
+        let runs = try setup.requests.ledger().runs(uid: user.uid, includeEnded: true)
+        #expect(runs.count == 1 && runs.allSatisfy { $0.strict && $0.ended != nil }, "\(runs)")
+        setup.say("ended")
+        let served = setup.report("leftover", within: 20)
+        #expect(served != nil && served?["tpv"] as? Int == 0,
+                "a leftover of an ended strict camera run was served location: \(served ?? [:])")
+    }
 }
