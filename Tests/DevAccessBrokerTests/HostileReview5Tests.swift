@@ -82,4 +82,31 @@ struct HostileReview5Tests {
         #expect(served != nil && served?["tpv"] as? Int == 0,
                 "a leftover of an ended strict camera run was served location: \(served ?? [:])")
     }
+
+    /// Finding 3: root and administrators are not held to per-user limits, and a strict run
+    /// of an administrator's was not either: the program the administrator did not trust
+    /// (why else --strict) took every one of devaccessd's connections, the slots kept for
+    /// administrators included, and root's own `devaccess list` was turned away `busy`.
+    @Test func aStrictRunOfAnAdministratorIsHeldToThePerUserConnectionLimit() throws {
+        let carol = try TestUser("h5slots")
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n", admins: [carol], daemonArguments: [
+            "--max-connections", "40", "--max-connections-per-user", "10", "--reserved-connections", "10",
+        ])
+        let marks = try TemporaryDirectory()
+        #expect(chmod(marks.path, 0o777) == 0)
+        let counts = marks.path + "/counts"
+        let run = try RunTests.runInBackground(carol, setup, [
+            "--camera", "--strict", "--", "/bin/sh", "-c", "/usr/bin/python3 -c \"$0\" \"$1\" 45 20 > \"$2\"",
+            AbuseLimitTests.holdConnections, setup.daemon.socketPath, counts,
+        ])
+        defer { kill(run.process.processIdentifier, SIGTERM); _ = run.finish() }
+        let written = LiveEnforcementTests.waitFor(30) {
+            ((try? String(contentsOfFile: counts, encoding: .utf8)) ?? "").hasSuffix("\n")
+        }
+        try #require(written != nil, "the strict run never reported its connections")
+        let held = (try? json((try? String(contentsOfFile: counts, encoding: .utf8)) ?? "")) ?? [:]
+        #expect((held["served"] as? Int ?? 0) <= 10, "a strict run of an administrator held \(held) connections")
+        let root = try TestProcess.devaccess(["list"] + setup.socket)
+        #expect(root.status == 0, "root was turned away while an administrator's strict run held the slots: \(root.stderr)")
+    }
 }
