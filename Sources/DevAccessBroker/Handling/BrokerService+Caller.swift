@@ -34,9 +34,9 @@ extension BrokerService {
         caller(of: peer).may(.administer)
     }
 
-    /// Root and administrators are not held to per-user limits and budgets.
+    /// Root and administrators, outside strict runs, are not held to per-user limits and budgets.
     func isUnlimited(_ peer: Peer) -> Bool {
-        Caller.standing(of: peer.credentials, adminGroup: adminGroup).isUnlimited
+        caller(of: peer).isUnlimited
     }
 
     /// `run` from a strict run: refused (audited); nil when the judge lets it start.
