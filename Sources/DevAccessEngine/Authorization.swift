@@ -21,6 +21,9 @@ public enum Authorization {
         /// Decisions for others and on the whole system: the approval queue (pending, approve,
         /// reject), decide, revoke and reset of others, reconcile, switches, the audit trail.
         case administer
+        /// Ending or forgetting the caller's own standing decisions (revoke, reset, `revoke
+        /// --terminate` of its own runs): its user's, which a strict run does not act for.
+        case ownDecisions
     }
 
     /// Whose is the thing acted on.
@@ -71,6 +74,9 @@ public enum Authorization {
             return judgeStrictRequest(permissions, accuracy: accuracy, run: run)
         case .administer:
             return .refused(othersRefusal(caller))
+        case .ownDecisions:
+            return .refused("the caller is in \(run.described); its user's decisions and runs are not the run's "
+                + "to end or forget (--strict); nothing was changed")
         }
     }
 

@@ -16,8 +16,8 @@ public struct Caller: Sendable, Hashable {
         /// A uid of /etc/subuid: a user namespace of another user's.
         case subordinate
 
-        /// Root and administrators are not held to per-user limits and budgets (a strict
-        /// run of theirs included: limits protect devaccessd, not the run's confinement).
+        /// Root and administrators; not held to per-user limits and budgets unless confined
+        /// to a strict run (`Caller.isUnlimited`).
         public var isUnlimited: Bool {
             self == .root || self == .admin
         }
@@ -79,11 +79,16 @@ public struct Caller: Sendable, Hashable {
         }
     }
 
-    /// Root or an administrator, and not confined to a strict run: the judge's one test for
-    /// acting on others and on the whole system.
-    var administers: Bool {
+    /// Root or an administrator, and not confined to a strict run: not held to per-user
+    /// limits and budgets. A strict run of an administrator's is: it runs a program its user
+    /// does not trust, which took every connection, the slots kept for administrators
+    /// included (hostile review 5).
+    public var isUnlimited: Bool {
         standing.isUnlimited && run?.strict != true
     }
+
+    /// The judge's one test for acting on others and on the whole system: the same callers.
+    var administers: Bool { isUnlimited }
 }
 
 extension Caller {

@@ -57,9 +57,12 @@ public struct EngineService: DevAccessInterface {
 
     public func revoke(_ order: RevokeOrder) async throws(InterfaceError) -> RevokeDocument {
         let subject = try Self.formerOrCurrentUser(order.user)
-        // Giving up one's own access is always safe; ending someone else's is an admin's call.
+        // Giving up one's own access is safe (not from a strict run: it is its user's access);
+        // ending someone else's is an admin's call.
         if subject.uid != caller.principal.uid {
             try requireAdmin("revoke", "revoke \(subject)'s \(order.permission.rawValue) grants")
+        } else {
+            try require(.ownDecisions, "revoke", "revoke \(subject)'s \(order.permission.rawValue) grants")
         }
         let actor = caller.principal
         let now = clock()
@@ -123,6 +126,7 @@ public struct EngineService: DevAccessInterface {
         // A user may forget what they decided themselves at a prompt (their own "deny"),
         // never a denial an administrator recorded: that stays until an administrator resets it.
         try requireAdmin("reset", "forget \(subject)'s decisions", unless: subject.uid == actor.uid)
+        try require(.ownDecisions, "reset", "forget \(subject)'s decisions")
         let caller = self.caller
         let outcome = try await runner.run("reset") {
             (engine) throws(EnforcementError) -> (Result<ResetDocument, InterfaceError>, EnforcementReport) in
@@ -414,6 +418,12 @@ public struct EngineService: DevAccessInterface {
     }
 
     // MARK: Helpers
+
+    /// The judge's verdict on `action`, as this operation's refusal: nothing is done.
+    private func require(_ action: Authorization.Action, _ operation: String, _ what: String) throws(InterfaceError) {
+        guard case .refused(let reason) = caller.judged(action) else { return }
+        throw .refused(operation: operation, reason: "\(caller.principal) may not \(what): \(reason)")
+    }
 
     /// The judge's `administer` verdict, as this operation's refusal: nothing is done.
     private func requireAdmin(_ operation: String, _ what: String, unless allowed: Bool = false) throws(InterfaceError) {

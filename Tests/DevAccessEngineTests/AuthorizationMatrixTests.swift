@@ -31,6 +31,8 @@ struct AuthorizationMatrixTests {
         ("status of self",            .status, .itself,                                        "A A A A A A"),
         ("status of another user",    .status, .anotherUser,                                   "A A R R R R"),
         ("pending/approve/reject",    .administer, .itself,                                    "A A R R R R"),
+        ("revoke/reset of own",       .ownDecisions, .itself,                                  "A A A A A R"),
+        ("revoke/reset of another's", .ownDecisions, .anotherUser,                             "A A R R R R"),
         ("request camera",            .request([.camera], accuracy: nil), .itself,             "A A A A P W"),
         ("request microphone",        .request([.microphone], accuracy: nil), .itself,         "A A A A P R"),
         ("request camera+microphone", .request([.camera, .microphone], accuracy: nil), .itself, "A A A A P R"),

@@ -34,9 +34,12 @@ extension BrokerService {
         caller(of: peer).may(.administer)
     }
 
-    /// Root and administrators are not held to per-user limits and budgets.
+    /// Root and administrators, outside strict runs, are not held to per-user limits and budgets.
+    /// Asked on the accept thread too: the ledger (whose reads can wait on a long report) is
+    /// read only for root's and administrators' processes that carry a run group id.
     func isUnlimited(_ peer: Peer) -> Bool {
-        Caller.standing(of: peer.credentials, adminGroup: adminGroup).isUnlimited
+        guard Caller.standing(of: peer.credentials, adminGroup: adminGroup).isUnlimited else { return false }
+        return caller(of: peer).isUnlimited
     }
 
     /// `run` from a strict run: refused (audited); nil when the judge lets it start.

@@ -91,12 +91,14 @@ extension BrokerService {
     }
 
     /// The gpsd-compatible endpoint's lookup for a client the kernel says is `uid`: the
-    /// user's level, that of each of their live runs given location, and their strict runs.
+    /// user's level, that of each of their live runs given location, and their strict runs,
+    /// ended ones too: a leftover process keeps an ended strict run's group id, and is
+    /// judged as that run (given nothing now), as on devaccessd's socket.
     func locationCheck(uid: UInt32, peer address: TCPAddress) async -> GpsdCompatibleServer.UserLocation {
         var location = await levelsCheck(uid: uid, peer: address)
         let strict: [Run]
         do throws(LedgerError) {
-            strict = try ledger.runs(uid: uid).filter(\.strict)
+            strict = try ledger.runs(uid: uid, includeEnded: true).filter(\.strict)
         } catch {
             // Not knowing which runs are strict must not serve one at its user's level.
             return GpsdCompatibleServer.UserLocation(

@@ -42,7 +42,8 @@ public final class GpsdCompatibleServer: Sendable {
     public struct UserLocation: Sendable, Hashable {
         public var user: GrantCheck
         public var runs: [UInt32: LocationAccuracy]
-        /// The user's `--strict` runs, by group id: the judge serves them their own level only.
+        /// The user's `--strict` runs, ended ones included, by group id: the judge serves them
+        /// their own level only (an ended one's leftover processes nothing).
         public var strictRuns: [UInt32: RunScope] = [:]
 
         public init(user: GrantCheck, runs: [UInt32: LocationAccuracy] = [:]) {
