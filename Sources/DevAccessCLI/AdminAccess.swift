@@ -126,7 +126,7 @@ enum AdminAccess {
         case .busy: return CommandFailure(message: error.description, code: .ledgerBusy)
         case .ledgerUnusable: return CommandFailure(message: error.description, code: .ledgerUnusable)
         case .unreachable(let text):
-            return CommandFailure(message: "\(text); start it ('systemctl start devaccessd'), or as root with the "
+            return CommandFailure(message: "\(text); \(DaemonStart.advice()), or as root with the "
                 + "daemon stopped repeat the command with --offline", code: .brokerUnreachable)
         case .brokerBusy: return CommandFailure(message: error.description, code: .brokerUnreachable)
         case .unavailable: return CommandFailure(message: error.description, code: .unavailable)
