@@ -134,6 +134,14 @@ enum AdminAccess {
         }
     }
 
+    /// The `--user` given, else the caller by uid: devaccessd judges from the kernel's view of
+    /// the caller whether it may act for that user (`reset`, `revoke`).
+    static func userOrSelf(_ arguments: ParsedArguments, command: String) throws -> String {
+        guard let named = arguments.value("user") else { return String(getuid()) }
+        guard !named.isEmpty else { throw UsageError(message: "empty '--user'", command: command) }
+        return named
+    }
+
     /// The `--user` of an admin command, as given (the broker resolves it).
     static func user(_ arguments: ParsedArguments, command: String, purpose: String) throws -> String {
         guard let text = arguments.value("user"), !text.isEmpty else {
