@@ -2,7 +2,7 @@
 # Installs devaccess: the devaccess and devaccessd binaries, the systemd unit, the
 # sysusers.d and tmpfiles.d files, the udev rules, the default policy, the PAM service,
 # the man pages and the bash, zsh and fish completions. Then, when installing into the live system (no DESTDIR), creates
-# the groups and directories and reloads udev and systemd -- each only when its tool
+# the group devaccess-admin and the directories and reloads udev and systemd -- each only when its tool
 # is present, so it works (and never fails) on machines without systemd as PID 1.
 #
 # Environment (defaults in brackets):
@@ -131,15 +131,13 @@ fi
 # --- activation (live system only; every step optional) ---------------------------------
 if command -v systemd-sysusers >/dev/null 2>&1; then
     if systemd-sysusers "$SYSUSERSDIR/devaccess.conf"; then
-        say "groups created (systemd-sysusers)"
+        say "group devaccess-admin created (systemd-sysusers)"
     else
-        warn "systemd-sysusers failed; create the groups by hand"
+        warn "systemd-sysusers failed; create the group by hand (groupadd -r devaccess-admin)"
     fi
 else
-    for group in devaccess-admin devaccess-camera devaccess-microphone devaccess-location; do
-        getent group "$group" >/dev/null || groupadd -r "$group" || warn "groupadd $group failed"
-    done
-    say "groups created (groupadd)"
+    getent group devaccess-admin >/dev/null || groupadd -r devaccess-admin || warn "groupadd devaccess-admin failed"
+    say "group devaccess-admin created (groupadd)"
 fi
 if command -v systemd-tmpfiles >/dev/null 2>&1; then
     if systemd-tmpfiles --create "$TMPFILESDIR/devaccess.conf"; then

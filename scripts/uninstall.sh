@@ -125,4 +125,4 @@ fi
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
     systemctl daemon-reload || warn "systemctl daemon-reload failed"
 fi
-say "done; the groups devaccess-admin, devaccess-camera, devaccess-microphone and devaccess-location stay"
+say "done; the group devaccess-admin stays"

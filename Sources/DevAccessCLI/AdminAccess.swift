@@ -126,12 +126,20 @@ enum AdminAccess {
         case .busy: return CommandFailure(message: error.description, code: .ledgerBusy)
         case .ledgerUnusable: return CommandFailure(message: error.description, code: .ledgerUnusable)
         case .unreachable(let text):
-            return CommandFailure(message: "\(text); start it ('systemctl start devaccessd'), or as root with the "
+            return CommandFailure(message: "\(text); \(DaemonStart.advice()), or as root with the "
                 + "daemon stopped repeat the command with --offline", code: .brokerUnreachable)
         case .brokerBusy: return CommandFailure(message: error.description, code: .brokerUnreachable)
         case .unavailable: return CommandFailure(message: error.description, code: .unavailable)
         case .failed: return CommandFailure(message: error.description, code: .failure)
         }
+    }
+
+    /// The `--user` given, else the caller by uid: devaccessd judges from the kernel's view of
+    /// the caller whether it may act for that user (`reset`, `revoke`).
+    static func userOrSelf(_ arguments: ParsedArguments, command: String) throws -> String {
+        guard let named = arguments.value("user") else { return String(getuid()) }
+        guard !named.isEmpty else { throw UsageError(message: "empty '--user'", command: command) }
+        return named
     }
 
     /// The `--user` of an admin command, as given (the broker resolves it).

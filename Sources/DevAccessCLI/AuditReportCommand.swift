@@ -19,7 +19,7 @@ enum AuditReportCommand {
         OptionSpec(long: "permission", short: "p", value: "PERMISSION", help: "Events of one permission."),
         OptionSpec(long: "device", short: nil, value: "ID", help: "Events of one device (stable id or name)."),
         OptionSpec(long: "type", short: nil, value: "TYPE[,TYPE]",
-                   help: "Events of these types (request, decision, grant, revoke, expiry, refused, ...)."),
+                   help: "Events of these types (request, decision, grant, revoke, expiry, refused, ...); grant includes decision."),
         OptionSpec(long: "summary", short: nil, value: nil, help: "Counts per permission, per user, top programs."),
         OptionSpec(long: "event", short: nil, value: "N", help: "One event in full, with its place in the chain."),
         OptionSpec(long: "format", short: nil, value: "FORMAT",
@@ -123,7 +123,8 @@ enum AuditReportCommand {
         switch format {
         case .table, .html:
             for warning in warnings { sink.line(warning + "\n") }
-            sink.line(EventTable.format(EventTable.header))
+            // A report with no event says so instead of a header over nothing (emit prints it).
+            if follow { sink.line(EventTable.format(EventTable.header)) }
         case .csv:
             for warning in warnings { sink.line("# " + warning) }
             sink.write(EventCSV.line(EventCSV.columns))
@@ -144,7 +145,9 @@ enum AuditReportCommand {
         func emit(_ page: AuditReportDocument) throws {
             for event in page.events ?? [] {
                 switch format {
-                case .table, .html: sink.line(EventTable.format(EventTable.row(event)))
+                case .table, .html:
+                    if !wroteOne && !follow { sink.line(EventTable.format(EventTable.header)) }
+                    sink.line(EventTable.format(EventTable.row(event)))
                 case .csv: sink.write(EventCSV.row(event))
                 case .json:
                     let line = String(decoding: try encoder.encode(event), as: UTF8.self)
@@ -175,6 +178,7 @@ enum AuditReportCommand {
             try emit(page)
         }
         if format == .json && !follow { sink.write("\n]}\n") }
+        if (format == .table || format == .html) && !follow && !wroteOne { sink.line("no events") }
         return broken ? .auditBroken : .success
     }
 
@@ -254,6 +258,8 @@ enum AuditReportCommand {
         var types: [String] = []
         if let text = arguments.value("type") {
             types = text.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }
+            // A grant is a grant however it was made: `decision` events are those made at a prompt.
+            if types.contains("grant") && !types.contains("decision") { types.append("decision") }
             let known = Set(AuditEventType.known.map(\.rawValue))
             for type in types where !known.contains(type) {
                 throw UsageError(message: "unknown event type '\(type)'"

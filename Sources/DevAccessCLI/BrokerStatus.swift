@@ -28,7 +28,7 @@ enum BrokerOptions {
     static func failure(_ error: DeviceAccessError, command: String) -> any Error {
         switch error {
         case .brokerUnavailable(let reason):
-            return CommandFailure(message: "\(reason); start it with 'systemctl start devaccessd', or drop --broker "
+            return CommandFailure(message: "\(reason); \(DaemonStart.advice()), or drop --broker "
                                       + "to compute the status here", code: .brokerUnreachable)
         case .busy(let reason):
             return CommandFailure(message: "devaccessd is busy: \(reason)", code: .brokerUnreachable)

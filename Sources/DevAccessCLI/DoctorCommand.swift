@@ -21,7 +21,7 @@ enum DoctorCommand: Command {
         discussion: """
         Each check prints ok, warn or fail with what was found. Checks: the devaccessd
         binary, its systemd unit, sysusers.d and tmpfiles.d files, the udev rules, the
-        policy file ($DEVACCESS_CONFIG_DIR, as devaccessd reads it, else /etc/devaccess), man pages, the groups devaccess-admin/-camera/-microphone/-location,
+        policy file ($DEVACCESS_CONFIG_DIR, as devaccessd reads it, else /etc/devaccess), man pages, the group devaccess-admin,
         the state and runtime directories, the broker socket (answers hello), the
         ledger (opens, audit chain verifies; needs read access, so run as root), the
         opt-in deny-by-default udev rules (installed, in force) and who can open capture
@@ -50,7 +50,7 @@ enum DoctorCommand: Command {
         var fail: Int
     }
 
-    static let groups = ["devaccess-admin", "devaccess-camera", "devaccess-microphone", "devaccess-location"]
+    static let groups = ["devaccess-admin"]
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         guard arguments.positionals.isEmpty else {

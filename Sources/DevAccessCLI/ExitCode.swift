@@ -23,6 +23,10 @@ public enum ExitCode: Int32, Sendable {
     case ledgerBusy = 75
     /// An admin command run without root; later the broker will take it (EX_NOPERM).
     case noPermission = 77
+    /// `run`: PROGRAM is there but cannot be run (a shell's 126).
+    case cannotExecute = 126
+    /// `run`: PROGRAM is not found (a shell's 127).
+    case programNotFound = 127
 
     public static let success = ExitCode.authorized
 

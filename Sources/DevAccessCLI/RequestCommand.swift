@@ -139,7 +139,7 @@ enum RequestCommand: Command {
     static func failure(_ error: BrokerClientError) -> any Error {
         switch error {
         case .unreachable, .timedOut, .closed:
-            return CommandFailure(message: "\(error); start it with 'systemctl start devaccessd'; nothing was requested",
+            return CommandFailure(message: "\(error); \(DaemonStart.advice()); nothing was requested",
                                   code: .brokerUnreachable)
         case .rejected(let frame) where frame.code == .busy:
             return CommandFailure(message: "\(error)", code: .brokerUnreachable)

@@ -36,14 +36,7 @@ enum ResetCommand: Command {
         let permission = try arguments.positionals.first.map { word throws(UsageError) in
             try CommonOptions.permissions([word], command: spec.name)[0]
         }
-        let user: String
-        if let named = arguments.value("user") {
-            guard !named.isEmpty else { throw UsageError(message: "empty '--user'", command: spec.name) }
-            user = named
-        } else {
-            // Oneself, by uid: the broker checks it against the kernel's view of the caller anyway.
-            user = String(getuid())
-        }
+        let user = try AdminAccess.userOrSelf(arguments, command: spec.name)
         let interface = try AdminAccess.interface(arguments, command: spec.name)
         let order = ResetOrder(user: user, permission: permission)
         let outcome = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await interface.reset(order) }

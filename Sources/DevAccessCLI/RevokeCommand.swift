@@ -8,8 +8,8 @@ enum RevokeCommand: Command {
     static let spec = CommandSpec(
         name: "revoke",
         abstract: "End a user's grants for a permission (admin) and remove the ACL entries devaccess made.",
-        usage: "devaccess revoke PERMISSION --user USER [--device ID] [--program PATH] [--terminate]",
-        options: [DecisionCommand.adminUser, DecisionCommand.device, DecisionCommand.program, terminate,
+        usage: "devaccess revoke PERMISSION [--user USER] [--device ID] [--program PATH] [--terminate]",
+        options: [ResetCommand.resetUser, DecisionCommand.device, DecisionCommand.program, terminate,
                   DecisionCommand.reason, CommonOptions.json] + AdminAccess.options,
         discussion: """
         \(CommonOptions.permissionsHelp)
@@ -23,7 +23,8 @@ enum RevokeCommand: Command {
         every process carrying a run's group id, setsid'd descendants included, gets SIGTERM,
         and SIGKILL 5 seconds later; a process devaccess did not start is never signalled.
         \(AdminAccess.help)
-        Anyone may revoke their own grants; others' only root and members of devaccess-admin.
+        Without --user the grants are your own: anyone may revoke their own grants; others'
+        only root and members of devaccess-admin.
         Exit codes: 0 done (also when nothing was standing), 1 some node was refused or failed,
         64 usage error, 69 devaccessd unreachable, 74/75 ledger unusable/busy, 77 refused.
         """)
@@ -35,7 +36,7 @@ enum RevokeCommand: Command {
                              command: spec.name)
         }
         let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)[0]
-        let user = try AdminAccess.user(arguments, command: spec.name, purpose: "whose grants end")
+        let user = try AdminAccess.userOrSelf(arguments, command: spec.name)
         if let reason = arguments.value("reason"), reason.utf8.count > 1024 {
             throw UsageError(message: "'--reason' is longer than 1024 bytes", command: spec.name)
         }

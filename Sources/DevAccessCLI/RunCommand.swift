@@ -160,6 +160,9 @@ enum RunCommand: Command {
                 }
                 console.error("devaccess: \(program) was not run")
                 return .noPermission
+            case .reply(.error(let error)) where permissions.isEmpty && error.context == "$.permissions":
+                throw UsageError(message: "name what \(program) gets (--camera, --microphone, --location): no "
+                    + "[Program] section of the policy declares it; nothing was run", command: spec.name)
             case .reply(.error(let error)):
                 throw RequestCommand.failure(.rejected(error))
             case .reply(let other):
@@ -191,8 +194,9 @@ enum RunCommand: Command {
         if name.contains("/") {
             let absolute = name.hasPrefix("/") ? name : FileManager.default.currentDirectoryPath + "/" + name
             guard access(absolute, X_OK) == 0 else {
-                throw CommandFailure(message: "\(SystemCallError.current("access", path: absolute)); nothing was run",
-                                     code: .failure)
+                let failure = SystemCallError.current("access", path: absolute)
+                throw CommandFailure(message: "\(failure); nothing was run",
+                                     code: failure.isNotFound ? .programNotFound : .cannotExecute)
             }
             return absolute
         }
@@ -206,7 +210,7 @@ enum RunCommand: Command {
                 return candidate
             }
         }
-        throw CommandFailure(message: "\(name): not found in PATH; nothing was run", code: .failure)
+        throw CommandFailure(message: "\(name): not found in PATH; nothing was run", code: .programNotFound)
     }
 
     static func currentUmask() -> UInt32 {

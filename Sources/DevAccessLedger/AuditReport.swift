@@ -83,12 +83,15 @@ public struct AuditFilter: Sendable, Hashable {
 
 extension AuditCounts {
     /// Adds `count` events of one kind (`decision` is the stored allow/deny, `how` the method).
-    mutating func add(type: String, decision: String?, how: String?, count: Int64, first: Int64, last: Int64,
-                      runMicroseconds: Int64 = 0) {
+    /// A request writes a `request` event per stage (received, prompt, answered) and
+    /// permission: it counts once per permission, by its `received` event (an event of a
+    /// ledger from before stages, with none, counts too).
+    mutating func add(type: String, decision: String?, how: String?, stage: String? = nil, count: Int64, first: Int64,
+                      last: Int64, runMicroseconds: Int64 = 0) {
         events += count
         runSeconds += runMicroseconds / 1_000_000
         switch type {
-        case AuditEventType.request.rawValue: requests += count
+        case AuditEventType.request.rawValue: if stage == nil || stage == "received" { requests += count }
         case AuditEventType.decision.rawValue, AuditEventType.grant.rawValue:
             if decision == "deny" {
                 denials += count

@@ -14,6 +14,8 @@ struct AuditSummaryScan {
         var type: Int32
         var decision: Int32
         var how: Int32
+        /// A request event's `stage` (received, prompt, answered): one request writes several.
+        var stage: Int32 = 0
         /// A run recorded with no permission of its own (`devaccess run`): the permissions
         /// its details list, counted under each of them.
         var runPermissions: Int32 = 0
@@ -63,7 +65,7 @@ struct AuditSummaryScan {
     /// The columns `add` reads, in order.
     static let columns = """
         seq, type, permission, COALESCE(subject_uid, actor_uid), COALESCE(subject_name, actor_name), program,
-        CASE WHEN type IN ('decision', 'grant', 'run_end') OR (type = 'run_start' AND permission IS NULL)
+        CASE WHEN type IN ('decision', 'grant', 'run_end', 'request') OR (type = 'run_start' AND permission IS NULL)
              THEN details END
         """
 
@@ -84,6 +86,8 @@ struct AuditSummaryScan {
                         DetailsScan.valueID("permissions", in: $0, words: &permissionLists)
                     }
                 }
+            } else if typeName == AuditEventType.request.rawValue {
+                key.stage = row.withBytes(6) { DetailsScan.valueID("stage", in: $0, words: &words) }
             } else {
                 row.withBytes(6) { details in
                     key.decision = DetailsScan.valueID("decision", in: details, words: &words)
@@ -106,9 +110,9 @@ struct AuditSummaryScan {
         var byUser: [UInt32?: (name: String, newest: Int64, counts: AuditCounts)] = [:]
         for (key, group) in groups {
             let type = types.value(key.type) ?? ""
-            let decision = words.value(key.decision), how = words.value(key.how)
+            let decision = words.value(key.decision), how = words.value(key.how), stage = words.value(key.stage)
             func add(_ counts: inout AuditCounts) {
-                counts.add(type: type, decision: decision, how: how, count: group.count, first: group.first,
+                counts.add(type: type, decision: decision, how: how, stage: stage, count: group.count, first: group.first,
                            last: group.last, runMicroseconds: group.runMicroseconds)
             }
             add(&total)

@@ -323,6 +323,21 @@ struct ConsentDetailsTests {
         #expect(strict.stdout.contains("bad-message"), "\(strict.stdout)")
     }
 
+    /// `revoke` without --user is the caller's own, as `reset` is: a user ends their own grant,
+    /// and devaccessd still says no to another's.
+    @Test func revokeWithoutUserIsYourOwn() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=allow\n")
+        let user = try TestUser("revself")
+        let other = try TestUser("revoth")
+        try #require(try TestProcess.devaccess(["grant", "camera", "--user", other.name] + setup.socket).status == 0)
+        try #require(try user.withoutTerminal(["request", "camera", "--always"] + setup.socket).status == 0)
+        let revoked = try user.devaccess(["revoke", "camera"] + setup.socket)
+        #expect(revoked.status == 0 && revoked.stdout.contains("revoked"), "\(revoked.stdout) \(revoked.stderr)")
+        #expect(try setup.grants(user).filter { $0.decision == .allow && $0.isActive(at: Date()) }.isEmpty, "her grant ended")
+        #expect(try user.devaccess(["revoke", "camera", "--user", other.name] + setup.socket).status == 77)
+        #expect(try setup.grants(other).contains { $0.decision == .allow && $0.isActive(at: Date()) }, "the other's grant stays")
+    }
+
     /// An administrator's denial is not the user's to forget: `reset` without --user is
     /// refused (77) and audited, and the denial stays.
     @Test func aUserCannotForgetAnAdministratorsDenial() throws {

@@ -45,6 +45,10 @@ extension DaemonTests {
         #expect(!FileManager.default.fileExists(atPath: stage.path + "/etc/udev/rules.d/72-devaccess-deny-by-default.rules"))
         #expect(FileManager.default.fileExists(
             atPath: stage.path + "/usr/local/share/devaccess/udev-rules/72-devaccess-deny-by-default.rules"))
+        // One group, the one devaccessd reads (admins); a run gets a group id of its own, made per run.
+        let sysusers = try String(contentsOfFile: stage.path + "/usr/local/lib/sysusers.d/devaccess.conf", encoding: .utf8)
+        #expect(sysusers.split(separator: "\n").filter { $0.hasPrefix("g ") }.map { $0.split(separator: " ")[1] }
+                    == ["devaccess-admin"], "\(sysusers)")
         let unit = try String(contentsOfFile: stage.path + "/usr/local/lib/systemd/system/devaccessd.service", encoding: .utf8)
         #expect(unit.contains("\nExecStart=/usr/local/sbin/devaccessd\n"), "ExecStart follows PREFIX")
         #expect(result.stdout.contains("nothing activated"))
@@ -107,6 +111,8 @@ extension DaemonTests {
         }
         #expect(healthy.checks["ledger"]?.1.contains("intact: 1 events") == true)
         #expect(healthy.checks["groups"] != nil)
+        #expect(healthy.checks["groups"]?.1.contains("devaccess-admin") == true
+                    && healthy.checks["groups"]?.1.contains("devaccess-camera") == false, "\(healthy.checks["groups"] ?? ("", ""))")
         // The consent channel follows the machine: TIOCSTI allowed means passwords instead.
         let tiocsti = (try? String(contentsOfFile: "/proc/sys/dev/tty/legacy_tiocsti", encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines)

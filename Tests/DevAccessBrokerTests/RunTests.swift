@@ -227,6 +227,24 @@ struct RunTests {
         #expect(runs == ["exited 0", "exited 1", "exited 42", "signal 15"], "\(runs)")
     }
 
+    /// A run without a permission named (and no [Program] section) is a usage error naming the
+    /// options; a program not found is 127 and one that cannot be run 126, as in a shell.
+    @Test func usageAndMissingProgramExitAsAShellWould() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runusage")
+        let bare = try Self.run(user, setup, ["--", "true"])
+        #expect(bare.status == 64, "\(bare.stderr)")
+        #expect(bare.stderr.contains("--camera, --microphone, --location") && !bare.stderr.contains("bad-message"),
+                "\(bare.stderr)")
+        let missing = try Self.run(user, setup, ["--camera", "--", "devaccess-no-such-program"])
+        #expect(missing.status == 127 && missing.stderr.contains("not found in PATH"), "\(missing.stderr)")
+        let missingPath = try Self.run(user, setup, ["--camera", "--", "/nonexistent/program"])
+        #expect(missingPath.status == 127, "\(missingPath.stderr)")
+        let notExecutable = try Self.run(user, setup, ["--camera", "--", "/etc/passwd"])
+        #expect(notExecutable.status == 126, "\(notExecutable.stderr)")
+        #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty, "nothing was run")
+    }
+
     @Test func ldPreloadAndOtherCodeInjectingVariablesDoNotReachTheProgram() throws {
         let setup = try Self.setup()
         let user = try TestUser("runenv")

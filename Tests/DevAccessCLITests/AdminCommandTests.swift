@@ -68,7 +68,7 @@ struct AdminCommandTests {
             (["grant", "camera", "--user", "no-such-user-xyz"], "no user named 'no-such-user-xyz'"),
             (["grant", "camera", "--user", user, "--device", "camera:nope"], "no camera device with id 'camera:nope'"),
             (["deny", "camera", "microphone", "--user", user], "deny takes one PERMISSION"),
-            (["revoke", "camera"], "missing '--user USER'"),
+            (["revoke", "camera", "--user", ""], "empty '--user'"),
             (["reset", "camera", "location", "--user", user], "reset takes at most one PERMISSION"),
             (["list", "--permission", "gps"], "unknown permission 'gps'"),
             // `audit` alone is the report now (issue 13); its own bad words are usage errors.

@@ -119,14 +119,49 @@ struct AuditReportCommandTests {
         let badType = try fx.run(["audit", "--type", "grnat"])
         #expect(badType.status == 64 && badType.stderr.contains("did you mean 'grant'"), "\(badType.stderr)")
 
-        // The table: one line per event, newest last, local time.
+        // Nothing in the range: said, not a header over nothing.
+        let empty = try fx.run(["audit", "--since", "yesterday", "--until", "today"])
+        #expect(empty.status == 0 && empty.stdout == "no events\n", "\(empty.stdout)")
+
+        // The table: one line per event, newest last, local time. `--type grant` is every
+        // grant and denial however made: an admin's (grant) and those at a prompt (decision).
         let table = try fx.run(["audit", "--user", alice.name, "--type", "grant"])
         #expect(table.status == 0, "\(table.stderr)")
         let lines = table.stdout.split(separator: "\n")
-        #expect(lines.count == 3, "\(table.stdout)")
+        try #require(lines.count == 6, "\(table.stdout)")
         #expect(lines.first?.hasPrefix("#") == true)
-        #expect(lines[1].hasPrefix("8 ") && lines[1].contains("grant allow") && lines[1].contains("admin"), "\(lines)")
-        #expect(lines[2].hasPrefix("18 ") && lines[2].contains("grant deny"), "\(lines)")
+        #expect(lines.dropFirst().map { $0.split(separator: " ").first ?? "" } == ["2", "4", "7", "8", "18"], "\(lines)")
+        #expect(lines[2].hasPrefix("4 ") && lines[2].contains("decision allow"), "\(lines)")
+        #expect(lines[4].hasPrefix("8 ") && lines[4].contains("grant allow") && lines[4].contains("admin"), "\(lines)")
+        #expect(lines[5].hasPrefix("18 ") && lines[5].contains("grant deny"), "\(lines)")
+        #expect(try Self.seqs(fx, ["--user", alice.name, "--type", "grant"]) == [2, 4, 7, 8, 18])
+    }
+
+    /// A request writes a `request` event at each stage (received, prompt, answered): the
+    /// summary counts requests by their `received` event, once per permission asked, and an
+    /// event of a ledger from before stages as one.
+    @Test func theSummaryCountsRequestsNotTheirStages() throws {
+        let fx = try AdminFixture("repstage")
+        let alice = Principal(uid: fx.alice.uid, name: fx.alice.name)
+        func request(_ permission: Permission, _ stage: String?) -> AuditEvent {
+            AuditEvent(type: .request, actor: alice, subject: alice, permission: permission,
+                       details: stage.map { ["stage": $0, "request_id": "1"] } ?? [:])
+        }
+        let ledger = try Ledger(stateDirectory: fx.state.path)
+        // Three requests: camera (asked, answered), camera and microphone (asked, answered), one old one.
+        try ledger.append(contentsOf: [
+            request(.camera, "received"), request(.camera, "prompt"), request(.camera, "answered"),
+            request(.camera, "received"), request(.microphone, "received"), request(.camera, "prompt"),
+            request(.microphone, "prompt"), request(.camera, "answered"), request(.microphone, "answered"),
+            request(.camera, nil),
+        ])
+        let summary = try #require(try fx.json(try fx.run(["audit", "--summary", "--format", "json"]))["summary"]
+            as? [String: Any])
+        let total = try #require(summary["total"] as? [String: Any])
+        #expect(total["events"] as? Int == 10 && total["requests"] as? Int == 4, "\(total)")
+        let rows = summary["permissions"] as? [[String: Any]] ?? []
+        let counts = { (key: String) in rows.first { $0["key"] as? String == key }?["counts"] as? [String: Any] ?? [:] }
+        #expect(counts("camera")["requests"] as? Int == 3 && counts("microphone")["requests"] as? Int == 1, "\(rows)")
     }
 
     @Test func csvHasTheDocumentedColumnsAndJSONTheDocumentedShape() throws {

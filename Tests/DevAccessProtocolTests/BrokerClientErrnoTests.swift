@@ -22,7 +22,8 @@ import DevAccessSystem
         } catch {
             guard case .unreachable = error else { Issue.record("expected .unreachable, got \(error)"); return }
             #expect(error.systemCall == SystemCallError("connect", path: path, .noSuchFile))
-            #expect(error.description == "cannot reach devaccessd at \(path): connect(\"\(path)\"): "
+            // The path once: the message starts with it.
+            #expect(error.description == "cannot reach devaccessd at \(path): connect: "
                     + "No such file or directory (ENOENT); no socket there: is devaccessd running?")
         }
     }

@@ -319,7 +319,7 @@ public final class BrokerClient {
                 if soError == 0 { return fd }
                 _ = Glibc.close(fd)
                 let failure = SystemCallError("connect", path: path, Errno(rawValue: soError))
-                throw .unreachable(path: path, reason: failure.description, systemCall: failure)
+                throw .unreachable(path: path, reason: Self.connectReason(failure), systemCall: failure)
             default:
                 _ = Glibc.close(fd)
                 let failure = SystemCallError("connect", path: path, Errno(rawValue: error))
@@ -330,9 +330,14 @@ public final class BrokerClient {
                 case .permissionDenied: hint = "; the socket or its directory is not accessible to this user"
                 default: hint = ""
                 }
-                throw .unreachable(path: path, reason: failure.description + hint, systemCall: failure)
+                throw .unreachable(path: path, reason: Self.connectReason(failure) + hint, systemCall: failure)
             }
         }
+    }
+
+    /// connect's errno without the path, which the message names once already.
+    private static func connectReason(_ failure: SystemCallError) -> String {
+        "\(failure.function): \(failure.errno.message) (\(failure.errno.name))"
     }
 
     private static func seconds(_ duration: Duration) -> Double {
