@@ -464,7 +464,7 @@ struct RunTests {
         let runs = try setup.ledger().runs(uid: user.uid, includeEnded: true)
         #expect(runs.first?.permissions == [.camera], "\(runs)")
         let undeclared = try Self.run(user, setup, ["/usr/bin/env"])
-        #expect(undeclared.status == 1, "\(undeclared.stderr)")
+        #expect(undeclared.status == 64, "\(undeclared.stderr)")
         #expect(undeclared.stderr.contains("[Program]"), "\(undeclared.stderr)")
     }
 
