@@ -67,7 +67,7 @@ enum AdminAccess {
             throw failure(InterfaceError(EnforcementError.ledger(error)), command: command)
         }
         let devices: any DeviceSource = readOnly || !probesDevices ? NoDevices()
-            : try DeviceSources.source(arguments, command: command)
+            : try CommonOptions.reads(arguments, command: command).deviceSource
         let root = Principal(uid: getuid(), name: UserDatabase.userName(getuid()) ?? String(getuid()))
         // The policy as devaccessd would apply it: grants it forbids end, remaining access is drift.
         let configDirectory = PolicyFiles.directory(arguments.environment)

@@ -1,6 +1,7 @@
 import DevAccessArguments
 import DevAccessCore
-import DevAccessHardware
+import DevAccessEngine
+import DevAccessInterface
 import DevAccessLedger
 import DevAccessSystem
 import Glibc
@@ -67,22 +68,22 @@ enum CommonOptions {
         return result
     }
 
-    static func probeOptions(_ arguments: ParsedArguments, command: String) throws(UsageError) -> ProbeOptions {
-        var options = ProbeOptions()
-        do {
-            // --gpsd wins; an unset or empty DEVACCESS_GPSD means the default.
-            options.gpsd = try arguments.value("gpsd").map { try GpsdEndpoint(parsing: $0) }
-                ?? GpsdEndpoint.fromEnvironment(arguments.environment)
-        } catch {
-            throw UsageError(message: "\(error)", command: command)
-        }
+    /// The engine's reads here (no devaccessd): the ledger directory, the policy, gpsd.
+    static func reads(_ arguments: ParsedArguments, command: String) throws -> EngineReads {
+        var settings = EngineReads.Settings(stateDirectory: try stateDirectory(arguments, command: command),
+                                            policyDirectory: PolicyFiles.directory(arguments.environment),
+                                            gpsd: arguments.value("gpsd"))
         if let text = arguments.value("gpsd-timeout") {
             guard let ms = Int(text), ms > 0, ms <= 60_000 else {
                 throw UsageError(message: "'\(text)' is not a timeout in milliseconds (1...60000) for '--gpsd-timeout'",
                                  command: command)
             }
-            options.gpsdTimeout = .milliseconds(ms)
+            settings.gpsdTimeout = .milliseconds(ms)
         }
-        return options
+        do throws(InterfaceError) {
+            return try EngineReads(settings, environment: arguments.environment)
+        } catch {
+            throw AdminAccess.failure(error, command: command)
+        }
     }
 }

@@ -61,18 +61,9 @@ enum DoctorCommand: Command {
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
         let doctor = Doctor(root: root, configDirectory: PolicyFiles.directory(arguments.environment))
         // Who opens capture nodes without devaccess: the live machine only, not a staging tree.
-        let gate: GateReport? = root.isEmpty
-            ? try await LocalStatus.gate([.camera, .microphone],
-                                         LocalStatus.Computed(user: try UserDatabase.identity(uid: getuid()),
-                                                              statuses: [], reports: nil,
-                                                              ledger: LedgerStatus.read(stateDirectory: stateDirectory)),
-                                         arguments, command: spec.name)
-            : nil
-        let location: AdapterReport? = root.isEmpty
-            ? try await DeviceSources.reports([.location], options: try CommonOptions.probeOptions(arguments,
-                                                                                                 command: spec.name),
-                                               environment: arguments.environment).first
-            : nil
+        let reads = try CommonOptions.reads(arguments, command: spec.name)
+        let gate: GateReport? = root.isEmpty ? await reads.gate([.camera, .microphone], reading: nil) : nil
+        let location: AdapterReport? = root.isEmpty ? await reads.devices([.location]).first : nil
         var checks = [
             doctor.daemonBinary(),
             doctor.unit(),

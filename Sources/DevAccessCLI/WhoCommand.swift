@@ -34,8 +34,7 @@ enum WhoCommand: Command {
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
-        let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let reports = try await DeviceSources.reports(permissions, options: options, environment: arguments.environment)
+        let reports = try await CommonOptions.reads(arguments, command: spec.name).devices(permissions)
         let watch = Watch(reports, allNodes: arguments.has("all-nodes"))
         let scan = NodeHolders.scan(for: watch.nodes)
         var notes = watch.notes
