@@ -4,6 +4,7 @@ import DevAccessCore
 import DevAccessHardware
 import DevAccessInterface
 import DevAccessProtocol
+import DevAccessSystem
 
 enum MonitorCommand: Command {
     static let spec = CommandSpec(
