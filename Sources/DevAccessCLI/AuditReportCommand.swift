@@ -1,7 +1,7 @@
 import DevAccessArguments
 import DevAccessCore
 import DevAccessInterface
-import DevAccessLedger
+import DevAccessEngine
 import DevAccessProtocol
 import FoundationEssentials
 import Glibc
@@ -254,7 +254,7 @@ enum AuditReportCommand {
         var types: [String] = []
         if let text = arguments.value("type") {
             types = text.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }
-            let known = Set(AuditEventType.known.map(\.rawValue))
+            let known = Set(EngineVocabulary.auditEventTypes)
             for type in types where !known.contains(type) {
                 throw UsageError(message: "unknown event type '\(type)'"
                     + ArgumentParser.suggestion(type, among: known.sorted()) + "; types: "

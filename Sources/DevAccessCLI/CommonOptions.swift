@@ -1,8 +1,6 @@
 import DevAccessArguments
 import DevAccessCore
 import DevAccessEngine
-import DevAccessInterface
-import DevAccessLedger
 import DevAccessSystem
 import Glibc
 
@@ -25,7 +23,7 @@ enum CommonOptions {
     /// `--state-dir`, else `$DEVACCESS_STATE_DIR`, else `/var/lib/devaccess`.
     static func stateDirectory(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String {
         guard let text = arguments.value("state-dir") else {
-            return Ledger.stateDirectory(environment: arguments.environment)
+            return EngineVocabulary.stateDirectory(arguments.environment)
         }
         guard !text.isEmpty, !text.contains("\0") else {
             throw UsageError(message: "'--state-dir' needs a directory", command: command)
@@ -80,10 +78,6 @@ enum CommonOptions {
             }
             settings.gpsdTimeout = .milliseconds(ms)
         }
-        do throws(InterfaceError) {
-            return try EngineReads(settings, environment: arguments.environment)
-        } catch {
-            throw AdminAccess.failure(error, command: command)
-        }
+        return EngineReads(settings, environment: arguments.environment)
     }
 }

@@ -58,8 +58,8 @@ enum CompletionCommand: Command {
     static func dynamicWords(_ kind: String, environment: ProcessEnvironment) async throws -> [String] {
         switch kind {
         case "devices":
-            let reports = await (try? EngineReads(EngineReads.Settings(), environment: environment))?
-                .devices(Permission.all) ?? []
+            let reports = (try? await EngineReads(EngineReads.Settings(), environment: environment)
+                .devices(Permission.all)) ?? []
             // Ids a shell may take as words: a gpsd receiver's id holds what the program on
             // gpsd's port said its path was, and anyone may listen there when gpsd does not.
             return reports.flatMap { $0.devices.map(\.id) }.filter(Self.isPlainWord)

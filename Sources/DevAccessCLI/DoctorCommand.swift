@@ -2,6 +2,7 @@ import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessEnforcement
+import DevAccessInterface
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessSystem
@@ -62,8 +63,14 @@ enum DoctorCommand: Command {
         let doctor = Doctor(root: root, configDirectory: PolicyFiles.directory(arguments.environment))
         // Who opens capture nodes without devaccess: the live machine only, not a staging tree.
         let reads = try CommonOptions.reads(arguments, command: spec.name)
-        let gate: GateReport? = root.isEmpty ? await reads.gate([.camera, .microphone], reading: nil) : nil
-        let location: AdapterReport? = root.isEmpty ? await reads.devices([.location]).first : nil
+        let gate: GateReport? = root.isEmpty
+            ? try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+                try await reads.gate([.camera, .microphone], reading: nil)
+            }
+            : nil
+        let location: AdapterReport? = root.isEmpty
+            ? try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await reads.devices([.location]) }.first
+            : nil
         var checks = [
             doctor.daemonBinary(),
             doctor.unit(),

@@ -3,6 +3,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessProtocol
 import DevAccess
+import DevAccessInterface
 import FoundationEssentials
 import Glibc
 import DevAccessEngine
@@ -43,7 +44,9 @@ enum StatusCommand: Command {
         let reads = try CommonOptions.reads(arguments, command: spec.name)
         let computed = try await LocalStatus.compute(permissions, reads, arguments, command: spec.name)
         let (user, statuses) = (computed.user, computed.statuses)
-        let gate = await reads.gate(permissions, reading: computed)
+        let gate = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await reads.gate(permissions, reading: computed)
+        }
         if arguments.has("json") {
             console.out(StatusJSON.status(user: user.name, uid: user.uid, permissions: statuses, gate: gate))
         } else {
@@ -82,7 +85,9 @@ enum ExplainCommand: Command {
         let style = try OutputStyle.resolve(arguments, command: spec.name)
         let reads = try CommonOptions.reads(arguments, command: spec.name)
         let computed = try await LocalStatus.compute(permissions, reads, arguments, command: spec.name)
-        let gate = await reads.gate(permissions, reading: computed)
+        let gate = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await reads.gate(permissions, reading: computed)
+        }
         let rendering = StatusRendering(user: computed.user, statuses: computed.statuses, gate: gate,
                                         time: HumanTime.now())
         console.out(rendering.verbose(), style: style)
@@ -110,7 +115,11 @@ enum LocalStatus {
     static func compute(_ permissions: [Permission], _ reads: EngineReads, _ arguments: ParsedArguments,
                         command: String) async throws -> StatusReading {
         let user = try identity(arguments, command: command)
-        if let reading = await reads.status(permissions, for: user) { return reading }
+        if let reading = try await AdminAccess.call(command, { () throws(InterfaceError) in
+            try await reads.status(permissions, for: user)
+        }) {
+            return reading
+        }
         let path = try BrokerOptions.socketPath(arguments, command: command)
         let why: String
         do throws(DeviceAccessError) {
@@ -125,7 +134,9 @@ enum LocalStatus {
         } catch {
             why = "devaccessd not reachable (\(error))"
         }
-        return await reads.status(permissions, for: user, decisionsUnknown: why)
+        return try await AdminAccess.call(command) { () throws(InterfaceError) in
+            try await reads.status(permissions, for: user, decisionsUnknown: why)
+        }
     }
 }
 
@@ -170,7 +181,10 @@ enum DevicesCommand: Command {
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
-        let reports = try await CommonOptions.reads(arguments, command: spec.name).devices(permissions)
+        let reads = try CommonOptions.reads(arguments, command: spec.name)
+        let reports = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await reads.devices(permissions)
+        }
         if arguments.has("json") {
             console.out(StatusJSON.devices(reports))
         } else {

@@ -32,15 +32,19 @@ public struct EngineReads: Sendable {
 
     public let stateDirectory: String
     let policyDirectory: String
-    /// Where gpsd is asked, and how long.
-    public let probe: ProbeOptions
-    /// DEBUG builds only: the declared devices that replace udev and gpsd.
-    let declared: DeclaredDeviceSource?
+    let settings: Settings
+    let environment: ProcessEnvironment
 
-    /// `gpsd` that is no endpoint is `badArgument`; a declaration file that cannot be read, `failed`.
-    public init(_ settings: Settings, environment: ProcessEnvironment) throws(InterfaceError) {
+    /// Nothing is parsed or read yet: a command that needs no devices never fails on them.
+    public init(_ settings: Settings, environment: ProcessEnvironment) {
         stateDirectory = settings.stateDirectory ?? Ledger.stateDirectory(environment: environment)
         policyDirectory = settings.policyDirectory ?? PolicyFiles.directory(environment)
+        self.settings = settings
+        self.environment = environment
+    }
+
+    /// Where gpsd is asked, and how long; `gpsd` that is no endpoint is `badArgument`.
+    public func probeOptions() throws(InterfaceError) -> ProbeOptions {
         var probe = ProbeOptions()
         do {
             // --gpsd wins; an unset or empty DEVACCESS_GPSD means the default.
@@ -49,14 +53,13 @@ public struct EngineReads: Sendable {
             throw .badArgument("\(error)")
         }
         if let timeout = settings.gpsdTimeout { probe.gpsdTimeout = timeout }
-        self.probe = probe
-        declared = try Self.declaredDevices(environment)
+        return probe
     }
 
     /// TEST-ONLY: in DEBUG builds `DEVACCESS_TEST_DEVICES=/path/devices.json` replaces udev
     /// and gpsd with declared devices (nodes the tests made with mknod), so the tests can run
     /// the real binary against real nodes. Release builds ignore the variable.
-    private static func declaredDevices(_ environment: ProcessEnvironment) throws(InterfaceError) -> DeclaredDeviceSource? {
+    private func declaredDevices() throws(InterfaceError) -> DeclaredDeviceSource? {
         #if DEBUG
         guard let path = environment[ProcessEnvironment.Name.testDevices] else { return nil }
         do {
@@ -70,33 +73,40 @@ public struct EngineReads: Sendable {
     }
 
     /// The device source the enforcement engine uses (`--offline`).
-    public var deviceSource: any DeviceSource {
-        declared ?? MachineDeviceSource(probeOptions: probe)
+    public func deviceSource() throws(InterfaceError) -> any DeviceSource {
+        if let declared = try declaredDevices() { return declared }
+        return MachineDeviceSource(probeOptions: try probeOptions())
     }
 
     /// Reports for `permissions`; location runs beside the udev probes (see `MachineProbe`).
-    public func devices(_ permissions: [Permission]) async -> [AdapterReport] {
-        if let declared { return permissions.map { declared.report(for: $0) } }
-        return await MachineProbe.probe(permissions, options: probe)
+    public func devices(_ permissions: [Permission]) async throws(InterfaceError) -> [AdapterReport] {
+        if let declared = try declaredDevices() { return permissions.map { declared.report(for: $0) } }
+        let options = try probeOptions()
+        return await MachineProbe.probe(permissions, options: options)
     }
 
     /// `user`'s statuses from the devices, the ledger and the policy; nil when the ledger is
     /// private here (root's alone): devaccessd answers for it, or `status(_:for:decisionsUnknown:)`.
-    public func status(_ permissions: [Permission], for user: UserIdentity) async -> StatusReading? {
+    public func status(_ permissions: [Permission], for user: UserIdentity) async throws(InterfaceError)
+        -> StatusReading?
+    {
+        _ = try probeOptions()  // a wrong --gpsd is a usage error even where devaccessd answers
         let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
         if ledger.isPrivate { return nil }
-        return await status(permissions, for: user, ledger: ledger)
+        return try await status(permissions, for: user, ledger: ledger)
     }
 
     /// The statuses from the devices and the policy alone, the decisions unknown (`why`).
-    public func status(_ permissions: [Permission], for user: UserIdentity, decisionsUnknown why: String) async
-        -> StatusReading
+    public func status(_ permissions: [Permission], for user: UserIdentity, decisionsUnknown why: String)
+        async throws(InterfaceError) -> StatusReading
     {
-        await status(permissions, for: user, ledger: .unknown(why: why))
+        try await status(permissions, for: user, ledger: .unknown(why: why))
     }
 
-    private func status(_ permissions: [Permission], for user: UserIdentity, ledger: LedgerReading) async -> StatusReading {
-        let reports = await devices(permissions)
+    private func status(_ permissions: [Permission], for user: UserIdentity, ledger: LedgerReading)
+        async throws(InterfaceError) -> StatusReading
+    {
+        let reports = try await devices(permissions)
         let policy = PolicyReading.read(directory: policyDirectory)
         var reading = StatusReading(user: user, statuses: reports.map {
             LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy)
@@ -111,13 +121,13 @@ public struct EngineReads: Sendable {
     /// about: from the reports probed for `reading` (or a probe of its own), the ledger's
     /// records when `reading` read them (without a reading: the ledger here, when readable),
     /// and udev's tags.
-    public func gate(_ permissions: [Permission], reading: StatusReading?) async -> GateReport? {
+    public func gate(_ permissions: [Permission], reading: StatusReading?) async throws(InterfaceError) -> GateReport? {
         let gated = permissions.filter { $0 == .camera || $0 == .microphone }
         guard !gated.isEmpty else { return nil }
         let reports = if let probed = reading?.reports {
             probed.filter { gated.contains($0.permission) }
         } else {
-            await devices(gated)
+            try await devices(gated)
         }
         var records: [ACLEntryRecord]?
         let ledger = reading == nil ? LedgerStatus.read(stateDirectory: stateDirectory) : reading?.ledger
@@ -127,7 +137,7 @@ public struct EngineReads: Sendable {
         default: records = nil
         }
         // Declared test nodes are not udev's: no tags to read for them.
-        let udev = declared == nil ? try? Udev() : nil
+        let udev = try declaredDevices() == nil ? try? Udev() : nil
         return GateAnalyzer.analyze(reports, records: records,
                                     tags: { major, minor in udev?.characterDevice(major: major, minor: minor)?.currentTags })
     }
