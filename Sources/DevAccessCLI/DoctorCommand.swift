@@ -1,9 +1,8 @@
 import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
-import DevAccessEnforcement
+import DevAccessEngine
 import DevAccessInterface
-import DevAccessLedger
 import DevAccessProtocol
 import DevAccessSystem
 import FoundationEssentials
@@ -279,7 +278,7 @@ struct Doctor {
     /// gate: a staging tree, where only the rules file is looked for).
     func gate(_ gate: GateReport?) -> [Check] {
         guard let gate else {
-            let found = DenyByDefaultRules.find(root: root)
+            let found = EngineChecks.denyByDefaultRules(root: root)
             return [Check(name: "deny-default", status: found.path == nil ? .warn : .ok,
                           message: found.path ?? "\(DenyByDefaultRules.fileName) not installed (opt-in)")]
         }
@@ -317,7 +316,7 @@ struct Doctor {
                 break
             }
         }
-        for node in GateAnalyzer.receivers(report) where !node.openers.isEmpty {
+        for node in EngineChecks.receivers(report) where !node.openers.isEmpty {
             problems.append("\(node.path) is read without devaccessd by " + node.openers.map(\.message)
                 .joined(separator: "; ") + " (a way around the gate: a udev rule can give the node a group of its "
                 + "own and mode 0660)")
@@ -356,7 +355,7 @@ struct Doctor {
     }
 
     func ledger(_ stateDirectory: String) -> Check {
-        let file = stateDirectory + "/" + Ledger.fileName
+        let file = EngineChecks.ledgerPath(in: stateDirectory)
         if access(file, F_OK) != 0 && (errno == EACCES || errno == EPERM) {
             return Check(name: "ledger", status: .ok, message: "\(stateDirectory) is private (root only), as it should "
                              + "be; run doctor as root to verify the ledger")
@@ -368,13 +367,13 @@ struct Doctor {
             return Check(name: "ledger", status: .ok,
                          message: "\(file) is private (root only), as it should be; run doctor as root to verify it")
         }
-        do {
-            let ledger = try Ledger(path: file, mode: .readOnly, journal: .disabled)
-            let verification = try ledger.verify()
-            guard verification.isIntact else {
-                return Check(name: "ledger", status: .fail, message: "\(file): \(verification); see 'devaccess audit --verify'")
+        do throws(InterfaceError) {
+            let verification = try EngineChecks.verifyLedger(file)
+            guard verification.intact else {
+                return Check(name: "ledger", status: .fail,
+                             message: "\(file): \(verification.summary); see 'devaccess audit --verify'")
             }
-            return Check(name: "ledger", status: .ok, message: "\(file): \(verification)")
+            return Check(name: "ledger", status: .ok, message: "\(file): \(verification.summary)")
         } catch {
             return Check(name: "ledger", status: .fail, message: error.description)
         }
