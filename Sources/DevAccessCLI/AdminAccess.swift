@@ -2,7 +2,6 @@ import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessInterface
-import DevAccessProtocol
 import DevAccessSystem
 import Glibc
 import DevAccessEngine

@@ -2,7 +2,6 @@ import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessEngine
-import DevAccessProtocol
 
 /// `devaccess completion bash|zsh|fish`: a completion script made from the command table
 /// (`DevAccessCLI.commands`), so a new command or option completes without anyone editing

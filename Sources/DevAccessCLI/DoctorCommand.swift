@@ -3,7 +3,6 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessEngine
 import DevAccessInterface
-import DevAccessProtocol
 import DevAccessSystem
 import FoundationEssentials
 import Glibc

@@ -1,7 +1,6 @@
 import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
-import DevAccessProtocol
 import DevAccess
 import DevAccessInterface
 import FoundationEssentials
