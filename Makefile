@@ -15,10 +15,12 @@ status: build
 
 # Product sources import no Foundation (start-up time; scripts/check-no-foundation.sh);
 # only the two mains read the environment (scripts/check-environment-reads.sh); the client
-# library reaches no C library but libc (scripts/check-library-closure.sh).
+# library reaches no C library but libc (scripts/check-library-closure.sh); the CLI imports
+# no ledger, enforcement or daemon module (scripts/check-cli-imports.sh).
 lint:
 	scripts/check-no-foundation.sh
 	scripts/check-environment-reads.sh
+	scripts/check-cli-imports.sh
 	SWIFT=$(SWIFT) scripts/check-library-closure.sh
 
 # The whole log stays in .build/unit-tests.log; failures are repeated at its end.

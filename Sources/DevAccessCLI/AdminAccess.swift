@@ -1,10 +1,7 @@
 import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
-import DevAccessEnforcement
 import DevAccessInterface
-import DevAccessLedger
-import DevAccessProtocol
 import DevAccessSystem
 import Glibc
 import DevAccessEngine
@@ -44,69 +41,21 @@ enum AdminAccess {
             throw CommandFailure(message: "devaccessd (\(hello.server)) answers on \(socketPath): it is the one writer "
                 + "while it runs; run the command without --offline", code: .ledgerBusy)
         }
-        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: command)
-        do {
-            try Ledger.prepareStateDirectory(stateDirectory)
+        let reads = try CommonOptions.reads(arguments, command: command)
+        do throws(InterfaceError) {
+            return try reads.offlineEngine(readOnly: readOnly, probesDevices: probesDevices,
+                                           testCrashAt: arguments.environment[ProcessEnvironment.Name.testCrashAt])
         } catch {
-            throw failure(InterfaceError(EnforcementError.ledger(error)), command: command)
-        }
-        let lock: EngineLock
-        do {
-            lock = try EngineLock(stateDirectory: stateDirectory)
-        } catch .held(let path) {
-            throw CommandFailure(message: EngineLock.Failure.held(path: path).description
-                + "; stop devaccessd ('systemctl stop devaccessd') or wait for the other command", code: .ledgerBusy)
-        } catch {
-            throw CommandFailure(message: error.description, code: .ledgerUnusable)
-        }
-        let ledger: Ledger
-        do {
-            ledger = readOnly ? try readingLedger(stateDirectory)
-                : try Ledger(stateDirectory: stateDirectory, busyTimeout: Ledger.writerBusyTimeout)
-        } catch {
-            throw failure(InterfaceError(EnforcementError.ledger(error)), command: command)
-        }
-        let devices: any DeviceSource = readOnly || !probesDevices ? NoDevices()
-            : try DeviceSources.source(arguments, command: command)
-        let root = Principal(uid: getuid(), name: UserDatabase.userName(getuid()) ?? String(getuid()))
-        // The policy as devaccessd would apply it: grants it forbids end, remaining access is drift.
-        let configDirectory = PolicyFiles.directory(arguments.environment)
-        var engine = Enforcer(ledger: ledger, devices: devices, actor: root,
-                              policy: { PolicyReading.read(directory: configDirectory) })
-        engine.testCrashAt = arguments.environment[ProcessEnvironment.Name.testCrashAt]
-        return EngineService(caller: Caller(principal: root, standing: .root),
-                             runner: OfflineEngine(enforcer: engine, lock: lock))
-    }
-
-    /// The ledger for reading: read-only, migrated first when an older devaccess wrote it.
-    /// Under the engine lock this process is the one writer: a chain walk's checkpoint is
-    /// stored (when the file can be written), as devaccessd stores its own.
-    private static func readingLedger(_ stateDirectory: String) throws(LedgerError) -> Ledger {
-        let path = stateDirectory + "/" + Ledger.fileName
-        let ledger: Ledger
-        do {
-            ledger = try Ledger(path: path, mode: .readOnly)
-        } catch .schemaOutdated {
-            ledger = try Ledger(stateDirectory: stateDirectory)
-        }
-        ledger.writesCheckpoints()
-        return ledger
-    }
-
-    /// Reading the ledger needs no devices.
-    private struct NoDevices: DeviceSource {
-        func report(for permission: Permission) -> AdapterReport {
-            AdapterReport(permission: permission, devices: [], unavailableReason: "not probed")
+            throw failure(error, command: command)
         }
     }
 
     /// With `--offline` (as root), whether the ledger file is missing: reading commands then
-    /// say so instead of creating it.
+    /// say so (its path) instead of creating it.
     static func offlineLedgerIsMissing(_ arguments: ParsedArguments, command: String) throws -> String? {
         guard arguments.has("offline"), geteuid() == 0 else { return nil }
-        let path = try CommonOptions.stateDirectory(arguments, command: command) + "/" + Ledger.fileName
-        var info = stat()
-        return lstat(path, &info) != 0 && errno == ENOENT ? path : nil
+        let reads = try CommonOptions.reads(arguments, command: command)
+        return reads.ledgerIsMissing ? reads.ledgerPath : nil
     }
 
     /// Runs one interface call, mapping its failure to the documented exit codes.

@@ -1,7 +1,6 @@
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessLedger
 import FoundationEssentials
 import Glibc
 

@@ -1,7 +1,7 @@
 import DevAccessArguments
 import DevAccessCore
 import DevAccessInterface
-import DevAccessLedger
+import DevAccessEngine
 import DevAccessProtocol
 import FoundationEssentials
 import Glibc
@@ -260,7 +260,7 @@ enum AuditReportCommand {
             types = text.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }
             // A grant is a grant however it was made: `decision` events are those made at a prompt.
             if types.contains("grant") && !types.contains("decision") { types.append("decision") }
-            let known = Set(AuditEventType.known.map(\.rawValue))
+            let known = Set(EngineVocabulary.auditEventTypes)
             for type in types where !known.contains(type) {
                 throw UsageError(message: "unknown event type '\(type)'"
                     + ArgumentParser.suggestion(type, among: known.sorted()) + "; types: "

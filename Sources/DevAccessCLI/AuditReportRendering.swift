@@ -1,7 +1,6 @@
 import DevAccessArguments
 import DevAccessCore
 import DevAccessInterface
-import DevAccessLedger
 import FoundationEssentials
 import Glibc
 import DevAccessSystem

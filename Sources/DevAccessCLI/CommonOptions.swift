@@ -1,7 +1,6 @@
 import DevAccessArguments
 import DevAccessCore
-import DevAccessHardware
-import DevAccessLedger
+import DevAccessEngine
 import DevAccessSystem
 import Glibc
 
@@ -24,7 +23,7 @@ enum CommonOptions {
     /// `--state-dir`, else `$DEVACCESS_STATE_DIR`, else `/var/lib/devaccess`.
     static func stateDirectory(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String {
         guard let text = arguments.value("state-dir") else {
-            return Ledger.stateDirectory(environment: arguments.environment)
+            return EngineVocabulary.stateDirectory(arguments.environment)
         }
         guard !text.isEmpty, !text.contains("\0") else {
             throw UsageError(message: "'--state-dir' needs a directory", command: command)
@@ -67,22 +66,18 @@ enum CommonOptions {
         return result
     }
 
-    static func probeOptions(_ arguments: ParsedArguments, command: String) throws(UsageError) -> ProbeOptions {
-        var options = ProbeOptions()
-        do {
-            // --gpsd wins; an unset or empty DEVACCESS_GPSD means the default.
-            options.gpsd = try arguments.value("gpsd").map { try GpsdEndpoint(parsing: $0) }
-                ?? GpsdEndpoint.fromEnvironment(arguments.environment)
-        } catch {
-            throw UsageError(message: "\(error)", command: command)
-        }
+    /// The engine's reads here (no devaccessd): the ledger directory, the policy, gpsd.
+    static func reads(_ arguments: ParsedArguments, command: String) throws -> EngineReads {
+        var settings = EngineReads.Settings(stateDirectory: try stateDirectory(arguments, command: command),
+                                            policyDirectory: PolicyFiles.directory(arguments.environment),
+                                            gpsd: arguments.value("gpsd"))
         if let text = arguments.value("gpsd-timeout") {
             guard let ms = Int(text), ms > 0, ms <= 60_000 else {
                 throw UsageError(message: "'\(text)' is not a timeout in milliseconds (1...60000) for '--gpsd-timeout'",
                                  command: command)
             }
-            options.gpsdTimeout = .milliseconds(ms)
+            settings.gpsdTimeout = .milliseconds(ms)
         }
-        return options
+        return EngineReads(settings, environment: arguments.environment)
     }
 }

@@ -1,8 +1,7 @@
 import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
-import DevAccessHardware
-import DevAccessProtocol
+import DevAccessEngine
 
 /// `devaccess completion bash|zsh|fish`: a completion script made from the command table
 /// (`DevAccessCLI.commands`), so a new command or option completes without anyone editing
@@ -58,8 +57,8 @@ enum CompletionCommand: Command {
     static func dynamicWords(_ kind: String, environment: ProcessEnvironment) async throws -> [String] {
         switch kind {
         case "devices":
-            let reports = (try? await DeviceSources.reports(Permission.all, options: ProbeOptions(),
-                                                                   environment: environment)) ?? []
+            let reports = (try? await EngineReads(EngineReads.Settings(), environment: environment)
+                .devices(Permission.all)) ?? []
             // Ids a shell may take as words: a gpsd receiver's id holds what the program on
             // gpsd's port said its path was, and anyone may listen there when gpsd does not.
             return reports.flatMap { $0.devices.map(\.id) }.filter(Self.isPlainWord)

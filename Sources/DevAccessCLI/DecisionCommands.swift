@@ -2,13 +2,15 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessLedger
 import DevAccessProtocol
 import FoundationEssentials
 import Glibc
 
 /// `grant` and `deny`: record an admin decision in the ledger and apply it to the nodes.
 enum DecisionCommand {
+    /// Which of the two commands (the order's `allow`).
+    enum Decision { case allow, deny }
+
     static let device = OptionSpec(long: "device", short: nil, value: "ID",
                                    help: "Only this device (stable id from 'devaccess devices'); default: every device.")
     static let reason = OptionSpec(long: "reason", short: nil, value: "TEXT", help: "Why, for the audit trail.")

@@ -1,9 +1,8 @@
 import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
-import DevAccessEnforcement
-import DevAccessLedger
-import DevAccessProtocol
+import DevAccessEngine
+import DevAccessInterface
 import DevAccessSystem
 import FoundationEssentials
 import Glibc
@@ -61,17 +60,14 @@ enum DoctorCommand: Command {
         let stateDirectory = try CommonOptions.stateDirectory(arguments, command: spec.name)
         let doctor = Doctor(root: root, configDirectory: PolicyFiles.directory(arguments.environment))
         // Who opens capture nodes without devaccess: the live machine only, not a staging tree.
+        let reads = try CommonOptions.reads(arguments, command: spec.name)
         let gate: GateReport? = root.isEmpty
-            ? try await LocalStatus.gate([.camera, .microphone],
-                                         LocalStatus.Computed(user: try UserDatabase.identity(uid: getuid()),
-                                                              statuses: [], reports: nil,
-                                                              ledger: LedgerStatus.read(stateDirectory: stateDirectory)),
-                                         arguments, command: spec.name)
+            ? try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+                try await reads.gate([.camera, .microphone], reading: nil)
+            }
             : nil
         let location: AdapterReport? = root.isEmpty
-            ? try await DeviceSources.reports([.location], options: try CommonOptions.probeOptions(arguments,
-                                                                                                 command: spec.name),
-                                               environment: arguments.environment).first
+            ? try await AdminAccess.call(spec.name) { () throws(InterfaceError) in try await reads.devices([.location]) }.first
             : nil
         var checks = [
             doctor.daemonBinary(),
@@ -281,7 +277,7 @@ struct Doctor {
     /// gate: a staging tree, where only the rules file is looked for).
     func gate(_ gate: GateReport?) -> [Check] {
         guard let gate else {
-            let found = DenyByDefaultRules.find(root: root)
+            let found = EngineChecks.denyByDefaultRules(root: root)
             return [Check(name: "deny-default", status: found.path == nil ? .warn : .ok,
                           message: found.path ?? "\(DenyByDefaultRules.fileName) not installed (opt-in)")]
         }
@@ -319,7 +315,7 @@ struct Doctor {
                 break
             }
         }
-        for node in GateAnalyzer.receivers(report) where !node.openers.isEmpty {
+        for node in EngineChecks.receivers(report) where !node.openers.isEmpty {
             problems.append("\(node.path) is read without devaccessd by " + node.openers.map(\.message)
                 .joined(separator: "; ") + " (a way around the gate: a udev rule can give the node a group of its "
                 + "own and mode 0660)")
@@ -358,7 +354,7 @@ struct Doctor {
     }
 
     func ledger(_ stateDirectory: String) -> Check {
-        let file = stateDirectory + "/" + Ledger.fileName
+        let file = EngineChecks.ledgerPath(in: stateDirectory)
         if access(file, F_OK) != 0 && (errno == EACCES || errno == EPERM) {
             return Check(name: "ledger", status: .ok, message: "\(stateDirectory) is private (root only), as it should "
                              + "be; run doctor as root to verify the ledger")
@@ -370,13 +366,13 @@ struct Doctor {
             return Check(name: "ledger", status: .ok,
                          message: "\(file) is private (root only), as it should be; run doctor as root to verify it")
         }
-        do {
-            let ledger = try Ledger(path: file, mode: .readOnly, journal: .disabled)
-            let verification = try ledger.verify()
-            guard verification.isIntact else {
-                return Check(name: "ledger", status: .fail, message: "\(file): \(verification); see 'devaccess audit --verify'")
+        do throws(InterfaceError) {
+            let verification = try EngineChecks.verifyLedger(file)
+            guard verification.intact else {
+                return Check(name: "ledger", status: .fail,
+                             message: "\(file): \(verification.summary); see 'devaccess audit --verify'")
             }
-            return Check(name: "ledger", status: .ok, message: "\(file): \(verification)")
+            return Check(name: "ledger", status: .ok, message: "\(file): \(verification.summary)")
         } catch {
             return Check(name: "ledger", status: .fail, message: error.description)
         }

@@ -1,7 +1,6 @@
 import DevAccessCore
-import DevAccessHardware
 import DevAccessInterface
-import DevAccessEnforcement
+import DevAccessSystem
 
 /// `monitor --json`'s location and switch lines (docs/json.md). Statuses, devices and
 /// nodes have no document here: they print in the wire's encoding (StatusJSON, ModelCoding).

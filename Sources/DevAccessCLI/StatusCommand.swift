@@ -1,12 +1,8 @@
 import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
-import DevAccessEnforcement
-import DevAccessHardware
-import DevAccessInterface
-import DevAccessLedger
-import DevAccessProtocol
 import DevAccess
+import DevAccessInterface
 import FoundationEssentials
 import Glibc
 import DevAccessEngine
@@ -44,9 +40,12 @@ enum StatusCommand: Command {
         if arguments.has("broker") || arguments.value("socket") != nil {
             return try await BrokerStatus.run(permissions, arguments, console: console, command: spec.name)
         }
-        let computed = try await LocalStatus.compute(permissions, arguments, command: spec.name)
+        let reads = try CommonOptions.reads(arguments, command: spec.name)
+        let computed = try await LocalStatus.compute(permissions, reads, arguments, command: spec.name)
         let (user, statuses) = (computed.user, computed.statuses)
-        let gate = try await LocalStatus.gate(permissions, computed, arguments, command: spec.name)
+        let gate = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await reads.gate(permissions, reading: computed)
+        }
         if arguments.has("json") {
             console.out(StatusJSON.status(user: user.name, uid: user.uid, permissions: statuses, gate: gate))
         } else {
@@ -83,8 +82,11 @@ enum ExplainCommand: Command {
         }
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
         let style = try OutputStyle.resolve(arguments, command: spec.name)
-        let computed = try await LocalStatus.compute(permissions, arguments, command: spec.name)
-        let gate = try await LocalStatus.gate(permissions, computed, arguments, command: spec.name)
+        let reads = try CommonOptions.reads(arguments, command: spec.name)
+        let computed = try await LocalStatus.compute(permissions, reads, arguments, command: spec.name)
+        let gate = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await reads.gate(permissions, reading: computed)
+        }
         let rendering = StatusRendering(user: computed.user, statuses: computed.statuses, gate: gate,
                                         time: HumanTime.now())
         console.out(rendering.verbose(), style: style)
@@ -92,46 +94,12 @@ enum ExplainCommand: Command {
     }
 }
 
-/// `status` and `check` computed here, without the broker: the machine, the ledger
-/// (read-only) and the policy, for the user named by --user or the caller. The ledger is
-/// private to root: anyone else gets its part from devaccessd (the whole status, computed
-/// there the same way), or is told the decisions are unknown when it cannot be reached.
+/// `status` and `check` computed here, without the broker: the engine's reads of the
+/// machine, the ledger (read-only) and the policy, for the user named by --user or the
+/// caller. The ledger is private to root: anyone else gets its part from devaccessd (the
+/// whole status, computed there the same way), or is told the decisions are unknown when it
+/// cannot be reached.
 enum LocalStatus {
-    struct Computed {
-        var user: UserIdentity
-        var statuses: [PermissionStatus]
-        /// The devices probed here (nil when devaccessd answered the whole status).
-        var reports: [AdapterReport]?
-        var ledger: LedgerReading?
-    }
-
-    /// Who opens the capture nodes without devaccess, when camera or microphone is asked
-    /// about: from the reports probed for the status (or a probe of their own when
-    /// devaccessd answered), the ledger's records when readable, and udev's tags.
-    static func gate(_ permissions: [Permission], _ computed: Computed, _ arguments: ParsedArguments,
-                     command: String) async throws -> GateReport? {
-        let gated = permissions.filter { $0 == .camera || $0 == .microphone }
-        guard !gated.isEmpty else { return nil }
-        let reports: [AdapterReport]
-        if let probed = computed.reports {
-            reports = probed.filter { gated.contains($0.permission) }
-        } else {
-            reports = try await DeviceSources.reports(gated, options: try CommonOptions.probeOptions(arguments,
-                                                                                                    command: command),
-                                                      environment: arguments.environment)
-        }
-        var records: [ACLEntryRecord]?
-        switch computed.ledger {
-        case .loaded(let snapshot)?: records = snapshot.records
-        case .absent?: records = []  // nothing decided yet: devaccess made no entry
-        default: records = nil
-        }
-        // Declared test nodes are not udev's: no tags to read for them.
-        let udev = try DeviceSources.testSource(arguments.environment) == nil ? try? Udev() : nil
-        return GateAnalyzer.analyze(reports, records: records,
-                                    tags: { major, minor in udev?.characterDevice(major: major, minor: minor)?.currentTags })
-    }
-
     /// The user named by --user (or the caller), when the caller may see their status: as the
     /// broker rules, another user's decisions are for root and admins only.
     static func identity(_ arguments: ParsedArguments, command: String) throws -> UserIdentity {
@@ -143,32 +111,31 @@ enum LocalStatus {
         return user
     }
 
-    static func compute(_ permissions: [Permission], _ arguments: ParsedArguments, command: String)
-        async throws -> Computed
-    {
+    static func compute(_ permissions: [Permission], _ reads: EngineReads, _ arguments: ParsedArguments,
+                        command: String) async throws -> StatusReading {
         let user = try identity(arguments, command: command)
-        let options = try CommonOptions.probeOptions(arguments, command: command)
-        let stateDirectory = try CommonOptions.stateDirectory(arguments, command: command)
-        var ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
-        if ledger.isPrivate {
-            let path = try BrokerOptions.socketPath(arguments, command: command)
-            do throws(DeviceAccessError) {
-                let reply = try await DeviceAccess(socketPath: path, timeout: .seconds(10))
-                    .statusReport(permissions == Permission.all ? nil : permissions,
-                                  user: user.uid == getuid() ? nil : String(user.uid))
-                return Computed(user: user, statuses: reply.permissions, reports: nil, ledger: nil)
-            } catch .notPermitted(let reason) {
-                throw CommandFailure(message: reason, code: .noPermission)
-            } catch .brokerUnavailable(let reason) {
-                ledger = .unknown(why: "devaccessd not reachable (\(reason))")
-            } catch {
-                ledger = .unknown(why: "devaccessd not reachable (\(error))")
-            }
+        if let reading = try await AdminAccess.call(command, { () throws(InterfaceError) in
+            try await reads.status(permissions, for: user)
+        }) {
+            return reading
         }
-        let reports = try await DeviceSources.reports(permissions, options: options, environment: arguments.environment)
-        let policy = PolicyReading.read(directory: PolicyFiles.directory(arguments.environment))
-        return Computed(user: user, statuses: reports.map { LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy) },
-                        reports: reports, ledger: ledger)
+        let path = try BrokerOptions.socketPath(arguments, command: command)
+        let why: String
+        do throws(DeviceAccessError) {
+            let reply = try await DeviceAccess(socketPath: path, timeout: .seconds(10))
+                .statusReport(permissions == Permission.all ? nil : permissions,
+                              user: user.uid == getuid() ? nil : String(user.uid))
+            return StatusReading(user: user, statuses: reply.permissions)
+        } catch .notPermitted(let reason) {
+            throw CommandFailure(message: reason, code: .noPermission)
+        } catch .brokerUnavailable(let reason) {
+            why = "devaccessd not reachable (\(reason))"
+        } catch {
+            why = "devaccessd not reachable (\(error))"
+        }
+        return try await AdminAccess.call(command) { () throws(InterfaceError) in
+            try await reads.status(permissions, for: user, decisionsUnknown: why)
+        }
     }
 }
 
@@ -191,7 +158,8 @@ enum CheckCommand: Command {
                 : "check takes one PERMISSION, got \(arguments.positionals.count)", command: spec.name)
         }
         let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)
-        let statuses = try await LocalStatus.compute(permission, arguments, command: spec.name).statuses
+        let reads = try CommonOptions.reads(arguments, command: spec.name)
+        let statuses = try await LocalStatus.compute(permission, reads, arguments, command: spec.name).statuses
         guard let status = statuses.first else { return .failure }
         return ExitCode(status.status)
     }
@@ -212,8 +180,10 @@ enum DevicesCommand: Command {
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
-        let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let reports = try await DeviceSources.reports(permissions, options: options, environment: arguments.environment)
+        let reads = try CommonOptions.reads(arguments, command: spec.name)
+        let reports = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await reads.devices(permissions)
+        }
         if arguments.has("json") {
             console.out(StatusJSON.devices(reports))
         } else {

@@ -1,5 +1,4 @@
 import DevAccessCore
-import DevAccessEnforcement
 import DevAccessProtocol
 
 /// `status`, `devices` and `request --json`: the models in their one encoding, the wire's

@@ -1,5 +1,4 @@
 import DevAccessCore
-import DevAccessEnforcement
 import DevAccessSystem
 import FoundationEssentials
 

@@ -1,5 +1,4 @@
 import DevAccessCore
-import DevAccessEnforcement
 
 /// Plain-text tables for people (status has its own: StatusRendering).
 enum TableOutput {

@@ -1,5 +1,6 @@
 import DevAccessArguments
 import DevAccessCore
+import DevAccessInterface
 import DevAccessSystem
 import Glibc
 
@@ -34,8 +35,10 @@ enum WhoCommand: Command {
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
-        let options = try CommonOptions.probeOptions(arguments, command: spec.name)
-        let reports = try await DeviceSources.reports(permissions, options: options, environment: arguments.environment)
+        let reads = try CommonOptions.reads(arguments, command: spec.name)
+        let reports = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await reads.devices(permissions)
+        }
         let watch = Watch(reports, allNodes: arguments.has("all-nodes"))
         let scan = NodeHolders.scan(for: watch.nodes)
         var notes = watch.notes

@@ -1,9 +1,8 @@
-/// What `devaccess monitor` says about one permission as udev events arrive: which devices
-/// are there (from the events themselves, through `HotplugTracker`) and the status before and
-/// after each event.
+/// What `devaccess monitor` says about one permission as its statuses arrive: which devices
+/// are there (from udev events through `HotplugTracker`, or from each of devaccessd's status
+/// updates, `update`) and the status before and after each device's change.
 ///
-/// The status comes from a reader (devaccessd, or the ledger and policy read here, as for
-/// `status`), but that reading is of the machine as it is when it is taken: after a batch of
+/// With events, the status comes from a reader, but that reading is of the machine as it is when it is taken: after a batch of
 /// events (`rmmod` of a driver with two cameras), the first event's reading already shows the
 /// second camera gone. So each event's status is the reading narrowed to the devices the
 /// events so far have brought: unavailable with none; what the decisions impose (restricted,
@@ -56,6 +55,25 @@ public struct HotplugStatusModel: Sendable {
         let changes = tracker.apply(action: action, devnode: devnode, probed: reading.devices.map(\.device))
         status = narrowed()
         return changes.map { Step(change: $0, previousStatus: before, status: status) }
+    }
+
+    /// A reading that is the whole truth (devaccessd's status updates: no event names the
+    /// devices): the devices it adds, removes or changes against those known, one step each,
+    /// its status narrowed after each as for events, so two cameras gone in one update give
+    /// `X -> X` then `X -> unavailable`. After the last step the status is the reading's.
+    public mutating func update(_ fresh: PermissionStatus) -> [Step] {
+        var target = tracker
+        let changes = target.resync(probed: fresh.devices.map(\.device))
+        take(fresh)
+        var steps: [Step] = []
+        for change in changes {
+            let before = status
+            tracker.take(change)
+            status = narrowed()
+            steps.append(Step(change: change, previousStatus: before, status: status))
+        }
+        status = narrowed()
+        return steps
     }
 
     private mutating func take(_ fresh: PermissionStatus) {

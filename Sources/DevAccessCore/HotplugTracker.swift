@@ -67,6 +67,18 @@ public struct HotplugTracker: Sendable {
         return changes
     }
 
+    /// One change as `resync` gave it, applied alone (to step through a resync's changes).
+    public mutating func take(_ change: Change) {
+        switch change.kind {
+        case .remove:
+            known.removeAll { $0.id == change.device.id }
+        case .change:
+            if let index = known.firstIndex(where: { $0.id == change.device.id }) { known[index] = change.device }
+        case .add:
+            known.append(change.device)
+        }
+    }
+
     public static func captureNode(_ device: Device) -> String? {
         device.nodes.first { $0.role == "capture" }?.path
     }

@@ -47,7 +47,6 @@ public struct ProcessEnvironment: Sendable, Equatable, ExpressibleByDictionaryLi
         public static let statusCache = "DEVACCESSD_STATUS_CACHE"
         /// DEBUG builds only (tests): see docs/environment.md.
         public static let testDevices = "DEVACCESS_TEST_DEVICES"
-        public static let testUevents = "DEVACCESS_TEST_UEVENTS"
         public static let testCrashAt = "DEVACCESS_TEST_CRASH_AT"
         public static let testPAMService = "DEVACCESS_TEST_PAM_SERVICE"
         public static let testAuditWindow = "DEVACCESS_TEST_AUDIT_WINDOW"

@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessEnforcement
 import DevAccessHardware
 import DevAccessLedger
+import DevAccessSystem
 import DevAccessTestSupport
 @testable import DevAccessBroker
 

@@ -20,7 +20,7 @@ struct CommandEnvironmentTests {
         #expect(parsed.environment == environment)
         #expect(try CommonOptions.stateDirectory(parsed, command: "status") == "/state")
         #expect(try BrokerOptions.socketPath(parsed, command: "status") == "/run/x.sock")
-        #expect(try CommonOptions.probeOptions(parsed, command: "status").gpsd == GpsdEndpoint(host: "::1", port: 3000))
+        #expect(try CommonOptions.reads(parsed, command: "status").probeOptions().gpsd == GpsdEndpoint(host: "::1", port: 3000))
         #expect(PolicyFiles.directory(parsed.environment) == "/config")
         #expect(throws: CommandFailure.self) { try RunCommand.resolve("sh", path: parsed.environment["PATH"]) }
 
@@ -28,7 +28,7 @@ struct CommandEnvironmentTests {
                                               "127.0.0.1:1"], for: Self.spec, environment: environment)
         #expect(try CommonOptions.stateDirectory(given, command: "status") == "/given")
         #expect(try BrokerOptions.socketPath(given, command: "status") == "/run/given.sock")
-        #expect(try CommonOptions.probeOptions(given, command: "status").gpsd == GpsdEndpoint(host: "127.0.0.1", port: 1))
+        #expect(try CommonOptions.reads(given, command: "status").probeOptions().gpsd == GpsdEndpoint(host: "127.0.0.1", port: 1))
     }
 
     @Test func nothingSetGivesTheBuiltInDefaultsWhateverThisProcessHas() throws {
@@ -36,7 +36,7 @@ struct CommandEnvironmentTests {
         #expect(parsed.environment == ProcessEnvironment())
         #expect(try CommonOptions.stateDirectory(parsed, command: "status") == "/var/lib/devaccess")
         #expect(try BrokerOptions.socketPath(parsed, command: "status") == "/run/devaccess/broker.sock")
-        #expect(try CommonOptions.probeOptions(parsed, command: "status").gpsd == .default)
+        #expect(try CommonOptions.reads(parsed, command: "status").probeOptions().gpsd == .default)
         #expect(PolicyFiles.directory(parsed.environment) == "/etc/devaccess")
         let shell = try RunCommand.resolve("sh", path: nil)  // /usr/local/bin:/usr/bin:/bin
         #expect(shell == "/usr/bin/sh" || shell == "/bin/sh")

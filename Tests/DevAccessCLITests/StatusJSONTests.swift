@@ -36,7 +36,8 @@ struct StatusJSONTests {
         // The same status, computed here the way the command computes it.
         let arguments = try ArgumentParser.parse(argv, for: StatusCommand.spec,
                                                  environment: ProcessEnvironment(fx.environment))
-        let computed = try await LocalStatus.compute([.camera], arguments, command: "status").statuses
+        let computed = try await LocalStatus.compute([.camera], try CommonOptions.reads(arguments, command: "status"),
+                                                     arguments, command: "status").statuses
         #expect(statuses == computed)
 
         // Not an empty equality: the node's facts, its ACL with names, and alice's evaluation came through.
@@ -71,9 +72,7 @@ struct StatusJSONTests {
         }
         let arguments = try ArgumentParser.parse(["camera"], for: DevicesCommand.spec,
                                                  environment: ProcessEnvironment(fx.environment))
-        let computed = try await DeviceSources.reports([.camera],
-                                                       options: try CommonOptions.probeOptions(arguments, command: "devices"),
-                                                       environment: arguments.environment)
+        let computed = try await CommonOptions.reads(arguments, command: "devices").devices([.camera])
         #expect(reports == computed)
         let device = try #require(reports.first?.devices.first)
         #expect(device.nodes.map(\.path) == [node] && device.nodes.first?.facts?.mode == 0o600)

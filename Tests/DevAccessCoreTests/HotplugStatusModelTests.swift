@@ -33,6 +33,21 @@ struct HotplugStatusModelTests {
                                                  "remove camera:test-1 authorized->unavailable"])
     }
 
+    /// devaccessd's status updates name no device (`update`): two cameras gone in one update
+    /// still give each its own before and after, both back in one update too, and a decision
+    /// alone is no device step, only the reading's status.
+    @Test func anUpdateStepsThroughItsDeviceChangesOneByOne() {
+        var model = HotplugStatusModel(snapshot: Self.reading(.denied, [0, 1]))
+        #expect(Self.summary(model.update(Self.reading(.unavailable, []))) == [
+            "remove camera:test-0 denied->denied", "remove camera:test-1 denied->unavailable",
+        ])
+        #expect(Self.summary(model.update(Self.reading(.denied, [0, 1]))) == [
+            "add camera:test-0 unavailable->denied", "add camera:test-1 denied->denied",
+        ])
+        #expect(model.update(Self.reading(.authorized, [0, 1])).isEmpty)
+        #expect(model.status == .authorized)
+    }
+
     /// A standing denial stays denied on every event while a camera is left, whatever the
     /// nodes let the user open; with none left the camera is unavailable.
     @Test func aDenialHoldsThroughABatchOfRemovesAndAdds() {

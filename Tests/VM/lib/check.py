@@ -648,19 +648,16 @@ def capture_paths(event):
 
 
 def brief(events):
-    return [f"{e.get('event')} {e.get('name')} devnode={e.get('devnode')} seqnum={e.get('seqnum')}"
+    return [f"{e.get('event')} {e.get('name')} {capture_paths(e)} {e.get('previousStatus')}->{e.get('status')}"
             for e in events]
 
 
 def check_events(c, what, events, want_nodes, want_ids):
-    """One event per device: its capture node, its stable id, and the
-    event's devnode/seqnum naming that device's own uevent."""
+    """One event per device: its capture node and its stable id."""
     caps = sorted((p for e in events for p in capture_paths(e)), key=str)
     c.equal(caps, sorted(want_nodes), f"{what}: one event per capture node")
     c.equal(sorted((e.get("id") for e in events), key=str), sorted(want_ids, key=str),
             f"{what}: events carry the devices' stable ids")
-    wrong = [b for e, b in zip(events, brief(events)) if e.get("devnode") not in capture_paths(e)]
-    c.equal(wrong, [], f"{what}: each event's devnode is that device's capture node")
 
 
 def node_state(nodes):
@@ -761,9 +758,6 @@ def check_denied_monitor(c, cam_ids):
                    if e.get("permission") == "camera"),
             sorted((i, "denied", True) for i in cam_ids),
             "vmuser's monitor snapshot: every camera denied (although its node opens)")
-    c.expect(all("decisionsUnknown" not in e for e in events + snapshots),
-             "vmuser's monitor got its status from devaccessd",
-             (c.text("monitor-vmuser.err") or "")[:300])
     cam = [e for e in events if e.get("permission") == "camera"]
     c.equal(sorted(e.get("event") for e in cam if e.get("event") != "change"),
             ["add"] * len(cam_ids) + ["remove"] * len(cam_ids), "vmuser's monitor: each camera removed and added")
@@ -796,9 +790,9 @@ def check_hotplug(c):
     cam = [e for e in events if e.get("permission") == "camera"]
     mic = [e for e in events if e.get("permission") == "microphone"]
     for e in cam + mic:
-        ok = (isinstance(e.get("seqnum"), int) and isinstance(e.get("monotonicUsec"), int)
-              and e.get("event") in ("add", "remove", "change") and e.get("status") in STATUSES)
-        if not c.expect(ok, "monitor event has event, seqnum, monotonicUsec and status", e):
+        ok = (isinstance(e.get("monotonicUsec"), int) and e.get("event") in ("add", "remove", "change")
+              and e.get("previousStatus") in STATUSES and e.get("status") in STATUSES)
+        if not c.expect(ok, "monitor event has event, monotonicUsec, previousStatus and status", e):
             break
 
     before_status = c.command_json("before-status", "[before] status --json")
@@ -844,32 +838,27 @@ def check_hotplug(c):
 
     check_udev_hotplug(c, uevents_of(c), before)
 
-    # Delays, both CLOCK_MONOTONIC: udevadm's receipt of the kernel uevent ->
-    # the line devaccess printed. "seqnum": the uevent the event names;
-    # "own": the uevent of the device's own capture node (same action).
-    # udevd's own processing (KERNEL -> UDEV) is measured alongside for scale.
+    # Delays, both CLOCK_MONOTONIC: udevadm's receipt of the kernel uevent of the
+    # device's own capture node (same action) -> the line devaccess printed from
+    # devaccessd's status update. udevd's own processing (KERNEL -> UDEV) alongside for scale.
     uevents = uevents_of(c)
     own_index = {(u["props"].get("ACTION"), u["props"].get("DEVNAME")): u
                  for u in uevents.values() if "KERNEL" in u}
-    by_seq, own, udev_done, unmatched, hotplug = [], [], [], [], []
+    own, udev_done, hotplug = [], [], []
     for e in cam + mic:
         if not isinstance(e.get("monotonicUsec"), int):
             continue
         printed_ms = e["monotonicUsec"] / 1000.0
-        u = uevents.get(e.get("seqnum"))
-        if u and "KERNEL" in u:
-            by_seq.append(printed_ms - u["KERNEL"] * 1000.0)
-            if e.get("event") in ("add", "remove"):
-                hotplug.append(printed_ms - u["KERNEL"] * 1000.0)
-        else:
-            unmatched.append(e.get("seqnum"))
         for node in capture_paths(e):
             o = own_index.get((e.get("event"), node))
             if o:
                 own.append(printed_ms - o["KERNEL"] * 1000.0)
+                if e.get("event") in ("add", "remove"):
+                    hotplug.append(printed_ms - o["KERNEL"] * 1000.0)
                 if "UDEV" in o:
                     udev_done.append((o["UDEV"] - o["KERNEL"]) * 1000.0)
-    c.equal(unmatched, [], "every camera/microphone event's seqnum is a kernel uevent's SEQNUM")
+    c.equal(len(hotplug), len([e for e in cam + mic if e.get("event") in ("add", "remove")]),
+            "every add/remove event matches its capture node's kernel uevent")
     # udevadm monitor stamps an event when it gets to print it, and under TCG it
     # lags by seconds at times, so its clock cannot order events. The steps' own
     # marks can: each add/remove must be printed after the rmmod/modprobe that
@@ -893,22 +882,11 @@ def check_hotplug(c):
         i = names.index(step)
         start, end = marks[i][1], (marks[i + 1][1] if i + 1 < len(marks) else float("inf"))
         printed = e["monotonicUsec"] / 1000.0
-        c.expect(start <= printed <= end, f"{e['event']} event for {e.get('devnode')} printed during step {step}",
+        c.expect(start <= printed <= end, f"{e['event']} event for {capture_paths(e)} printed during step {step}",
                  f"printed at {printed:.0f} ms, step ran {start:.0f}..{end:.0f} ms")
-    # Delay kernel uevent -> devaccess line, both seen by devaccess itself (kernelUsec
-    # is when its kernel-uevent socket received that SEQNUM).
-    own_delay = [(e["monotonicUsec"] - e["kernelUsec"]) / 1000.0 for e in cam + mic
-                 if e.get("event") in ("add", "remove") and isinstance(e.get("kernelUsec"), int)
-                 and isinstance(e.get("monotonicUsec"), int)]
-    c.expect(len(own_delay) == len([e for e in cam + mic if e.get("event") in ("add", "remove")]),
-             "every add/remove event carries kernelUsec", len(own_delay))
-    if own_delay:
-        c.expect(min(own_delay) >= 0, "kernelUsec is not after the line was printed", f"min {min(own_delay):.1f} ms")
-        c.expect(max(own_delay) < 10000, "every add/remove event is printed within 10 s of its kernel uevent (TCG)",
-                 f"max delay {max(own_delay):.1f} ms")
-        c.timing["kernel_uevent_to_event_ms"] = summary(own_delay)
-    if by_seq:
-        c.timing["seqnum_uevent_to_event_ms"] = summary(by_seq)
+    if hotplug:
+        c.expect(max(hotplug) < 10000, "every add/remove event is printed within 10 s of its kernel uevent (TCG)",
+                 f"max delay {max(hotplug):.1f} ms")
     if own:
         c.timing["own_uevent_to_event_ms"] = summary(own)
     if udev_done:
@@ -1949,8 +1927,7 @@ def main():
     switches = [f"{k[7:]} {t[k]}" for k in sorted(t) if k.startswith("switch_")]
     if switches:
         timing += f"; privacy switch: {', '.join(switches)}"
-    for key, label in (("kernel_uevent_to_event_ms", "kernel uevent->devaccess event ms (devaccess's clock)"),
-                       ("seqnum_uevent_to_event_ms", "udevadm-seen uevent->devaccess event ms"),
+    for key, label in (("own_uevent_to_event_ms", "udevadm-seen uevent->devaccess event ms"),
                        ("uevent_to_udev_done_ms", "uevent->udevd done ms")):
         if key in t:
             timing += f"; {label} {t[key]}"

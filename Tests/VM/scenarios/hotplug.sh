@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# Live hotplug: `devaccess monitor --json` runs while vivid (two instances)
-# and then snd-aloop are removed and loaded again; `udevadm monitor` runs in
-# parallel so each printed event can be matched to its kernel uevent by SEQNUM
-# and the delay measured. Status is recorded after every step.
+# Live hotplug: `devaccess monitor --json` (devaccessd's status updates) runs while
+# vivid (two instances) and then snd-aloop are removed and loaded again; `udevadm monitor`
+# runs in parallel so each printed event can be matched to its capture node's kernel
+# uevent and the delay measured. Status is recorded after every step.
 # A second monitor runs as vmuser (in group video, so the nodes alone would say authorized)
 # with a standing denial of camera recorded by devaccessd: its status comes from devaccessd,
 # and must say denied in the snapshot and after every camera event.
@@ -23,10 +23,9 @@ rec deny-vmuser da deny camera --user vmuser --socket "$SOCK"
 udevadm monitor --kernel --udev --property >"$OUT/uevents.txt" 2>"$OUT/uevents.err" &
 umon=$!
 # Started directly (not through da) so $! is devaccess itself.
-"$VM_BIN" monitor --json >"$OUT/monitor.jsonl" 2>"$OUT/monitor.err" &
+"$VM_BIN" monitor --json --socket "$SOCK" >"$OUT/monitor.jsonl" 2>"$OUT/monitor.err" &
 dmon=$!
-# vmuser's: the ledger in $STATE is root's alone, so its status comes from devaccessd.
-setpriv --reuid=vmuser --regid=vmuser --init-groups -- env DEVACCESS_SOCKET="$SOCK" DEVACCESS_STATE_DIR="$STATE" \
+setpriv --reuid=vmuser --regid=vmuser --init-groups -- env DEVACCESS_SOCKET="$SOCK" \
   "$VM_BIN" monitor --json >"$OUT/monitor-vmuser.jsonl" 2>"$OUT/monitor-vmuser.err" &
 umon_user=$!
 for ((i = 0; i < 100; i++)); do
