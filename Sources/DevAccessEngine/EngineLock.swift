@@ -39,9 +39,8 @@ public final class EngineLock: Sendable {
         let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .cannotOpen(path: path, Errno.current) }
         let deadline = ContinuousClock.now + wait
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let error = Errno.current
-            guard error.rawValue == EWOULDBLOCK || error.rawValue == EINTR else {
+        while case .failure(let error) = valueOrErrno({ flock(fd, LOCK_EX | LOCK_NB) }) {
+            guard error == .wouldBlock else {
                 close(fd)
                 throw .cannotOpen(path: path, error)
             }

@@ -29,18 +29,23 @@ public struct FileDescriptor: ~Copyable {
 }
 
 extension FileDescriptor {
-    /// Writes all of `text` to `fd`, again after a signal or a short write. False when
-    /// `write(2)` failed otherwise (EPIPE: the reader is gone); nothing is retried then.
+    /// Writes all of `text` to `fd`, again after a signal or a short write; on a
+    /// non-blocking descriptor whose buffer is full (EAGAIN), again once it has room, until
+    /// `deadline` (nil: no limit). False when `write(2)` failed otherwise (EPIPE: the reader
+    /// is gone) or the deadline passed with text left.
     @discardableResult
-    public static func writeAll(_ fd: CInt, _ text: String) -> Bool {
+    public static func writeAll(_ fd: CInt, _ text: String, until deadline: ContinuousClock.Instant? = nil) -> Bool {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
+            let written = valueOrErrno { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } }
+            switch written {
+            case .success(let count):
+                bytes = bytes.dropFirst(count)
+            case .failure(let error) where error == .wouldBlock:
+                guard (try? Poll.wait(for: .writable(fd), until: deadline)) == true else { return false }
+            case .failure:
                 return false
             }
-            bytes = bytes.dropFirst(written)
         }
         return true
     }

@@ -109,30 +109,34 @@ final class TerminalPrompt: Sendable {
                 write(fd, "\r\ndevaccessd: the request was withdrawn; nothing was recorded\r\n")
                 return .cancelled
             }
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else {
+            let now = ContinuousClock.now
+            guard now < deadline else {
                 write(fd, "\r\ndevaccessd: no answer in time; nothing was recorded\r\n")
                 return .timedOut
             }
-            var descriptors = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                               pollfd(fd: lifetime, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&descriptors, 2, CInt(min(200, max(1, left.components.seconds * 1000 + 1))))
-            if ready < 0 && errno != EINTR { return .failed("poll \(path): \(Errno.current)") }
-            guard ready > 0 else { continue }
+            // Waits of at most 200 ms, so a withdrawn request is seen soon.
+            let ready: [Int16]
+            do throws(SystemCallError) {
+                guard let events = try Poll.wait([.readable(fd), .readable(lifetime)],
+                                                 until: min(deadline, now + .milliseconds(200))) else { continue }
+                ready = events
+            } catch {
+                return .failed("poll \(path): \(error.errno)")
+            }
             // Checked before reading, so no key is taken from whoever the terminal serves now.
-            if descriptors[1].revents != 0 || !isForeground(terminal: UInt64(info.st_rdev)) {
+            if ready[1] != 0 || !isForeground(terminal: UInt64(info.st_rdev)) {
                 write(fd, "\r\ndevaccessd: the request was withdrawn; nothing was recorded\r\n")
                 return .cancelled
             }
-            let descriptor = descriptors[0]
-            if descriptor.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 && descriptor.revents & Int16(POLLIN) == 0 {
+            if ready[0] & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 && ready[0] & Int16(POLLIN) == 0 {
                 return .endOfInput
             }
             var buffer = [UInt8](repeating: 0, count: 256)
-            let count = Glibc.read(fd, &buffer, buffer.count)
-            if count < 0 {
-                if errno == EAGAIN || errno == EINTR { continue }
-                return .failed("read \(path): \(Errno.current)")
+            let count: Int
+            switch valueOrErrno({ Glibc.read(fd, &buffer, buffer.count) }) {
+            case .success(let read): count = read
+            case .failure(let error) where error == .wouldBlock: continue
+            case .failure(let error): return .failed("read \(path): \(error)")
             }
             // Ctrl-D on an empty line (end of file in canonical mode).
             if count == 0 {
@@ -182,22 +186,7 @@ final class TerminalPrompt: Sendable {
     /// True when all of `text` reached the terminal within 2 s.
     @discardableResult
     private func write(_ fd: CInt, _ text: String) -> Bool {
-        var bytes = Array(text.utf8)[...]
-        let deadline = ContinuousClock.now + .seconds(2)
-        while !bytes.isEmpty && ContinuousClock.now < deadline {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN {
-                    var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                    _ = poll(&descriptor, 1, 100)
-                    continue
-                }
-                return false
-            }
-            bytes = bytes.dropFirst(written)
-        }
-        return bytes.isEmpty
+        FileDescriptor.writeAll(fd, text, until: .now + .seconds(2))
     }
 }
 

@@ -143,17 +143,11 @@ enum ProcFile {
     static func readAll(_ directory: CInt, _ name: String, limit: Int = 1 << 22) -> String? {
         let fd = openat(directory, name, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
-        var content: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while content.count <= limit {
-            let count = Glibc.read(fd, &buffer, buffer.count)
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { return nil }
-            if count == 0 { return String(decoding: content, as: UTF8.self) }
-            content += buffer.prefix(count)
+        // One byte over the limit is read, so a longer file is told from one of the limit.
+        guard let content = try? FileDescriptor(owning: fd).contents(limit: limit + 1), content.count <= limit else {
+            return nil
         }
-        return nil
+        return String(decoding: content, as: UTF8.self)
     }
 
     static func read(pid: Int32, _ name: String) -> String? {
