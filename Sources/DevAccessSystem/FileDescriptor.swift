@@ -22,6 +22,13 @@ public struct FileDescriptor: ~Copyable {
     /// including an `O_PATH` fd, so no second path lookup can be raced.
     public var procPath: String { "/proc/self/fd/\(rawValue)" }
 
+    /// Hands the descriptor to a caller that owns it from now on (it is not closed here).
+    public consuming func release() -> CInt {
+        let fd = rawValue
+        discard self
+        return fd
+    }
+
     deinit {
         // close is never retried: on Linux the fd is gone even after EINTR.
         _ = Glibc.close(rawValue)

@@ -108,13 +108,11 @@ final class TerminalPrompt: Sendable {
         } catch {
             throw Refusal(message: "\(path): \(error.errno)")
         }
-        var info = stat()
-        guard fstat(descriptor.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFCHR, info.st_uid == owner,
-              isatty(descriptor.rawValue) == 1, UInt64(info.st_dev) == node.device,
-              UInt64(info.st_ino) == node.inode else {
+        guard let device = try? CharacterDevice.of(descriptor.rawValue), device.owner == owner,
+              isatty(descriptor.rawValue) == 1, device.node == FileKey(device: node.device, inode: node.inode) else {
             throw Refusal(message: "\(path) is no longer the user's terminal")
         }
-        return OpenTerminal(descriptor: descriptor, device: UInt64(info.st_rdev))
+        return OpenTerminal(descriptor: descriptor, device: device.number)
     }
 
     /// A pidfd of the requester, which must be the foreground job of `device`. Pinned first,

@@ -58,9 +58,7 @@ public struct V4L2Capability: Sendable, Hashable {
         } catch {
             throw .open(error.errno)
         }
-        var info = stat()
-        guard fstat(pinned.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFCHR,
-              devaccess_major(info.st_rdev) == major, devaccess_minor(info.st_rdev) == minor else {
+        guard let device = try? CharacterDevice.of(pinned.rawValue), device.isDevice(major: major, minor: minor) else {
             throw .notTheDevice(expected: "\(major):\(minor)")
         }
         let fd = Glibc.open(pinned.procPath, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
