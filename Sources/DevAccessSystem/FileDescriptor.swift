@@ -2,7 +2,7 @@ import Glibc
 import CLinux
 
 /// An owned file descriptor, closed when the owner goes away.
-public struct FileDescriptor: ~Copyable {
+public struct FileDescriptor: ~Copyable, Sendable {
     public let rawValue: CInt
 
     public init(owning rawValue: CInt) { self.rawValue = rawValue }
@@ -28,6 +28,10 @@ public struct FileDescriptor: ~Copyable {
         discard self
         return fd
     }
+
+    /// Closes it now rather than when its owner goes away (a descriptor taken over only to
+    /// be closed: one that came unasked, or an extra one).
+    public consuming func close() {}
 
     deinit {
         // close is never retried: on Linux the fd is gone even after EINTR.
@@ -79,5 +83,25 @@ extension FileDescriptor {
             bytes.append(contentsOf: chunk[..<count])
         }
         return bytes
+    }
+}
+
+extension FileDescriptor {
+    /// A second descriptor of what `fd` refers to (close-on-exec), with a file position of
+    /// its own only for a directory walk (readdir) next to `openat` calls: the two share one.
+    public static func duplicate(_ fd: CInt) throws(SystemCallError) -> FileDescriptor {
+        FileDescriptor(owning: try SystemCall.value("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) })
+    }
+
+    /// A directory stream (`readdir`) over this directory, which takes the descriptor over:
+    /// `closedir` closes it. When fdopendir fails, the descriptor is closed here.
+    public consuming func directoryStream() throws(SystemCallError) -> OpaquePointer {
+        guard let stream = fdopendir(rawValue) else {
+            let error = SystemCallError.current("fdopendir")
+            _ = consume self
+            throw error
+        }
+        discard self
+        return stream
     }
 }

@@ -106,10 +106,7 @@ public enum NodeHolders {
     private static func openDescriptors(_ directory: CInt, matching byDevice: [UInt64: [WatchedNode]])
         -> [(Int32, [WatchedNode])]
     {
-        guard let listing = fdopendir(directory) else {
-            close(directory)
-            return []
-        }
+        guard let listing = try? FileDescriptor(owning: directory).directoryStream() else { return [] }
         defer { closedir(listing) }
         var matches: [(Int32, [WatchedNode])] = []
         while let entry = readdir(listing) {

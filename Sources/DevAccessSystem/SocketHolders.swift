@@ -96,10 +96,7 @@ public enum SocketHolders {
     /// Whether any descriptor in an open /proc/PID/fd links to `target`; takes `directory`
     /// over (closes it). The link is compared as bytes: no String per descriptor.
     private static func holds(_ directory: CInt, _ target: [UInt8]) -> Bool {
-        guard let listing = fdopendir(directory) else {
-            close(directory)
-            return false
-        }
+        guard let listing = try? FileDescriptor(owning: directory).directoryStream() else { return false }
         defer { closedir(listing) }
         var buffer = [CChar](repeating: 0, count: 64)
         while let entry = readdir(listing) {
