@@ -61,9 +61,13 @@ public struct V4L2Capability: Sendable, Hashable {
         guard let device = try? CharacterDevice.of(pinned.rawValue), device.isDevice(major: major, minor: minor) else {
             throw .notTheDevice(expected: "\(major):\(minor)")
         }
-        let fd = Glibc.open(pinned.procPath, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-        if fd < 0 { throw .open(.current) }
-        defer { _ = Glibc.close(fd) }
+        let opened: FileDescriptor
+        do {
+            opened = try .open(pinned.procPath, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        } catch {
+            throw .open(error.errno)
+        }
+        let fd = opened.rawValue
         var capability = v4l2_capability()
         let rc = devaccess_v4l2_querycap(fd, &capability)
         if rc < 0 { throw .ioctl(Errno(rawValue: -rc)) }
