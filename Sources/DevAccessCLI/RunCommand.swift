@@ -73,21 +73,41 @@ enum RunCommand: Command {
                                    SIGALRM]
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
+        let order = try order(arguments)
+        let path = try BrokerOptions.socketPath(arguments, command: spec.name)
+        let signals = SignalPipe.install(relayed)
+        let session: BrokerSession
+        let id: Int64
+        do {
+            session = try BrokerSession(socketPath: path, timeout: .seconds(30))
+            id = try session.startRun(order, descriptors: [0, 1, 2])
+        } catch {
+            throw RequestCommand.failure(error)
+        }
+        return try follow(StartedRun(session: session, id: id, program: order.program, permissions: order.permissions,
+                                     socketPath: path, signals: signals), console: console)
+    }
+
+    /// The permissions asked for and the location accuracy, checked against each other.
+    static func permissions(_ arguments: ParsedArguments) throws -> ([Permission], LocationAccuracy?) {
         var permissions: [Permission] = []
         if arguments.has("camera") { permissions.append(.camera) }
         if arguments.has("microphone") { permissions.append(.microphone) }
         if arguments.has("location") { permissions.append(.location) }
-        var accuracy: LocationAccuracy?
-        if let text = arguments.value("accuracy") {
-            guard permissions.contains(.location) else {
-                throw UsageError(message: "'--accuracy' goes with --location", command: spec.name)
-            }
-            do {
-                accuracy = try LocationAccuracy.parse(text)
-            } catch {
-                throw UsageError(message: "--accuracy: \(error.description)", command: spec.name)
-            }
+        guard let text = arguments.value("accuracy") else { return (permissions, nil) }
+        guard permissions.contains(.location) else {
+            throw UsageError(message: "'--accuracy' goes with --location", command: spec.name)
         }
+        do {
+            return (permissions, try LocationAccuracy.parse(text))
+        } catch {
+            throw UsageError(message: "--accuracy: \(error.description)", command: spec.name)
+        }
+    }
+
+    /// What devaccessd is asked to run, from the command line and this process's state.
+    static func order(_ arguments: ParsedArguments) throws -> RunOrder {
+        let (permissions, accuracy) = try permissions(arguments)
         guard let name = arguments.positionals.first else {
             throw UsageError(message: "missing PROGRAM", command: spec.name)
         }
@@ -99,75 +119,108 @@ enum RunCommand: Command {
         let program = try resolve(name, path: arguments.environment["PATH"])
         // The program's environment is built from this process's as it is now (LaunchEnvironment
         // removes and sets what it must): what is passed on, not configuration read.
-        let order = RunOrder(program: program, arguments: arguments.positionals,
-                             environment: ProcessEnvironment.currentEntries(),
-                             directory: FileManager.default.currentDirectoryPath, umask: currentUmask(),
-                             permissions: permissions, reason: text, scope: scope,
-                             strict: arguments.has("strict"), accuracy: accuracy)
-        let path = try BrokerOptions.socketPath(arguments, command: spec.name)
-        let signals = SignalPipe.install(relayed)
+        return RunOrder(program: program, arguments: arguments.positionals,
+                        environment: ProcessEnvironment.currentEntries(),
+                        directory: FileManager.default.currentDirectoryPath, umask: currentUmask(),
+                        permissions: permissions, reason: text, scope: scope,
+                        strict: arguments.has("strict"), accuracy: accuracy)
+    }
+
+    /// A run devaccessd accepted: the connection it goes on, and what this process relays.
+    struct StartedRun {
         let session: BrokerSession
         let id: Int64
-        do {
-            session = try BrokerSession(socketPath: path, timeout: .seconds(30))
-            id = try session.startRun(order, descriptors: [0, 1, 2])
-        } catch {
-            throw RequestCommand.failure(error)
-        }
-        var prompts = PromptSession(signals: signals, console: console)
-        var running = false
-        var early: [Int32] = []
+        let program: String
+        /// What the command line named; none: the policy's [Program] section declares it.
+        let permissions: [Permission]
+        let socketPath: String
+        let signals: SignalPipe?
+    }
+
+    /// Where the run is: asking (the signals that came meanwhile, relayed once it runs), or
+    /// running.
+    enum Progress {
+        case asking(early: [Int32])
+        case running
+    }
+
+    /// Follows the run's events until the program ends (its exit status is thrown as a
+    /// `ProgramExit`), it was not run, or this process is interrupted before it started.
+    static func follow(_ run: StartedRun, console: Console) throws -> ExitCode {
+        var prompts = PromptSession(signals: run.signals, console: console)
+        var progress = Progress.asking(early: [])
         while true {
             let event: BrokerSession.Event
             do {
-                event = try session.next(to: id, deadline: running ? nil : ContinuousClock.now + .seconds(300),
-                                         watching: signals?.readDescriptor)
+                let deadline: ContinuousClock.Instant? = if case .running = progress { nil } else { .now + .seconds(300) }
+                event = try run.session.next(to: run.id, deadline: deadline, watching: run.signals?.readDescriptor)
             } catch {
                 throw RequestCommand.failure(error)
             }
             switch event {
             case .watched:
-                guard let number = signals?.take() else { continue }
-                if running {
-                    relay(number, session: session, id: id)
-                } else if Self.keptUntilStarted.contains(number) {
-                    // The program may have started already, its `run-started` not read yet.
-                    early.append(number)
-                } else {
-                    // Nothing runs yet: leaving withdraws the request (the broker asks nobody further).
-                    if let signals { signals.raiseAgain(number) }
-                    return .failure
-                }
+                guard let number = run.signals?.take() else { continue }
+                guard let next = signalled(number, run, progress) else { return .failure }
+                progress = next
             case .timedOut:
-                throw CommandFailure(message: "devaccessd at \(path) did not start the program within 300 s",
+                throw CommandFailure(message: "devaccessd at \(run.socketPath) did not start the program within 300 s",
                                      code: .brokerUnreachable)
             case .reply(.prompt(let prompt)):
-                if case .interrupted(let number) = try prompts.show(prompt, session: session, id: id) {
-                    signals?.raiseAgain(number)
+                if case .interrupted(let number) = try prompts.show(prompt, session: run.session, id: run.id) {
+                    run.signals?.raiseAgain(number)
                 }
-            case .reply(.runStarted(let started)):
-                running = true
-                for number in early { relay(number, session: session, id: id) }
-                early.removeAll()
-                for result in started.results where result.outcome == .granted {
-                    console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
-                }
-            case .reply(.runEnded(let ended)):
-                throw ProgramExit(status: ended.exit.shellStatus)
-            case .reply(.decision(let decision)):
-                for result in decision.results {
-                    console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
-                }
-                console.error("devaccess: \(program) was not run")
-                return .noPermission
-            case .reply(.error(let error)) where permissions.isEmpty && error.context == "$.permissions":
-                throw UsageError(message: "name what \(program) gets (--camera, --microphone, --location): no "
-                    + "[Program] section of the policy declares it; nothing was run", command: spec.name)
-            case .reply(.error(let error)):
-                throw RequestCommand.failure(.rejected(error))
-            case .reply(let other):
-                throw CommandFailure(message: "devaccessd answered a run with '\(other.type)'")
+            case .reply(let reply):
+                if let exit = try answered(reply, run, progress, console: console) { return exit }
+                progress = .running
             }
+        }
+    }
+
+    /// A signal to this process: relayed while the program runs, kept until it starts when it
+    /// does not mean "stop", and otherwise the end (nil): leaving withdraws the request, the
+    /// broker asks nobody further.
+    static func signalled(_ number: Int32, _ run: StartedRun, _ progress: Progress) -> Progress? {
+        switch progress {
+        case .running:
+            relay(number, session: run.session, id: run.id)
+            return .running
+        case .asking(let early) where keptUntilStarted.contains(number):
+            // The program may have started already, its `run-started` not read yet.
+            return .asking(early: early + [number])
+        case .asking:
+            run.signals?.raiseAgain(number)
+            return nil
+        }
+    }
+
+    /// A reply other than a prompt. The run started (nil: follow on, now running), it was not
+    /// run (the exit code), or it ended or failed (thrown).
+    static func answered(_ reply: Reply, _ run: StartedRun, _ progress: Progress,
+                         console: Console) throws -> ExitCode? {
+        switch reply {
+        case .runStarted(let started):
+            if case .asking(let early) = progress {
+                for number in early { relay(number, session: run.session, id: run.id) }
+            }
+            for result in started.results where result.outcome == .granted {
+                console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
+            }
+            return nil
+        case .runEnded(let ended):
+            throw ProgramExit(status: ended.exit.shellStatus)
+        case .decision(let decision):
+            for result in decision.results {
+                console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
+            }
+            console.error("devaccess: \(run.program) was not run")
+            return .noPermission
+        case .error(let error) where run.permissions.isEmpty && error.context == "$.permissions":
+            throw UsageError(message: "name what \(run.program) gets (--camera, --microphone, --location): no "
+                + "[Program] section of the policy declares it; nothing was run", command: spec.name)
+        case .error(let error):
+            throw RequestCommand.failure(.rejected(error))
+        default:
+            throw CommandFailure(message: "devaccessd answered a run with '\(reply.type)'")
         }
     }
 

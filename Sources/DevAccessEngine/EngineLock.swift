@@ -15,7 +15,8 @@ public final class EngineLock: Sendable {
     public static let fileName = Ledger.engineLockFileName
 
     public let path: String
-    private let descriptor: CInt
+    /// Held open, and locked, for as long as this lives (closing it drops the lock).
+    private let descriptor: FileDescriptor
 
     public enum Failure: Error, Sendable, Hashable, CustomStringConvertible {
         /// Another process holds it (the daemon, or another `--offline` run).
@@ -36,26 +37,20 @@ public final class EngineLock: Sendable {
     /// Takes the lock, trying again every 50 ms for up to `wait` (zero: once).
     public init(stateDirectory: String, wait: Duration = .zero) throws(Failure) {
         path = stateDirectory + "/" + Self.fileName
-        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .cannotOpen(path: path, Errno.current) }
+        let lock: FileDescriptor
+        do {
+            lock = try .open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode: 0o600)
+        } catch {
+            throw .cannotOpen(path: path, error.errno)
+        }
         let deadline = ContinuousClock.now + wait
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let error = Errno.current
-            guard error.rawValue == EWOULDBLOCK || error.rawValue == EINTR else {
-                close(fd)
-                throw .cannotOpen(path: path, error)
-            }
-            guard ContinuousClock.now < deadline else {
-                close(fd)
-                throw .held(path: path)
-            }
+        let fd = lock.rawValue
+        while case .failure(let error) = valueOrErrno({ flock(fd, LOCK_EX | LOCK_NB) }) {
+            guard error == .wouldBlock else { throw .cannotOpen(path: path, error) }
+            guard ContinuousClock.now < deadline else { throw .held(path: path) }
             usleep(50_000)
         }
-        descriptor = fd
-    }
-
-    deinit {
-        close(descriptor)
+        descriptor = lock
     }
 }
 

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import DevAccessSystem
 
 /// An audit archive: an SQLite file of its own holding events moved out of the ledger,
 /// stored exactly as they were (same columns, same bytes, same hashes), and one
@@ -79,9 +80,9 @@ enum ArchiveFile {
             }
             throw .archiveTarget(path: path, reason: StateFiles.errnoText(failure))
         }
-        defer { close(fd) }
+        let created = FileDescriptor(owning: fd)
         // The umask may have removed bits; an archive holds every user's events: exactly 0600.
-        guard fchmod(fd, StateFiles.fileMode) == 0 else {
+        guard fchmod(created.rawValue, StateFiles.fileMode) == 0 else {
             let failure = errno
             unlink(path)
             throw .archiveTarget(path: path, reason: "chmod 0600: \(StateFiles.errnoText(failure))")
@@ -97,9 +98,12 @@ enum ArchiveFile {
     /// Makes the new file's directory entry durable before the ledger forgets the events.
     static func syncDirectory(of path: String) throws(LedgerError) {
         let directory = StateFiles.split(path).directory
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw .archive(path: path, reason: "opening its directory: \(StateFiles.errnoText(errno))") }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw .archive(path: path, reason: "fsync of its directory: \(StateFiles.errnoText(errno))") }
+        let opened: FileDescriptor
+        do {
+            opened = try .open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            throw .archive(path: path, reason: "opening its directory: \(StateFiles.errnoText(error.errno.rawValue))")
+        }
+        guard fsync(opened.rawValue) == 0 else { throw .archive(path: path, reason: "fsync of its directory: \(StateFiles.errnoText(errno))") }
     }
 }

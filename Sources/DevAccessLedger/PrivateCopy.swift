@@ -1,4 +1,5 @@
 import Glibc
+import DevAccessSystem
 import CSQLite
 
 /// Moves a ledger that an older devaccess left readable by other users into new files that
@@ -32,8 +33,8 @@ enum PrivateCopy {
                         busyTimeoutMilliseconds: Int32) throws(LedgerError) -> Bool {
         let directory = StateFiles.split(ledgerPath).directory
         let copyPath = ledgerPath + suffix + String(getpid())
-        let fd = try createCopyFile(copyPath, ledgerPath: ledgerPath)
-        defer { close(fd) }
+        let copyFile = try createCopyFile(copyPath, ledgerPath: ledgerPath)
+        let fd = copyFile.rawValue
         var renamed = false
         // A copy that is not renamed into place is of no use to anyone.
         defer { if !renamed { unlink(copyPath) } }
@@ -120,19 +121,19 @@ enum PrivateCopy {
 
     /// Creates the file for the copy, 0600 from the start, so that no one else ever opens
     /// it. A leftover of the same name (an earlier run with this pid that died) is replaced.
-    private static func createCopyFile(_ path: String, ledgerPath: String) throws(LedgerError) -> Int32 {
+    private static func createCopyFile(_ path: String, ledgerPath: String) throws(LedgerError) -> FileDescriptor {
         var failure: Int32 = 0
         for _ in 0..<2 {
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, StateFiles.fileMode)
             if fd >= 0 {
+                let copy = FileDescriptor(owning: fd)
                 // The umask may have removed bits: exactly 0600, which SQLite gives the new -wal/-shm.
                 guard fchmod(fd, StateFiles.fileMode) == 0 else {
                     let failure = errno
-                    close(fd)
                     unlink(path)
                     throw failed(ledgerPath, "chmod 0600 of the copy failed, the ledger is unchanged", failure)
                 }
-                return fd
+                return copy
             }
             failure = errno
             guard failure == EEXIST, unlink(path) == 0 else { break }
@@ -142,12 +143,13 @@ enum PrivateCopy {
 
     /// Makes the rename and unlinks durable.
     private static func syncDirectory(_ directory: String, ledgerPath: String) throws(LedgerError) {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw failed(ledgerPath, "the private copy is in place, but opening its directory failed", errno)
+        let opened: FileDescriptor
+        do {
+            opened = try .open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            throw failed(ledgerPath, "the private copy is in place, but opening its directory failed", error.errno.rawValue)
         }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else {
+        guard fsync(opened.rawValue) == 0 else {
             throw failed(ledgerPath, "the private copy is in place, but fsync of its directory failed", errno)
         }
     }

@@ -118,9 +118,13 @@ enum StateFiles {
         // A symlinked state directory (an admin's choice) is not chmod-ed through the link.
         guard before.st_mode & S_IFMT == S_IFDIR else { return }
         guard before.st_uid == geteuid(), before.st_mode & sharedBits != 0, before.st_mode & S_ISVTX == 0 else { return }
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw .stateDirectoryCall(path: directory, .current("open", path: directory)) }
-        defer { close(fd) }
+        let opened: FileDescriptor
+        do {
+            opened = try .open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        } catch {
+            throw .stateDirectoryCall(path: directory, error)
+        }
+        let fd = opened.rawValue
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw .stateDirectoryCall(path: directory, .current("fstat", path: directory)) }
         guard info.st_dev == before.st_dev, info.st_ino == before.st_ino else {
@@ -141,11 +145,11 @@ enum StateFiles {
         // A private copy an interrupted rebuild left behind (PrivateCopy) is devaccess's too.
         let copyPrefix = ledgerName + PrivateCopy.suffix
         // fdopendir takes the descriptor it is given; a duplicate keeps `fd` for fchmod.
-        let listing = dup(fd)
-        guard listing >= 0, let stream = fdopendir(listing) else {
-            let failure = errno
-            if listing >= 0 { close(listing) }
-            throw .stateDirectoryCall(path: directory, SystemCallError("fdopendir", path: directory, Errno(rawValue: failure)))
+        let stream: OpaquePointer
+        do {
+            stream = try FileDescriptor.duplicate(fd).directoryStream()
+        } catch {
+            throw .stateDirectoryCall(path: directory, SystemCallError(error.function, path: directory, error.errno))
         }
         defer { closedir(stream) }
         rewinddir(stream)
@@ -189,9 +193,13 @@ enum StateFiles {
     private static func tightenInPlace(_ path: String, _ facts: FileFacts, directory: String) throws(LedgerError) {
         let name = split(path).name
         // O_NONBLOCK: never hang on a FIFO swapped in after the lstat; the fstat below refuses it.
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else { throw .stateDirectoryCall(path: directory, .current("open", path: path)) }
-        defer { close(fd) }
+        let opened: FileDescriptor
+        do {
+            opened = try .open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        } catch {
+            throw .stateDirectoryCall(path: directory, error)
+        }
+        let fd = opened.rawValue
         var info = stat()
         guard fstat(fd, &info) == 0 else {
             throw .stateDirectoryCall(path: directory, .current("fstat", path: path))
@@ -216,12 +224,13 @@ enum StateFiles {
     /// one). A failure here is the one SQLite would have hit creating it, so it is reported
     /// the same way (`cannotOpen`: missing or unwritable directory).
     private static func createFile(_ path: String) throws(LedgerError) -> Bool {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, fileMode)
-        if fd >= 0 {
-            close(fd)
+        let failure: CInt
+        do {
+            _ = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, mode: fileMode)
             return true
+        } catch {
+            failure = error.errno.rawValue
         }
-        let failure = errno
         if failure == EEXIST { return false }
         throw .cannotOpen(path: path, SQLiteFailure(code: SQLITE_CANTOPEN,
                                                     message: "cannot create the file: \(errnoText(failure))"))

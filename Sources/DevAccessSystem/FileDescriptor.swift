@@ -2,7 +2,7 @@ import Glibc
 import CLinux
 
 /// An owned file descriptor, closed when the owner goes away.
-public struct FileDescriptor: ~Copyable {
+public struct FileDescriptor: ~Copyable, Sendable {
     public let rawValue: CInt
 
     public init(owning rawValue: CInt) { self.rawValue = rawValue }
@@ -22,6 +22,17 @@ public struct FileDescriptor: ~Copyable {
     /// including an `O_PATH` fd, so no second path lookup can be raced.
     public var procPath: String { "/proc/self/fd/\(rawValue)" }
 
+    /// Hands the descriptor to a caller that owns it from now on (it is not closed here).
+    public consuming func release() -> CInt {
+        let fd = rawValue
+        discard self
+        return fd
+    }
+
+    /// Closes it now rather than when its owner goes away (a descriptor taken over only to
+    /// be closed: one that came unasked, or an extra one).
+    public consuming func close() {}
+
     deinit {
         // close is never retried: on Linux the fd is gone even after EINTR.
         _ = Glibc.close(rawValue)
@@ -29,18 +40,23 @@ public struct FileDescriptor: ~Copyable {
 }
 
 extension FileDescriptor {
-    /// Writes all of `text` to `fd`, again after a signal or a short write. False when
-    /// `write(2)` failed otherwise (EPIPE: the reader is gone); nothing is retried then.
+    /// Writes all of `text` to `fd`, again after a signal or a short write; on a
+    /// non-blocking descriptor whose buffer is full (EAGAIN), again once it has room, until
+    /// `deadline` (nil: no limit). False when `write(2)` failed otherwise (EPIPE: the reader
+    /// is gone) or the deadline passed with text left.
     @discardableResult
-    public static func writeAll(_ fd: CInt, _ text: String) -> Bool {
+    public static func writeAll(_ fd: CInt, _ text: String, until deadline: ContinuousClock.Instant? = nil) -> Bool {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
+            let written = valueOrErrno { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } }
+            switch written {
+            case .success(let count):
+                bytes = bytes.dropFirst(count)
+            case .failure(let error) where error == .wouldBlock:
+                guard (try? Poll.wait(for: .writable(fd), until: deadline)) == true else { return false }
+            case .failure:
                 return false
             }
-            bytes = bytes.dropFirst(written)
         }
         return true
     }
@@ -67,5 +83,25 @@ extension FileDescriptor {
             bytes.append(contentsOf: chunk[..<count])
         }
         return bytes
+    }
+}
+
+extension FileDescriptor {
+    /// A second descriptor of what `fd` refers to (close-on-exec), with a file position of
+    /// its own only for a directory walk (readdir) next to `openat` calls: the two share one.
+    public static func duplicate(_ fd: CInt) throws(SystemCallError) -> FileDescriptor {
+        FileDescriptor(owning: try SystemCall.value("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) })
+    }
+
+    /// A directory stream (`readdir`) over this directory, which takes the descriptor over:
+    /// `closedir` closes it. When fdopendir fails, the descriptor is closed here.
+    public consuming func directoryStream() throws(SystemCallError) -> OpaquePointer {
+        guard let stream = fdopendir(rawValue) else {
+            let error = SystemCallError.current("fdopendir")
+            _ = consume self
+            throw error
+        }
+        discard self
+        return stream
     }
 }

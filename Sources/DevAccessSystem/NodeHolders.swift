@@ -106,21 +106,15 @@ public enum NodeHolders {
     private static func openDescriptors(_ directory: CInt, matching byDevice: [UInt64: [WatchedNode]])
         -> [(Int32, [WatchedNode])]
     {
-        guard let listing = fdopendir(directory) else {
-            close(directory)
-            return []
-        }
+        guard let listing = try? FileDescriptor(owning: directory).directoryStream() else { return [] }
         defer { closedir(listing) }
         var matches: [(Int32, [WatchedNode])] = []
-        var info = statx()
         while let entry = readdir(listing) {
             guard let fd = ProcessDirectories.numericName(entry) else { continue }
-            let found = withUnsafeBytes(of: &entry.pointee.d_name) { name -> Bool in
-                guard let base = name.baseAddress?.assumingMemoryBound(to: CChar.self) else { return false }
-                return devaccess_statx(directory, base, AT_STATX_DONT_SYNC, UInt32(STATX_TYPE), &info) == 0
+            let found = withUnsafeBytes(of: &entry.pointee.d_name) { name in
+                name.baseAddress.flatMap { CharacterDevice.numbers(of: $0.assumingMemoryBound(to: CChar.self), in: directory) }
             }
-            guard found, UInt32(info.stx_mode) & S_IFMT == S_IFCHR,
-                  let nodes = byDevice[deviceKey(info.stx_rdev_major, info.stx_rdev_minor)] else { continue }
+            guard let found, let nodes = byDevice[deviceKey(found.major, found.minor)] else { continue }
             matches.append((fd, nodes))
         }
         return matches

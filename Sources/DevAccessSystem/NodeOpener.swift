@@ -26,21 +26,23 @@ public enum NodeOpener {
         let mode: CInt = access.contains(.read) && access.contains(.write) ? O_RDWR : access.contains(.write) ? O_WRONLY : O_RDONLY
         // O_NONBLOCK: a device that waits in open (a modem line) must not hold a broker
         // thread; cleared below, so the caller gets the usual blocking descriptor.
-        let fd = Glibc.open(path, mode | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { throw .open(path: path, Errno.current) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            let error = Errno.current
-            _ = Glibc.close(fd)
-            throw .open(path: path, error)
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try .open(path, mode | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        } catch {
+            throw .open(path: path, error.errno)
         }
-        let isCharacter = info.st_mode & S_IFMT == S_IFCHR
-        let found = (devaccess_major(info.st_rdev), devaccess_minor(info.st_rdev))
-        guard isCharacter, found == (major, minor) else {
-            _ = Glibc.close(fd)
-            throw .notTheDevice(path: path, found: isCharacter ? "character device \(found.0):\(found.1), expected "
-                + "\(major):\(minor)" : "not a character device")
+        let device: CharacterDevice?
+        do {
+            device = try CharacterDevice.of(descriptor.rawValue)
+        } catch {
+            throw .open(path: path, error.errno)
         }
+        guard let device, device.isDevice(major: major, minor: minor) else {
+            throw .notTheDevice(path: path, found: device.map { "\($0), expected \(major):\(minor)" }
+                ?? "not a character device")
+        }
+        let fd = descriptor.release()
         let flags = fcntl(fd, F_GETFL)
         if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
         return fd

@@ -5,33 +5,26 @@ import Glibc
 /// the process exits and its pid is given to another (the reads then fail).
 struct ProcessDirectory: ~Copyable {
     let pid: Int32
-    let fd: CInt
+    let descriptor: FileDescriptor
+    var fd: CInt { descriptor.rawValue }
 
     /// nil when the process is gone or /proc cannot be opened.
     init?(pid: Int32, in proc: CInt) {
         let fd = openat(proc, String(pid), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         self.pid = pid
-        self.fd = fd
+        self.descriptor = FileDescriptor(owning: fd)
     }
-
-    deinit { close(fd) }
 
     /// The whole of a small file (status, stat, cmdline, fdinfo/N); nil when unreadable or over `limit`.
     func read(_ name: String, limit: Int = 1 << 20) -> [UInt8]? {
         let file = openat(fd, name, O_RDONLY | O_CLOEXEC)
         guard file >= 0 else { return nil }
-        defer { close(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count <= limit {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(file, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { return nil }
-            if count == 0 { return bytes }
-            bytes += chunk[0..<count]
+        // One byte over the limit is read, so a longer file is told from one of the limit.
+        guard let bytes = try? FileDescriptor(owning: file).contents(limit: limit + 1), bytes.count <= limit else {
+            return nil
         }
-        return nil
+        return bytes
     }
 
     /// A link's target (exe, fd/N) as the kernel shows it; nil when unreadable.
@@ -59,10 +52,8 @@ public final class PinnedProcess: Sendable, Hashable {
     /// nil when the process is gone or /proc cannot be opened. Pinned to whichever process
     /// has `pid` now: a caller that must know which one checks that after (a pidfd, a start time).
     public init?(pid: Int32) {
-        let proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard proc >= 0 else { return nil }
-        defer { close(proc) }
-        guard let directory = ProcessDirectory(pid: pid, in: proc) else { return nil }
+        guard let proc = try? FileDescriptor.open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+              let directory = ProcessDirectory(pid: pid, in: proc.rawValue) else { return nil }
         self.pid = pid
         self.directory = directory
     }
@@ -131,30 +122,16 @@ struct ProcessCredentials {
 enum ProcessDirectories {
     /// Calls `body` with each pid under `proc` and the open /proc directory; false when `proc` cannot be read.
     static func forEach(in proc: String, _ body: (Int32, CInt) -> Void) -> Bool {
-        let procFD = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard procFD >= 0 else { return false }
-        defer { close(procFD) }
-        // fdopendir takes its own descriptor so the walk and the openat()s do not share a position.
-        let listFD = dup(procFD)
-        guard listFD >= 0, let directory = fdopendir(listFD) else {
-            if listFD >= 0 { close(listFD) }
-            return false
-        }
-        defer { closedir(directory) }
-        while let entry = readdir(directory) {
-            if let pid = numericName(entry) { body(pid, procFD) }
-        }
-        return true
+        guard let procFD = try? FileDescriptor.open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC) else { return false }
+        // The walk has a descriptor of its own, so it and the openat()s do not share a position.
+        let fd = procFD.rawValue
+        return forEach(directory: fd) { body($0, fd) }
     }
 
     /// Calls `body` with each numeric entry of an open directory (/proc/PID/task: the
     /// thread ids); false when it cannot be listed. `directory` stays open.
     static func forEach(directory: CInt, _ body: (Int32) -> Void) -> Bool {
-        let listFD = dup(directory)
-        guard listFD >= 0, let listing = fdopendir(listFD) else {
-            if listFD >= 0 { close(listFD) }
-            return false
-        }
+        guard let listing = try? FileDescriptor.duplicate(directory).directoryStream() else { return false }
         defer { closedir(listing) }
         while let entry = readdir(listing) {
             if let number = numericName(entry) { body(number) }

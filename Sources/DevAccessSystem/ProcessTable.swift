@@ -32,12 +32,12 @@ public enum ProcessTable {
     }
 
     private static func read(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC) else { return nil }
+        let fd = file.rawValue
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = Glibc.read(fd, &buffer, buffer.count)
-        guard count > 0 else { return nil }
+        guard case .success(let count) = valueOrErrno({ Glibc.read(fd, &buffer, buffer.count) }), count > 0 else {
+            return nil
+        }
         return String(decoding: buffer.prefix(count), as: UTF8.self)
     }
 }

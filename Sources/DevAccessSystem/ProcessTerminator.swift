@@ -18,26 +18,23 @@ public struct ProcessTarget: Sendable, Hashable {
 /// none: once it has exited, its pid may name another process, which they never reach.
 public final class ProcessHandle {
     public let target: ProcessTarget
-    private let pidfd: CInt
+    private let pin: FileDescriptor
+    private var pidfd: CInt { pin.rawValue }
 
     /// Opens `target` if it still runs: the pid's process now started at `target.startTicks`
     /// (else the pid names a later process, or none). nil otherwise.
     public init?(_ target: ProcessTarget) {
         let pidfd = devaccess_process_pidfd(target.pid)
         guard pidfd >= 0 else { return nil }
+        let pin = FileDescriptor(owning: pidfd)
         // The pidfd names whichever process had the pid at open. /proc is read after it: if the
         // pidfd's process still runs after the read, the pid was its all along, so the start
         // time read is its own.
         guard let entry = ProcessTable.entry(target.pid), entry.startTicks == target.startTicks, !entry.hasExited,
-              !ProcessHandle.hasExited(pidfd) else {
-            close(pidfd)
-            return nil
-        }
+              !ProcessHandle.hasExited(pidfd) else { return nil }
         self.target = target
-        self.pidfd = pidfd
+        self.pin = pin
     }
-
-    deinit { close(pidfd) }
 
     /// Exited (a zombie counts: it runs no more and holds nothing).
     public var hasExited: Bool { ProcessHandle.hasExited(pidfd) }

@@ -9,12 +9,10 @@ public enum PtraceScope {
 
     /// The scope in force: nil when Yama is not active (the setting does not exist).
     public static func value(setting path: String = setting) -> Int? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC) else { return nil }
+        let fd = file.rawValue
         var buffer = [UInt8](repeating: 0, count: 16)
-        let count = read(fd, &buffer, buffer.count)
-        guard count > 0 else { return nil }
+        guard case .success(let count) = valueOrErrno({ read(fd, &buffer, buffer.count) }), count > 0 else { return nil }
         return Int(String(decoding: buffer[0..<count].filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
     }
 

@@ -51,12 +51,13 @@ public enum SocketHolders {
         var incomplete = false
         let walked = ProcessDirectories.forEach(in: proc) { pid, procFD in
             guard let process = ProcessDirectory(pid: pid, in: procFD) else { return }
-            let tasks = openat(process.fd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard tasks >= 0 else {
+            let opened = openat(process.fd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard opened >= 0 else {
                 if unknown(process) { incomplete = true }
                 return
             }
-            defer { close(tasks) }
+            let tasksDirectory = FileDescriptor(owning: opened)
+            let tasks = tasksDirectory.rawValue
             // Threads whose tables were read, and whether the socket was in each.
             var tables: [(tid: Int32, holds: Bool)] = []
             let listed = ProcessDirectories.forEach(directory: tasks) { tid in
@@ -96,10 +97,7 @@ public enum SocketHolders {
     /// Whether any descriptor in an open /proc/PID/fd links to `target`; takes `directory`
     /// over (closes it). The link is compared as bytes: no String per descriptor.
     private static func holds(_ directory: CInt, _ target: [UInt8]) -> Bool {
-        guard let listing = fdopendir(directory) else {
-            close(directory)
-            return false
-        }
+        guard let listing = try? FileDescriptor(owning: directory).directoryStream() else { return false }
         defer { closedir(listing) }
         var buffer = [CChar](repeating: 0, count: 64)
         while let entry = readdir(listing) {

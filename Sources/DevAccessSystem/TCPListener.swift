@@ -138,27 +138,25 @@ public struct AcceptedTCP: Sendable {
 /// A listening TCP socket on one address (non-blocking, close-on-exec, SO_REUSEADDR so a
 /// restarted daemon can bind again while old connections linger in TIME_WAIT).
 public final class TCPListener: Sendable {
-    public let descriptor: Int32
+    private let socket: FileDescriptor
+    public var descriptor: Int32 { socket.rawValue }
     public let address: TCPAddress
 
     public static let defaultBacklog: Int32 = 64
 
     public init(_ address: TCPAddress, backlog: Int32 = TCPListener.defaultBacklog) throws(Errno) {
-        let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-                            | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = Glibc.socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+                              | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .current }
+        let socket = FileDescriptor(owning: fd)
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         if address.family == AF_INET6 {
             setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
         }
         let bound = address.withSockaddr { Glibc.bind(fd, $0, $1) }
-        guard bound == 0, listen(fd, backlog) == 0 else {
-            let error = Errno.current
-            close(fd)
-            throw error
-        }
-        descriptor = fd
+        guard bound == 0, listen(fd, backlog) == 0 else { throw .current }
+        self.socket = socket
         // Port 0 asks the kernel for one: say which.
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -167,8 +165,6 @@ public final class TCPListener: Sendable {
         }
         self.address = named == 0 ? TCPAddress(storage) ?? address : address
     }
-
-    deinit { close(descriptor) }
 
     /// The next waiting connection; nil when none waits (EAGAIN) or it vanished first.
     public func accept() throws(Errno) -> AcceptedTCP? {
@@ -186,18 +182,16 @@ public final class TCPListener: Sendable {
             default: throw error
             }
         }
+        let accepted = FileDescriptor(owning: fd)
         var local = sockaddr_storage()
         var localLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let named = withUnsafeMutablePointer(to: &local) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &localLength) }
         }
-        guard named == 0, let peer = TCPAddress(storage), let mine = TCPAddress(local) else {
-            close(fd)
-            return nil
-        }
+        guard named == 0, let peer = TCPAddress(storage), let mine = TCPAddress(local) else { return nil }
         var original = sockaddr_storage()
         let redirected = devaccess_original_destination(fd, mine.family, &original) == 0
             ? TCPAddress(original).flatMap { $0 == mine ? nil : $0 } : nil
-        return AcceptedTCP(descriptor: fd, peer: peer, local: mine, redirectedFrom: redirected)
+        return AcceptedTCP(descriptor: accepted.release(), peer: peer, local: mine, redirectedFrom: redirected)
     }
 }

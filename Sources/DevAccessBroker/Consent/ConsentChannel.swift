@@ -154,14 +154,10 @@ enum ConsentChannel {
     /// Whether process `pid` has `node` open on one of its first descriptors (a login and a
     /// program run on a terminal have it on 0, 1 or 2; a few more are looked at).
     static func holds(_ pid: Int32, _ node: Node) -> Bool {
-        for fd in 0..<16 {
-            var info = stat()
-            guard stat("/proc/\(pid)/fd/\(fd)", &info) == 0 else { continue }
-            if info.st_mode & S_IFMT == S_IFCHR, UInt64(info.st_dev) == node.device, UInt64(info.st_ino) == node.inode {
-                return true
-            }
+        (0..<16).contains { fd in
+            (try? CharacterDevice.at("/proc/\(pid)/fd/\(fd)", following: true))?.node
+                == FileKey(device: node.device, inode: node.inode)
         }
-        return false
     }
 
     /// /dev path of a terminal device: Unix98 pseudo-terminals (majors 136-143), virtual
@@ -207,11 +203,15 @@ enum ConsentChannel {
     /// A terminal is a character device (not a symlink) that login gave to the user, and
     /// the very device the processes have as their controlling terminal.
     static func check(_ path: String, owner uid: UInt32, device: UInt64) -> String? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return "\(path): \(Errno.current)" }
-        guard info.st_mode & S_IFMT == S_IFCHR else { return "\(path) is not a terminal device" }
-        guard UInt64(info.st_rdev) == device else { return "\(path) is not the login's controlling terminal" }
-        guard info.st_uid == uid else { return "\(path) belongs to uid \(info.st_uid), not the requesting user" }
+        let found: CharacterDevice?
+        do {
+            found = try CharacterDevice.at(path)
+        } catch {
+            return "\(path): \(error.errno)"
+        }
+        guard let found else { return "\(path) is not a terminal device" }
+        guard found.number == device else { return "\(path) is not the login's controlling terminal" }
+        guard found.owner == uid else { return "\(path) belongs to uid \(found.owner), not the requesting user" }
         return nil
     }
 }

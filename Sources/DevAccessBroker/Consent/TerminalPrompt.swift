@@ -67,26 +67,71 @@ final class TerminalPrompt: Sendable {
     }
 
     private func ask(_ text: String, question: ConsentAnswer.Question, timeout: Duration) -> End {
+        do throws(Refusal) {
+            let terminal = try openTerminal()
+            let lifetime = try pinRequester(on: terminal.device)
+            let code = String(UInt32.random(in: 100...999))
+            let (prompt, ask) = Self.question(text, question, code: code, seconds: Int(timeout.components.seconds))
+            let asking = Asking(question: question, code: code, ask: ask)
+            try show(prompt + ask, on: terminal.descriptor.rawValue, device: terminal.device)
+            return readAnswer(asking, terminal: terminal.descriptor.rawValue, device: terminal.device,
+                              lifetime: lifetime.rawValue, deadline: .now + timeout)
+        } catch {
+            return .failed(error.message)
+        }
+    }
+
+    /// Why the question cannot be asked (`End.failed`).
+    private struct Refusal: Error { let message: String }
+
+    /// The terminal, opened for the question: its descriptor and its device number.
+    private struct OpenTerminal: ~Copyable {
+        let descriptor: FileDescriptor
+        let device: UInt64
+    }
+
+    /// What one question takes: the answers offered, its code, and the line that asks.
+    private struct Asking {
+        let question: ConsentAnswer.Question
+        let code: String
+        let ask: String
+    }
+
+    /// The user's terminal, checked on the opened descriptor to be the node the question
+    /// must go to, owned by the user.
+    private func openTerminal() throws(Refusal) -> OpenTerminal {
         // O_NOCTTY: the broker must never get a controlling terminal; O_NOFOLLOW: the
         // path was checked, a symlink swapped in since is refused.
-        let fd = open(path, O_RDWR | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return .failed("\(path): \(Errno.current)") }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFCHR, info.st_uid == owner, isatty(fd) == 1,
-              UInt64(info.st_dev) == node.device, UInt64(info.st_ino) == node.inode else {
-            return .failed("\(path) is no longer the user's terminal")
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try .open(path, O_RDWR | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        } catch {
+            throw Refusal(message: "\(path): \(error.errno)")
         }
-        // Pinned first, so the checks below are about the process that stays pinned.
-        let lifetime = devaccess_pidfd_open(requester, 0)
-        guard lifetime >= 0 else { return .failed("the requesting program (pid \(requester)) has ended") }
-        defer { close(lifetime) }
+        guard let device = try? CharacterDevice.of(descriptor.rawValue), device.owner == owner,
+              isatty(descriptor.rawValue) == 1, device.node == FileKey(device: node.device, inode: node.inode) else {
+            throw Refusal(message: "\(path) is no longer the user's terminal")
+        }
+        return OpenTerminal(descriptor: descriptor, device: device.number)
+    }
+
+    /// A pidfd of the requester, which must be the foreground job of `device`. Pinned first,
+    /// so the check is about the process that stays pinned.
+    private func pinRequester(on device: UInt64) throws(Refusal) -> FileDescriptor {
+        let fd = devaccess_pidfd_open(requester, 0)
+        guard fd >= 0 else { throw Refusal(message: "the requesting program (pid \(requester)) has ended") }
+        let lifetime = FileDescriptor(owning: fd)
         // The broker has no controlling terminal, so it cannot ask the terminal (tcgetpgrp);
         // the kernel tells through the requester's /proc/PID/stat instead.
-        guard isForeground(terminal: UInt64(info.st_rdev)) else {
-            return .failed("the requesting program (pid \(requester)) is not the foreground job of \(path), so an "
-                + "answer typed there would be meant for something else")
+        guard isForeground(terminal: device) else {
+            throw Refusal(message: "the requesting program (pid \(requester)) is not the foreground job of \(path), "
+                + "so an answer typed there would be meant for something else")
         }
+        return lifetime
+    }
+
+    /// Shows the question on a terminal whose earlier input and output cannot change it.
+    private func show(_ question: String, on fd: CInt, device: UInt64) throws(Refusal) {
         // Keys typed before the question was shown are not an answer to it.
         tcflush(fd, TCIFLUSH)
         // The requester, as the foreground job, may have stopped the terminal's output
@@ -94,65 +139,33 @@ final class TerminalPrompt: Sendable {
         // answer must carry the code shown here, which only the person reading the real
         // question knows (the user's programs cannot read what is written to a terminal).
         tcflow(fd, TCOON)
-        let code = String(UInt32.random(in: 100...999))
-        let (prompt, ask) = Self.question(text, question, code: code, seconds: Int(timeout.components.seconds))
         // Earlier output cannot hide or relabel the question: the rendering state is reset first.
-        let reset = Self.renderingReset + (ConsentChannel.numbers(UInt64(info.st_rdev)).major == 4 ? "\u{1b}]R" : "")
-        guard write(fd, reset + prompt + ask) else {
-            return .failed("the question could not be shown on \(path) (its output is stopped or blocked)")
+        let reset = Self.renderingReset + (ConsentChannel.numbers(device).major == 4 ? "\u{1b}]R" : "")
+        guard write(fd, reset + question) else {
+            throw Refusal(message: "the question could not be shown on \(path) (its output is stopped or blocked)")
         }
-        let deadline = ContinuousClock.now + timeout
+    }
+
+    /// Reads lines until one is an answer, the third is not, or the question ends.
+    private func readAnswer(_ asking: Asking, terminal fd: CInt, device: UInt64, lifetime: CInt,
+                            deadline: ContinuousClock.Instant) -> End {
         var line: [UInt8] = []
         var invalid = 0
         while true {
-            if cancelled.load(ordering: .relaxed) {
-                write(fd, "\r\ndevaccessd: the request was withdrawn; nothing was recorded\r\n")
-                return .cancelled
+            let typed: [UInt8]
+            switch nextInput(terminal: fd, device: device, lifetime: lifetime, deadline: deadline) {
+            case .nothing: continue
+            case .end(let end): return end
+            case .typed(let bytes): typed = bytes
             }
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else {
-                write(fd, "\r\ndevaccessd: no answer in time; nothing was recorded\r\n")
-                return .timedOut
-            }
-            var descriptors = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                               pollfd(fd: lifetime, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&descriptors, 2, CInt(min(200, max(1, left.components.seconds * 1000 + 1))))
-            if ready < 0 && errno != EINTR { return .failed("poll \(path): \(Errno.current)") }
-            guard ready > 0 else { continue }
-            // Checked before reading, so no key is taken from whoever the terminal serves now.
-            if descriptors[1].revents != 0 || !isForeground(terminal: UInt64(info.st_rdev)) {
-                write(fd, "\r\ndevaccessd: the request was withdrawn; nothing was recorded\r\n")
-                return .cancelled
-            }
-            let descriptor = descriptors[0]
-            if descriptor.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 && descriptor.revents & Int16(POLLIN) == 0 {
-                return .endOfInput
-            }
-            var buffer = [UInt8](repeating: 0, count: 256)
-            let count = Glibc.read(fd, &buffer, buffer.count)
-            if count < 0 {
-                if errno == EAGAIN || errno == EINTR { continue }
-                return .failed("read \(path): \(Errno.current)")
-            }
-            // Ctrl-D on an empty line (end of file in canonical mode).
-            if count == 0 {
-                write(fd, "\r\ndevaccessd: no answer; nothing was recorded\r\n")
-                return .endOfInput
-            }
-            for byte in buffer.prefix(count) {
+            for byte in typed {
                 guard byte == 0x0a || byte == 0x0d else {
                     if line.count < 256 { line.append(byte) }
                     continue
                 }
-                let typed = String(decoding: line, as: UTF8.self).trimmingWhitespace()
+                let entered = String(decoding: line, as: UTF8.self).trimmingWhitespace()
                 line.removeAll()
-                if typed.isEmpty { return .dismissed }
-                if let answer = ConsentAnswer.parse(typed, to: question, code: code) {
-                    let level = answer.level.map { " at \($0) accuracy (\($0.approximately))" } ?? ""
-                    _ = write(fd, "devaccessd: \(Self.terminalText(answer.choice.label)): "
-                        + RequestText.list(answer.permissions) + "\(level)\r\n")
-                    return .chose(answer)
-                }
+                if let end = judge(entered, asking, terminal: fd) { return end }
                 invalid += 1
                 guard invalid < 3 else {
                     _ = write(fd, "devaccessd: no valid answer; nothing was recorded\r\n")
@@ -160,9 +173,69 @@ final class TerminalPrompt: Sendable {
                 }
                 // What was typed is not repeated: it may have been meant for another program.
                 _ = write(fd, "devaccessd: that is not an answer (allow, what to allow, the term and the code, or "
-                    + "deny and the code; nothing that was not asked); " + ask)
+                    + "deny and the code; nothing that was not asked); " + asking.ask)
             }
         }
+    }
+
+    /// What one wait on the terminal gave.
+    private enum Input {
+        case typed([UInt8])
+        /// Nothing yet: wait again.
+        case nothing
+        case end(End)
+    }
+
+    /// Waits up to 200 ms (so a withdrawn request is seen soon) for keys typed on the
+    /// terminal while the requester is still its foreground job.
+    private func nextInput(terminal fd: CInt, device: UInt64, lifetime: CInt,
+                           deadline: ContinuousClock.Instant) -> Input {
+        if cancelled.load(ordering: .relaxed) {
+            write(fd, "\r\ndevaccessd: the request was withdrawn; nothing was recorded\r\n")
+            return .end(.cancelled)
+        }
+        let now = ContinuousClock.now
+        guard now < deadline else {
+            write(fd, "\r\ndevaccessd: no answer in time; nothing was recorded\r\n")
+            return .end(.timedOut)
+        }
+        let ready: [Int16]
+        do throws(SystemCallError) {
+            guard let events = try Poll.wait([.readable(fd), .readable(lifetime)],
+                                             until: min(deadline, now + .milliseconds(200))) else { return .nothing }
+            ready = events
+        } catch {
+            return .end(.failed("poll \(path): \(error.errno)"))
+        }
+        // Checked before reading, so no key is taken from whoever the terminal serves now.
+        if ready[1] != 0 || !isForeground(terminal: device) {
+            write(fd, "\r\ndevaccessd: the request was withdrawn; nothing was recorded\r\n")
+            return .end(.cancelled)
+        }
+        if ready[0] & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 && ready[0] & Int16(POLLIN) == 0 {
+            return .end(.endOfInput)
+        }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        switch valueOrErrno({ Glibc.read(fd, &buffer, buffer.count) }) {
+        case .success(0):
+            // Ctrl-D on an empty line (end of file in canonical mode).
+            write(fd, "\r\ndevaccessd: no answer; nothing was recorded\r\n")
+            return .end(.endOfInput)
+        case .success(let count): return .typed(Array(buffer.prefix(count)))
+        case .failure(let error) where error == .wouldBlock: return .nothing
+        case .failure(let error): return .end(.failed("read \(path): \(error)"))
+        }
+    }
+
+    /// The end a typed line makes: an empty line dismisses, an answer to the question is
+    /// chosen (and confirmed on the terminal); nil for a line that is no answer.
+    private func judge(_ typed: String, _ asking: Asking, terminal fd: CInt) -> End? {
+        if typed.isEmpty { return .dismissed }
+        guard let answer = ConsentAnswer.parse(typed, to: asking.question, code: asking.code) else { return nil }
+        let level = answer.level.map { " at \($0) accuracy (\($0.approximately))" } ?? ""
+        _ = write(fd, "devaccessd: \(Self.terminalText(answer.choice.label)): "
+            + RequestText.list(answer.permissions) + "\(level)\r\n")
+        return .chose(answer)
     }
 
     /// Whether the requester runs with `terminal` as its controlling terminal and its
@@ -182,22 +255,7 @@ final class TerminalPrompt: Sendable {
     /// True when all of `text` reached the terminal within 2 s.
     @discardableResult
     private func write(_ fd: CInt, _ text: String) -> Bool {
-        var bytes = Array(text.utf8)[...]
-        let deadline = ContinuousClock.now + .seconds(2)
-        while !bytes.isEmpty && ContinuousClock.now < deadline {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN {
-                    var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                    _ = poll(&descriptor, 1, 100)
-                    continue
-                }
-                return false
-            }
-            bytes = bytes.dropFirst(written)
-        }
-        return bytes.isEmpty
+        FileDescriptor.writeAll(fd, text, until: .now + .seconds(2))
     }
 }
 

@@ -102,8 +102,7 @@ final class HeldProgram: Sendable {
         process.signalGroup(SIGCONT)
         do throws(Errno) {
             try DetachedThread.start(name: "devaccessd hang-up") {
-                var pause = timespec(tv_sec: Int(grace.components.seconds), tv_nsec: 0), left = timespec()
-                while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
+                ThreadSleep.sleep(for: .seconds(grace.components.seconds))
                 process.signalGroup(SIGKILL)
                 process.signalProgram(SIGKILL)
             }

@@ -149,33 +149,29 @@ enum ProcFile {
     static func readAll(_ directory: CInt, _ name: String, limit: Int = 1 << 22) -> String? {
         let fd = openat(directory, name, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
-        var content: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while content.count <= limit {
-            let count = Glibc.read(fd, &buffer, buffer.count)
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { return nil }
-            if count == 0 { return String(decoding: content, as: UTF8.self) }
-            content += buffer.prefix(count)
+        // One byte over the limit is read, so a longer file is told from one of the limit.
+        guard let content = try? FileDescriptor(owning: fd).contents(limit: limit + 1), content.count <= limit else {
+            return nil
         }
-        return nil
+        return String(decoding: content, as: UTF8.self)
     }
 
     static func read(pid: Int32, _ name: String) -> String? {
-        let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else { return nil }
-        defer { Glibc.close(directory) }
-        return read(directory, name)
+        guard let directory = try? FileDescriptor.open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC) else {
+            return nil
+        }
+        return read(directory.rawValue, name)
     }
 
+    /// One read of up to `limit` bytes: a /proc file of one line gives it whole.
     static func read(_ directory: CInt, _ name: String, limit: Int = 4096) -> String? {
         let fd = openat(directory, name, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
+        let file = FileDescriptor(owning: fd)
         var buffer = [UInt8](repeating: 0, count: limit)
-        let count = Glibc.read(fd, &buffer, buffer.count)
-        guard count >= 0 else { return nil }
+        guard case .success(let count) = valueOrErrno({ Glibc.read(file.rawValue, &buffer, buffer.count) }) else {
+            return nil
+        }
         return String(decoding: buffer.prefix(count), as: UTF8.self)
     }
 
@@ -187,10 +183,10 @@ enum ProcFile {
     }
 
     static func auditID(pid: Int32, _ name: String) -> UInt32? {
-        let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else { return nil }
-        defer { Glibc.close(directory) }
-        return auditID(directory, name)
+        guard let directory = try? FileDescriptor.open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC) else {
+            return nil
+        }
+        return auditID(directory.rawValue, name)
     }
 
     /// From /proc/PID/stat: the parent, process group, session, the controlling terminal's

@@ -78,11 +78,14 @@ public struct ProgramIdentity: Sendable, Hashable {
         guard pidfd >= 0 else {
             return .failure(Unreadable(description: "process \(pid) is gone (pidfd_open: \(Errno.current))"))
         }
-        defer { Glibc.close(pidfd) }
-        let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else { return .failure(Unreadable(description: "/proc/\(pid): \(Errno.current)")) }
-        defer { Glibc.close(directory) }
-        return read(pid: pid, directory: directory, pinnedBy: pidfd, startedAt: expected)
+        let pin = FileDescriptor(owning: pidfd)
+        let directory: FileDescriptor
+        do {
+            directory = try .open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            return .failure(Unreadable(description: "/proc/\(pid): \(error.errno)"))
+        }
+        return read(pid: pid, directory: directory.rawValue, pinnedBy: pin.rawValue, startedAt: expected)
     }
 
     /// The executable's path and file, through the pinned /proc directory.

@@ -87,7 +87,7 @@ struct Requester: Sendable {
             requester.untrusted = Self.notTrusted(gone)
             return requester
         }
-        defer { Glibc.close(pidfd) }
+        let pin = FileDescriptor(owning: pidfd)
         // The pidfd is the CLI's parent only if the CLI (the same process) still has that
         // parent now: once the parent exits, the CLI is reparented before the pid is free.
         guard let stat = ProcFile.read(pid: cli.pid, "stat").flatMap(ProcStat.init), stat.startTime == cli.startTime,
@@ -95,13 +95,14 @@ struct Requester: Sendable {
             requester.untrusted = Self.notTrusted(gone)
             return requester
         }
-        let directory = open("/proc/\(cli.parent)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else {
-            requester.untrusted = Self.notTrusted("/proc/\(cli.parent): \(Errno.current)")
+        let directory: FileDescriptor
+        do {
+            directory = try .open("/proc/\(cli.parent)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            requester.untrusted = Self.notTrusted("/proc/\(cli.parent): \(error.errno)")
             return requester
         }
-        defer { Glibc.close(directory) }
-        switch ProgramIdentity.read(pid: cli.parent, directory: directory, pinnedBy: pidfd) {
+        switch ProgramIdentity.read(pid: cli.parent, directory: directory.rawValue, pinnedBy: pin.rawValue) {
         case .success(let identity):
             requester.program = identity.path
             requester.uid = identity.uid ?? carrier.uid

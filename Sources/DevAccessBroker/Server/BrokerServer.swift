@@ -221,44 +221,46 @@ public final class BrokerServer: Sendable {
         }
 
         mutating func run(onStopping: () -> Void) {
-            var descriptors: [pollfd] = []
+            var interests: [Poll.Interest] = []
             var owners: [Connection?] = []
             while true {
                 let now = ContinuousClock.now
                 if stopping && (connections.isEmpty || stopDeadline.map { now >= $0 } ?? true) { break }
 
-                descriptors.removeAll(keepingCapacity: true)
+                interests.removeAll(keepingCapacity: true)
                 owners.removeAll(keepingCapacity: true)
-                descriptors.append(pollfd(fd: server.wakeDescriptor, events: Int16(POLLIN), revents: 0))
+                interests.append(.readable(server.wakeDescriptor))
                 owners.append(nil)
                 if let signalDescriptor, !stopping {
-                    descriptors.append(pollfd(fd: signalDescriptor, events: Int16(POLLIN), revents: 0))
+                    interests.append(.readable(signalDescriptor))
                     owners.append(nil)
                 }
                 if let until = acceptPausedUntil, now >= until { acceptPausedUntil = nil }
                 if !stopping && acceptPausedUntil == nil {
-                    descriptors.append(pollfd(fd: server.listenerDescriptor, events: Int16(POLLIN), revents: 0))
+                    interests.append(.readable(server.listenerDescriptor))
                     owners.append(nil)
                 }
                 for connection in connections.values {
-                    descriptors.append(pollfd(fd: connection.descriptor, events: connection.pollEvents, revents: 0))
+                    interests.append(Poll.Interest(connection.descriptor, events: connection.pollEvents))
                     owners.append(connection)
                 }
 
-                let ready = poll(&descriptors, nfds_t(descriptors.count), 250)
-                if ready < 0 && errno != EINTR {
-                    log.error("poll failed; stopping", ["error": Errno.current.description])
+                let revents: [Int16]
+                do throws(SystemCallError) {
+                    revents = try Poll.wait(interests, until: now + .milliseconds(250)) ?? []
+                } catch {
+                    log.error("poll failed; stopping", ["error": error.errno.description])
                     break
                 }
-                for index in descriptors.indices where descriptors[index].revents != 0 {
-                    let descriptor = descriptors[index]
+                for index in revents.indices where revents[index] != 0 {
+                    let fd = interests[index].descriptor
                     if let connection = owners[index] {
-                        service(connection, revents: descriptor.revents)
-                    } else if descriptor.fd == server.wakeDescriptor {
+                        service(connection, revents: revents[index])
+                    } else if fd == server.wakeDescriptor {
                         drainMailbox(onStopping: onStopping)
-                    } else if descriptor.fd == signalDescriptor {
+                    } else if fd == signalDescriptor {
                         readSignal(onStopping: onStopping)
-                    } else if descriptor.fd == server.listenerDescriptor {
+                    } else if fd == server.listenerDescriptor {
                         acceptAll()
                     }
                 }
@@ -282,17 +284,21 @@ public final class BrokerServer: Sendable {
 
         mutating func acceptAll() {
             while true {
-                let fd = accept4(server.listenerDescriptor, nil, nil,
-                                 CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue))
-                if fd >= 0 {
+                let accepted = valueOrErrno {
+                    accept4(server.listenerDescriptor, nil, nil, CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue))
+                }
+                let error: Errno
+                switch accepted {
+                case .success(let fd):
                     admit(fd)
                     continue
+                case .failure(let failure):
+                    error = failure
                 }
-                let error = Errno.current
                 switch error.rawValue {
                 case EAGAIN:
                     return
-                case EINTR, ECONNABORTED, EPROTO:
+                case ECONNABORTED, EPROTO:
                     continue
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     log.warning("cannot accept more connections now; pausing accept for 100 ms",
@@ -384,9 +390,11 @@ public final class BrokerServer: Sendable {
             var passed = [CInt](repeating: -1, count: Int(DEVACCESS_MAX_PASSED_FDS))
             var passedCount: CInt = 0
             var truncated: CInt = 0
-            let received = readBuffer.withUnsafeMutableBytes { raw in
-                devaccess_recv_with_fds(connection.descriptor, raw.baseAddress, raw.count, 0, &passed, &passedCount,
-                                        &truncated)
+            let outcome = valueOrErrno {
+                readBuffer.withUnsafeMutableBytes { raw in
+                    devaccess_recv_with_fds(connection.descriptor, raw.baseAddress, raw.count, 0, &passed, &passedCount,
+                                            &truncated)
+                }
             }
             if passedCount > 0 {
                 connection.receivedDescriptors += passed.prefix(Int(passedCount))
@@ -399,9 +407,13 @@ public final class BrokerServer: Sendable {
                         + "descriptors (stdin, stdout, stderr)"), forceClose: true)
                 return
             }
-            if received < 0 {
-                let error = Errno.current
-                if error == .wouldBlock || error == .interrupted { return }
+            let received: Int
+            switch outcome {
+            case .success(let count):
+                received = count
+            case .failure(let error) where error == .wouldBlock:
+                return
+            case .failure:
                 // ECONNRESET and friends: the peer is gone; nobody is left to answer.
                 close(connection)
                 return

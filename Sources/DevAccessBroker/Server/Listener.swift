@@ -31,31 +31,29 @@ final class Listener: Sendable {
         try Self.removeStale(path)
         let fd = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw ListenError(path: path, problem: "socket(): \(Errno.current)") }
+        // Closed here on every failure below; kept (released) once it listens.
+        let socket = FileDescriptor(owning: fd)
         var bound = address
         let rc = withUnsafePointer(to: &bound) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
         }
         guard rc == 0 else {
-            let error = Errno.current
-            Socket.close(fd)
-            throw ListenError(path: path, problem: "bind(): \(error)")
+            throw ListenError(path: path, problem: "bind(): \(Errno.current)")
         }
         // Everyone may connect; what a peer may do is decided from its credentials.
         guard chmod(path, 0o666) == 0 else {
             let error = Errno.current
-            Socket.close(fd)
             unlink(path)
             throw ListenError(path: path, problem: "chmod 0666: \(error)")
         }
         guard listen(fd, backlog) == 0 else {
             let error = Errno.current
-            Socket.close(fd)
             unlink(path)
             throw ListenError(path: path, problem: "listen(): \(error)")
         }
         var info = stat()
         lstat(path, &info)
-        descriptor = fd
+        descriptor = socket.release()
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
     }

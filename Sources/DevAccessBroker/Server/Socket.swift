@@ -2,19 +2,9 @@ import Glibc
 import CSystemd
 import DevAccessSystem
 
-/// The libc calls the broker's server makes, each in one place with errno captured at
-/// once (the style of DevAccessSystem's `valueOrErrno`).
+/// The libc calls the broker's server makes, each in one place, through DevAccessSystem's
+/// `valueOrErrno` (errno captured at once, EINTR retried there).
 enum Socket {
-    static func retrying(_ call: () -> Int) -> Result<Int, Errno> {
-        while true {
-            let value = call()
-            if value != -1 { return .success(value) }
-            let error = Errno.current
-            if error == .interrupted { continue }
-            return .failure(error)
-        }
-    }
-
     /// An `eventfd` used to wake the event loop from other threads.
     static func makeEventFD() throws(Errno) -> CInt {
         let fd = eventfd(0, CInt(EFD_NONBLOCK) | CInt(EFD_CLOEXEC))
@@ -25,7 +15,7 @@ enum Socket {
     /// Sends without blocking and without SIGPIPE; returns bytes sent (0 when the
     /// socket buffer is full).
     static func send(_ fd: CInt, _ bytes: UnsafeRawBufferPointer) -> Result<Int, Errno> {
-        let result = retrying { Glibc.send(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT)) }
+        let result = valueOrErrno { Glibc.send(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT)) }
         if case .failure(let error) = result, error == .wouldBlock { return .success(0) }
         return result
     }

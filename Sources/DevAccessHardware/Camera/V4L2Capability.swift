@@ -58,14 +58,16 @@ public struct V4L2Capability: Sendable, Hashable {
         } catch {
             throw .open(error.errno)
         }
-        var info = stat()
-        guard fstat(pinned.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFCHR,
-              devaccess_major(info.st_rdev) == major, devaccess_minor(info.st_rdev) == minor else {
+        guard let device = try? CharacterDevice.of(pinned.rawValue), device.isDevice(major: major, minor: minor) else {
             throw .notTheDevice(expected: "\(major):\(minor)")
         }
-        let fd = Glibc.open(pinned.procPath, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-        if fd < 0 { throw .open(.current) }
-        defer { _ = Glibc.close(fd) }
+        let opened: FileDescriptor
+        do {
+            opened = try .open(pinned.procPath, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        } catch {
+            throw .open(error.errno)
+        }
+        let fd = opened.rawValue
         var capability = v4l2_capability()
         let rc = devaccess_v4l2_querycap(fd, &capability)
         if rc < 0 { throw .ioctl(Errno(rawValue: -rc)) }

@@ -78,20 +78,22 @@ struct GpsdConnection: ~Copyable {
 
     private static func connect(_ fd: CInt, to address: GpsdSocketAddress,
                                 deadline: ContinuousClock.Instant, wake: CInt?) -> ConnectOutcome {
-        let rc = address.bytes.withUnsafeBytes { raw -> CInt in
-            guard let base = raw.baseAddress else { return -1 }
-            return Glibc.connect(fd, base.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+        let started = address.bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemCallError) in try NonBlockingConnect.start(fd, to: raw) }
         }
-        if rc == 0 { return .connected }
-        let error = Errno.current
-        // EINTR on a non-blocking connect also leaves it running in the background.
-        guard error == .inProgress || error == .interrupted else { return .failed(error) }
+        switch started {
+        case .success(.connected): return .connected
+        case .success(.inProgress): break
+        case .failure(let error): return .failed(error.errno)
+        }
         switch wait(fd, for: Int16(POLLOUT), until: deadline, wake: wake) {
         case .ready:
-            var soError: CInt = 0
-            var length = socklen_t(MemoryLayout<CInt>.size)
-            guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length) == 0 else { return .failed(.current) }
-            return soError == 0 ? .connected : .failed(Errno(rawValue: soError))
+            do throws(SystemCallError) {
+                try NonBlockingConnect.outcome(fd)
+                return .connected
+            } catch {
+                return .failed(error.errno)
+            }
         case .timedOut:
             return .timedOut
         case .failed(let errno):

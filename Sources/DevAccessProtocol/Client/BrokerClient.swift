@@ -54,7 +54,8 @@ public enum BrokerClientError: Error, Sendable, Hashable, CustomStringConvertibl
 public final class BrokerClient {
     public let socketPath: String
     public var timeout: Duration
-    private let descriptor: CInt
+    private let connection: FileDescriptor
+    private var descriptor: CInt { connection.rawValue }
     private var framer = LineFramer(maxLineLength: BrokerProtocol.maxReplySize)
     private var nextID: Int64 = 1
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -69,12 +70,11 @@ public final class BrokerClient {
                 timeout: Duration = .seconds(10)) throws(BrokerClientError) {
         self.socketPath = socketPath
         self.timeout = timeout
-        descriptor = try Self.connect(socketPath, deadline: ContinuousClock.now + timeout, timeout: timeout)
+        connection = try Self.connect(socketPath, deadline: ContinuousClock.now + timeout, timeout: timeout)
     }
 
     deinit {
-        for passed in receivedDescriptors { _ = Glibc.close(passed) }
-        _ = Glibc.close(descriptor)
+        for passed in receivedDescriptors { FileDescriptor(owning: passed).close() }
     }
 
     // MARK: Requests
@@ -159,7 +159,7 @@ public final class BrokerClient {
                 throw .badReply(path: socketPath, ProtocolError(.badMessage, context: "descriptors",
                                 reason: "an 'opened' reply came without the node's descriptor"))
             }
-            for extra in passed.dropFirst() { _ = Glibc.close(extra) }
+            for extra in passed.dropFirst() { FileDescriptor(owning: extra).close() }
             return (reply, first)
         case .error(let error): throw .rejected(error)
         case let other: throw unexpected(other, for: "open")
@@ -275,7 +275,7 @@ public final class BrokerClient {
     }
 
     private static func connect(_ path: String, deadline: ContinuousClock.Instant,
-                                timeout: Duration) throws(BrokerClientError) -> CInt {
+                                timeout: Duration) throws(BrokerClientError) -> FileDescriptor {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let pathBytes = Array(path.utf8)
@@ -288,40 +288,36 @@ public final class BrokerClient {
         }
         let fd = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw .io(path: path, .current("socket")) }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + 1)
+        let descriptor = FileDescriptor(owning: fd)
+        let length = Int(MemoryLayout<sa_family_t>.size + pathBytes.count + 1)
         while true {
-            let outcome = valueOrErrno {
-                withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, length) }
+            let started = withUnsafeBytes(of: &address) { raw in
+                Result { () throws(SystemCallError) in
+                    try NonBlockingConnect.start(fd, to: UnsafeRawBufferPointer(rebasing: raw.prefix(length)))
                 }
             }
-            guard case .failure(let failed) = outcome else { return fd }
-            let error = failed.rawValue
+            guard case .failure(let failed) = started else {
+                if case .success(.inProgress) = started {
+                    try waitFor(fd, events: Int16(POLLOUT), deadline: deadline, path: path,
+                                operation: "accept the connection", timeout: timeout)
+                    do {
+                        try NonBlockingConnect.outcome(fd)
+                    } catch {
+                        let failure = SystemCallError(error.function, path: path, error.errno)
+                        throw .unreachable(path: path, reason: Self.connectReason(failure), systemCall: failure)
+                    }
+                }
+                return descriptor
+            }
+            let error = failed.errno.rawValue
             switch error {
             case EAGAIN:
                 // The broker's accept queue is full: it is busy, not gone. Retry until the deadline.
                 if ContinuousClock.now >= deadline {
-                    _ = Glibc.close(fd)
                     throw .timedOut(path: path, operation: "accept the connection", seconds: seconds(timeout))
                 }
                 usleep(1000)
-            case EINPROGRESS:
-                do {
-                    try waitFor(fd, events: Int16(POLLOUT), deadline: deadline, path: path,
-                                operation: "accept the connection", timeout: timeout)
-                } catch {
-                    _ = Glibc.close(fd)
-                    throw error
-                }
-                var soError: CInt = 0
-                var size = socklen_t(MemoryLayout<CInt>.size)
-                _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &size)
-                if soError == 0 { return fd }
-                _ = Glibc.close(fd)
-                let failure = SystemCallError("connect", path: path, Errno(rawValue: soError))
-                throw .unreachable(path: path, reason: Self.connectReason(failure), systemCall: failure)
             default:
-                _ = Glibc.close(fd)
                 let failure = SystemCallError("connect", path: path, Errno(rawValue: error))
                 let hint: String
                 switch failure.errno {
@@ -413,7 +409,7 @@ public final class BrokerClient {
             // Only an `opened` brings one, and its caller takes it at once: a peer that sends
             // more (not devaccessd) must not fill this process's descriptor table.
             while receivedDescriptors.count > Self.maxHeldDescriptors {
-                _ = Glibc.close(receivedDescriptors.removeFirst())
+                FileDescriptor(owning: receivedDescriptors.removeFirst()).close()
             }
             switch received {
             case .success(let count) where count > 0:
