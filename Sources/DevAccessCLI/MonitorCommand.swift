@@ -93,8 +93,8 @@ enum MonitorCommand: Command {
         do throws(DeviceAccessError) {
             return try await access.statusReport(permissions)
         } catch .brokerUnavailable(let reason) {
-            throw CommandFailure(message: "\(reason); monitor follows devaccessd's status updates: start it "
-                                     + "('systemctl start devaccessd'), or use 'devaccess status' for the status now",
+            throw CommandFailure(message: "\(reason); monitor follows devaccessd's status updates: "
+                                     + DaemonStart.advice() + ", or use 'devaccess status' for the status now",
                                  code: .brokerUnreachable)
         } catch {
             throw BrokerOptions.failure(error, command: spec.name)

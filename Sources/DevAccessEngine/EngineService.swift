@@ -386,7 +386,7 @@ public struct EngineService: DevAccessInterface {
 
     public func location(_ query: LocationQuery) async throws(InterfaceError) -> LocationDocument {
         throw .unavailable("location is served by devaccessd alone (it is gpsd's one client); --offline cannot "
-            + "serve it: start devaccessd ('systemctl start devaccessd')")
+            + "serve it; " + DaemonStart.advice())
     }
 
     /// Replies are at most `BrokerProtocol.maxReplySize`: a page of unusually large events

@@ -25,7 +25,7 @@ extension EngineReads {
             lock = try EngineLock(stateDirectory: stateDirectory)
         } catch .held(let path) {
             throw .busy(EngineLock.Failure.held(path: path).description
-                + "; stop devaccessd ('systemctl stop devaccessd') or wait for the other command")
+                + "; " + DaemonStart.stopAdvice() + " or wait for the other command")
         } catch {
             throw .ledgerUnusable(error.description)
         }

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import DevAccessTestSupport
+import DevAccessSystem
 
 /// `devaccess monitor` is devaccessd's status-update stream and tells the truth: the status it
 /// prints is the one `status` gives (the ledger's denial, the policy's restriction), it prints
@@ -157,7 +158,7 @@ struct MonitorTests {
             #expect(result.status == 69, "\(result.stdout) \(result.stderr)")
             #expect(result.stdout.isEmpty, "\(result.stdout)")
             #expect(result.stderr.contains("monitor follows devaccessd's status updates")
-                    && result.stderr.contains("systemctl start devaccessd"), "\(result.stderr)")
+                    && result.stderr.contains(DaemonStart.advice()), "\(result.stderr)")
         }
     }
 }

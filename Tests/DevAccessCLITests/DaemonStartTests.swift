@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import DevAccessTestSupport
+import DevAccessSystem
 @testable import DevAccessCLI
 
 /// "cannot reach devaccessd" says how to start it on this machine: systemctl only where

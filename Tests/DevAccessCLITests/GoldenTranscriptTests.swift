@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import DevAccessTestSupport
+import DevAccessSystem
 @testable import DevAccessCLI
 
 /// The CLI's face, byte for byte: stdout, stderr and exit code of `devaccess` on fixed
