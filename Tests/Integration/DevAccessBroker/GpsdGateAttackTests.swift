@@ -9,7 +9,7 @@ import DevAccessTestSupport
 @Suite(.serialized)
 struct GpsdGateAttackTests {
     static let ruleFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../config/nftables/devaccess-gpsd.nft").standardizedFileURL.path
+        .appendingPathComponent("../../../config/nftables/devaccess-gpsd.nft").standardizedFileURL.path
 
     /// $1: the rule file; $2: the user's uid. Prints one line per attempt.
     static let script = GpsdGateTests.prelude + "\n" + #"""

@@ -152,7 +152,7 @@ struct PolicyTests {
     }
 
     @Test func shippedDefaultConfigParses() throws {
-        let path = #filePath.replacingOccurrences(of: "Tests/DevAccessCoreTests/PolicyTests.swift", with: "config/devaccess.conf")
+        let path = #filePath.replacingOccurrences(of: "Tests/Unit/DevAccessCore/PolicyTests.swift", with: "config/devaccess.conf")
         let text = try String(contentsOfFile: path, encoding: .utf8)
         let policy = try PolicyParser.parse([(path: path, text: text)])
         for permission in Permission.all {

@@ -120,7 +120,7 @@ enum LocationAttack {
 @Suite(.serialized, .enabled(if: GpsFakeProcess.isInstalled, "gpsfake is not installed (apt-get install gpsd gpsd-clients)"))
 struct LocationAttackTests {
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+        .appendingPathComponent("../../Unit/DevAccessHardware/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
 
     /// IPv4-mapped IPv6 (an AF_INET6 socket to ::ffff:127.0.0.1) reaches the IPv4 listener:
     /// the peer is still found by sock_diag and served at its own grant, and a user without
@@ -215,7 +215,7 @@ struct LocationAttackTests {
         #expect(try TestProcess.devaccess(["revoke", "location", "--user", user.name, "--socket", daemon.socketPath])
                     .status == 0)
         let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+            .appendingPathComponent("../../Unit/DevAccessHardware/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
         let gpsd = try GpsFakeProcess(log: log, port: port)
         defer { gpsd.stop() }
         #expect(done.wait(timeout: .now() + 40) == .success)
@@ -229,7 +229,7 @@ struct LocationAttackTests {
     /// the hostile-loc report; fixed in the shim: a socket no process holds names nobody).
     @Test func aClosedConnectionIsNotTakenForRoot() throws {
         let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+            .appendingPathComponent("../../Unit/DevAccessHardware/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
         let setup = try LocationAttack.Setup(log: log)
         let attacker = try TestUser("larootmis")
         let burst = try attacker.python("""
@@ -268,7 +268,7 @@ extension LocationAttackTests {
     /// across all their connections (after a burst of 40) and the rest wait unread.
     @Test func aFloodingUserDoesNotStarveOthers() throws {
         let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+            .appendingPathComponent("../../Unit/DevAccessHardware/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
         let setup = try LocationAttack.Setup(log: log)
         let attacker = try TestUser("laflood")
         let victim = try TestUser("lafloodv")
@@ -569,7 +569,7 @@ extension LocationAttackTests {
             return
         }
         let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+            .appendingPathComponent("../../Unit/DevAccessHardware/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
         let setup = try LocationAttack.Setup(log: log)
         let attacker = try TestUser("lasubuid")
         let first = 300_000_000 + (attacker.uid % 100_000) * 1_000

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import DevAccessTestSupport
 
-/// The `devaccess-library-probe` program (Tests/DevAccessLibraryProbe): one call of the
+/// The `devaccess-library-probe` program (Tests/UseCase/DevAccessLibraryProbe): one call of the
 /// DevAccess library made by a real user, its answers as JSON lines.
 enum LibraryProbe {
     static var binary: String { built("devaccess-library-probe") }

@@ -12,7 +12,7 @@ import DevAccessTestSupport
 struct LocationServingTests {
     static let truth = (latitude: 48.1173, longitude: 11.516666667)
     static let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+        .appendingPathComponent("../../Unit/DevAccessHardware/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
 
     /// Metres between two positions (haversine).
     static func metres(_ latitude: Double, _ longitude: Double) -> Double {

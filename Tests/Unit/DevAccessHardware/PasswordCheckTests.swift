@@ -15,7 +15,7 @@ struct PasswordCheckTests {
     init() throws {
         user = try TestUser("pam")
         let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../config/pam.d/devaccess").standardized.path
+            .appendingPathComponent("../../../config/pam.d/devaccess").standardized.path
         // Without the service file PAM would silently use /etc/pam.d/other instead.
         let copied = try TestProcess.run("/bin/cp", [shipped, "/etc/pam.d/\(service)"])
         try #require(copied.status == 0, "cp \(shipped): \(copied.stderr)")

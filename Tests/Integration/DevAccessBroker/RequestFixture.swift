@@ -62,7 +62,7 @@ final class RequestSetup: @unchecked Sendable {
         self.admins = admins.isEmpty ? nil : try TestGroup("adm", members: admins)
         pamService = "devaccess-test-req\(getpid() % 100_000)-\(Self.made.add(1, ordering: .relaxed).newValue)"
         let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../config/pam.d/devaccess").standardized.path
+            .appendingPathComponent("../../../config/pam.d/devaccess").standardized.path
         try TestProcess.setup("cp", [shipped, "/etc/pam.d/\(pamService)"])
         var arguments = ["--config-dir", config.path]
         if let group = self.admins { arguments += ["--admin-group", group.name] }

@@ -8,7 +8,7 @@ import DevAccessTestSupport
 /// running broker and its ledger.
 extension DaemonTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().path
+        .deletingLastPathComponent().deletingLastPathComponent().path
 
     static func install(into destination: String, buildDirectory: String? = nil) throws -> ProcessOutput {
         let build = buildDirectory ?? URL(fileURLWithPath: TestProcess.devaccessBinary).deletingLastPathComponent().path

@@ -8,7 +8,7 @@ import DevAccessTestSupport
 @Suite(.serialized)
 struct GpsdGateTests {
     static let ruleFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../config/nftables/devaccess-gpsd.nft").standardizedFileURL.path
+        .appendingPathComponent("../../../config/nftables/devaccess-gpsd.nft").standardizedFileURL.path
 
     /// The namespace's setup, shared with GpsdGateAttackTests: loopback up, the rule file
     /// ($1, or "none") loaded, and a listener standing in for gpsd on 2947 (IPv4 and IPv6)
@@ -86,7 +86,7 @@ struct GpsdGateTests {
         throws -> (root: [String: Any], user: [String: Any], doctor: [String: Any])
     {
         let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+            .appendingPathComponent("../../Unit/DevAccessHardware/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
         let result = try TestProcess.run("/usr/bin/unshare", ["--net", "--", "/usr/bin/bash", "-c", statusScript,
                                                               "gate", rules, log, TestProcess.devaccessBinary,
                                                               String(user.uid)])
@@ -195,7 +195,7 @@ struct GpsdGateTests {
         let granted = try TestUser("gateredir")
         let ungranted = try TestUser("gateredno")
         let log = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../DevAccessHardwareTests/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
+            .appendingPathComponent("../../Unit/DevAccessHardware/Fixtures/gps/fix-3d.nmea").standardizedFileURL.path
         let result = try TestProcess.run("/usr/bin/unshare", ["--net", "--", "/usr/bin/bash", "-c", Self.redirectScript,
                                                               "gate", Self.ruleFile, log, RunningDaemon.binary,
                                                               TestProcess.devaccessBinary, granted.name,
