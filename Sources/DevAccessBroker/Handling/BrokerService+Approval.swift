@@ -6,6 +6,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessEngine
 import DevAccessInterface
 
 /// The approval queue (policy auth_admin): requests wait in the ledger, so the requester
@@ -23,7 +24,7 @@ extension BrokerService {
         var pendingOf: [Permission: Int64] = [:]
         var fresh: Set<Int64> = []
         for permission in group {
-            if let earlier = waiting.first(where: { Self.covers($0, permission, location: context.location) }) {
+            if let earlier = waiting.first(where: { RequestPlan.covers($0, permission, location: context.location) }) {
                 pendingOf[permission] = earlier.id
             }
         }
@@ -54,7 +55,7 @@ extension BrokerService {
         }
         return group.map { permission in
             guard let id = pendingOf[permission] else {
-                return (permission, Self.undecided(permission, .disconnected))
+                return (permission, RequestResult.undecided(permission, .disconnected))
             }
             if let outcome = outcomes[id] {
                 if let result = outcome.results.first(where: { $0.permission == permission }) { return (permission, result) }
@@ -70,7 +71,7 @@ extension BrokerService {
                 case .declined?:
                     return (permission, Self.declined(permission, id: id, by: outcome.request.resolvedBy))
                 case .withdrawn?, nil:
-                    return (permission, Self.undecided(permission, .dismissed))
+                    return (permission, RequestResult.undecided(permission, .dismissed))
                 }
             }
             let earlier = fresh.contains(id) ? "" : " (an earlier request of yours, still waiting)"
@@ -80,14 +81,6 @@ extension BrokerService {
                                               message: "waiting for an administrator to approve request \(id)\(earlier); "
                                                   + advice))
         }
-    }
-
-    /// Whether a waiting request already asks for `permission`: for location, at the level
-    /// asked or finer (a finer level is a new request).
-    static func covers(_ waiting: PendingRequest, _ permission: Permission, location: LocationAsk?) -> Bool {
-        guard waiting.permissions.contains(permission) else { return false }
-        guard permission == .location, let location, let level = waiting.locationLevel else { return true }
-        return level >= location.asked
     }
 
     /// Waits, holding no thread, until every request in `ids` is resolved or the client

@@ -6,37 +6,17 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessEngine
 
-/// A decision to record: what policy, a prompt or a password produced for one permission.
-struct GrantPlan: Sendable {
-    var permission: Permission
-    var decision: Decision
-    var term: ResolvedTerm
-    var method: DecisionMethod
-    var decidedBy: Principal
-    /// A location level the person chose below the request's (nil: as the request gets it).
-    var accuracy: LocationAccuracy?
-}
-
-/// The location level a request asks for, and what the policy lets it have.
-struct LocationAsk: Sendable, Hashable {
-    /// As asked (`--accuracy`; exact when not given).
-    var asked: LocationAccuracy
-    /// `asked` under the policy's `MaxAccuracy=`: what a grant of this request records.
-    var granted: LocationAccuracy
-    /// The cap, when it made `granted` coarser than `asked`.
-    var cappedBy: PolicyDecision.AccuracyCap?
-
-    init(asked: LocationAccuracy, policy: PolicyDecision) {
-        self.asked = asked
-        granted = policy.capping(asked)
-        cappedBy = granted < asked ? policy.accuracyCap : nil
-    }
-
-    /// " (you asked for exact; the policy's MaxAccuracy=city (file:line) caps it)", or "".
-    var capNote: String {
-        guard let cap = cappedBy else { return "" }
-        return " (\(asked.rawValue) was asked; the policy's \(cap) caps location at \(granted.rawValue))"
+/// A request's plan from what devaccessd knows of its requester: the engine takes its
+/// program and why that program's identity is not trusted, as plain values.
+extension RequestPlan {
+    init(_ request: AccessRequest, statuses: [PermissionStatus], policy: Policy, user: UserIdentity,
+         requester: Requester, location: LocationAsk?, standing: Decisions,
+         switchedOff: (Permission) -> PrivacySwitch?, broker: Principal, now: Date) {
+        self.init(request, statuses: statuses, policy: policy, user: user, program: requester.program,
+                  untrusted: requester.untrusted, location: location, standing: standing, switchedOff: switchedOff,
+                  broker: broker, now: now)
     }
 }
 
@@ -251,7 +231,7 @@ extension BrokerService {
                               + "nothing was asked or queued", code: code)
         }
         let queuesNew = forAdmin.contains { permission in
-            !waiting.contains { $0.subject.uid == context.user.uid && Self.covers($0, permission, location: context.location) }
+            !waiting.contains { $0.subject.uid == context.user.uid && RequestPlan.covers($0, permission, location: context.location) }
         }
         let theirs = waiting.filter { SubordinateIDs.accountable($0.subject.uid) == peer.accountable }.count
         guard queuesNew && theirs >= settings.maxQueuedPerPerson else { return nil }
@@ -266,7 +246,7 @@ extension BrokerService {
     /// the person made as many changes as they may, or the ledger cannot take the request.
     func admitRequest(_ plan: RequestPlan, context: RequestContext, ledger: Ledger) -> Reply? {
         let (request, peer) = (context.request, context.peer)
-        let changesNothing = Self.changesNothing(plan.byAction, user: context.user, ledger: ledger,
+        let changesNothing = RequestPlan.changesNothing(plan.byAction, user: context.user, ledger: ledger,
                                                  location: context.location)
         if !changesNothing, let refusal = overChangeBudget("request", id: context.wireID, peer: peer,
                                                           subject: context.subject) {
@@ -372,7 +352,7 @@ extension BrokerService {
         let stopped: UndecidedReason? = context.exchange?.departure.map(Self.reason)
             ?? (plan.ended == .interrupted ? .interrupted : nil)
         if let stopped {
-            for permission in group { results[permission] = Self.undecided(permission, stopped) }
+            for permission in group { results[permission] = RequestResult.undecided(permission, stopped) }
             return .success(results)
         }
         flushAudit(context)
@@ -419,128 +399,6 @@ extension BrokerService {
     }
 
     // MARK: Answered at once
-
-    /// When a `Program=` rule names the requester's program and would have decided
-    /// otherwise: the sentence saying why it did not; else nil.
-    static func programRuleNotApplied(_ permission: Permission, policy: Policy, decision: PolicyDecision,
-                                      user: UserIdentity, requester: Requester) -> String? {
-        guard let program = requester.program else { return nil }
-        let named = policy.decision(for: permission, user: user, program: program)
-        guard named != decision else { return nil }
-        let rule = "the rule for \(program)" + (named.origin.map { " (\($0))" } ?? "") + " was not applied: "
-        if let untrusted = requester.untrusted { return rule + untrusted }
-        return rule + "device access lists name users, not programs, and the policy forbids \(permission.rawValue) to "
-            + "\(user.name) whatever program asks"
-    }
-
-    /// Policy deny, no device, a standing decision, or access the user already has:
-    /// nothing to ask. Nil when someone has to decide.
-    static func answeredAtOnce(_ permission: Permission, status: PermissionStatus, policy: PolicyDecision,
-                               user: UserIdentity, standing: [Grant], requested: ResolvedTerm? = nil,
-                               location: LocationAsk? = nil, now: Date = Date()) -> RequestResult? {
-        if policy.action == .deny {
-            return RequestResult(permission: permission, outcome: .restricted,
-                                 message: policy.explanation(permission, user: user) + "; a request cannot change that")
-        }
-        if status.status == .unavailable {
-            let why = status.reasons.first { $0.kind == .unavailable }?.message ?? "no device serves it"
-            return RequestResult(permission: permission, outcome: .unavailable,
-                                 message: "nothing to grant: \(why); nothing was asked or recorded")
-        }
-        if status.status == .denied, let denial = standing.first(where: { $0.decision == .deny }) {
-            var result = result(for: denial, outcome: .alreadyDenied, term: nil)
-            result.message = "\(user.name) is denied \(permission.rawValue) by an earlier decision, "
-                + Decisions.describe(denial) + "; it is not asked again (an administrator can 'devaccess reset' it)"
-            return result
-        }
-        let allow = standing.first { $0.decision == .allow }
-        if let allow, let requested, requested.outlasts(allow, now: now) {
-            // A longer term than the standing grant's: decided again (per policy), and if
-            // allowed, the new grant replaces the old one.
-            return nil
-        }
-        if permission == .location, let location {
-            return answeredAtOnce(location: location, standing: standing)
-        }
-        if status.status == .authorized {
-            if let allow {
-                var result = result(for: allow, outcome: .alreadyAllowed, term: nil)
-                result.message = "already allowed: " + Decisions.describe(allow)
-                return result
-            }
-            return RequestResult(permission: permission, outcome: .alreadyAllowed,
-                                 message: "\(user.name) can already use every \(permission.rawValue) device; nothing to ask")
-        }
-        if let allow {
-            // Allowed, yet not every node opens: drift, which the status explains; asking again would not help.
-            var result = result(for: allow, outcome: .alreadyAllowed, term: nil)
-            result.message = "already allowed by " + Decisions.describe(allow) + ", but the status is "
-                + status.status.rawValue + "; see its reasons"
-            return result
-        }
-        return nil
-    }
-
-    /// Location is served by devaccessd to the users a grant (or the policy's allow) names,
-    /// at its level; gpsd's own openness is a way around that status reports, not access
-    /// this answers with. So: a standing grant at the level asked (after the cap) or finer
-    /// answers; a finer level than any standing grant's is decided again.
-    static func answeredAtOnce(location: LocationAsk, standing: [Grant]) -> RequestResult? {
-        let allows = standing.filter { $0.decision == .allow && $0.program == nil }
-        guard let best = allows.max(by: { ($0.locationLevel ?? .exact) < ($1.locationLevel ?? .exact) }),
-              let level = best.locationLevel, level >= location.granted else { return nil }
-        var result = result(for: best, outcome: .alreadyAllowed, term: nil)
-        result.message = "already allowed at \(level.rawValue) accuracy, \(level.approximately): "
-            + Decisions.describe(best) + location.capNote
-        return result
-    }
-
-    /// Whether what is left to decide changes nothing: nothing at all, or only permissions
-    /// for an administrator that are already waiting in a request of the user's (a new
-    /// request then only points at the old one).
-    static func changesNothing(_ byAction: [PolicyAction: [Permission]], user: UserIdentity,
-                               ledger: Ledger, location: LocationAsk? = nil) -> Bool {
-        if byAction.isEmpty { return true }
-        guard byAction.count == 1, let forAdmin = byAction[.authAdmin] else { return false }
-        guard let waiting = try? ledger.pendingRequests(uid: user.uid) else { return false }
-        return forAdmin.allSatisfy { permission in
-            waiting.contains { covers($0, permission, location: location) }
-        }
-    }
-
-    static func undecided(_ permission: Permission, _ why: UndecidedReason) -> RequestResult {
-        let text: String
-        switch why {
-        case .dismissed: text = "the prompt was dismissed"
-        case .interrupted: text = "the prompt was interrupted"
-        case .endOfInput: text = "the terminal reached end of input"
-        case .noTerminal: text = "there was no terminal to ask on"
-        case .timeout: text = "nobody answered in time"
-        case .disconnected: text = "the client went away before answering"
-        case .wrongPassword: text = "the password was wrong"
-        case .authenticationFailed: text = "the password could not be checked (PAM failed; see the broker's log)"
-        case .shutdown: text = "the broker is shutting down"
-        }
-        return RequestResult(permission: permission, outcome: .undecided, why: why,
-                             message: "no decision: \(text); nothing was recorded, the next request asks again")
-    }
-
-    /// The result a grant stands for. `term` is what was decided (a one-use grant is stored
-    /// as `until`); nil reads it from the grant.
-    static func result(for grant: Grant, outcome: RequestOutcome, term: GrantTerm.Word?) -> RequestResult {
-        let stored = grant.scope
-        let ends = grant.expires.map { ISOTime.format($0) }
-        let verb = grant.decision == .allow ? "allowed" : "denied"
-        var terms = (term ?? stored) == .always && grant.decision == .allow ? "until revoked"
-            : grant.decision == .deny && grant.expires == nil ? "until reset" : ends.map { "until \($0)" } ?? ""
-        if let holder = grant.holder {
-            terms = "while process \(holder.pid) runs" + (ends.map { ", until \($0) at most" } ?? "")
-        }
-        let level = grant.locationLevel.map { " at \($0.rawValue) accuracy, \($0.approximately)," } ?? ""
-        return RequestResult(permission: grant.permission, outcome: outcome, how: grant.method, grant: grant.id,
-                             term: term ?? stored, expires: ends, accuracy: grant.locationLevel,
-                             message: "\(verb)\(level) \(terms) (grant \(grant.id), \(grant.method.rawValue))")
-    }
 
     // MARK: Prompts
 

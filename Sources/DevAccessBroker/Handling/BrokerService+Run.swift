@@ -5,6 +5,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessEngine
 import DevAccessLaunch
 
 /// `run`: devaccessd decides for the program (user + program path), starts it as
@@ -230,7 +231,7 @@ extension BrokerService {
             switch await recordRunDenials(denials, subject: context.subject, program: program.grantProgram,
                                           reason: context.reason, enforcement: enforcement) {
             case .success(let recorded):
-                for grant in recorded { plan.results[grant.permission] = Self.result(for: grant, outcome: .denied, term: nil) }
+                for grant in recorded { plan.results[grant.permission] = RequestResult(for: grant, outcome: .denied, term: nil) }
             case .failure(let refusal): return refusal.reply
             }
         }
@@ -387,7 +388,7 @@ extension BrokerService {
                 return (grants, try enforcer.reconcile())
             }
             for grant in granted {
-                results[grant.permission] = Self.result(for: grant, outcome: .granted,
+                results[grant.permission] = RequestResult(for: grant, outcome: .granted,
                                                         term: runAllows.first { $0.permission == grant.permission }?.term.term.word)
             }
             return .success(results)
@@ -453,7 +454,6 @@ extension BrokerService {
         var description: String
     }
 
-    static let runPermissions: [Permission] = [.camera, .microphone, .location]
     /// What a run gets through device nodes (its group's ACL entries; `--strict`'s Landlock
     /// rules); location is served by the gpsd endpoint instead.
     static let runNodePermissions: [Permission] = [.camera, .microphone]
@@ -504,15 +504,6 @@ extension BrokerService {
 
     /// A run's decision: a program grant (the program's path, pinned to its SHA-256 when
     /// the file is not root's alone), `once` bound to the run's process.
-    /// The longest a run-only grant may last under `term`: a `for` term's own length, else
-    /// the policy's cap (MaxDuration=); nil: while the run lasts.
-    static func runLimit(_ term: ResolvedTerm) -> Int64? {
-        switch term.term {
-        case .duration(let seconds): return min(seconds, term.cap ?? seconds)
-        case .once, .always: return term.cap
-        }
-    }
-
     static func recordRunGrant(_ plan: GrantPlan, subject: Principal, program: Program, reason: String,
                                process: ProcessHolder?, accuracy: LocationAccuracy?, ledger: Ledger,
                                now: Date) throws(LedgerError) -> Grant {

@@ -3,24 +3,7 @@ import Glibc
 import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
-
-extension ResolvedTerm {
-    /// Whether this term, starting `now`, ends later than `grant`: a request that asks for
-    /// it extends the grant (is decided again) rather than being "already allowed".
-    func outlasts(_ grant: Grant, now: Date) -> Bool {
-        switch term {
-        case .once:
-            return false
-        case .always:
-            return grant.scope != .always
-        case .duration(let seconds):
-            if grant.scope == .always { return false }
-            // A grant that lasts while a process runs has no time to compare: a time is another term.
-            guard let expires = grant.expires else { return grant.holder != nil }
-            return now.addingTimeInterval(TimeInterval(seconds)) > expires
-        }
-    }
-}
+import DevAccessEngine
 
 /// Texts of prompts and results, in one place.
 enum RequestText {

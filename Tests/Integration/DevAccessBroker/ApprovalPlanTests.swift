@@ -4,6 +4,7 @@ import DevAccessCore
 import DevAccessLedger
 @testable import DevAccessEnforcement
 import DevAccessProtocol
+@testable import DevAccessEngine
 @testable import DevAccessBroker
 
 /// `ApprovalPlan`: what an administrator's approve or reject of a pending request comes to

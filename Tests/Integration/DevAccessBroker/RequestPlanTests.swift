@@ -4,6 +4,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessEngine
 @testable import DevAccessBroker
 
 /// `RequestPlan`: what a request comes to (answered at once, who decides the rest, what to

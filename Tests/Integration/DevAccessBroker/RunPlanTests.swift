@@ -3,6 +3,7 @@ import FoundationEssentials
 import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccessEngine
 @testable import DevAccessBroker
 
 /// `RunPlan`: what a run's permissions come to before anyone is asked, built without a

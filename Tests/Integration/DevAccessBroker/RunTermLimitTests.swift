@@ -1,5 +1,6 @@
 import Testing
 import DevAccessCore
+import DevAccessEngine
 @testable import DevAccessBroker
 
 /// A program its user can change gets a run-only (`once`) grant, whatever term was chosen:
@@ -9,15 +10,15 @@ import DevAccessCore
 @Suite struct RunTermLimitTests {
     @Test func aRunOnlyGrantEndsWhenTheChosenTermOrThePolicysCapWould() {
         // "Allow for 10m" at a prompt: the run's grant lasts at most 10 minutes.
-        #expect(BrokerService.runLimit(ResolvedTerm(.duration(seconds: 600))) == 600)
+        #expect(RunPlan.runLimit(ResolvedTerm(.duration(seconds: 600))) == 600)
         // `always` under MaxDuration=1h: at most an hour.
-        #expect(BrokerService.runLimit(ResolvedTerm.resolve(.always, keepSeconds: nil, maxDurationSeconds: 3600)) == 3600)
+        #expect(RunPlan.runLimit(ResolvedTerm.resolve(.always, keepSeconds: nil, maxDurationSeconds: 3600)) == 3600)
         // `for 8h` capped by MaxDuration=1h: an hour.
-        #expect(BrokerService.runLimit(ResolvedTerm.resolve(.duration(seconds: 8 * 3600), keepSeconds: nil,
-                                                            maxDurationSeconds: 3600)) == 3600)
+        #expect(RunPlan.runLimit(ResolvedTerm.resolve(.duration(seconds: 8 * 3600), keepSeconds: nil,
+                                                      maxDurationSeconds: 3600)) == 3600)
         // `once` under MaxDuration=: the cap; with no cap, while the run lasts.
-        #expect(BrokerService.runLimit(ResolvedTerm.resolve(.once, keepSeconds: nil, maxDurationSeconds: 900)) == 900)
-        #expect(BrokerService.runLimit(ResolvedTerm(.once)) == nil)
-        #expect(BrokerService.runLimit(ResolvedTerm(.always)) == nil)
+        #expect(RunPlan.runLimit(ResolvedTerm.resolve(.once, keepSeconds: nil, maxDurationSeconds: 900)) == 900)
+        #expect(RunPlan.runLimit(ResolvedTerm(.once)) == nil)
+        #expect(RunPlan.runLimit(ResolvedTerm(.always)) == nil)
     }
 }

@@ -9,7 +9,7 @@ import DevAccessProtocol
 /// to before the engine records it: each permission's answer, decided here (restricted,
 /// undecided) or by the decision at that index, written with the request's resolution in
 /// one transaction (`Enforcer.resolve`). Pure: a test builds one without a daemon.
-struct ApprovalPlan: Sendable {
+public struct ApprovalPlan: Sendable {
     enum Answer: Sendable {
         case final(RequestResult)
         case decision(Int, term: ResolvedTerm, capNote: String)
@@ -18,12 +18,12 @@ struct ApprovalPlan: Sendable {
     /// One per permission of the request, in its order.
     var answers: [Answer] = []
     /// The decisions the answers name, for `Enforcer.resolve`.
-    var decisions: [Enforcer.DecisionRequest] = []
+    public var decisions: [Enforcer.DecisionRequest] = []
 
     /// `user`: who the request's uid names now; `switches`: the privacy switches that are
     /// off; `clock`: when each decision is taken.
-    init(_ request: PendingRequest, approve: Bool, chosen: GrantTerm?, policy: Policy, user: UserIdentity,
-         switches: [PrivacySwitch], reason: String, clock: () -> Date) {
+    public init(_ request: PendingRequest, approve: Bool, chosen: GrantTerm?, policy: Policy, user: UserIdentity,
+                switches: [PrivacySwitch], reason: String, clock: () -> Date) {
         for permission in request.permissions {
             let decision = policy.requestDecision(for: permission, user: user, program: request.program)
             let term = approve ? decision.term(chosen ?? request.scope) : ResolvedTerm(.always)
@@ -66,7 +66,7 @@ struct ApprovalPlan: Sendable {
 
     /// Each permission's result once the engine took the decisions (`decided`, in the order
     /// of `decisions`): one the engine refused fails alone, the rest hold.
-    func results(_ decided: [Enforcer.DecisionResult], permissions: [Permission], approve: Bool)
+    public func results(_ decided: [Enforcer.DecisionResult], permissions: [Permission], approve: Bool)
         -> (results: [RequestResult], failed: [(Permission, EnforcementError)]) {
         var failed: [(Permission, EnforcementError)] = []
         var results: [RequestResult] = []
@@ -76,8 +76,8 @@ struct ApprovalPlan: Sendable {
             case .decision(let index, let term, let capNote):
                 switch decided[index] {
                 case .success(let outcome):
-                    var done = BrokerService.result(for: outcome.grant, outcome: approve ? .granted : .denied,
-                                                    term: term.term.word)
+                    var done = RequestResult(for: outcome.grant, outcome: approve ? .granted : .denied,
+                                             term: term.term.word)
                     done.message += capNote
                     results.append(done)
                 case .failure(.policyForbids(let why)):

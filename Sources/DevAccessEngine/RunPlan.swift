@@ -9,15 +9,15 @@ import DevAccessProtocol
 /// devaccessd read (policy, ledger, statuses) and consumed by `run`: each permission is
 /// answered at once, allowed by policy, asked (`ask`) or confirmed with a password
 /// (`auth_self`). Pure: a test builds one without a daemon.
-struct RunPlan: Sendable {
+public struct RunPlan: Sendable {
     /// Answered: at once (refused, unavailable, already decided), or after asking.
-    var results: [Permission: RequestResult] = [:]
+    public var results: [Permission: RequestResult] = [:]
     /// Decisions to record: policy's allows, then what a person decided.
-    var grants: [GrantPlan] = []
-    var toAsk: [Permission] = []
-    var toConfirm: [Permission] = []
+    public var grants: [GrantPlan] = []
+    public var toAsk: [Permission] = []
+    public var toConfirm: [Permission] = []
     /// With location among the permissions: the level asked and what the policy lets it have.
-    var location: LocationAsk?
+    public var location: LocationAsk?
 
     /// What one permission of the run comes to before anyone is asked.
     enum Step: Sendable {
@@ -28,20 +28,28 @@ struct RunPlan: Sendable {
     }
 
     /// Who runs what: the values every permission's step reads.
-    struct Subject: Sendable {
-        var user: UserIdentity
+    public struct Subject: Sendable {
+        public var user: UserIdentity
         /// The program's identity (its SHA-256 when the file is not root's alone).
-        var program: Program
+        public var program: Program
         /// Whether only root can change the program's file.
-        var trusted: Bool
+        public var trusted: Bool
         /// The term the order names (nil: `once`).
-        var scope: GrantTerm?
+        public var scope: GrantTerm?
         /// Who a policy allow is decided by.
-        var broker: Principal
+        public var broker: Principal
+
+        public init(user: UserIdentity, program: Program, trusted: Bool, scope: GrantTerm?, broker: Principal) {
+            self.user = user
+            self.program = program
+            self.trusted = trusted
+            self.scope = scope
+            self.broker = broker
+        }
     }
 
-    init(_ permissions: [Permission], statuses: [PermissionStatus], subject: Subject, accuracy: LocationAccuracy?,
-         grants: [Grant], switchedOff: (Permission) -> PrivacySwitch?, policies: (Permission) -> PolicyDecision) {
+    public init(_ permissions: [Permission], statuses: [PermissionStatus], subject: Subject,
+                accuracy: LocationAccuracy?, grants: [Grant], switchedOff: (Permission) -> PrivacySwitch?, policies: (Permission) -> PolicyDecision) {
         // Location is given at a level, as a request's: asked (exact unless --accuracy), under the policy's cap.
         location = permissions.contains(.location)
             ? LocationAsk(asked: accuracy ?? .exact, policy: policies(.location)) : nil
@@ -114,37 +122,37 @@ struct RunPlan: Sendable {
 
     /// The result a standing decision for the program gives.
     static func answered(by grant: Grant) -> RequestResult {
-        var result = BrokerService.result(for: grant, outcome: grant.decision == .allow ? .alreadyAllowed : .alreadyDenied,
-                                          term: nil)
+        var result = RequestResult(for: grant, outcome: grant.decision == .allow ? .alreadyAllowed : .alreadyDenied,
+                                   term: nil)
         result.message = (grant.decision == .allow ? "already allowed: " : "denied by an earlier decision: ")
             + Decisions.describe(grant)
         return result
     }
 
     /// Whether somebody is asked (a choice or a password).
-    var asksSomeone: Bool { !toAsk.isEmpty || !toConfirm.isEmpty }
+    public var asksSomeone: Bool { !toAsk.isEmpty || !toConfirm.isEmpty }
 
     /// Refused without asking anyone or changing anything: an attempt a user can repeat at will.
-    var refusedAtOnce: Bool {
+    public var refusedAtOnce: Bool {
         !asksSomeone && grants.isEmpty
             && results.values.contains { [.alreadyDenied, .restricted, .unavailable].contains($0.outcome) }
     }
 
     /// The run does not start: a person denied something, or a permission was refused or left undecided.
-    var notStarting: Bool {
+    public var notStarting: Bool {
         let refused: Set<RequestOutcome> = [.denied, .alreadyDenied, .restricted, .unavailable, .undecided]
         return grants.contains { $0.decision == .deny } || results.values.contains { refused.contains($0.outcome) }
     }
 
     /// `permissions` no decision was reached for, undecided for `why`.
-    mutating func leave(_ permissions: [Permission], undecided why: UndecidedReason) {
-        for permission in permissions { results[permission] = BrokerService.undecided(permission, why) }
+    public mutating func leave(_ permissions: [Permission], undecided why: UndecidedReason) {
+        for permission in permissions { results[permission] = RequestResult.undecided(permission, why) }
     }
 
     /// A run that does not start: each allow no result names yet is left unrecorded. The wire
     /// wants a why with every undecided: nothing was recorded, as for a dismissed prompt (the
     /// message says why).
-    func withAllowsUnrecorded() -> [Permission: RequestResult] {
+    public func withAllowsUnrecorded() -> [Permission: RequestResult] {
         var results = self.results
         for plan in grants where plan.decision == .allow && results[plan.permission] == nil {
             results[plan.permission] = RequestResult(permission: plan.permission, outcome: .undecided, why: .dismissed,
@@ -156,19 +164,19 @@ struct RunPlan: Sendable {
     /// The allows a run records: a program its user can change gets this run only, whatever
     /// term was chosen, and never longer than that term or MaxDuration= (the run's `once`
     /// ends by then).
-    func runAllows(trusted: Bool) -> [GrantPlan] {
+    public func runAllows(trusted: Bool) -> [GrantPlan] {
         let allows = grants.filter { $0.decision == .allow }
         guard !trusted else { return allows }
         return allows.map { plan in
             var once = plan
-            once.term = ResolvedTerm(.once, cap: BrokerService.runLimit(plan.term))
+            once.term = ResolvedTerm(.once, cap: Self.runLimit(plan.term))
             return once
         }
     }
 
     /// The permissions the run asks for: as the order names them, else as a [Program] section
     /// of the policy declares them for the program (`declared`); only those a run can be given.
-    static func permissions(_ ordered: [Permission], declared: [Permission]?,
+    public static func permissions(_ ordered: [Permission], declared: [Permission]?,
                             program: String) -> Result<[Permission], ProtocolError> {
         var permissions = ordered
         if permissions.isEmpty {
@@ -179,7 +187,7 @@ struct RunPlan: Sendable {
             }
             permissions = declared
         }
-        if let unsupported = permissions.first(where: { !BrokerService.runPermissions.contains($0) }) {
+        if let unsupported = permissions.first(where: { !runPermissions.contains($0) }) {
             return .failure(ProtocolError(.badMessage, context: "$.permissions",
                 reason: "a run can be given the camera, the microphone and location; not \(unsupported.rawValue); "
                     + "nothing was run"))
@@ -188,7 +196,7 @@ struct RunPlan: Sendable {
     }
 
     /// The `received` audit event's details.
-    func receivedDetails(program: String) -> [String: String] {
+    public func receivedDetails(program: String) -> [String: String] {
         var received = ["run": "true", "program": program]
         if let location {
             received["accuracy"] = location.asked.rawValue
@@ -198,9 +206,21 @@ struct RunPlan: Sendable {
     }
 
     /// The `run_start` event's details: what the caller's environment lost, each permission's outcome.
-    func startDetails(removedEnvironment: [String]) -> [String: String] {
+    public func startDetails(removedEnvironment: [String]) -> [String: String] {
         var details = ["removed_environment": removedEnvironment.joined(separator: " ")]
         for (permission, result) in results { details["\(permission.rawValue)_outcome"] = result.outcome.rawValue }
         return details
+    }
+
+    /// What a run can be given.
+    public static let runPermissions: [Permission] = [.camera, .microphone, .location]
+
+    /// The longest a run-only grant may last under `term`: a `for` term's own length, else
+    /// the policy's cap (MaxDuration=); nil: while the run lasts.
+    public static func runLimit(_ term: ResolvedTerm) -> Int64? {
+        switch term.term {
+        case .duration(let seconds): return min(seconds, term.cap ?? seconds)
+        case .once, .always: return term.cap
+        }
     }
 }
