@@ -114,6 +114,20 @@ load_drivers() {
   settle
 }
 
+# shadow_edit CMD...: usermod/gpasswd, tried again (at most 10 times, 0.3 s apart) when
+# it fails: in the guest, shadow's lock on /etc/group was seen to fail now and then
+# ("cannot lock /etc/group; try again later", CI on fresh clones), ending a scenario
+# early. A command that fails every time still fails the scenario.
+shadow_edit() {
+  local i
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    "$@" && return 0
+    log "shadow_edit: '$*' failed (try $i of 10)"
+    sleep 0.3
+  done
+  return 1
+}
+
 # An unprivileged login user with its own group, like a desktop user before
 # anyone grants anything; more useradd options (--groups video) may follow the
 # name. Its uid is recorded for the host.

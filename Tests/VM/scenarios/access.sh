@@ -32,7 +32,7 @@ step A
 rec A-self-status setpriv --reuid=vmuser --regid=vmuser --init-groups -- "$VM_BIN" status microphone --json
 
 mark V
-usermod -a -G video vmuser
+shadow_edit usermod -a -G video vmuser
 step V
 as_vmuser() { setpriv --reuid=vmuser --regid=vmuser --init-groups -- "$VM_BIN" "$@"; }
 rec V-self-default as_vmuser status
@@ -41,15 +41,15 @@ rec V-self-json as_vmuser status --json
 rec V-self-explain as_vmuser explain camera
 rec V-devices da devices
 rec V-devices-all da devices --all
-gpasswd -d vmuser video >/dev/null
+shadow_edit gpasswd -d vmuser video >/dev/null
 
 mark B
-usermod -a -G video,audio vmuser
+shadow_edit usermod -a -G video,audio vmuser
 step B
 
 mark C
-gpasswd -d vmuser video >/dev/null
-gpasswd -d vmuser audio >/dev/null
+shadow_edit gpasswd -d vmuser video >/dev/null
+shadow_edit gpasswd -d vmuser audio >/dev/null
 setfacl -m u:vmuser:rw "${cams[0]}" /dev/snd/pcmC0D0c /dev/snd/controlC0
 step C
 

@@ -166,7 +166,7 @@ dav s5-list-all list --all --json
 mark s6
 dav s6-deny deny camera --user "$U"
 observe s6-denied
-usermod -a -G video "$U"
+shadow_edit usermod -a -G video "$U"
 observe s6-group
 dav s6-reconcile reconcile --json
 dav s6-list list --all --json
