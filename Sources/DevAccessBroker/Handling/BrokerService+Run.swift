@@ -194,6 +194,7 @@ extension BrokerService {
         var number: Int64 = 0
         var passwordGroup = plan.toConfirm
         var ended: UndecidedReason?
+        var noOneToAsk: String?
         if !plan.toAsk.isEmpty {
             switch await askConsent(plan.toAsk, context: context, policies: policies, number: &number) {
             case .decided(let decided): plan.grants += Self.named(decided, asked: plan.toAsk, results: &plan.results)
@@ -202,7 +203,10 @@ extension BrokerService {
                 plan.leave(plan.toAsk, undecided: why)
             case .broken(let error): return .failure(ReplyFailure(.error(error)))
             case .refused(let reply): return .failure(ReplyFailure(reply))
-            case .noChannel: passwordGroup = plan.toAsk + passwordGroup
+            case .noChannel(let why):
+                // As for requests: the password proves a person, never the requester's own "yes".
+                passwordGroup = plan.toAsk + passwordGroup
+                noOneToAsk = why
             }
         }
         guard !passwordGroup.isEmpty else { return .success(plan) }
@@ -211,7 +215,7 @@ extension BrokerService {
             return .success(plan)
         }
         switch await confirmPassword(passwordGroup, context: context, policies: policies, number: &number,
-                                     instead: plan.toAsk.isEmpty ? nil : "no login terminal to ask on") {
+                                     instead: noOneToAsk) {
         case .decided(let decided): plan.grants += decided
         case .undecided(let why): plan.leave(passwordGroup, undecided: why)
         case .broken(let error): return .failure(ReplyFailure(.error(error)))

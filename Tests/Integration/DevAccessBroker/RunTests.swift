@@ -456,6 +456,18 @@ struct RunTests {
         #expect(try setup.grants(user).allSatisfy { $0.revoked != nil })
     }
 
+    /// Where nobody the requester cannot drive can be asked, `run` takes a password and says
+    /// why as `request` does (the consent channel's own reason), not a fixed sentence.
+    @Test func aRunsPasswordPromptSaysWhyNoOneCouldBeAsked() throws {
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("runwhy")
+        let asked = try user.onTerminal(["run", "--camera"] + setup.socket + ["--", "/bin/true"],
+                                        answers: [("Password", "\u{4}")])
+        #expect(asked.output.contains("cannot ask you where only you can answer"), "\(asked.output)")
+        #expect(asked.output.contains("not in a login session"), "\(asked.output)")
+        #expect(!asked.output.contains("no login terminal to ask on"), "\(asked.output)")
+    }
+
     @Test func aProgramSectionDeclaresWhatARunWithoutFlagsAsksFor() throws {
         let setup = try Self.setup("[camera]\nDefault=allow\n[Program]\nPath=/bin/sh\nPermissions=camera\n")
         let user = try TestUser("runsect")
