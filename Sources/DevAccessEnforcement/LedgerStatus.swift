@@ -84,7 +84,10 @@ public enum LedgerStatus {
         case .loaded(let rules):
             inputs.policyRestriction = rules.restriction(for: report.permission, user: user)
         case .unreadable(let problem):
-            decisionReasons.append(Reason(.policy, "the policy cannot be read, so no restriction is shown: \(problem)"))
+            // devaccessd keeps the last policy that parsed in force (PolicyKeeper): say so, or a
+            // broken edit reads as a policy that restricts nothing.
+            decisionReasons.append(Reason(.policy, "the policy cannot be read, so this status shows no restriction "
+                + "from it; devaccessd, while it runs, keeps enforcing the last policy that parsed: \(problem)"))
         }
         // A privacy switch outranks the policy: it is what an administrator said last, for everyone.
         if case .loaded(let snapshot) = ledger, let off = snapshot.switchedOff(report.permission) {

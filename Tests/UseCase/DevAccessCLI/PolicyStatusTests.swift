@@ -38,5 +38,7 @@ struct PolicyStatusTests {
         #expect(camera["status"] as? String == "authorized")
         let reasons = (camera["reasons"] as? [[String: Any]] ?? []).compactMap { $0["message"] as? String }
         #expect(reasons.contains { $0.contains("the policy cannot be read") && $0.contains("devaccess.conf:2") })
+        // A broken edit must not read as a policy that restricts nothing: devaccessd keeps the last good one.
+        #expect(reasons.contains { $0.contains("keeps enforcing the last policy that parsed") }, "\(reasons)")
     }
 }
