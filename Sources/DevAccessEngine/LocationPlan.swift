@@ -5,16 +5,21 @@ import DevAccessLedger
 /// level the caller holds (its grant capped by policy, or its strict run's own). A level
 /// finer than the one held is refused, never quietly coarsened.
 public enum LocationPlan {
-    /// The level to serve at, or the refusal's words.
-    public static func level(asked: LocationAccuracy?, held: LocationAccuracy, subject: Principal)
-        -> Result<LocationAccuracy, LocationRefusal>
-    {
-        guard let asked else { return .success(held) }
+    /// What `location` comes to.
+    public enum Outcome: Sendable, Hashable {
+        case serve(LocationAccuracy)
+        /// The words of the audited refusal.
+        case refused(String)
+    }
+
+    /// The level to serve at, or the refusal.
+    public static func level(asked: LocationAccuracy?, held: LocationAccuracy, subject: Principal) -> Outcome {
+        guard let asked else { return .serve(held) }
         guard asked <= held else {
-            return .failure(LocationRefusal(reason: "\(subject.name)'s location grant is at \(held) accuracy "
-                + "(\(held.approximately)), not \(asked); ask for more with 'devaccess request location --accuracy \(asked)'"))
+            return .refused("\(subject.name)'s location grant is at \(held) accuracy (\(held.approximately)), not "
+                + "\(asked); ask for more with 'devaccess request location --accuracy \(asked)'")
         }
-        return .success(asked)
+        return .serve(asked)
     }
 
     /// After waiting for gpsd's first fix: the level held now, when a revoke, a lowered grant
@@ -24,13 +29,8 @@ public enum LocationPlan {
     }
 
     /// The refusal for a caller who holds no location level.
-    public static func noGrant(_ subject: Principal) -> LocationRefusal {
-        LocationRefusal(reason: "\(subject.name) may not know this computer's location: no location grant (ask with "
-            + "'devaccess request location'; 'devaccess status location' says why)")
+    public static func noGrant(_ subject: Principal) -> String {
+        "\(subject.name) may not know this computer's location: no location grant (ask with "
+            + "'devaccess request location'; 'devaccess status location' says why)"
     }
-}
-
-/// Why a position is not served: the words of the audited refusal.
-public struct LocationRefusal: Error, Sendable, Hashable {
-    public var reason: String
 }

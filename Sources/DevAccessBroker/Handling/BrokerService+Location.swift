@@ -24,9 +24,9 @@ extension BrokerService {
         case .failure(let failure): return failure.reply
         }
         switch LocationPlan.level(asked: query.accuracy, held: held, subject: subject) {
-        case .failure(let refusal):
-            return refuse("location", id: id, peer: peer, subject: subject, reason: refusal.reason)
-        case .success(let level):
+        case .refused(let reason):
+            return refuse("location", id: id, peer: peer, subject: subject, reason: reason)
+        case .serve(let level):
             return await serve(query, at: level, held: held, from: locations, subject: subject, id: id, peer: peer)
         }
     }
@@ -87,7 +87,7 @@ extension BrokerService {
     }
 
     static func noLocationGrant(_ subject: Principal) -> String {
-        LocationPlan.noGrant(subject).reason
+        LocationPlan.noGrant(subject)
     }
 
     /// The gpsd-compatible endpoint's lookup for a client the kernel says is `uid`: the

@@ -108,15 +108,15 @@ struct LocationPlanTests {
     static let alice = Principal(uid: 1000, name: "alice")
 
     @Test func theHeldLevelServesAndNothingFinerIsServed() {
-        #expect(LocationPlan.level(asked: nil, held: .street, subject: Self.alice) == .success(.street))
-        #expect(LocationPlan.level(asked: .city, held: .street, subject: Self.alice) == .success(.city))
-        #expect(LocationPlan.level(asked: .street, held: .street, subject: Self.alice) == .success(.street))
-        guard case .failure(let refusal) = LocationPlan.level(asked: .exact, held: .city, subject: Self.alice) else {
+        #expect(LocationPlan.level(asked: nil, held: .street, subject: Self.alice) == .serve(.street))
+        #expect(LocationPlan.level(asked: .city, held: .street, subject: Self.alice) == .serve(.city))
+        #expect(LocationPlan.level(asked: .street, held: .street, subject: Self.alice) == .serve(.street))
+        guard case .refused(let reason) = LocationPlan.level(asked: .exact, held: .city, subject: Self.alice) else {
             Issue.record("a finer level than held was served")
             return
         }
-        #expect(refusal.reason.hasPrefix("alice's location grant is at city accuracy ("))
-        #expect(refusal.reason.hasSuffix("not exact; ask for more with 'devaccess request location --accuracy exact'"))
+        #expect(reason.hasPrefix("alice's location grant is at city accuracy ("))
+        #expect(reason.hasSuffix("not exact; ask for more with 'devaccess request location --accuracy exact'"))
     }
 
     @Test func aLevelLoweredWhileWaitingIsTheOneServed() {
