@@ -10,6 +10,9 @@ import Glibc
 /// control node cannot be opened, the kernel's node names decide (a capture PCM's
 /// node is always `pcmC<card>D<device>c`).
 public enum MicrophoneAdapter {
+    /// udevd's control socket: present while udevd runs.
+    static let udevdControl = "/run/udev/control"
+
     /// `cards`: look at those card numbers only (nil: all). alsa-lib is asked about each
     /// card looked at, which is most of the probe's cost.
     public static func probe(udev: Udev, cards only: Set<Int>? = nil) -> AdapterReport {
@@ -29,7 +32,8 @@ public enum MicrophoneAdapter {
         }
         var devices: [Device] = []
         var notes: [Reason] = []
-        for (number, card) in cards where only?.contains(number) ?? true {
+        let udevdRuns = access(udevdControl, F_OK) == 0
+        for (number, card) in cards where (only?.contains(number) ?? true) && isSettled(card, udevdRuns: udevdRuns) {
             let nodes = sound.filter { $0.devnode != nil && $0.parentSyspath == card.syspath }
             let (found, note) = captureDevices(card: number, cardDevice: card, nodes: nodes)
             devices.append(contentsOf: found)
@@ -40,6 +44,15 @@ public enum MicrophoneAdapter {
                 "no capture device: \(cards.count) sound card(s), none with a capture PCM", notes: notes)
         }
         return AdapterReport(permission: .microphone, devices: devices, notes: notes)
+    }
+
+    /// Whether a card is looked at now. One udevd has not processed yet (it runs, and the
+    /// card has no database entry) has no ID_PATH: its devices would get a passing id
+    /// ("card-Loopback-pcm0c") and change ids moments later, which reads as a remove and an
+    /// add. It is left out until udevd is done (udevd's event follows). Without udevd, no
+    /// card ever has an entry, and every card is looked at.
+    static func isSettled(_ card: UdevDevice, udevdRuns: Bool) -> Bool {
+        card.isInitialized || !udevdRuns
     }
 
     static func captureDevices(card number: Int, cardDevice: UdevDevice,

@@ -111,7 +111,8 @@ public final class Udev {
             attributes: attributes,
             parentSyspath: parent.flatMap { string(udev_device_get_syspath($0)) },
             parentDriver: parent.flatMap { string(udev_device_get_driver($0)) },
-            parentProperties: parent.map { properties(udev_device_get_properties_list_entry($0)) } ?? [:])
+            parentProperties: parent.map { properties(udev_device_get_properties_list_entry($0)) } ?? [:],
+            isInitialized: udev_device_get_is_initialized(device) > 0)
     }
 
     static func properties(_ first: OpaquePointer?) -> [String: String] {

@@ -18,12 +18,15 @@ public struct UdevDevice: Sendable, Hashable {
     public var parentDriver: String?
     /// Properties of the parent device, for facts udev keeps on the parent (a sound card's ID_PATH).
     public var parentProperties: [String: String]
+    /// udevd has processed the device (its database entry exists: properties such as ID_PATH
+    /// are there). False on a machine where no udevd runs.
+    public var isInitialized: Bool
 
     public init(syspath: String, sysname: String, subsystem: String? = nil, devnode: String? = nil,
                 major: UInt32 = 0, minor: UInt32 = 0, action: String? = nil, seqnum: UInt64 = 0,
                 properties: [String: String] = [:], attributes: [String: String] = [:],
                 parentSyspath: String? = nil, parentDriver: String? = nil,
-                parentProperties: [String: String] = [:]) {
+                parentProperties: [String: String] = [:], isInitialized: Bool = true) {
         self.syspath = syspath
         self.sysname = sysname
         self.subsystem = subsystem
@@ -37,6 +40,7 @@ public struct UdevDevice: Sendable, Hashable {
         self.parentSyspath = parentSyspath
         self.parentDriver = parentDriver
         self.parentProperties = parentProperties
+        self.isInitialized = isInitialized
     }
 
     /// A device's property list (libudev's, in its order) as `properties`: a property with no

@@ -67,6 +67,19 @@ import Testing
     /// Regression (found by the `uevent` fuzz target): a sound node's card and PCM numbers
     /// are read only as the kernel writes them, so `pcmC0000D0p`, `controlC+1` and
     /// `controlC-1` are no card's nodes and a capture PCM is `pcmC<card>D<n>c` exactly.
+    /// A card udevd has not processed yet would give its microphones a passing id (no ID_PATH):
+    /// while udevd runs it is left out until udevd is done; without udevd every card counts.
+    @Test func aCardUdevdHasNotProcessedIsLeftOutWhileUdevdRuns() {
+        let pending = UdevDevice(syspath: "/sys/devices/platform/snd_aloop.0/sound/card1", sysname: "card1",
+                                 subsystem: "sound", isInitialized: false)
+        var processed = pending
+        processed.isInitialized = true
+        #expect(!MicrophoneAdapter.isSettled(pending, udevdRuns: true))
+        #expect(MicrophoneAdapter.isSettled(pending, udevdRuns: false))
+        #expect(MicrophoneAdapter.isSettled(processed, udevdRuns: true))
+        #expect(MicrophoneAdapter.isSettled(processed, udevdRuns: false))
+    }
+
     @Test func soundNodeNumbersAreReadOnlyAsTheKernelWritesThem() {
         #expect(MicrophoneAdapter.cardNumber(ofNode: "/dev/snd/pcmC0D0c") == 0)
         #expect(MicrophoneAdapter.cardNumber(ofNode: "/dev/snd/pcmC12D3p") == 12)
