@@ -466,6 +466,8 @@ struct RunTests {
         #expect(asked.output.contains("cannot ask you where only you can answer"), "\(asked.output)")
         #expect(asked.output.contains("not in a login session"), "\(asked.output)")
         #expect(!asked.output.contains("no login terminal to ask on"), "\(asked.output)")
+        #expect(try setup.grants(user).isEmpty, "a dismissed password prompt grants nothing")
+        #expect(try !user.canOpen(setup.camera, .read))
     }
 
     @Test func aProgramSectionDeclaresWhatARunWithoutFlagsAsksFor() throws {
