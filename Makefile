@@ -28,7 +28,7 @@ unit-tests:
 	SWIFT=$(SWIFT) scripts/unit-tests.sh
 
 vm-tests: build
-	Tests/VM/run-scenarios.sh --bin $(BIN)
+	Tests/UseCase/VM/run-scenarios.sh --bin $(BIN)
 
 test: lint unit-tests vm-tests
 

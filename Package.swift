@@ -103,7 +103,7 @@ let package = Package(
         .target(name: "DevAccessTestSupport", path: "Tests/Support"),
         // Tests by tier: Tests/Unit/<Module> (one module, its real system calls included),
         // Tests/Integration (the daemon, real users, nodes and ACLs), Tests/UseCase (the built
-        // programs as people run them; the VM scenarios in Tests/VM are the rest of this tier).
+        // programs as people run them; the VM scenarios in Tests/UseCase/VM are the rest of this tier).
         .testTarget(name: "DevAccessCoreTests", dependencies: ["DevAccessCore"], path: "Tests/Unit/DevAccessCore"),
         .testTarget(name: "DevAccessHardwareTests",
                     dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessPAM", "DevAccessHardware",

@@ -2,7 +2,7 @@
 """Assertions per test file, to show that a refactor keeps every test's checks (issue 26).
 
 Counts `#expect`, `#require`, `Issue.record` and `XCTAssert*` in Tests/**/*.swift, and the
-VM checker's `expect`/`equal` calls (Tests/VM/lib/check.py; each runs once per step or node, so
+VM checker's `expect`/`equal` calls (Tests/UseCase/VM/lib/check.py; each runs once per step or node, so
 the VM's run-time count is larger), at a git revision or in the work tree.
 Files are named by their base name, so a test file that moves to another tier is still
 compared with itself.
@@ -35,7 +35,7 @@ def counts(rev):
     for path, text in files(rev).items():
         if path.endswith('.swift'):
             pattern = SWIFT
-        elif path == 'Tests/VM/lib/check.py':
+        elif path == 'Tests/UseCase/VM/lib/check.py':
             pattern = PYTHON
         else:
             continue

@@ -11,7 +11,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages=()
-for list in "$here/debian-packages.txt" "$root/Tests/VM/packages.txt"; do
+for list in "$here/debian-packages.txt" "$root/Tests/UseCase/VM/packages.txt"; do
     [ -f "$list" ] || continue
     while read -r line; do
         line=${line%%#*}

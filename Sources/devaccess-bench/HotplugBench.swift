@@ -4,7 +4,7 @@
 //
 // The node is declared to the daemon (DEVACCESS_TEST_DEVICES, honoured by DEBUG builds
 // only), so the event is the daemon's inotify on the node's directory, not udev's: the
-// VM measures the udev path (Tests/VM). For optimized figures with the test hook:
+// VM measures the udev path (Tests/UseCase/VM). For optimized figures with the test hook:
 //   swift build -c release -Xswiftc -DDEBUG && sudo .build/release/devaccess-bench hotplug
 import DevAccessProtocol
 import Foundation
@@ -41,7 +41,7 @@ final class HotplugBench {
 
     func run(samples: Int, expiries: Int) {
         report.skip("replug -> ACL entry (udev), against udevd finishing its rules", "measured by the VM scenario "
-                    + "hotplug-acl (Tests/VM, TCG): docs/performance.md", goal: .ratioBelow(1.2, "within 1.2x udevd"))
+                    + "hotplug-acl (Tests/UseCase/VM, TCG): docs/performance.md", goal: .ratioBelow(1.2, "within 1.2x udevd"))
         guard getuid() == 0 else { return skipNeedsRoot("mknod -> ACL entry by devaccessd") }
         defer { finish() }
         let (nodes, node, environment) = declareCamera(id: "camera:bench-hotplug")

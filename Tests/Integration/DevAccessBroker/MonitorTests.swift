@@ -9,7 +9,7 @@ import DevAccessSystem
 /// the current state before any change, and without devaccessd it says so and exits 69. A
 /// real devaccessd with two declared cameras whose nodes anyone may open (so the nodes alone
 /// would say authorized), real users; a declared node removed or made again is devaccessd's
-/// hotplug (inotify: a test host has no udevd; Tests/VM's hotplug scenario runs udev's).
+/// hotplug (inotify: a test host has no udevd; Tests/UseCase/VM's hotplug scenario runs udev's).
 @Suite(.serialized, .enabled(if: isRoot, "starts devaccessd as root, makes nodes and users"))
 struct MonitorTests {
     final class Setup {

@@ -4,7 +4,7 @@
 # read-only, runs the freshly built devaccess inside against the guest's real
 # devices, and asserts on the recorded results here on the host.
 #
-# Usage: Tests/VM/run-scenarios.sh [--bin PATH] [--timeout SECONDS] [--verbose] [--list] [SCENARIO...]
+# Usage: Tests/UseCase/VM/run-scenarios.sh [--bin PATH] [--timeout SECONDS] [--verbose] [--list] [SCENARIO...]
 #   --bin PATH   devaccess binary to test (default .build/debug/devaccess)
 #   --timeout S  kill a VM after S seconds and fail its scenario (default 240)
 #   --verbose    print passing expectations too, not only failures
@@ -12,7 +12,7 @@
 set -euo pipefail
 
 vm_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-tree=$(cd "$vm_dir/../.." && pwd)
+tree=$(cd "$vm_dir/../../.." && pwd)
 cache=${DEVACCESS_VM_CACHE:-$vm_dir/cache}
 bin=$tree/.build/debug/devaccess
 boot_timeout=240
@@ -55,7 +55,7 @@ done
 ((EUID == 0)) || die "must run as root (the VM shares the host's / and loads modules in the guest)"
 for tool in qemu-system-x86_64 python3 timeout; do
   command -v "$tool" >/dev/null \
-    || die "missing '$tool': apt-get install \$(grep -v '^#' Tests/VM/packages.txt)"
+    || die "missing '$tool': apt-get install \$(grep -v '^#' Tests/UseCase/VM/packages.txt)"
 done
 # The guest reaches the binary through the host's root, so it needs an absolute path.
 bin=$(realpath -m "$bin")

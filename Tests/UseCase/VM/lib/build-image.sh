@@ -18,7 +18,7 @@ runtime_modules=(vivid snd-dummy snd-aloop snd-pcsp)  # snd-pcsp: a playback-onl
 early_modules=(virtio_pci 9pnet_virtio 9p overlay)
 
 for tool in apt-cache apt-get dpkg-deb dpkg-query depmod modprobe cpio gzip sha256sum python3; do
-  command -v "$tool" >/dev/null || die "missing '$tool': install the packages in Tests/VM/packages.txt"
+  command -v "$tool" >/dev/null || die "missing '$tool': install the packages in Tests/UseCase/VM/packages.txt"
 done
 # busybox-static's binary runs in the initramfs without any shared library.
 busybox_bin=/bin/busybox

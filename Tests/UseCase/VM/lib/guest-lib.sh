@@ -89,7 +89,7 @@ probe_opens() {
   local user=$1 p=$2
   shift 2
   timeout 60 setpriv --reuid="$user" --regid="$user" --init-groups -- \
-    bash "$VM_TREE/Tests/VM/lib/probe-opens.sh" "$@" >>"$OUT/$p-opens.tsv" 2>>"$OUT/$p-opens.err" \
+    bash "$VM_TREE/Tests/UseCase/VM/lib/probe-opens.sh" "$@" >>"$OUT/$p-opens.tsv" 2>>"$OUT/$p-opens.err" \
     || log "probe-opens as $user failed (exit $?)"
 }
 

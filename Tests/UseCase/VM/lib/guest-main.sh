@@ -10,8 +10,8 @@ export HOME=/root LC_ALL=C.UTF-8 TERM=dumb
 OUT=/run/vm/out
 mkdir -p "$OUT"
 
-# shellcheck source=Tests/VM/lib/guest-lib.sh
-. "$VM_TREE/Tests/VM/lib/guest-lib.sh"
+# shellcheck source=Tests/UseCase/VM/lib/guest-lib.sh
+. "$VM_TREE/Tests/UseCase/VM/lib/guest-lib.sh"
 trap 'vm_finish $?' EXIT
 
 uptime_s >"$OUT/boot-uptime"
@@ -36,7 +36,7 @@ udevadm settle --timeout=60
 uptime_s >"$OUT/udev-ready-uptime"
 log "udevd ready"
 
-scenario=$VM_TREE/Tests/VM/scenarios/$VM_SCENARIO.sh
+scenario=$VM_TREE/Tests/UseCase/VM/scenarios/$VM_SCENARIO.sh
 [[ -f $scenario ]] || { log "no scenario file $scenario"; exit 70; }
 # shellcheck source=/dev/null
 . "$scenario"

@@ -10,7 +10,7 @@
 #   C  out of the groups, ACL u:vmuser:rw on the first camera and
 #      on card 0's capture PCM + control                         -> limited
 #   D  ACL on every camera node                                   -> camera authorized
-# Checked by check_access in Tests/VM/lib/check.py.
+# Checked by check_access in Tests/UseCase/VM/lib/check.py.
 load_drivers n_devs=2 multiplanar=1,2
 record_inventory inv
 make_user vmuser

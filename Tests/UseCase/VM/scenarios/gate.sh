@@ -6,7 +6,7 @@
 # Then the opt-in 72-devaccess-deny-by-default.rules is installed and applied
 # (reload, trigger, settle): capture nodes lose uaccess, playback and control
 # nodes keep it (udevadm info), and status and doctor say the rules are in
-# force. Checked by check_gate in Tests/VM/lib/check.py.
+# force. Checked by check_gate in Tests/UseCase/VM/lib/check.py.
 load_drivers n_devs=1
 # In group video from the start: a usermod right after useradd once failed to
 # lock /etc/group in the guest (CI, a fresh clone), ending the scenario early.

@@ -15,7 +15,7 @@
 #      out; reconcile afterwards has nothing to change
 #   s6 deny camera, then vmuser joins group video            -> denied + drift
 #   s7 audit --verify
-# Checked by check_grant in Tests/VM/lib/check.py.
+# Checked by check_grant in Tests/UseCase/VM/lib/check.py.
 STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 U=vmuser

@@ -5,7 +5,7 @@
 # lib/replug-watch.py times, for the capture node's add, the node's appearance, the
 # kernel's uevent, udevd's event (its rules done) and the moment vmuser's entry is on the
 # node. devaccessd's own log says what each event's run did and took.
-# Checked by check_hotplug_acl in Tests/VM/lib/check.py.
+# Checked by check_hotplug_acl in Tests/UseCase/VM/lib/check.py.
 STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf
@@ -25,7 +25,7 @@ uid=$(id -u "$U")
 
 for ((r = 1; r <= ROUNDS; r++)); do
   mark "replug-$r"
-  /usr/bin/python3 "$VM_TREE/Tests/VM/lib/replug-watch.py" "$cam" "$uid" "$OUT/replug-$r.json" \
+  /usr/bin/python3 "$VM_TREE/Tests/UseCase/VM/lib/replug-watch.py" "$cam" "$uid" "$OUT/replug-$r.json" \
     >"$OUT/replug-$r.watch" 2>&1 &
   watch=$!
   for _ in $(seq 1 100); do grep -q listening "$OUT/replug-$r.watch" 2>/dev/null && break; sleep 0.1; done

@@ -7,7 +7,7 @@
 # with a standing denial of camera recorded by devaccessd: its status comes from devaccessd,
 # and must say denied in the snapshot and after every camera event.
 # Both monitors print a snapshot (one line per device) before any event.
-# Checked by check_hotplug in Tests/VM/lib/check.py.
+# Checked by check_hotplug in Tests/UseCase/VM/lib/check.py.
 STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf

@@ -15,7 +15,7 @@
 #      nothing recorded for it
 #   r6 a strict camera run's program starts a nested microphone run: devaccessd refuses it
 #      (exit 77, names --strict); no microphone grant or run is recorded for it
-# Checked by check_run in Tests/VM/lib/check.py.
+# Checked by check_run in Tests/UseCase/VM/lib/check.py.
 STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf

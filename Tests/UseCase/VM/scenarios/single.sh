@@ -2,7 +2,7 @@
 # vivid with one instance, snd-dummy, snd-aloop and the playback-only PC
 # speaker (snd-pcsp): which nodes are cameras and microphones, the udev rules'
 # tags (with the opt-in deny-by-default rules too), and status for root and for
-# a fresh unprivileged user. Checked by check_single in Tests/VM/lib/check.py.
+# a fresh unprivileged user. Checked by check_single in Tests/UseCase/VM/lib/check.py.
 cp "$VM_TREE/udev-rules/72-devaccess-deny-by-default.rules" /etc/udev/rules.d/
 udevadm control --reload
 load_drivers n_devs=1

@@ -13,7 +13,7 @@
 #   p3 vivid replugged multi-planar (multiplanar=2): libv4l2's mplane plugin printf()s
 #      "Using mplane plugin for capture" to stdout. Written to a file, the line is on
 #      snapshot's stdout; with `-` the PPM is on stdout intact and the line on stderr
-# Checked by check_snapshot in Tests/VM/lib/check.py.
+# Checked by check_snapshot in Tests/UseCase/VM/lib/check.py.
 STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf

@@ -6,7 +6,7 @@
 # rounds interleaved, all as root (so the tools open every node, as devaccess's probe
 # does); `devaccess --version` and /bin/true as the start-up floor. One line per run in
 # status-time.tsv: round, what, ms, exit code. Checked (exit codes only, times reported)
-# by check_status_time in Tests/VM/lib/check.py.
+# by check_status_time in Tests/UseCase/VM/lib/check.py.
 STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf

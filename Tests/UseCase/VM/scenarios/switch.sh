@@ -16,7 +16,7 @@
 #   s6 `switch camera on`: the fresh node gets what was saved for that path and device number
 #      (s0's access, swacl's entry included), all three open
 # The capture PCM opens for swvideo throughout and its access never changes.
-# Checked by check_switch in Tests/VM/lib/check.py.
+# Checked by check_switch in Tests/UseCase/VM/lib/check.py.
 STATE=/run/devaccess-test
 SOCK=/run/devaccess-vm/broker.sock
 CONF=/run/devaccess-conf
