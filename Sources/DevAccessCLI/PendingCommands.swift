@@ -28,13 +28,8 @@ enum PendingCommand: Command {
         if let extra = arguments.positionals.first {
             throw UsageError(message: "unexpected argument '\(extra)'", command: spec.name)
         }
-        let path = try BrokerOptions.socketPath(arguments, command: spec.name)
-        let list: PendingListReply
-        do {
-            list = try BrokerSession(socketPath: path, timeout: .seconds(30)).pending()
-        } catch {
-            throw RequestCommand.failure(error)
-        }
+        let interface = try AdminAccess.interface(arguments, command: spec.name)
+        let list = try await ResolveCommand.call(spec.name) { () throws(InterfaceError) in try await interface.pending() }
         if arguments.has("json") {
             console.out(try JSONOutput.encode(PendingDocument(requests: list.requests.map(PendingItemDocument.init))))
             return .success
@@ -112,7 +107,7 @@ enum ResolveCommand {
                 """)
     }
 
-    static func run(_ arguments: ParsedArguments, console: Console, approve: Bool) throws -> ExitCode {
+    static func run(_ arguments: ParsedArguments, console: Console, approve: Bool) async throws -> ExitCode {
         let name = approve ? "approve" : "reject"
         guard arguments.positionals.count == 1, let text = arguments.positionals.first else {
             throw UsageError(message: arguments.positionals.isEmpty ? "missing ID (see 'devaccess pending')"
@@ -127,13 +122,10 @@ enum ResolveCommand {
             throw UsageError(message: "'--reason' is longer than 1024 bytes", command: name)
         }
         let scope = approve ? try RequestCommand.requestedScope(arguments) : nil
-        let path = try BrokerOptions.socketPath(arguments, command: name)
-        let resolved: ResolvedReply
-        do {
-            resolved = try BrokerSession(socketPath: path, timeout: .seconds(60)).resolve(
-                id, approve: approve, reason: reason, scope: scope, deny: !approve && arguments.has("deny"))
-        } catch {
-            throw RequestCommand.failure(error)
+        let interface = try AdminAccess.interface(arguments, command: name)
+        let action = PendingAction(pending: id, reason: reason, scope: scope, deny: !approve && arguments.has("deny"))
+        let resolved = try await call(name) { () throws(InterfaceError) in
+            approve ? try await interface.approve(action) : try await interface.reject(action)
         }
         // What the verdict gives each permission; one that did not get it (the policy forbids
         // it by now, a 'once' with no process to last for) is said and sets the exit code.
@@ -156,6 +148,24 @@ enum ResolveCommand {
         return exitCode(first.outcome)
     }
 
+    /// Runs one queue operation, with the queue's documented exit codes: 64 for a request
+    /// that is not waiting (unknown or resolved already), 77 refused, 69 devaccessd not
+    /// reached; any other failure 1.
+    static func call<R>(_ command: String, _ body: () async throws(InterfaceError) -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch {
+            switch error {
+            case .notFound(let text): throw CommandFailure(message: text, code: .usage)
+            case .refused, .brokerBusy: throw AdminAccess.failure(error, command: command)
+            case .unreachable(let text):
+                throw CommandFailure(message: "\(text); \(DaemonStart.advice()); nothing was requested",
+                                     code: .brokerUnreachable)
+            default: throw CommandFailure(message: error.description)
+            }
+        }
+    }
+
     /// The exit code of a permission the verdict did not give, as `request` exits with the
     /// status it leaves: 5 restricted, 4 no decision, 3 denied, 6 unavailable.
     static func exitCode(_ outcome: RequestOutcome) -> ExitCode {
@@ -173,7 +183,7 @@ enum ApproveCommand: Command {
     static let spec = ResolveCommand.spec(approve: true)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
-        try ResolveCommand.run(arguments, console: console, approve: true)
+        try await ResolveCommand.run(arguments, console: console, approve: true)
     }
 }
 
@@ -181,7 +191,7 @@ enum RejectCommand: Command {
     static let spec = ResolveCommand.spec(approve: false)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
-        try ResolveCommand.run(arguments, console: console, approve: false)
+        try await ResolveCommand.run(arguments, console: console, approve: false)
     }
 }
 
