@@ -14,7 +14,7 @@ enum PendingCommand: Command {
         name: "pending",
         abstract: "List the requests waiting for an administrator's approval (yours; all for an admin).",
         usage: "devaccess pending [--json] [--socket PATH]",
-        options: [CommonOptions.json, BrokerOptions.socket],
+        options: [CommonOptions.json] + AdminAccess.options,
         discussion: """
         Asks devaccessd (exit 69 when it cannot be reached): root and members of
         devaccess-admin see every waiting request, anyone else their own (which
@@ -22,13 +22,14 @@ enum PendingCommand: Command {
         approve ID' and 'reject ID'), the
         user and program the kernel identified, the permissions, the term asked for
         ('default': the policy's Keep=, else one use), when, and the reason given.
+        \(ResolveCommand.offlineHelp)
         """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         if let extra = arguments.positionals.first {
             throw UsageError(message: "unexpected argument '\(extra)'", command: spec.name)
         }
-        let interface = try AdminAccess.interface(arguments, command: spec.name)
+        let interface = try AdminAccess.interface(arguments, command: spec.name, readOnly: true)
         let list = try await ResolveCommand.call(spec.name) { () throws(InterfaceError) in try await interface.pending() }
         if arguments.has("json") {
             console.out(try JSONOutput.encode(PendingDocument(requests: list.requests.map(PendingItemDocument.init))))
@@ -71,6 +72,12 @@ enum ResolveCommand {
     static let deny = OptionSpec(long: "deny", short: nil, value: nil,
                                  help: "Record a denial (stays until 'devaccess reset'), not just decline this request.")
 
+    /// The queue without devaccessd: root's repair mode, as for the other admin commands.
+    static let offlineHelp = """
+        With --offline (root only, devaccessd stopped) devaccess does it itself under the
+        engine lock; nobody is waiting to be told then (exit 75 while devaccessd answers).
+        """
+
     static func spec(approve: Bool) -> CommandSpec {
         CommandSpec(
             name: approve ? "approve" : "reject",
@@ -78,9 +85,9 @@ enum ResolveCommand {
                 : "Decline a pending request, or deny what it asks for (root or devaccess-admin).",
             usage: approve ? "devaccess approve ID [--once | --for DURATION | --always] [--reason TEXT] [--json] [--socket PATH]"
                 : "devaccess reject ID [--deny] [--reason TEXT] [--json] [--socket PATH]",
-            options: approve ? [RequestCommand.once, RequestCommand.forDuration, RequestCommand.always, note,
-                                CommonOptions.json, BrokerOptions.socket]
-                : [deny, note, CommonOptions.json, BrokerOptions.socket],
+            options: (approve ? [RequestCommand.once, RequestCommand.forDuration, RequestCommand.always, note,
+                                 CommonOptions.json]
+                : [deny, note, CommonOptions.json]) + AdminAccess.options,
             discussion: approve
                 ? """
                 ID is from 'devaccess pending'. Each permission is granted as your decision
@@ -95,6 +102,7 @@ enum ResolveCommand {
                 'once' with no process to last for); 1 an error (the message says what was
                 recorded); 64 unknown or already resolved ID; 77 not root or
                 devaccess-admin (recorded as refused); 69 devaccessd unreachable.
+                \(offlineHelp)
                 """
                 : """
                 ID is from 'devaccess pending'. Without --deny the request is declined: no
@@ -104,6 +112,7 @@ enum ResolveCommand {
                 not asked again. A requester waiting with --wait is answered. Exit 0; 64
                 unknown or already resolved ID; 77 not root or devaccess-admin (recorded as
                 refused); 69 devaccessd unreachable.
+                \(offlineHelp)
                 """)
     }
 
@@ -157,10 +166,7 @@ enum ResolveCommand {
         } catch {
             switch error {
             case .notFound(let text): throw CommandFailure(message: text, code: .usage)
-            case .refused, .brokerBusy: throw AdminAccess.failure(error, command: command)
-            case .unreachable(let text):
-                throw CommandFailure(message: "\(text); \(DaemonStart.advice()); nothing was requested",
-                                     code: .brokerUnreachable)
+            case .refused, .brokerBusy, .unreachable: throw AdminAccess.failure(error, command: command)
             default: throw CommandFailure(message: error.description)
             }
         }
