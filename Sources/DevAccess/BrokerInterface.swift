@@ -39,6 +39,32 @@ import DevAccessProtocol
         try perform(.withdraw(action))
     }
 
+    public func pending() async throws(InterfaceError) -> PendingListReply {
+        do {
+            return try BrokerSession(socketPath: socketPath, timeout: timeout).pending()
+        } catch {
+            throw InterfaceError(error)
+        }
+    }
+
+    public func approve(_ action: PendingAction) async throws(InterfaceError) -> ResolvedReply {
+        try resolve(action, approve: true)
+    }
+
+    public func reject(_ action: PendingAction) async throws(InterfaceError) -> ResolvedReply {
+        try resolve(action, approve: false)
+    }
+
+    /// `approve` and `reject` are their own wire messages, answered `resolved`.
+    private func resolve(_ action: PendingAction, approve: Bool) throws(InterfaceError) -> ResolvedReply {
+        do {
+            return try BrokerSession(socketPath: socketPath, timeout: timeout).resolve(
+                action.pending, approve: approve, reason: action.reason, scope: action.scope, deny: action.deny)
+        } catch {
+            throw InterfaceError(error)
+        }
+    }
+
     public func verifyAudit(_ query: AuditVerifyQuery) async throws(InterfaceError) -> AuditVerifyDocument {
         try perform(.auditVerify(query))
     }

@@ -14,7 +14,7 @@ enum PendingCommand: Command {
         name: "pending",
         abstract: "List the requests waiting for an administrator's approval (yours; all for an admin).",
         usage: "devaccess pending [--json] [--socket PATH]",
-        options: [CommonOptions.json, BrokerOptions.socket],
+        options: [CommonOptions.json] + AdminAccess.options,
         discussion: """
         Asks devaccessd (exit 69 when it cannot be reached): root and members of
         devaccess-admin see every waiting request, anyone else their own (which
@@ -22,19 +22,15 @@ enum PendingCommand: Command {
         approve ID' and 'reject ID'), the
         user and program the kernel identified, the permissions, the term asked for
         ('default': the policy's Keep=, else one use), when, and the reason given.
+        \(ResolveCommand.offlineHelp)
         """)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         if let extra = arguments.positionals.first {
             throw UsageError(message: "unexpected argument '\(extra)'", command: spec.name)
         }
-        let path = try BrokerOptions.socketPath(arguments, command: spec.name)
-        let list: PendingListReply
-        do {
-            list = try BrokerSession(socketPath: path, timeout: .seconds(30)).pending()
-        } catch {
-            throw RequestCommand.failure(error)
-        }
+        let interface = try AdminAccess.interface(arguments, command: spec.name, readOnly: true)
+        let list = try await ResolveCommand.call(spec.name) { () throws(InterfaceError) in try await interface.pending() }
         if arguments.has("json") {
             console.out(try JSONOutput.encode(PendingDocument(requests: list.requests.map(PendingItemDocument.init))))
             return .success
@@ -76,6 +72,12 @@ enum ResolveCommand {
     static let deny = OptionSpec(long: "deny", short: nil, value: nil,
                                  help: "Record a denial (stays until 'devaccess reset'), not just decline this request.")
 
+    /// The queue without devaccessd: root's repair mode, as for the other admin commands.
+    static let offlineHelp = """
+        With --offline (root only, devaccessd stopped) devaccess does it itself under the
+        engine lock; nobody is waiting to be told then (exit 75 while devaccessd answers).
+        """
+
     static func spec(approve: Bool) -> CommandSpec {
         CommandSpec(
             name: approve ? "approve" : "reject",
@@ -83,9 +85,9 @@ enum ResolveCommand {
                 : "Decline a pending request, or deny what it asks for (root or devaccess-admin).",
             usage: approve ? "devaccess approve ID [--once | --for DURATION | --always] [--reason TEXT] [--json] [--socket PATH]"
                 : "devaccess reject ID [--deny] [--reason TEXT] [--json] [--socket PATH]",
-            options: approve ? [RequestCommand.once, RequestCommand.forDuration, RequestCommand.always, note,
-                                CommonOptions.json, BrokerOptions.socket]
-                : [deny, note, CommonOptions.json, BrokerOptions.socket],
+            options: (approve ? [RequestCommand.once, RequestCommand.forDuration, RequestCommand.always, note,
+                                 CommonOptions.json]
+                : [deny, note, CommonOptions.json]) + AdminAccess.options,
             discussion: approve
                 ? """
                 ID is from 'devaccess pending'. Each permission is granted as your decision
@@ -100,6 +102,7 @@ enum ResolveCommand {
                 'once' with no process to last for); 1 an error (the message says what was
                 recorded); 64 unknown or already resolved ID; 77 not root or
                 devaccess-admin (recorded as refused); 69 devaccessd unreachable.
+                \(offlineHelp)
                 """
                 : """
                 ID is from 'devaccess pending'. Without --deny the request is declined: no
@@ -109,10 +112,11 @@ enum ResolveCommand {
                 not asked again. A requester waiting with --wait is answered. Exit 0; 64
                 unknown or already resolved ID; 77 not root or devaccess-admin (recorded as
                 refused); 69 devaccessd unreachable.
+                \(offlineHelp)
                 """)
     }
 
-    static func run(_ arguments: ParsedArguments, console: Console, approve: Bool) throws -> ExitCode {
+    static func run(_ arguments: ParsedArguments, console: Console, approve: Bool) async throws -> ExitCode {
         let name = approve ? "approve" : "reject"
         guard arguments.positionals.count == 1, let text = arguments.positionals.first else {
             throw UsageError(message: arguments.positionals.isEmpty ? "missing ID (see 'devaccess pending')"
@@ -127,13 +131,10 @@ enum ResolveCommand {
             throw UsageError(message: "'--reason' is longer than 1024 bytes", command: name)
         }
         let scope = approve ? try RequestCommand.requestedScope(arguments) : nil
-        let path = try BrokerOptions.socketPath(arguments, command: name)
-        let resolved: ResolvedReply
-        do {
-            resolved = try BrokerSession(socketPath: path, timeout: .seconds(60)).resolve(
-                id, approve: approve, reason: reason, scope: scope, deny: !approve && arguments.has("deny"))
-        } catch {
-            throw RequestCommand.failure(error)
+        let interface = try AdminAccess.interface(arguments, command: name)
+        let action = PendingAction(pending: id, reason: reason, scope: scope, deny: !approve && arguments.has("deny"))
+        let resolved = try await call(name) { () throws(InterfaceError) in
+            approve ? try await interface.approve(action) : try await interface.reject(action)
         }
         // What the verdict gives each permission; one that did not get it (the policy forbids
         // it by now, a 'once' with no process to last for) is said and sets the exit code.
@@ -156,6 +157,21 @@ enum ResolveCommand {
         return exitCode(first.outcome)
     }
 
+    /// Runs one queue operation, with the queue's documented exit codes: 64 for a request
+    /// that is not waiting (unknown or resolved already), 77 refused, 69 devaccessd not
+    /// reached; any other failure 1.
+    static func call<R>(_ command: String, _ body: () async throws(InterfaceError) -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch {
+            switch error {
+            case .notFound(let text): throw CommandFailure(message: text, code: .usage)
+            case .refused, .brokerBusy, .unreachable: throw AdminAccess.failure(error, command: command)
+            default: throw CommandFailure(message: error.description)
+            }
+        }
+    }
+
     /// The exit code of a permission the verdict did not give, as `request` exits with the
     /// status it leaves: 5 restricted, 4 no decision, 3 denied, 6 unavailable.
     static func exitCode(_ outcome: RequestOutcome) -> ExitCode {
@@ -173,7 +189,7 @@ enum ApproveCommand: Command {
     static let spec = ResolveCommand.spec(approve: true)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
-        try ResolveCommand.run(arguments, console: console, approve: true)
+        try await ResolveCommand.run(arguments, console: console, approve: true)
     }
 }
 
@@ -181,7 +197,7 @@ enum RejectCommand: Command {
     static let spec = ResolveCommand.spec(approve: false)
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
-        try ResolveCommand.run(arguments, console: console, approve: false)
+        try await ResolveCommand.run(arguments, console: console, approve: false)
     }
 }
 

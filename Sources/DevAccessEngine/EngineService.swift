@@ -21,11 +21,16 @@ public struct EngineService: DevAccessInterface {
     public let caller: Caller
     public let runner: any EngineRunner
     public var clock: @Sendable () -> Date
+    /// The policy an approval is planned under, as read when it came in (devaccessd's kept
+    /// one); nil: the engine's own, read when the approval takes its turn (`--offline`).
+    public var policy: PolicyReading?
 
-    public init(caller: Caller, runner: any EngineRunner, clock: @escaping @Sendable () -> Date = { Date() }) {
+    public init(caller: Caller, runner: any EngineRunner, clock: @escaping @Sendable () -> Date = { Date() },
+                policy: PolicyReading? = nil) {
         self.caller = caller
         self.runner = runner
         self.clock = clock
+        self.policy = policy
     }
 
     // MARK: Decisions
@@ -426,7 +431,7 @@ public struct EngineService: DevAccessInterface {
     }
 
     /// The judge's `administer` verdict, as this operation's refusal: nothing is done.
-    private func requireAdmin(_ operation: String, _ what: String, unless allowed: Bool = false) throws(InterfaceError) {
+    func requireAdmin(_ operation: String, _ what: String, unless allowed: Bool = false) throws(InterfaceError) {
         guard !allowed, case .refused(let reason) = caller.judged(.administer) else { return }
         if caller.run?.strict == true {
             throw .refused(operation: operation, reason: "\(caller.principal) may not \(what): \(reason)")

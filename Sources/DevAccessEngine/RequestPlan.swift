@@ -271,3 +271,17 @@ extension RequestPlan {
         return level >= location.asked
     }
 }
+
+extension RequestPlan {
+    /// How many allow grants the user namespaces of person `accountable` hold, when this
+    /// request of one of its subordinate uids may grant and they hold `limit` already; nil
+    /// when it may grant. Root, administrators and a person's own uid are not counted.
+    public func subordinateGrantsOver(_ grants: [Grant], caller: Caller, accountable: UInt32, limit: Int) -> Int? {
+        guard mayGrant, accountable != caller.uid, !caller.isUnlimited else { return nil }
+        let held = grants.filter { grant in
+            grant.decision == .allow && grant.subject.uid != accountable
+                && SubordinateIDs.accountable(grant.subject.uid) == accountable
+        }.count
+        return held >= limit ? held : nil
+    }
+}

@@ -25,6 +25,14 @@ public protocol DevAccessInterface: Sendable {
     func reconcile() async throws(InterfaceError) -> EnforcementDocument
     /// Take back a pending request (its requester; admin: anyone's).
     func withdraw(_ action: PendingAction) async throws(InterfaceError) -> WithdrawDocument
+
+    // The approval queue (policy auth_admin).
+    /// The requests waiting for an administrator (admin: everyone's; others: their own).
+    func pending() async throws(InterfaceError) -> PendingListReply
+    /// Grant what a pending request asks for, for the term chosen or asked (admin).
+    func approve(_ action: PendingAction) async throws(InterfaceError) -> ResolvedReply
+    /// Decline a pending request, or with `deny` record a denial of what it asks for (admin).
+    func reject(_ action: PendingAction) async throws(InterfaceError) -> ResolvedReply
     /// Check the audit trail's hash chain, and an archive file's with its link to the
     /// ledger (admin; an archive outside the state directory: root).
     func verifyAudit(_ query: AuditVerifyQuery) async throws(InterfaceError) -> AuditVerifyDocument

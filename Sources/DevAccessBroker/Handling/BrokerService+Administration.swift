@@ -16,7 +16,8 @@ extension BrokerService {
         let caller = caller(of: peer)
         switch request {
         case .revoke, .reset, .withdraw:
-            if let refusal = overChangeBudget(request.type, id: id, peer: peer, subject: Self.subject(of: request)) {
+            if let refusal = overChangeBudget(request.type, id: id, peer: peer, caller: caller,
+                                              subject: Self.subject(of: request)) {
                 return refusal
             }
         default:
@@ -42,7 +43,7 @@ extension BrokerService {
             }
             log.info("served", ["operation": request.type, "uid": String(peer.uid), "pid": String(peer.pid)])
             switch request {
-            case .revoke, .reset, .withdraw: chargeChange(peer)
+            case .revoke, .reset, .withdraw: chargeChange(peer, caller: caller)
             default: break
             }
             return .result(OperationResult(operation: request.type, document: try Self.json(document)))

@@ -46,19 +46,19 @@ extension BrokerService {
     }
 
     /// `run` from a strict run: refused (audited); nil when the judge lets it start.
-    func judgedRun(_ order: RunOrder, id: Int64, peer: Peer) -> Reply? {
+    func judgedRun(_ order: RunOrder, id: Int64, peer: Peer, caller: Caller) -> Reply? {
         let subject = Principal(uid: peer.uid, name: UserDatabase.userName(peer.uid) ?? String(peer.uid))
         guard case .failure(let refusal) = judged(.run(order.permissions, strict: order.strict), operation: "run",
-                                                  id: id, peer: peer, caller: caller(of: peer), subject: subject)
+                                                  id: id, peer: peer, caller: caller, subject: subject)
         else { return nil }
         return refusal.reply
     }
 
     /// Who asks a request, as the judge sees it: a strict run asks for nothing it was not
     /// given; a run's request is its program's.
-    func judgedRequester(_ request: AccessRequest, requester: Requester, id: Int64, peer: Peer,
+    func judgedRequester(_ request: AccessRequest, requester: Requester, id: Int64, peer: Peer, caller: Caller,
                          subject: Principal) async -> Result<Requester, ReplyFailure> {
-        let caller = await withRunLevel(caller(of: peer), subject: subject)
+        let caller = await withRunLevel(caller, subject: subject)
         let asked = request.permissions.contains(.location) ? request.accuracy ?? .exact : nil
         switch judged(.request(request.permissions, accuracy: asked), operation: "request", id: id, peer: peer,
                       caller: caller, subject: subject) {

@@ -32,6 +32,9 @@ enum PromptEnd: Sendable {
 /// What one request is about, for the steps of its conversation.
 struct RequestContext: Sendable {
     let request: AccessRequest
+    /// Who asks, identified once from the kernel's credentials (`Caller`): the engine's
+    /// table judges it, and its standing says whether per-user limits hold it.
+    let caller: Caller
     /// The request's id on the wire, in every audit event of the request.
     let wireID: Int64
     let peer: Peer
@@ -72,6 +75,7 @@ extension BrokerService {
         var asking = connected
         asking.ancestry = ProcFile.ancestry(of: connected.pid)
         let peer = asking
+        let caller = caller(of: peer)
         let user = identity(of: peer)
         let (reports, read, policy): ([AdapterReport], DecisionRead, Policy)
         switch await requestInputs(request.permissions) {
@@ -81,12 +85,13 @@ extension BrokerService {
         let before = statuses(for: user, reports: reports, read: read)
         let requester: Requester
         switch await judgedRequester(request, requester: Requester.identify(peer, cliPaths: settings.cliPaths),
-                                     id: envelope.id, peer: peer, subject: Principal(uid: user.uid, name: user.name)) {
+                                     id: envelope.id, peer: peer, caller: caller,
+                                     subject: Principal(uid: user.uid, name: user.name)) {
         case .success(let judged): requester = judged
         case .failure(let refusal): return refusal.reply
         }
         let context = requestContext(request, requester: requester, policy: policy, reports: reports, id: envelope.id,
-                                     peer: peer, user: user, exchange: exchange)
+                                     peer: peer, caller: caller, user: user, exchange: exchange)
         let standing = Decisions(active: read.grants.filter { $0.subject.uid == user.uid })
         defer { flushAudit(context) }
         // 1. What is answered at once, and who decides the rest.
@@ -124,9 +129,10 @@ extension BrokerService {
     /// What the request is about, for its steps: the process a `once` grant lasts for, the
     /// location level asked and the level the policy lets it have.
     func requestContext(_ request: AccessRequest, requester: Requester, policy: Policy, reports: [AdapterReport],
-                        id: Int64, peer: Peer, user: UserIdentity, exchange: Exchange?) -> RequestContext {
+                        id: Int64, peer: Peer, caller: Caller, user: UserIdentity, exchange: Exchange?) -> RequestContext {
         let asked = RequestHolder.find(peer, requester: requester)
-        var context = RequestContext(request: request, wireID: id, peer: peer, requester: requester, user: user,
+        var context = RequestContext(request: request, caller: caller, wireID: id, peer: peer, requester: requester,
+                                     user: user,
                                      exchange: exchange, devices: Self.promptDevices(reports), holder: asked?.holder,
                                      holderName: asked?.name)
         if request.permissions.contains(.location) {
@@ -178,14 +184,14 @@ extension BrokerService {
         let peer = context.peer
         var heldSlots: [UserSlots] = []
         if plan.asksSomeone {
-            guard take(openPrompts, for: peer, into: &heldSlots) else {
+            guard take(openPrompts, for: peer, unlimited: context.caller.isUnlimited, into: &heldSlots) else {
                 return .failure(ReplyFailure(refuse("request", id: context.wireID, peer: peer, subject: context.subject,
                     reason: "\(describe(peer)) has \(openPrompts.limit) open prompts already, the most one user "
                         + "may; answer or end one and try again; nothing was asked or recorded", code: .busy)))
             }
         }
         if context.request.wait && context.exchange != nil && plan.byAction[.authAdmin] != nil {
-            guard take(waitingClients, for: peer, into: &heldSlots) else {
+            guard take(waitingClients, for: peer, unlimited: context.caller.isUnlimited, into: &heldSlots) else {
                 let refusal = refuse("request", id: context.wireID, peer: peer, subject: context.subject,
                     reason: "\(describe(peer)) has \(waitingClients.limit) clients waiting for an administrator "
                         + "already, the most one user may; 'devaccess pending' lists your requests; nothing "
@@ -201,12 +207,8 @@ extension BrokerService {
     /// when the request may grant.
     func subordinateGrantsRefusal(_ plan: RequestPlan, context: RequestContext, grants: [Grant]) -> Reply? {
         let peer = context.peer
-        guard plan.mayGrant, peer.accountable != peer.uid, !isUnlimited(peer) else { return nil }
-        let held = grants.filter { grant in
-            grant.decision == .allow && grant.subject.uid != peer.accountable
-                && SubordinateIDs.accountable(grant.subject.uid) == peer.accountable
-        }.count
-        guard held >= settings.maxSubordinateGrantsPerPerson else { return nil }
+        guard let held = plan.subordinateGrantsOver(grants, caller: context.caller, accountable: peer.accountable,
+                                                    limit: settings.maxSubordinateGrantsPerPerson) else { return nil }
         return refuse("request", id: context.wireID, peer: peer, subject: context.subject,
                       reason: "\(describe(peer)) is a uid of a user namespace of uid \(peer.accountable), whose "
                           + "namespaces hold \(held) grants already, the most one person's may; 'devaccess revoke' "
@@ -218,7 +220,7 @@ extension BrokerService {
     /// queued (an unreadable queue must not read as an empty one).
     func adminQueueRefusal(_ plan: RequestPlan, context: RequestContext, ledger: Ledger) -> Reply? {
         let peer = context.peer
-        guard let forAdmin = plan.byAction[.authAdmin], !isUnlimited(peer) else { return nil }
+        guard let forAdmin = plan.byAction[.authAdmin], !context.caller.isUnlimited else { return nil }
         let waiting: [PendingRequest]
         do throws(LedgerError) {
             waiting = try ledger.pendingRequests(uid: nil)
@@ -230,11 +232,9 @@ extension BrokerService {
                           reason: "the requests waiting for an administrator cannot be read (\(error.description)); "
                               + "nothing was asked or queued", code: code)
         }
-        let queuesNew = forAdmin.contains { permission in
-            !waiting.contains { $0.subject.uid == context.user.uid && RequestPlan.covers($0, permission, location: context.location) }
-        }
-        let theirs = waiting.filter { SubordinateIDs.accountable($0.subject.uid) == peer.accountable }.count
-        guard queuesNew && theirs >= settings.maxQueuedPerPerson else { return nil }
+        guard let theirs = QueuePlan.overLimit(forAdmin, waiting: waiting, uid: context.user.uid,
+                                               accountable: peer.accountable, location: context.location,
+                                               limit: settings.maxQueuedPerPerson) else { return nil }
         return refuse("request", id: context.wireID, peer: peer, subject: context.subject,
                       reason: "\(describe(peer)) has \(theirs) requests waiting for an administrator already "
                           + "(with those of the uids of its user namespaces), the most one person may; "
@@ -249,12 +249,12 @@ extension BrokerService {
         let changesNothing = RequestPlan.changesNothing(plan.byAction, user: context.user, ledger: ledger,
                                                  location: context.location)
         if !changesNothing, let refusal = overChangeBudget("request", id: context.wireID, peer: peer,
-                                                          subject: context.subject) {
+                                                          caller: context.caller, subject: context.subject) {
             return refusal
         }
-        if !changesNothing { chargeChange(peer) }
+        if !changesNothing { chargeChange(peer, caller: context.caller) }
         var details = requestDetails(request, peer: peer, holder: context.holder)
-        if changesNothing, !isUnlimited(peer) {
+        if changesNothing, !context.caller.isUnlimited {
             // Answered without a decision, a prompt or a new queued request: an attempt a
             // user can repeat at will, so written within the user's attempt budget only.
             switch refusals.admit(peer.accountable, cost: 2 * request.permissions.count) {
@@ -287,7 +287,9 @@ extension BrokerService {
         var passwordGroups: [(group: [Permission], instead: String?)] = []
         if let group = plan.byAction[.ask] {
             switch await askConsent(group, context: context, policies: policies, number: &plan.prompts) {
-            case .decided(let decided): plan.grants += Self.named(decided, asked: group, results: &plan.results)
+            case .decided(let decided):
+                plan.results.merge(ConsentPlan.unnamed(decided, asked: group)) { $1 }
+                plan.grants += decided
             case .undecided(let why):
                 plan.ended = why
                 plan.leave(group, undecided: why)
@@ -415,20 +417,20 @@ extension BrokerService {
     }
 
     /// Takes one of the peer's `slots` into `held`; false when the peer holds them all.
-    /// Root and administrators are not limited.
-    func take(_ slots: UserSlots, for peer: Peer, into held: inout [UserSlots]) -> Bool {
+    /// Root and administrators (`unlimited`, `Caller.isUnlimited`) are not limited.
+    func take(_ slots: UserSlots, for peer: Peer, unlimited: Bool, into held: inout [UserSlots]) -> Bool {
         if slots.take(peer.accountable) {
             held.append(slots)
             return true
         }
-        return isUnlimited(peer)
+        return unlimited
     }
 
     /// `ask`: one prompt for the whole group; the answer decides every permission in it.
     func askConsent(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                     number: inout Int64) async -> GroupOutcome {
-        let choices = Self.askChoices(group.map(policies), scope: context.request.scope, holder: context.holderName,
-                                      now: Date().timeIntervalSince1970)
+        let choices = ConsentPlan.askChoices(group.map(policies), scope: context.request.scope,
+                                             holder: context.holderName, now: Date().timeIntervalSince1970)
         number += 1
         flushAudit(context)
         var outcome = ["kind": "ask", "prompt": String(number)]
@@ -453,30 +455,6 @@ extension BrokerService {
         return answered
     }
 
-    /// What an `ask` prompt offers: once; for a time (the request's, else the shortest
-    /// Keep=, under the shortest MaxDuration=); always, where no MaxDuration= applies; deny.
-    static func askChoices(_ policies: [PolicyDecision], scope: GrantTerm?, holder: String?,
-                           now: Double) -> [PromptChoice] {
-        let cap = policies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }.min()
-        var forSeconds: Int64
-        switch scope {
-        case .duration(let seconds)?: forSeconds = seconds
-        // 'always' where MaxDuration= applies: offer the longest time instead, and say so.
-        case .always? where cap != nil: forSeconds = cap ?? GrantTerm.defaultAskSeconds
-        default: forSeconds = policies.compactMap(\.keepSeconds).min() ?? GrantTerm.defaultAskSeconds
-        }
-        if let cap { forSeconds = min(forSeconds, cap) }
-        let once = ResolvedTerm(.once).capped(cap)
-        let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
-        var choices = [PromptChoice(allow: .once, label: "Allow \(once.text(holder: holder))"),
-                       PromptChoice(allow: .duration(seconds: forSeconds),
-                                    label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest), until "
-                                        + HumanTime(now: now).moment(now + Double(forSeconds)))]
-        if cap == nil { choices.append(PromptChoice(allow: .always, label: "Allow always")) }
-        choices.append(PromptChoice(choice: .deny, label: "Deny (remembered: you are not asked again)"))
-        return choices
-    }
-
     /// What the login terminal's answer comes to: what the `prompt` audit event records,
     /// and the group's outcome.
     func consentAnswered(_ end: TerminalPrompt.End, on terminal: ConsentChannel.Terminal, context: RequestContext,
@@ -493,7 +471,8 @@ extension BrokerService {
             log.info("answered on the login terminal", ["uid": String(context.user.uid), "tty": terminal.path,
                                                          "source": terminal.source, "answer": answer.choice.choice.word,
                                                          "named": words["named"] ?? ""])
-            return (words, .decided(Self.decided(by: answer, policies: policies, subject: context.subject)))
+            return (words, .decided(ConsentPlan.decided(answer.permissions, term: answer.choice.term, level: answer.level,
+                                                        policies: policies, subject: context.subject)))
         case .dismissed:
             return (["outcome": "cancel:dismissed"], .undecided(.dismissed))
         case .endOfInput:
@@ -506,29 +485,15 @@ extension BrokerService {
         }
     }
 
-    /// The decisions an answer typed on the login terminal makes: an allow for the term
-    /// offered, under each permission's policy; a denial holds until reset.
-    static func decided(by answer: ConsentAnswer, policies: (Permission) -> PolicyDecision,
-                        subject: Principal) -> [GrantPlan] {
-        answer.permissions.map { permission in
-            let allowed = answer.choice.term.map { policies(permission).term($0) }
-            return GrantPlan(permission: permission, decision: allowed == nil ? .deny : .allow,
-                             term: allowed ?? ResolvedTerm(.always), method: .consent, decidedBy: subject,
-                             accuracy: permission == .location ? answer.level : nil)
-        }
-    }
-
     /// What the terminal question about `group` takes as an answer: `choices`; location may be
-    /// allowed coarser than asked (as iOS's "precise" switch: the levels below what this
-    /// request would get); a run's grants are bound to its program, so the answer names
-    /// the program's file too.
+    /// allowed coarser than asked; a run's grants are bound to its program, so the answer
+    /// names the program's file too (`ConsentPlan`).
     static func question(_ group: [Permission], _ choices: [PromptChoice],
                          _ context: RequestContext) -> ConsentAnswer.Question {
-        let levels = group.contains(.location)
-            ? LocationAccuracy.allCases.filter { $0 < (context.location?.granted ?? .exact) }.reversed() : []
-        let program = context.requester.startedByRun ? context.requester.program?.split(separator: "/").last : nil
-        return ConsentAnswer.Question(permissions: group, choices: choices, levels: Array(levels),
-                                      program: program.map(String.init))
+        ConsentAnswer.Question(permissions: group, choices: choices,
+                               levels: ConsentPlan.coarserLevels(group, granted: context.location?.granted),
+                               program: ConsentPlan.boundProgram(context.requester.program,
+                                                                 startedByRun: context.requester.startedByRun))
     }
 
     /// Asks on the login terminal; the requester's leaving withdraws the question. An
@@ -544,18 +509,6 @@ extension BrokerService {
         return await prompt.ask(text, question: question, timeout: settings.promptTimeout)
     }
 
-    /// `decided`, once the permissions of `asked` the typed answer did not name have their
-    /// result: no decision (a person may allow less than was asked, never more).
-    static func named(_ decided: [GrantPlan], asked: [Permission],
-                      results: inout [Permission: RequestResult]) -> [GrantPlan] {
-        for permission in asked where !decided.contains(where: { $0.permission == permission }) {
-            results[permission] = RequestResult(permission: permission, outcome: .undecided, why: .dismissed,
-                message: "no decision: the answer typed did not name \(permission.rawValue); nothing was recorded, "
-                    + "the next request asks again")
-        }
-        return decided
-    }
-
     static func mismatch(_ answered: Int64, _ open: Int64) -> ProtocolError {
         ProtocolError(.badMessage, context: "$.prompt",
                       reason: "the answer is for prompt \(answered), but prompt \(open) is open; nothing was recorded")
@@ -564,9 +517,8 @@ extension BrokerService {
     /// `auth_self`: the user's password through PAM, up to `passwordAttempts` tries.
     func confirmPassword(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                          number: inout Int64, instead: String? = nil) async -> GroupOutcome {
-        let terms = group.map { policies($0).term(context.request.scope) }
-        let texts = terms.map { $0.text(holder: context.holderName) }
-        let termText = Set(texts).count == 1 ? texts.first : nil
+        let (terms, termText) = ConsentPlan.passwordTerms(group, scope: context.request.scope,
+                                                          holder: context.holderName, policies: policies)
         let attempts = Int64(max(1, settings.passwordAttempts))
         for attempt in 1...attempts {
             // After wrong passwords (from any request of this user) the next check waits;
@@ -579,8 +531,8 @@ extension BrokerService {
             let question = RequestText.question(group, term: termText, user: context.user, peer: context.peer,
                                                 requester: context.requester, devices: context.devices(for: group),
                                                 reason: context.request.reason, location: context.location)
-            let text = Self.passwordText(question, user: context.user.name, term: termText, instead: instead,
-                                         attempt: attempt, attempts: attempts, backoff: backoff)
+            let text = ConsentPlan.passwordText(question, user: context.user.name, term: termText, instead: instead,
+                                                attempt: attempt, attempts: attempts, backoff: backoff)
             let prompt = PromptMessage(
                 prompt: number, kind: .password, permissions: group, user: context.user.name,
                 program: context.requester.program, reason: context.request.reason, devices: context.devices(for: group),
@@ -594,25 +546,6 @@ extension BrokerService {
             if let outcome { return outcome }
         }
         return .undecided(.wrongPassword)
-    }
-
-    /// The password prompt's text: the question, why a password is asked (`instead`: why
-    /// not a choice), which attempt this is and the back-off the next check waits for.
-    static func passwordText(_ question: String, user: String, term: String?, instead: String?, attempt: Int64,
-                             attempts: Int64, backoff: (wait: Duration, failures: Int)) -> String {
-        var text = question
-        if let instead {
-            text += "\ndevaccessd cannot ask you where only you can answer (\(instead)), so it takes your "
-                + "password instead of a yes: type it to allow \(term ?? "this")"
-        } else {
-            text += "\nPolicy asks \(user) to confirm with their password"
-        }
-        text += attempt > 1 ? " (the last one was wrong; attempt \(attempt) of \(attempts))." : "."
-        if backoff.wait > .zero {
-            text += "\nAfter \(backoff.failures) wrong password\(backoff.failures == 1 ? "" : "s") devaccessd checks "
-                + "the next one no sooner than in \(PasswordChecks.seconds(backoff.wait)) s."
-        }
-        return text
     }
 
     /// What a password prompt's end comes to: what its `prompt` audit event records, and the
@@ -646,10 +579,7 @@ extension BrokerService {
         let words = ["outcome": PasswordChecks.word(checked)]
         switch checked {
         case .accepted:
-            let subject = context.subject
-            return (words, .decided(zip(group, terms).map { permission, term in
-                GrantPlan(permission: permission, decision: .allow, term: term, method: .authSelf, decidedBy: subject)
-            }))
+            return (words, .decided(ConsentPlan.passwordAccepted(group, terms: terms, subject: context.subject)))
         case .rejected:
             return (words, nil)
         case .failed(let problem):

@@ -47,7 +47,8 @@ extension BrokerService {
             return .error(ProtocolError(.badMessage, context: "run",
                 reason: "'run' needs its conversation and the caller's stdin, stdout and stderr; nothing was run"))
         }
-        if let refusal = judgedRun(order, id: envelope.id, peer: peer) { return refusal }
+        let caller = caller(of: peer)
+        if let refusal = judgedRun(order, id: envelope.id, peer: peer, caller: caller) { return refusal }
         let user = identity(of: peer)
         let program: RunProgram
         switch await openedProgram(order, id: envelope.id, peer: peer, subject: Principal(uid: user.uid, name: user.name)) {
@@ -62,6 +63,7 @@ extension BrokerService {
         case .failure(let error): return .error(error)
         }
         return await decideRun(order, program: program, streams: streams, user: user, id: envelope.id, peer: peer,
+                               caller: caller,
                                exchange: exchange, enforcement: enforcement)
     }
 
@@ -83,6 +85,7 @@ extension BrokerService {
     /// 1. The decision: the user's own access, a standing decision for this program, policy, a
     /// person (`RunPlan`); a run every permission is given starts (`startRun`).
     func decideRun(_ order: RunOrder, program: RunProgram, streams: [CInt], user: UserIdentity, id: Int64, peer: Peer,
+                   caller: Caller,
                    exchange: Exchange, enforcement: LiveEnforcer) async -> Reply {
         let (reports, read, policy): ([AdapterReport], DecisionRead, Policy)
         switch await runInputs(order.permissions) {
@@ -99,6 +102,7 @@ extension BrokerService {
         var plan = RunPlan(order.permissions, statuses: before, subject: subject, accuracy: order.accuracy,
                            grants: read.grants, switchedOff: { read.switchedOff($0) }, policies: policies)
         let context = runContext(order, program: program, location: plan.location, reports: reports, id: id,
+                                 caller: caller,
                                  peer: peer, user: user, exchange: exchange)
         defer { flushAudit(context) }
         if let refusal = admitRun(order, plan: plan, program: program.path, context: context) { return refusal }
@@ -131,6 +135,7 @@ extension BrokerService {
 
     /// The run as a request of its program's, for prompts and audit events.
     func runContext(_ order: RunOrder, program: RunProgram, location: LocationAsk?, reports: [AdapterReport], id: Int64,
+                    caller: Caller,
                     peer: Peer, user: UserIdentity, exchange: Exchange) -> RequestContext {
         let requester = Requester(pid: peer.pid, uid: user.uid, program: program.path,
                                   untrusted: program.trusted ? nil : Requester.notTrusted(program.untrustedWhy ?? ""),
@@ -138,7 +143,7 @@ extension BrokerService {
         var context = RequestContext(
             request: AccessRequest(permissions: order.permissions, reason: order.reason, scope: order.scope ?? .once,
                                    accuracy: order.accuracy),
-            wireID: id, peer: peer, requester: requester, user: user, exchange: exchange,
+            caller: caller, wireID: id, peer: peer, requester: requester, user: user, exchange: exchange,
             devices: Self.promptDevices(reports), holder: nil, holderName: "this run of \(program.path)")
         context.location = location
         return context
@@ -149,7 +154,7 @@ extension BrokerService {
     func admitRun(_ order: RunOrder, plan: RunPlan, program: String, context: RequestContext) -> Reply? {
         let peer = context.peer
         var received = plan.receivedDetails(program: program)
-        if plan.refusedAtOnce, !isUnlimited(peer) {
+        if plan.refusedAtOnce, !context.caller.isUnlimited {
             // Refused without asking anyone or changing anything: an attempt a user can repeat
             // at will, so written within the user's attempt budget only (as for requests).
             switch refusals.admit(peer.accountable, cost: 2 * order.permissions.count) {
@@ -161,10 +166,11 @@ extension BrokerService {
         // decides) however it is decided: charged to the person's change budget, as a request
         // that decides is (hostile review 2026-12-01: 183 runs in 20 s from one uid).
         if !plan.refusedAtOnce {
-            if let refusal = overChangeBudget("run", id: context.wireID, peer: peer, subject: context.subject) {
+            if let refusal = overChangeBudget("run", id: context.wireID, peer: peer, caller: context.caller,
+                                              subject: context.subject) {
                 return refusal
             }
-            chargeChange(peer)
+            chargeChange(peer, caller: context.caller)
         }
         audit(context, order.permissions, stage: "received", extra: received)
         return nil
@@ -178,7 +184,7 @@ extension BrokerService {
         let peer = context.peer
         var heldSlots: [UserSlots] = []
         defer { for slots in heldSlots { slots.give(peer.accountable) } }
-        guard take(openPrompts, for: peer, into: &heldSlots) else {
+        guard take(openPrompts, for: peer, unlimited: context.caller.isUnlimited, into: &heldSlots) else {
             return .failure(ReplyFailure(refuse("run", id: context.wireID, peer: peer, subject: context.subject,
                 reason: "\(describe(peer)) has \(openPrompts.limit) open prompts already; nothing was asked or run",
                 code: .busy)))
@@ -197,7 +203,9 @@ extension BrokerService {
         var noOneToAsk: String?
         if !plan.toAsk.isEmpty {
             switch await askConsent(plan.toAsk, context: context, policies: policies, number: &number) {
-            case .decided(let decided): plan.grants += Self.named(decided, asked: plan.toAsk, results: &plan.results)
+            case .decided(let decided):
+                plan.results.merge(ConsentPlan.unnamed(decided, asked: plan.toAsk)) { $1 }
+                plan.grants += decided
             case .undecided(let why):
                 ended = why
                 plan.leave(plan.toAsk, undecided: why)

@@ -5,6 +5,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessEngine
 
 /// What devaccessd answers: `hello`, `status` (a fresh probe evaluated with the
 /// ledger's decisions and drift and the policy, exactly as `devaccess status` computes
@@ -240,11 +241,11 @@ public final class BrokerService: RequestHandler {
             // The event loop hands answers to their request; one on its own is refused there.
             return .error(ProtocolError(.badMessage, context: "$.type", reason: "no prompt is waiting for an answer"))
         case .pending:
-            return pendingList(id: envelope.id, peer: peer)
+            return await pendingList(caller: caller(of: peer))
         case .approve(let action):
-            return await resolve(action, approve: true, id: envelope.id, peer: peer)
+            return await resolve(action, approve: true, id: envelope.id, peer: peer, caller: caller(of: peer))
         case .reject(let action):
-            return await resolve(action, approve: false, id: envelope.id, peer: peer)
+            return await resolve(action, approve: false, id: envelope.id, peer: peer, caller: caller(of: peer))
         case .withdraw, .decide, .revoke, .reset, .list, .reconcile, .auditVerify, .auditArchive, .auditReport,
              .setSwitch, .switches:
             return await administer(envelope.request, id: envelope.id, peer: peer)
@@ -411,15 +412,15 @@ public final class BrokerService: RequestHandler {
 
     /// Whether `peer` may make one more change now; nil, or the busy refusal to send. Only
     /// what changes something is charged (`chargeChange`): refusals have a budget of their own.
-    func overChangeBudget(_ operation: String, id: Int64, peer: Peer, subject: Principal?) -> Reply? {
-        guard !isUnlimited(peer), changes.exhausted(peer.accountable) else { return nil }
+    func overChangeBudget(_ operation: String, id: Int64, peer: Peer, caller: Caller, subject: Principal?) -> Reply? {
+        guard !caller.isUnlimited, changes.exhausted(peer.accountable) else { return nil }
         return refuse(operation, id: id, peer: peer, subject: subject,
                       reason: "\(describe(peer)) made \(changes.burst) requests that ask or change something in "
                           + "the last minute, the most one user may; try again in a minute; nothing was asked or recorded",
                       code: .busy)
     }
 
-    func chargeChange(_ peer: Peer) {
-        if !isUnlimited(peer) { _ = changes.admit(peer.accountable) }
+    func chargeChange(_ peer: Peer, caller: Caller) {
+        if !caller.isUnlimited { _ = changes.admit(peer.accountable) }
     }
 }

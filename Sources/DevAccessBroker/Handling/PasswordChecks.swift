@@ -1,5 +1,6 @@
 import DevAccessSystem
 import DevAccessPAM
+import DevAccessEngine
 
 /// Checks passwords through PAM for `auth_self`: on the PAM threads (PamWorkers), one
 /// check per uid at a time, and no sooner than the uid's back-off allows (PasswordGate).
@@ -92,8 +93,7 @@ final class PasswordChecks: Sendable {
 
     /// Whole seconds, rounded up: what a person is told to wait.
     static func seconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds + (attoseconds > 0 ? 1 : 0)
+        ConsentPlan.wholeSeconds(duration)
     }
 
     static func word(_ outcome: Outcome) -> String {

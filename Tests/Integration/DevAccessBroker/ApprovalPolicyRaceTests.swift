@@ -1,14 +1,14 @@
 import Foundation
 import Glibc
 import Testing
-@testable import DevAccessBroker
+import DevAccessEngine
 import DevAccessCore
 import DevAccessEnforcement
 import DevAccessLedger
 import DevAccessSystem
 import DevAccessTestSupport
 
-/// Hostile review L2, for approvals, in the broker: an approval reads the policy when it
+/// Hostile review L2, for approvals, in the engine (`ApprovalPlan.resolve`): an approval reads the policy when it
 /// comes in (for the terms, the caps and what is restricted), then waits its turn on the
 /// enforcement queue; an administrator may edit the policy in between, and the engine
 /// applies the policy as it is when it records. Here the broker's reading allows camera and
@@ -41,10 +41,10 @@ struct ApprovalPolicyRaceTests {
         let queued = try ledger.queueRequest(NewPendingRequest(subject: subject, permissions: [.camera, .microphone],
                                                                scope: .always, reason: "lab"))
 
-        let resolving: BrokerService.Resolving
+        let resolving: ApprovalPlan.Resolving
         do {
-            (resolving, _) = try BrokerService.resolve(queued.id, verdict: .approve(nil), note: "ok", admin: root,
-                                                       policy: asRead, enforcer: engine)
+            (resolving, _) = try ApprovalPlan.resolve(queued.id, verdict: .approve(nil), note: "ok", admin: root,
+                                                      policy: asRead, enforcer: engine)
         } catch {
             Issue.record("the approval failed as a whole, the camera with the microphone: \(error)")
             #expect(try alice.canOpen(camera, .readWrite), "the camera's approval was lost with the microphone's")
