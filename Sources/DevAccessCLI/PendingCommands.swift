@@ -3,7 +3,6 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessProtocol
 import DevAccessEngine
 
 /// The approval queue (policy auth_admin), through devaccessd: root and members of
@@ -33,7 +32,7 @@ enum PendingCommand: Command {
         do {
             list = try BrokerSession(socketPath: path, timeout: .seconds(30)).pending()
         } catch {
-            throw RequestCommand.failure(error)
+            throw RequestCommand.failure(InterfaceError(conversation: error))
         }
         if arguments.has("json") {
             console.out(try JSONOutput.encode(PendingDocument(requests: list.requests.map(PendingItemDocument.init))))
@@ -133,7 +132,7 @@ enum ResolveCommand {
             resolved = try BrokerSession(socketPath: path, timeout: .seconds(60)).resolve(
                 id, approve: approve, reason: reason, scope: scope, deny: !approve && arguments.has("deny"))
         } catch {
-            throw RequestCommand.failure(error)
+            throw RequestCommand.failure(InterfaceError(conversation: error))
         }
         // What the verdict gives each permission; one that did not get it (the policy forbids
         // it by now, a 'once' with no process to last for) is said and sets the exit code.

@@ -5,6 +5,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessInterface
 
 /// What devaccessd answers: `hello`, `status` (a fresh probe evaluated with the
 /// ledger's decisions and drift and the policy, exactly as `devaccess status` computes

@@ -3,6 +3,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
 @testable import DevAccessBroker
+import DevAccessInterface
 
 /// What an `ask` prompt offers (`askChoices`) and what the typed answer decides
 /// (`decided(by:)`), built without a daemon or a terminal.
