@@ -57,7 +57,8 @@ let package = Package(
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessHardware",
                                "DevAccessLedger"]),
         // The contract: every operation that decides or records, as one Swift protocol, its
-        // result documents and InterfaceError. Model and wire values only, no engine; its two
+        // result documents and InterfaceError; the operation values and JSON (value, writer,
+        // parser, the model's one encoder). The model only: no wire, no engine; its two
         // implementations: the broker client (DevAccess) and the engine (DevAccessEngine).
         .target(name: "DevAccessInterface", dependencies: ["DevAccessCore"]),
         // The engine behind the contract: EngineService (who may do what, for devaccessd and
@@ -66,13 +67,14 @@ let package = Package(
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
         // Commands, argument parsing and output; the executable only calls into it. It reaches
-        // the ledger and enforcement only through the engine (scripts/check-cli-imports.sh;
-        // Hardware, for monitor's location watcher, and Protocol are left to move).
+        // the ledger, enforcement and hardware only through the engine, devaccessd only through
+        // DevAccess, and the values through Interface, never the wire (scripts/check-cli-imports.sh).
         .target(name: "DevAccessCLI",
                 dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessInterface",
                                "DevAccessEngine", "DevAccess"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessSystem"]),
-        // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
+        // devaccessd's wire protocol: envelopes, the values' encoding and strict decoding,
+        // framing, and the blocking client. It carries Interface's values.
         .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "DevAccessInterface", "DevAccessSystem", "CLinux"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
@@ -88,7 +90,7 @@ let package = Package(
                 dependencies: ["DevAccessCore", "DevAccessProtocol", "DevAccessInterface", "DevAccessSystem"]),
         // The benchmark, run by hand (docs/performance.md): every figure against its anchor measured
         // in the same run (status round trips, load, memory, start-up, ledger, grant -> ACL, hotplug,
-        // run, location), as a table or JSON (the protocol's JSONWriter).
+        // run, location), as a table or JSON (the interface's JSONWriter).
         .executableTarget(name: "devaccess-bench",
                           dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLaunch", "DevAccessLedger",
                                          "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),

@@ -1,7 +1,8 @@
 import DevAccessCore
 
-// What `status` and `request` ask (their envelopes and replies: DevAccessProtocol,
-// Messages.swift), and the peer as the broker identified it.
+// What `status` and `request` ask, the status a reply carries, and the peer as the broker
+// identified it (`hello`); their envelopes and wire form: DevAccessProtocol (Messages.swift,
+// MessageCodec.swift).
 
 /// `status`: the statuses of some permissions (nil: all) for the peer, or for `user`
 /// (a name or a decimal uid), which only root and admins may ask about when it is

@@ -10,11 +10,12 @@ import DevAccessInterface
 ///
 /// There is one version, 1: `status`, the request conversation (`prompt`,
 /// `prompt-answer`, `queued`, `decision`) and the approval queue (`pending`, `approve`,
-/// `reject`, Conversation.swift); the operations that decide or record (Administration.swift),
-/// answered by `result`; `run` (Run.swift); `location` (Location.swift); `subscribe` and
-/// `open` (Subscription.swift). A message of any other version is refused with
-/// `unsupported-version`, naming the versions this side speaks; `hello` tells them, so a
-/// later version can be negotiated.
+/// `reject`, ConversationCoding.swift); the operations that decide or record
+/// (AdministrationCoding.swift), answered by `result`; `run` (RunCoding.swift); `location`
+/// (LocationCoding.swift); `subscribe` and `open` (SubscriptionCoding.swift). Their values
+/// are DevAccessInterface's (Values/, the same names without "Coding"). A message of any
+/// other version is refused with `unsupported-version`, naming the versions this side
+/// speaks; `hello` tells them, so a later version can be negotiated.
 public enum BrokerProtocol {
     /// The version this build speaks and writes.
     public static let version: Int64 = 1
@@ -148,7 +149,7 @@ public enum Reply: Sendable, Hashable {
     case pending(PendingListReply)
     /// The answer to `approve` and `reject`.
     case resolved(ResolvedReply)
-    /// The answer to an operation of Administration.swift: its result document.
+    /// The answer to an operation of AdministrationCoding.swift: its result document.
     case result(OperationResult)
     /// The program of a `run` started; `run-ended` follows.
     case runStarted(RunStartedReply)
