@@ -115,7 +115,7 @@ let package = Package(
                     path: "Tests/Unit/DevAccessLedger"),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessArguments", "DevAccessCLI", "DevAccessCore", "DevAccessSystem",
                                                              "DevAccessProtocol", "DevAccessInterface", "DevAccessEngine",
-                                                             "DevAccessTestSupport"],
+                                                             "DevAccess", "DevAccessTestSupport"],
                     path: "Tests/UseCase/DevAccessCLI", exclude: ["Golden"]),
         .testTarget(name: "DevAccessProtocolTests",
                     dependencies: ["DevAccessProtocol", "DevAccessInterface", "DevAccessCore", "DevAccessSystem"],
