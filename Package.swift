@@ -57,23 +57,25 @@ let package = Package(
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessHardware",
                                "DevAccessLedger"]),
         // The contract: every operation that decides or records, as one Swift protocol, its
-        // result documents and InterfaceError. Model and wire values only, no engine; its two
+        // result documents and InterfaceError; the operation values and JSON (value, writer,
+        // parser, the model's one encoder). The model only: no wire, no engine; its two
         // implementations: the broker client (DevAccess) and the engine (DevAccessEngine).
-        .target(name: "DevAccessInterface", dependencies: ["DevAccessCore", "DevAccessProtocol"]),
+        .target(name: "DevAccessInterface", dependencies: ["DevAccessCore"]),
         // The engine behind the contract: EngineService (who may do what, for devaccessd and
         // `--offline`), the engine lock, the result documents built from the engine's records.
         .target(name: "DevAccessEngine",
                 dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessHardware", "DevAccessLedger",
                                "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
         // Commands, argument parsing and output; the executable only calls into it. It reaches
-        // the ledger and enforcement only through the engine (scripts/check-cli-imports.sh;
-        // Hardware, for monitor's location watcher, and Protocol are left to move).
+        // the ledger, enforcement and hardware only through the engine, devaccessd only through
+        // DevAccess, and the values through Interface, never the wire (scripts/check-cli-imports.sh).
         .target(name: "DevAccessCLI",
-                dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessHardware",
-                               "DevAccessProtocol", "DevAccessInterface", "DevAccessEngine", "DevAccess"]),
+                dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessInterface",
+                               "DevAccessEngine", "DevAccess"]),
         .executableTarget(name: "devaccess", dependencies: ["DevAccessCLI", "DevAccessCore", "DevAccessSystem"]),
-        // devaccessd's wire protocol: envelopes, strict decoding, framing, and the blocking client.
-        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "DevAccessSystem", "CLinux"]),
+        // devaccessd's wire protocol: envelopes, the values' encoding and strict decoding,
+        // framing, and the blocking client. It carries Interface's values.
+        .target(name: "DevAccessProtocol", dependencies: ["DevAccessCore", "DevAccessInterface", "DevAccessSystem", "CLinux"]),
         // devaccessd's logic: socket server, peer identity, request handling; testable in-process.
         .target(name: "DevAccessBroker",
                 dependencies: ["DevAccessArguments", "DevAccessCore", "DevAccessSystem", "DevAccessACL", "DevAccessPAM",
@@ -88,10 +90,10 @@ let package = Package(
                 dependencies: ["DevAccessCore", "DevAccessProtocol", "DevAccessInterface", "DevAccessSystem"]),
         // The benchmark, run by hand (docs/performance.md): every figure against its anchor measured
         // in the same run (status round trips, load, memory, start-up, ledger, grant -> ACL, hotplug,
-        // run, location), as a table or JSON (the protocol's JSONWriter).
+        // run, location), as a table or JSON (the interface's JSONWriter).
         .executableTarget(name: "devaccess-bench",
                           dependencies: ["DevAccessCore", "DevAccessSystem", "DevAccessLaunch", "DevAccessLedger",
-                                         "DevAccessEnforcement", "DevAccessProtocol"]),
+                                         "DevAccessEnforcement", "DevAccessProtocol", "DevAccessInterface"]),
 
         // Examples of the library (docs/client-library.md): one camera frame as PPM, status changes.
         .executableTarget(name: "snapshot", dependencies: ["DevAccess", "CV4L2Lib"], path: "Examples/snapshot"),
@@ -112,9 +114,11 @@ let package = Package(
         .testTarget(name: "DevAccessLedgerTests", dependencies: ["DevAccessLedger", "DevAccessCore", "DevAccessTestSupport"],
                     path: "Tests/Unit/DevAccessLedger"),
         .testTarget(name: "DevAccessCLITests", dependencies: ["DevAccessArguments", "DevAccessCLI", "DevAccessCore", "DevAccessSystem",
-                                                             "DevAccessProtocol", "DevAccessEngine", "DevAccessTestSupport"],
+                                                             "DevAccessProtocol", "DevAccessInterface", "DevAccessEngine",
+                                                             "DevAccess", "DevAccessTestSupport"],
                     path: "Tests/UseCase/DevAccessCLI", exclude: ["Golden"]),
-        .testTarget(name: "DevAccessProtocolTests", dependencies: ["DevAccessProtocol", "DevAccessCore", "DevAccessSystem"],
+        .testTarget(name: "DevAccessProtocolTests",
+                    dependencies: ["DevAccessProtocol", "DevAccessInterface", "DevAccessCore", "DevAccessSystem"],
                     path: "Tests/Unit/DevAccessProtocol"),
         .testTarget(name: "DevAccessBrokerTests",
                     dependencies: ["DevAccessArguments", "DevAccessBroker", "DevAccessProtocol", "DevAccessLedger", "DevAccessCore",
@@ -143,11 +147,11 @@ let package = Package(
 if Context.environment["DEVACCESS_FUZZ"] == "1" {
     package.targets.append(.target(name: "FuzzSupport", path: "Fuzz/Support"))
     let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
-        ("fuzz-protocol", ["DevAccessProtocol", "DevAccessCore"]),
+        ("fuzz-protocol", ["DevAccessProtocol", "DevAccessInterface", "DevAccessCore"]),
         ("fuzz-policy", ["DevAccessCore"]),
         ("fuzz-gpsd-reports", ["DevAccessHardware", "DevAccessCore"]),
         ("fuzz-time", ["DevAccessCLI", "DevAccessCore", "DevAccessSystem"]),
-        ("fuzz-gpsd-session", ["DevAccessBroker", "DevAccessProtocol", "DevAccessCore"]),
+        ("fuzz-gpsd-session", ["DevAccessBroker", "DevAccessProtocol", "DevAccessInterface", "DevAccessCore"]),
         ("fuzz-uevent", ["DevAccessBroker", "DevAccessHardware", "DevAccessCore"]),
     ]
     for target in fuzzTargets {

@@ -3,6 +3,7 @@ import Glibc
 import DevAccessCore
 import DevAccessProtocol
 import DevAccessSystem
+import DevAccessInterface
 
 /// DevAccess's lower layer: one connection to devaccessd, the protocol's requests as they
 /// are, and its failures as the protocol states them (`BrokerClientError`).
@@ -18,6 +19,9 @@ import DevAccessSystem
 @_spi(CLI) public final class BrokerSession {
     public let socketPath: String
     private let client: BrokerClient
+
+    /// devaccessd's replies, as the conversations' events carry them.
+    public typealias Reply = DevAccessProtocol.Reply
 
     /// Connects; `timeout` bounds the connect and each later exchange that has a deadline.
     public init(socketPath: String,

@@ -2,6 +2,7 @@ import Glibc
 import Synchronization
 import DevAccessCore
 import DevAccessProtocol
+import DevAccessInterface
 
 /// A device node devaccessd opened for this program (``DeviceAccess/open(_:device:node:access:)``).
 /// The descriptor is closed when this goes away, unless taken with ``takeDescriptor()``.

@@ -3,6 +3,7 @@ import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessProtocol
+import DevAccessInterface
 
 /// What one request did for one permission.
 public struct PermissionResult: Sendable, Hashable {

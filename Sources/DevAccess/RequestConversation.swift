@@ -1,5 +1,6 @@
 import DevAccessCore
 import DevAccessProtocol
+import DevAccessInterface
 
 /// What a request does between devaccessd's replies: answer the prompts it sends over the
 /// connection, note that the request waits for an administrator, decide how long to wait.
@@ -30,13 +31,18 @@ extension DeviceAccess {
     /// ``request(_:reason:required:term:accuracy:waitForApproval:)`` runs this on a thread
     /// of its own with a handler that shows no prompt.
     ///
-    /// - Throws: `BrokerClientError` from devaccessd (its error frame as `.rejected`),
-    ///   and whatever `handler` throws.
+    /// - Throws: devaccessd's failures as `InterfaceError(conversation:)` states them (its
+    ///   error frame, one of `handler`'s answers that did not go through), and whatever else
+    ///   `handler` throws.
     @_spi(CLI) public func request<Handler: RequestConversationHandler>(
         _ order: AccessRequest, conversation handler: inout Handler
     ) throws -> DecisionReply {
-        let session = try BrokerSession(socketPath: socketPath, timeout: timeout)
-        return try Self.converse(order, session: session, handler: &handler)
+        do {
+            let session = try BrokerSession(socketPath: socketPath, timeout: timeout)
+            return try Self.converse(order, session: session, handler: &handler)
+        } catch let error as BrokerClientError {
+            throw InterfaceError(conversation: error)
+        }
     }
 
     static func converse<Handler: RequestConversationHandler>(

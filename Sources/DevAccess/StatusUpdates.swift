@@ -3,6 +3,7 @@ import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessProtocol
+import DevAccessInterface
 
 extension DeviceAccess {
     /// The statuses of `permissions` (nil: all) as they change: first each one as it is

@@ -3,7 +3,6 @@ import DevAccessSystem
 import FoundationEssentials
 import DevAccessCore
 import DevAccessInterface
-import DevAccessProtocol
 import Glibc
 
 enum AuditCommand: Command {

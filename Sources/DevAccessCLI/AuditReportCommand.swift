@@ -2,7 +2,6 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessInterface
 import DevAccessEngine
-import DevAccessProtocol
 import FoundationEssentials
 import Glibc
 

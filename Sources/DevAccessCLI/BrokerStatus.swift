@@ -1,7 +1,7 @@
 import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
-import DevAccessProtocol
+import DevAccessInterface
 @_spi(CLI) import DevAccess
 
 /// Options for talking to devaccessd instead of probing in-process.
@@ -13,7 +13,7 @@ enum BrokerOptions {
 
     /// `$DEVACCESS_SOCKET` when set and not empty, else /run/devaccess/broker.sock.
     static func configuredSocketPath(_ environment: ProcessEnvironment) -> String {
-        environment.socketPath ?? BrokerProtocol.defaultSocketPath
+        environment.socketPath ?? DeviceAccess.defaultSocketPath
     }
 
     static func socketPath(_ arguments: ParsedArguments, command: String) throws(UsageError) -> String {

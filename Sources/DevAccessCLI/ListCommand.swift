@@ -2,7 +2,6 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessProtocol
 import FoundationEssentials
 import Glibc
 import DevAccessEngine

@@ -5,7 +5,6 @@ import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessProtocol
 
 /// `devaccess location`: where this computer is, as devaccessd serves it at your grant.
 enum LocationCommand: Command {

@@ -1,9 +1,8 @@
 import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
-import DevAccessHardware
+import DevAccessEngine
 import DevAccessInterface
-import DevAccessProtocol
 import DevAccessSystem
 
 enum MonitorCommand: Command {
@@ -122,39 +121,32 @@ enum MonitorCommand: Command {
 
     /// Follows location through devaccessd's gpsd endpoint, printing each event from the
     /// watcher's thread (one line per write, so lines never interleave).
-    private static func watchLocation(_ arguments: ParsedArguments, json: Bool, console: Console) throws -> GpsdWatcher {
-        let endpoint: GpsdEndpoint
+    private static func watchLocation(_ arguments: ParsedArguments, json: Bool, console: Console) throws -> LocationWatch {
+        let watch: LocationWatch
         do {
-            endpoint = try GpsdEndpoint(parsing: arguments.value("location") ?? "127.0.0.1:947")
+            watch = try LocationWatch(endpoint: arguments.value("location") ?? "127.0.0.1:947")
         } catch {
             throw UsageError(message: "\(error) for '--location'", command: spec.name)
         }
-        let watcher = GpsdWatcher(endpoint: endpoint)
-        watcher.setChangeHandler { event in
-            let document: LocationEventDocument
-            switch event {
-            case .connected: return
-            case .disconnected(let problem):
-                document = LocationEventDocument(event: "location-unavailable", problem: problem)
-            case .receiverAdded(let path):
-                document = LocationEventDocument(event: "receiver-add", device: path)
-            case .receiverRemoved(let path):
-                document = LocationEventDocument(event: "receiver-remove", device: path)
-            case .fixModeChanged(let device, let from, let to):
-                document = LocationEventDocument(event: "fix", device: device, from: from.word, to: to.word)
-            }
-            if json {
-                if let line = try? JSONOutput.encodeLine(document) { console.out(line) }
-            } else {
-                console.out(document.line)
-            }
-        }
         do {
-            try watcher.start()
+            try watch.start { event in
+                let document = switch event {
+                case .unavailable(let problem): LocationEventDocument(event: "location-unavailable", problem: problem)
+                case .receiverAdded(let path): LocationEventDocument(event: "receiver-add", device: path)
+                case .receiverRemoved(let path): LocationEventDocument(event: "receiver-remove", device: path)
+                case .fixChanged(let device, let from, let to):
+                    LocationEventDocument(event: "fix", device: device, from: from, to: to)
+                }
+                if json {
+                    if let line = try? JSONOutput.encodeLine(document) { console.out(line) }
+                } else {
+                    console.out(document.line)
+                }
+            }
         } catch {
             throw CommandFailure(message: error.description)
         }
-        return watcher
+        return watch
     }
 
     /// The switches that are off, as devaccessd says; nil when it cannot be asked.

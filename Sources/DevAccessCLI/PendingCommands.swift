@@ -3,7 +3,6 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessProtocol
 import DevAccessEngine
 
 /// The approval queue (policy auth_admin), through devaccessd: root and members of

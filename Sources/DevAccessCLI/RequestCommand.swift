@@ -2,7 +2,7 @@ import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
 import DevAccessSystem
-import DevAccessProtocol
+import DevAccessInterface
 import FoundationEssentials
 import Glibc
 
@@ -86,7 +86,7 @@ enum RequestCommand: Command {
         let decision: DecisionReply
         do {
             decision = try DeviceAccess(socketPath: path, timeout: .seconds(30)).request(order, conversation: &conversation)
-        } catch let error as BrokerClientError {
+        } catch let error as InterfaceError {
             throw failure(error)
         }
         let code = try report(decision, json: arguments.has("json"), console: console,
@@ -135,20 +135,21 @@ enum RequestCommand: Command {
         return .success
     }
 
-    /// Maps a failed broker call to the exit code and message scripts rely on.
-    static func failure(_ error: BrokerClientError) -> any Error {
+    /// Maps a failed conversation (`InterfaceError(conversation:)`) to the exit code and
+    /// message scripts rely on.
+    static func failure(_ error: InterfaceError) -> any Error {
         switch error {
-        case .unreachable, .timedOut, .closed:
-            return CommandFailure(message: "\(error); \(DaemonStart.advice()); nothing was requested",
+        case .unreachable(let text):
+            return CommandFailure(message: "\(text); \(DaemonStart.advice()); nothing was requested",
                                   code: .brokerUnreachable)
-        case .rejected(let frame) where frame.code == .busy:
-            return CommandFailure(message: "\(error)", code: .brokerUnreachable)
-        case .rejected(let frame) where frame.code == .permissionDenied:
-            return CommandFailure(message: "\(error)", code: .noPermission)
-        case .rejected(let frame) where frame.code == .noSuchRequest || frame.code == .unknownPermission:
-            return CommandFailure(message: frame.reason, code: .usage)
-        case .rejected, .badReply, .io:
-            return CommandFailure(message: "\(error)")
+        case .brokerBusy(let text):
+            return CommandFailure(message: text, code: .brokerUnreachable)
+        case .refused(_, let reason):
+            return CommandFailure(message: reason, code: .noPermission)
+        case .badArgument(let text):
+            return CommandFailure(message: text, code: .usage)
+        case .notFound, .busy, .ledgerUnusable, .unavailable, .failed:
+            return CommandFailure(message: error.description)
         }
     }
 }
@@ -300,7 +301,7 @@ struct PromptSession {
         do {
             try session.answer(prompt, value, to: id)
         } catch {
-            throw RequestCommand.failure(error)
+            throw RequestCommand.failure(InterfaceError(conversation: error))
         }
     }
 }

@@ -4,7 +4,6 @@ import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessProtocol
 
 enum ResetCommand: Command {
     static let spec = CommandSpec(

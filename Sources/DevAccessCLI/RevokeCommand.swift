@@ -2,7 +2,6 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessProtocol
 
 enum RevokeCommand: Command {
     static let spec = CommandSpec(

@@ -1,7 +1,7 @@
 import DevAccessArguments
 @_spi(CLI) import DevAccess
 import DevAccessCore
-import DevAccessProtocol
+import DevAccessInterface
 import DevAccessSystem
 import FoundationEssentials
 import Glibc
@@ -82,7 +82,7 @@ enum RunCommand: Command {
             session = try BrokerSession(socketPath: path, timeout: .seconds(30))
             id = try session.startRun(order, descriptors: [0, 1, 2])
         } catch {
-            throw RequestCommand.failure(error)
+            throw RequestCommand.failure(InterfaceError(conversation: error))
         }
         return try follow(StartedRun(session: session, id: id, program: order.program, permissions: order.permissions,
                                      socketPath: path, signals: signals), console: console)
@@ -155,7 +155,7 @@ enum RunCommand: Command {
                 let deadline: ContinuousClock.Instant? = if case .running = progress { nil } else { .now + .seconds(300) }
                 event = try run.session.next(to: run.id, deadline: deadline, watching: run.signals?.readDescriptor)
             } catch {
-                throw RequestCommand.failure(error)
+                throw RequestCommand.failure(InterfaceError(conversation: error))
             }
             switch event {
             case .watched:
@@ -195,7 +195,7 @@ enum RunCommand: Command {
 
     /// A reply other than a prompt. The run started (nil: follow on, now running), it was not
     /// run (the exit code), or it ended or failed (thrown).
-    static func answered(_ reply: Reply, _ run: StartedRun, _ progress: Progress,
+    static func answered(_ reply: BrokerSession.Reply, _ run: StartedRun, _ progress: Progress,
                          console: Console) throws -> ExitCode? {
         switch reply {
         case .runStarted(let started):
@@ -218,7 +218,7 @@ enum RunCommand: Command {
             throw UsageError(message: "name what \(run.program) gets (--camera, --microphone, --location): no "
                 + "[Program] section of the policy declares it; nothing was run", command: spec.name)
         case .error(let error):
-            throw RequestCommand.failure(.rejected(error))
+            throw RequestCommand.failure(InterfaceError(conversation: .rejected(error)))
         default:
             throw CommandFailure(message: "devaccessd answered a run with '\(reply.type)'")
         }

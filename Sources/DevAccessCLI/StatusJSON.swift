@@ -1,5 +1,5 @@
 import DevAccessCore
-import DevAccessProtocol
+import DevAccessInterface
 
 /// `status`, `devices` and `request --json`: the models in their one encoding, the wire's
 /// (ModelCoding), printed with the protocol's writer, indented for people (docs/json.md).

@@ -4,7 +4,6 @@ import Glibc
 import DevAccessCore
 import DevAccessSystem
 import DevAccessInterface
-import DevAccessProtocol
 
 /// `devaccess switch [PERMISSION off|on]`: privacy switches, a permission off for everyone.
 enum SwitchCommand: Command {

@@ -4,6 +4,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessInterface
 
 /// What an administrator's `approve` or `reject` (with `deny`) of a pending request comes
 /// to before the engine records it: each permission's answer, decided here (restricted,

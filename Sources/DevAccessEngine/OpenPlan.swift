@@ -3,6 +3,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessInterface
 
 /// `open`, decided: which node of which device devaccessd opens for a caller the judge let
 /// ask, with what access and on which grant, or why not. A function of what was asked and

@@ -3,6 +3,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
 import DevAccessProtocol
+import DevAccessInterface
 
 /// A decision to record: what policy, a prompt or a password produced for one permission.
 public struct GrantPlan: Sendable {

@@ -4,6 +4,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessInterface
 
 /// What a request comes to, built from the request and what devaccessd read (policy,
 /// ledger, statuses) and consumed by `request`'s steps: what is answered at once, who

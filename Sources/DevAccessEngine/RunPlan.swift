@@ -4,6 +4,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
+import DevAccessInterface
 
 /// What a run's permissions come to before anyone is asked, built from the order and what
 /// devaccessd read (policy, ledger, statuses) and consumed by `run`: each permission is

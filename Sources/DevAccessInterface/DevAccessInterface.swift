@@ -1,5 +1,4 @@
 import DevAccessCore
-import DevAccessProtocol
 
 /// Every operation devaccess offers that decides, records, or reads decisions, in one
 /// place (USBGuard's `Interface`). Two implementations:

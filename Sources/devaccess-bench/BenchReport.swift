@@ -4,6 +4,7 @@ import DevAccessProtocol
 import Foundation
 import Glibc
 import Synchronization
+import DevAccessInterface
 
 /// A goal the project set for a figure (issue 17), and what it is checked on.
 struct BenchGoal: Sendable {

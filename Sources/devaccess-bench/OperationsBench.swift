@@ -11,6 +11,7 @@ import DevAccessCore
 import DevAccessProtocol
 import Foundation
 import Glibc
+import DevAccessInterface
 
 extension HotplugBench {
     func operations(samples: Int) {

@@ -10,6 +10,7 @@ import DevAccessProtocol
 import Foundation
 import Glibc
 import Synchronization
+import DevAccessInterface
 
 func now() -> UInt64 {
     var time = timespec()

@@ -2,6 +2,7 @@ import DevAccessCore
 @testable import DevAccessBroker
 import DevAccessProtocol
 import FuzzSupport
+import DevAccessInterface
 
 /// What a client of the gpsd-compatible endpoint sends (any local program, redirected from
 /// gpsd's port): `?COMMAND[=JSON];` bytes, in two reads, at a level picked by the first

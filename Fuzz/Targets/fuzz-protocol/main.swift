@@ -1,6 +1,7 @@
 import DevAccessCore
 import DevAccessProtocol
 import FuzzSupport
+import DevAccessInterface
 
 /// What a local client can send devaccessd: bytes, framed into lines as the broker frames
 /// them, each decoded as a request. A request that decodes must encode and decode back to

@@ -1,5 +1,6 @@
 import DevAccessCore
 import DevAccessProtocol
+import DevAccessInterface
 
 /// An answer typed at devaccessd's terminal question. It names the grant in full:
 /// `allow`, each permission, the term (`once`, `for 1h`, `always`), a coarser location

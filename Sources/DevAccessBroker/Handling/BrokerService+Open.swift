@@ -6,6 +6,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessEngine
+import DevAccessInterface
 
 /// `open`: the portal model. devaccessd opens a node of a device the peer's
 /// user holds a grant for and passes the descriptor, so the program needs no ACL entry.

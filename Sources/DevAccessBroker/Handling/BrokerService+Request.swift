@@ -7,6 +7,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessEngine
+import DevAccessInterface
 
 /// A request's plan from what devaccessd knows of its requester: the engine takes its
 /// program and why that program's identity is not trusted, as plain values.

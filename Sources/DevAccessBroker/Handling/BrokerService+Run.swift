@@ -7,6 +7,7 @@ import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessEngine
 import DevAccessLaunch
+import DevAccessInterface
 
 /// `run`: devaccessd decides for the program (user + program path), starts it as
 /// the peer with one group id of its own, gives that id an ACL entry on the granted devices'

@@ -1,5 +1,6 @@
 import DevAccessCore
 import DevAccessProtocol
+import DevAccessInterface
 
 /// `subscribe`: status changes pushed to the connection, no polling.
 extension BrokerService {

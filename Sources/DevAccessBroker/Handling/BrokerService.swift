@@ -6,6 +6,7 @@ import DevAccessLedger
 import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessEngine
+import DevAccessInterface
 
 /// What devaccessd answers: `hello`, `status` (a fresh probe evaluated with the
 /// ledger's decisions and drift and the policy, exactly as `devaccess status` computes

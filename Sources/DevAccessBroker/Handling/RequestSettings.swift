@@ -6,6 +6,7 @@ import DevAccessSystem
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessPAM
+import DevAccessInterface
 
 /// How the broker runs consent conversations.
 public struct RequestSettings: Sendable {

@@ -4,6 +4,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessEngine
+import DevAccessInterface
 
 /// Texts of prompts and results, in one place.
 enum RequestText {

@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessEnforcement
 import DevAccessHardware
 import DevAccessProtocol
+import DevAccessInterface
 
 /// One client of the gpsd-compatible endpoint, as gpsd_json(5) defines the exchange: the
 /// `?COMMAND[=JSON];` lines it sends and the reports it gets, at its grant's accuracy.

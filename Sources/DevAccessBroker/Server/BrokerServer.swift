@@ -4,6 +4,7 @@ import Synchronization
 import CLinux
 import DevAccessSystem
 import DevAccessProtocol
+import DevAccessInterface
 
 /// Answers one decoded request from one peer. Runs on the server's handler threads,
 /// never on the event loop, so slow work (probes, NSS, the ledger) cannot stall I/O.

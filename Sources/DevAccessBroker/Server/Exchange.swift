@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import DevAccessProtocol
+import DevAccessInterface
 
 /// One request's conversation with its client, as the handler sees it.
 ///

@@ -2,6 +2,7 @@ import Glibc
 import CLinux
 import DevAccessCore
 import DevAccessSystem
+import DevAccessInterface
 
 /// Why a call to the broker failed. `unreachable` and `timedOut` mean "no broker to
 /// talk to" (the CLI exits 69); `rejected` carries the broker's own error frame.

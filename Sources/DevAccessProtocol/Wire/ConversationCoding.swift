@@ -1,9 +1,12 @@
 import DevAccessCore
+import DevAccessInterface
 
-/// Encoding and strict decoding of the conversation's bodies (Conversation.swift), by the
-/// rules in StrictReader.swift. Each `decode` reads the fields of the envelope's reader;
-/// the caller finishes it (unknown fields refused).
-public enum ConversationCoding {
+/// Encoding and strict decoding of the conversation's bodies (DevAccessInterface,
+/// Values/Conversation.swift), by the rules in StrictReader.swift; the documents `--json`
+/// prints too are encoded in DevAccessInterface (JSON/ConversationCoding.swift). Each
+/// `decode` reads the fields of the envelope's reader; the caller finishes it (unknown
+/// fields refused).
+extension ConversationCoding {
     static let maxPromptNumber: Int64 = 1_000_000
     static let maxTimeout: Int64 = 86_400
     static let maxAttempts: Int64 = 10
@@ -196,20 +199,6 @@ public enum ConversationCoding {
 
     // MARK: results, decision, resolved
 
-    public static func encode(_ result: RequestResult) -> JSONValue {
-        var members = [JSONMember("permission", .string(result.permission.rawValue)),
-                       JSONMember("outcome", .string(result.outcome.rawValue))]
-        if let how = result.how { members.append(JSONMember("how", .string(how.rawValue))) }
-        if let grant = result.grant { members.append(JSONMember("grant", .integer(grant))) }
-        if let term = result.term { members.append(JSONMember("term", .string(term.rawValue))) }
-        if let expires = result.expires { members.append(JSONMember("expires", .string(expires))) }
-        if let pending = result.pending { members.append(JSONMember("pending", .integer(pending))) }
-        if let why = result.why { members.append(JSONMember("why", .string(why.rawValue))) }
-        if let accuracy = result.accuracy { members.append(JSONMember("accuracy", .string(accuracy.rawValue))) }
-        members.append(JSONMember("message", .string(result.message)))
-        return .object(members)
-    }
-
     static func decodeResult(_ value: JSONValue, path: String) throws(ProtocolError) -> RequestResult {
         try Strict.object(value, path: path) { (reader) throws(ProtocolError) -> RequestResult in
             let permission = try Strict.permission(try reader.required("permission"), path: reader.childPath("permission"))
@@ -245,24 +234,10 @@ public enum ConversationCoding {
         }
     }
 
-    /// The wire's `decision` reply after its envelope; also `devaccess request --json`.
-    public static func encode(_ decision: DecisionReply) -> [JSONMember] {
-        [JSONMember("user", .string(decision.user)), JSONMember("uid", .integer(Int64(decision.uid))),
-         JSONMember("results", .array(decision.results.map(encode))),
-         JSONMember("permissions", .array(decision.permissions.map(ModelCoding.encode)))]
-    }
-
     static func decodeDecision(_ reader: inout ObjectReader) throws(ProtocolError) -> DecisionReply {
         DecisionReply(user: try reader.string("user", maxLength: 256), uid: try reader.uint32("uid"),
                       results: try reader.array("results", maxCount: 64, decodeResult),
                       permissions: try reader.array("permissions", maxCount: 64, ModelCoding.decodePermissionStatus))
-    }
-
-    public static func encode(_ resolved: ResolvedReply) -> [JSONMember] {
-        [JSONMember("pending", .integer(resolved.pending)),
-         JSONMember("resolution", .string(resolved.resolution.rawValue)),
-         JSONMember("user", .string(resolved.user)), JSONMember("uid", .integer(Int64(resolved.uid))),
-         JSONMember("results", .array(resolved.results.map(encode)))]
     }
 
     static func decodeResolved(_ reader: inout ObjectReader) throws(ProtocolError) -> ResolvedReply {

@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessInterface
 
 /// Turns envelopes into lines and lines into envelopes, by the rules in
 /// StrictReader.swift. Lines are returned and taken without their newline.

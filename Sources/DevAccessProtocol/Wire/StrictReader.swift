@@ -1,4 +1,5 @@
 import DevAccessCore
+import DevAccessInterface
 
 // The decoding rules of the protocol, in one place. Every message, request or reply,
 // is read through these functions, so every level of every message is held to them:
@@ -248,9 +249,4 @@ public enum Strict {
         }
         return list
     }
-}
-
-extension AccessMode {
-    /// The `rwx` text the protocol uses (exact, unlike the `read`/`readwrite` words).
-    var wireText: String { symbolic }
 }

@@ -6,6 +6,7 @@ import DevAccessLedger
 import DevAccessProtocol
 @testable import DevAccessEngine
 @testable import DevAccessBroker
+import DevAccessInterface
 
 /// `ApprovalPlan`: what an administrator's approve or reject of a pending request comes to
 /// before the engine records it, built without a daemon.

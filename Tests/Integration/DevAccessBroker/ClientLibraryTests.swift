@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessInterface
 
 /// The DevAccess library (Sources/DevAccess) as a real user's program uses it, against a
 /// real devaccessd: the probe program makes each call as the user and prints the answer.

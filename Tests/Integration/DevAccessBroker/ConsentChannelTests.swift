@@ -6,6 +6,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessInterface
 
 /// The program that asks never answers: `ask` is put to a person on the login terminal by
 /// devaccessd itself, or it becomes a password check; an answer that travels over the

@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessInterface
 
 /// The real devaccessd, started from the build directory. One suite, run serially:
 /// every test starts daemons and test users, and the admin test changes a system group.

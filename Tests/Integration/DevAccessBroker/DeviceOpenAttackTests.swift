@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessSystem
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessInterface
 
 /// A local user attacking `open` and `subscribe` (protocol 7) on a real devaccessd: hoarding
 /// descriptors in devaccessd, path tricks, swapped nodes, malformed messages, other users'

@@ -3,6 +3,7 @@ import Foundation
 import DevAccessCore
 import DevAccessProtocol
 @testable import DevAccessBroker
+import DevAccessInterface
 
 /// The gpsd-compatible endpoint's protocol, without sockets: what a client sends, what it
 /// gets, at its level.

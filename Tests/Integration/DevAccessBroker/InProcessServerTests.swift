@@ -8,6 +8,7 @@ import DevAccessEngine
 import DevAccessHardware
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessInterface
 
 /// The server and its parts in-process, with a stub handler: no root needed.
 /// Handlers run on the server's own threads, so tests blocking the shared concurrency

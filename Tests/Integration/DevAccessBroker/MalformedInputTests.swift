@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessInterface
 
 /// Bad input gets an error frame naming the problem, then the connection closes; the
 /// daemon keeps serving everyone else.

@@ -5,6 +5,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessInterface
 
 /// Policy auth_admin: the request waits in the ledger; an administrator (a member of the
 /// daemon's admin group) lists, approves or rejects it; anyone else is refused and audited.

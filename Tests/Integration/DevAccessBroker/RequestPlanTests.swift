@@ -6,6 +6,7 @@ import DevAccessEnforcement
 import DevAccessProtocol
 import DevAccessEngine
 @testable import DevAccessBroker
+import DevAccessInterface
 
 /// `RequestPlan`: what a request comes to (answered at once, who decides the rest, what to
 /// record), built without a daemon from the request and what devaccessd read.

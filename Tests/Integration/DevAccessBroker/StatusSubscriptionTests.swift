@@ -4,6 +4,7 @@ import Testing
 import DevAccessCore
 import DevAccessProtocol
 import DevAccessTestSupport
+import DevAccessInterface
 
 /// `subscribe` (protocol 7) and `DeviceAccess.statusUpdates`: changes pushed by devaccessd
 /// from where it learns of them (the live enforcer's runs), bounded per user.

@@ -4,6 +4,7 @@ import DevAccessCore
 import DevAccessLedger
 import DevAccessProtocol
 import DevAccessEngine
+import DevAccessInterface
 
 /// `OpenPlan`: what devaccessd opens for whom, decided without a daemon from what was read.
 struct OpenPlanTests {

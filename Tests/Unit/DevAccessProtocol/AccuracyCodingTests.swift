@@ -1,6 +1,7 @@
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 /// `accuracy`: a location level on `decide`, `request`, their results, pending items and
 /// statuses. Anything but one of the five words, or a level where it means nothing, is

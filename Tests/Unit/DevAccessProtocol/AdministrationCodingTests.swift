@@ -1,6 +1,7 @@
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 /// Version 3: the operations that decide or record, and their `result`.
 struct AdministrationCodingTests {

@@ -1,6 +1,7 @@
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 /// The request conversation and the approval queue, both directions, held to the same
 /// strict rules as the rest.

@@ -1,6 +1,7 @@
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 /// `devaccess devices --json`: a device without a status is the wire's device object minus
 /// `usable` and the nodes' `evaluation` (one encoder for both); strict the other way too.

@@ -1,6 +1,7 @@
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 /// A deterministic mutation fuzzer over valid messages: whatever the bytes, the
 /// decoders answer with a value or a `ProtocolError`, never a crash, and anything

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 struct ReplyCodingTests {
     /// A status with every shape the model has: ACL with named entries and a mask, a

@@ -1,6 +1,7 @@
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 /// `MessageCodec.decodeStatusRequest`, the event loop's shortcut for the common status
 /// request: whatever it accepts, the full decoder decodes to the same envelope; whatever

@@ -1,6 +1,7 @@
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 /// Every way a request can be refused, one test each: the code, the place named in
 /// `context`, and whether the broker would close the connection afterwards.

@@ -1,6 +1,7 @@
 import Testing
 import DevAccessCore
 @testable import DevAccessProtocol
+import DevAccessInterface
 
 /// `subscribe`/`update` and `open`/`opened`, both directions, as strict as the rest.
 struct SubscriptionCodingTests {

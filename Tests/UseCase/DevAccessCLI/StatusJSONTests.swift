@@ -5,6 +5,7 @@ import DevAccessTestSupport
 import Foundation
 import Testing
 @testable import DevAccessCLI
+import DevAccessInterface
 
 /// One encoding of a status: what `status --json` and `devices --json` print is the wire's
 /// encoding (ModelCoding), read back by the client library's strict decoder into the very

@@ -1,4 +1,4 @@
-import DevAccessProtocol
+import DevAccessInterface
 
 extension InterfaceError {
     /// A broker call's failure: the broker's own refusal keeps its sentence and code.
