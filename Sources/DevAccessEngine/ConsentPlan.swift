@@ -1,7 +1,7 @@
 import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
-import DevAccessProtocol
+import DevAccessInterface
 
 /// What a consent prompt offers and what its answer decides (`ask`: a choice on the login
 /// terminal; `auth_self`: the password), from values only: the daemon asks, waits and

@@ -1,7 +1,7 @@
 import DevAccessCore
 import DevAccessSystem
 import DevAccessLedger
-import DevAccessProtocol
+import DevAccessInterface
 
 /// A request's permissions an administrator decides (policy auth_admin): which a request of
 /// the user already waiting covers, which a new one queues, whether the person may queue

@@ -1,7 +1,7 @@
 import Testing
 import DevAccessCore
 import DevAccessLedger
-import DevAccessProtocol
+import DevAccessInterface
 import DevAccessEngine
 
 /// What an `ask` prompt offers (`ConsentPlan.askChoices`) and what the typed answer decides
