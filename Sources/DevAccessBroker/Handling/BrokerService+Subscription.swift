@@ -10,7 +10,8 @@ extension BrokerService {
     /// for, cause `initial`). The request stays open: updates follow whenever the live
     /// enforcer runs and a status changed, until the client leaves.
     func subscribe(_ query: SubscribeQuery, envelope: RequestEnvelope, peer: Peer, exchange: Exchange) {
-        let service = EngineService(caller: caller(of: peer), runner: QueuedEngine(enforcement: enforcement))
+        // On the event loop, as every subscribe: a flood of them must not wait on handler threads.
+        let service = EngineService(caller: callerOnLoop(of: peer), runner: QueuedEngine(enforcement: enforcement))
         let permissions: [Permission]
         do throws(InterfaceError) {
             permissions = try service.subscription(query)

@@ -161,8 +161,7 @@ public final class BrokerService: RequestHandler {
     /// a task on the handler threads.
     public func start(_ envelope: RequestEnvelope, from peer: Peer, executor: any TaskExecutor, exchange: Exchange) {
         if case .subscribe(let query) = envelope.request {
-            // Judged off the event loop: who the peer is may need NSS and the ledger's runs.
-            Task(executorPreference: executor) { self.subscribe(query, envelope: envelope, peer: peer, exchange: exchange) }
+            subscribe(query, envelope: envelope, peer: peer, exchange: exchange)
             return
         }
         if case .open(let order) = envelope.request {
