@@ -172,6 +172,9 @@ public final class BrokerService: RequestHandler {
             return
         }
         if case .status(let query) = envelope.request, query.user == nil {
+            // The peer's own status: the engine's table lets every caller see its own (its
+            // "status, own" rows, AuthorizationMatrixTests and ReadOperationsTests), so no
+            // caller is built here; the engine computes it (`statusReply`).
             let permissions = query.permissions ?? Permission.all
             if keepsInputs {
                 // The reply kept for this uid (the kernel's) and this question, with this request's
