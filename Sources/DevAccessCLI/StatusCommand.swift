@@ -107,9 +107,7 @@ enum LocalStatus {
                                 user: arguments.value("user"))
         let socketPath = try BrokerOptions.socketPath(arguments, command: command)
         return try await AdminAccess.call(command) { () throws(InterfaceError) in
-            // A wrong --gpsd is a usage error even where devaccessd answers.
-            _ = try reads.probeOptions()
-            return try await status(query, reads: reads, socketPath: socketPath)
+            try await status(query, reads: reads, socketPath: socketPath)
         }
     }
 
@@ -117,8 +115,10 @@ enum LocalStatus {
         -> StatusReply
     {
         let engine = reads.readingEngine()
-        guard reads.ledgerIsPrivate else { return try await engine.status(query) }
         let subject = try engine.statusSubject(query)
+        // A wrong --gpsd is a usage error even where devaccessd answers.
+        _ = try reads.probeOptions()
+        guard reads.ledgerIsPrivate else { return try await engine.status(query) }
         let asked = StatusQuery(permissions: query.permissions, user: subject.uid == getuid() ? nil : String(subject.uid))
         let broker: any DevAccessInterface = BrokerInterface(socketPath: socketPath, timeout: .seconds(10))
         do {
