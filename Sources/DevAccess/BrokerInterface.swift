@@ -93,6 +93,28 @@ import DevAccessProtocol
         }
     }
 
+    // MARK: Reads
+
+    public func status(_ query: StatusQuery) async throws(InterfaceError) -> StatusReply {
+        do {
+            return try await DeviceAccess(socketPath: socketPath, timeout: timeout).statusReply(query)
+        } catch {
+            throw InterfaceError(error)
+        }
+    }
+
+    /// devaccessd has no `who` (it would inspect every process as root, for any caller), and
+    /// this library reads no process table itself: `devaccess who` reads it in its own process.
+    public func who(_ query: WhoQuery) async throws(InterfaceError) -> WhoDocument {
+        throw .failed("devaccessd has no 'who' operation; 'devaccess who' reads who holds the nodes in its own "
+            + "process, with its own credentials")
+    }
+
+    /// devaccessd's `subscribe`, kept up across its restarts (`DeviceAccess.statusUpdates`).
+    public func statusUpdates(_ query: SubscribeQuery) -> StatusUpdateStream {
+        StatusSubscriber(socketPath: socketPath, timeout: timeout, permissions: query.permissions).updates()
+    }
+
     private func perform<Document: Decodable>(_ request: Request) throws(InterfaceError) -> Document {
         do {
             return try BrokerSession(socketPath: socketPath, timeout: timeout).document(request)

@@ -3,6 +3,7 @@ import Glibc
 @_exported import DevAccessCore
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessSystem
 
 /// Access to the camera, the microphone and the location through devaccessd.
 ///
@@ -60,6 +61,26 @@ public struct DeviceAccess: Sendable {
             }
         }
         return StatusReport(user: reply.user, uid: reply.uid, permissions: reply.permissions)
+    }
+
+    /// `status`'s reply as devaccessd sent it, its failure as the protocol states it
+    /// (`BrokerInterface.status`); off the cooperative pool, cancellable.
+    func statusReply(_ query: StatusQuery) async throws(BrokerClientError) -> StatusReply {
+        let socketPath = self.socketPath, timeout = self.timeout
+        let cancellation = CallCancellation()
+        let outcome = await withTaskCancellationHandler {
+            await DetachedThread.run(name: "DevAccess call") { () -> Result<StatusReply, BrokerClientError> in
+                Result { () throws(BrokerClientError) in
+                    try Self.exchange(socketPath, timeout: timeout, cancellation: cancellation) {
+                        session throws(BrokerClientError) in
+                        try session.status(query.permissions, user: query.user)
+                    }
+                }
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
+        return try outcome.get()
     }
 
     // MARK: Request

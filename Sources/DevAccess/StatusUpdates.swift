@@ -28,7 +28,9 @@ extension DeviceAccess {
             continuation.onTermination = { _ in subscriber.cancellation.cancel() }
             Task {
                 await DetachedThread.run(name: "DevAccess updates") {
-                    subscriber.run { continuation.yield($0) }
+                    _ = subscriber.run { update in
+                        for status in update.permissions { continuation.yield(status) }
+                    }
                     continuation.finish()
                 }
             }
@@ -50,28 +52,29 @@ struct StatusSubscriber: Sendable {
     enum Ending {
         /// devaccessd went away, or was busy: subscribe again. `served`: it had answered.
         case lost(served: Bool)
-        /// devaccessd will not serve this subscription; subscribing again would not help.
-        case refused
+        /// devaccessd will not serve this subscription (`why`); subscribing again would not help.
+        case refused(BrokerClientError)
     }
 
-    /// Subscribes, and again after each loss, until cancelled or refused for good.
-    func run(_ yield: (PermissionStatus) -> Void) {
+    /// Subscribes, and again after each loss, until cancelled (nil) or refused for good (why).
+    func run(_ yield: (StatusUpdate) -> Void) -> BrokerClientError? {
         var delay = Self.firstDelay
         while !cancellation.isCancelled {
             switch subscribeOnce(yield) {
-            case .refused:
-                return
+            case .refused(let why):
+                return why
             case .lost(let served):
                 if served { delay = Self.firstDelay }
                 let jitter = Double.random(in: 0...0.25)
-                guard cancellation.sleep(for: delay + delay * jitter) else { return }
+                guard cancellation.sleep(for: delay + delay * jitter) else { return nil }
                 delay = min(delay * 2, Self.longestDelay)
             }
         }
+        return nil
     }
 
     /// One connection and subscription, its updates yielded until it ends.
-    private func subscribeOnce(_ yield: (PermissionStatus) -> Void) -> Ending {
+    private func subscribeOnce(_ yield: (StatusUpdate) -> Void) -> Ending {
         var served = false
         do throws(BrokerClientError) {
             try DeviceAccess.exchange(socketPath, timeout: timeout, cancellation: cancellation) {
@@ -82,7 +85,7 @@ struct StatusSubscriber: Sendable {
                     switch try session.next(to: id) {
                     case .reply(.update(let update)):
                         served = true
-                        for status in update.permissions { yield(status) }
+                        yield(update)
                     case .reply(.error(let frame)):
                         throw .rejected(frame)
                     case .reply(let other):
@@ -102,8 +105,26 @@ struct StatusSubscriber: Sendable {
                 // At its limit, or stopping ("subscribe again once it is back").
                 return .lost(served: served)
             case .rejected, .badReply:
-                return .refused
+                return .refused(error)
             }
         }
+    }
+}
+
+extension StatusSubscriber {
+    /// The updates as they come, for `BrokerInterface.statusUpdates`: kept up across
+    /// devaccessd's restarts as `DeviceAccess.statusUpdates`; a refusal for good fails the
+    /// stream with the contract's error.
+    func updates() -> StatusUpdateStream {
+        let subscriber = self
+        return StatusUpdateStream(AsyncThrowingStream(bufferingPolicy: .bufferingNewest(256)) { continuation in
+            continuation.onTermination = { _ in subscriber.cancellation.cancel() }
+            Task {
+                await DetachedThread.run(name: "DevAccess updates") {
+                    let refused = subscriber.run { continuation.yield($0) }
+                    continuation.finish(throwing: refused.map(InterfaceError.init))
+                }
+            }
+        })
     }
 }

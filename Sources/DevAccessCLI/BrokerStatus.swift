@@ -24,6 +24,23 @@ enum BrokerOptions {
         return path
     }
 
+    /// Maps a failed read through devaccessd to the exit code and message scripts rely on
+    /// (the same as the library's `DeviceAccessError` below).
+    static func failure(_ error: InterfaceError, command: String) -> any Error {
+        switch error {
+        case .unreachable(let reason):
+            return failure(.brokerUnavailable(reason), command: command)
+        case .brokerBusy(let text):
+            return CommandFailure(message: text, code: .brokerUnreachable)
+        case .badArgument(let text):
+            return failure(.noSuchUser(text), command: command)
+        case .refused(_, let reason):
+            return failure(.notPermitted(reason), command: command)
+        default:
+            return CommandFailure(message: error.description)
+        }
+    }
+
     /// Maps a failed call of the DevAccess library to the exit code and message scripts rely on.
     static func failure(_ error: DeviceAccessError, command: String) -> any Error {
         switch error {
@@ -56,14 +73,15 @@ enum BrokerStatus {
                              command: command)
         }
         let path = try BrokerOptions.socketPath(arguments, command: command)
-        let reply: StatusReport
-        do throws(DeviceAccessError) {
-            reply = try await DeviceAccess(socketPath: path, timeout: .seconds(30))
-                .statusReport(permissions == Permission.all ? nil : permissions, user: arguments.value("user"))
+        let broker: any DevAccessInterface = BrokerInterface(socketPath: path, timeout: .seconds(30))
+        let reply: StatusReply
+        do throws(InterfaceError) {
+            reply = try await broker.status(StatusQuery(permissions: permissions == Permission.all ? nil : permissions,
+                                                        user: arguments.value("user")))
         } catch {
             throw BrokerOptions.failure(error, command: command)
         }
-        let user = UserIdentity(uid: reply.uid, name: reply.user, primaryGID: 0, groups: [])
+        let user = LocalStatus.user(of: reply)
         if arguments.has("json") {
             console.out(StatusJSON.status(user: reply.user, uid: reply.uid, permissions: reply.permissions, gate: nil))
         } else {

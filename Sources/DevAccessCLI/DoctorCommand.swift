@@ -63,7 +63,7 @@ enum DoctorCommand: Command {
         let reads = try CommonOptions.reads(arguments, command: spec.name)
         let gate: GateReport? = root.isEmpty
             ? try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
-                try await reads.gate([.camera, .microphone], reading: nil)
+                try await reads.gate([.camera, .microphone])
             }
             : nil
         let location: AdapterReport? = root.isEmpty

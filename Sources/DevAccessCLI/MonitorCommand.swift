@@ -52,9 +52,11 @@ enum MonitorCommand: Command {
         }
         let json = arguments.has("json")
         let socketPath = try BrokerOptions.socketPath(arguments, command: spec.name)
-        let access = DeviceAccess(socketPath: socketPath, timeout: .seconds(10))
+        // Status updates are devaccessd's alone (the engine in this process has none to
+        // follow): monitor always goes to devaccessd, and without it exits 69.
+        let access: any DevAccessInterface = BrokerInterface(socketPath: socketPath, timeout: .seconds(10))
         let snapshot = try await current(access)
-        let broker = BrokerInterface(socketPath: socketPath, timeout: .seconds(2))
+        let broker: any DevAccessInterface = BrokerInterface(socketPath: socketPath, timeout: .seconds(2))
         var switches = await offSwitches(broker)
         var models: [Permission: HotplugStatusModel] = [:]
         for status in snapshot.permissions { models[status.permission] = HotplugStatusModel(snapshot: status) }
@@ -88,10 +90,10 @@ enum MonitorCommand: Command {
     }
 
     /// The statuses now; devaccessd not reachable: exit 69, saying what to do.
-    static func current(_ access: DeviceAccess) async throws -> StatusReport {
-        do throws(DeviceAccessError) {
-            return try await access.statusReport(permissions)
-        } catch .brokerUnavailable(let reason) {
+    static func current(_ access: any DevAccessInterface) async throws -> StatusReply {
+        do throws(InterfaceError) {
+            return try await access.status(StatusQuery(permissions: permissions))
+        } catch .unreachable(let reason) {
             throw CommandFailure(message: "\(reason); monitor follows devaccessd's status updates: "
                                      + DaemonStart.advice() + ", or use 'devaccess status' for the status now",
                                  code: .brokerUnreachable)
@@ -102,10 +104,16 @@ enum MonitorCommand: Command {
 
     /// devaccessd's status updates (after a restart, every status again: only what changed
     /// prints), with a tick every 2 seconds for the switches.
-    static func inputs(_ access: DeviceAccess) -> AsyncStream<Input> {
+    static func inputs(_ access: any DevAccessInterface) -> AsyncStream<Input> {
         AsyncStream(bufferingPolicy: .bufferingNewest(1024)) { continuation in
             let updates = Task {
-                for await status in access.statusUpdates(permissions) { continuation.yield(.status(status)) }
+                do throws(InterfaceError) {
+                    for try await update in access.statusUpdates(SubscribeQuery(permissions: permissions)) {
+                        for status in update.permissions { continuation.yield(.status(status)) }
+                    }
+                } catch {
+                    // Refused for good: the same end as a stream that finished.
+                }
                 if !Task.isCancelled { continuation.yield(.ended) }
                 continuation.finish()
             }
@@ -150,7 +158,7 @@ enum MonitorCommand: Command {
     }
 
     /// The switches that are off, as devaccessd says; nil when it cannot be asked.
-    private static func offSwitches(_ broker: BrokerInterface) async -> [SwitchesDocument.State]? {
+    private static func offSwitches(_ broker: any DevAccessInterface) async -> [SwitchesDocument.State]? {
         guard let document = try? await broker.switches() else { return nil }
         return document.switches.filter { $0.state == "off" }
     }

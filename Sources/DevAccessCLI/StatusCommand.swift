@@ -1,7 +1,8 @@
 import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
-import DevAccess
+@_spi(CLI) import DevAccess
+import DevAccessProtocol
 import DevAccessInterface
 import FoundationEssentials
 import Glibc
@@ -42,14 +43,15 @@ enum StatusCommand: Command {
         }
         let reads = try CommonOptions.reads(arguments, command: spec.name)
         let computed = try await LocalStatus.compute(permissions, reads, arguments, command: spec.name)
-        let (user, statuses) = (computed.user, computed.statuses)
         let gate = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
-            try await reads.gate(permissions, reading: computed)
+            try await reads.gate(permissions)
         }
         if arguments.has("json") {
-            console.out(StatusJSON.status(user: user.name, uid: user.uid, permissions: statuses, gate: gate))
+            console.out(StatusJSON.status(user: computed.user, uid: computed.uid, permissions: computed.permissions,
+                                          gate: gate))
         } else {
-            let rendering = StatusRendering(user: user, statuses: statuses, gate: gate, time: HumanTime.now())
+            let rendering = StatusRendering(user: LocalStatus.user(of: computed), statuses: computed.permissions,
+                                            gate: gate, time: HumanTime.now())
             console.out(arguments.has("verbose") ? rendering.verbose() : rendering.summary(), style: style)
         }
         return .success
@@ -85,57 +87,55 @@ enum ExplainCommand: Command {
         let reads = try CommonOptions.reads(arguments, command: spec.name)
         let computed = try await LocalStatus.compute(permissions, reads, arguments, command: spec.name)
         let gate = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
-            try await reads.gate(permissions, reading: computed)
+            try await reads.gate(permissions)
         }
-        let rendering = StatusRendering(user: computed.user, statuses: computed.statuses, gate: gate,
+        let rendering = StatusRendering(user: LocalStatus.user(of: computed), statuses: computed.permissions, gate: gate,
                                         time: HumanTime.now())
         console.out(rendering.verbose(), style: style)
         return .success
     }
 }
 
-/// `status` and `check` computed here, without the broker: the engine's reads of the
-/// machine, the ledger (read-only) and the policy, for the user named by --user or the
-/// caller. The ledger is private to root: anyone else gets its part from devaccessd (the
-/// whole status, computed there the same way), or is told the decisions are unknown when it
-/// cannot be reached.
+/// `status`, `explain` and `check` through the contract, as the ledger can be read: root
+/// reads it here (the engine in this process); anyone else gets the whole status from
+/// devaccessd (as the kernel identifies them), or, when it cannot be reached, the engine's
+/// here with the decisions unknown. Whose status a caller may see, the engine judges first.
 enum LocalStatus {
-    /// The user named by --user (or the caller), when the caller may see their status: as the
-    /// broker rules, another user's decisions are for root and admins only.
-    static func identity(_ arguments: ParsedArguments, command: String) throws -> UserIdentity {
-        let user = try CommonOptions.identity(arguments, command: command)
-        if user.uid != getuid() && !Caller.thisProcess().may(.status, target: .anotherUser) {
-            throw CommandFailure(message: "only root and members of group '\(AdminGroup.name)' may see the status of "
-                + "another user (\(user.name), uid \(user.uid)); without --user you see your own", code: .noPermission)
+    static func compute(_ permissions: [Permission], _ reads: EngineReads, _ arguments: ParsedArguments,
+                        command: String) async throws -> StatusReply {
+        let query = StatusQuery(permissions: permissions == Permission.all ? nil : permissions,
+                                user: arguments.value("user"))
+        let socketPath = try BrokerOptions.socketPath(arguments, command: command)
+        return try await AdminAccess.call(command) { () throws(InterfaceError) in
+            try await status(query, reads: reads, socketPath: socketPath)
         }
-        return user
     }
 
-    static func compute(_ permissions: [Permission], _ reads: EngineReads, _ arguments: ParsedArguments,
-                        command: String) async throws -> StatusReading {
-        let user = try identity(arguments, command: command)
-        if let reading = try await AdminAccess.call(command, { () throws(InterfaceError) in
-            try await reads.status(permissions, for: user)
-        }) {
-            return reading
-        }
-        let path = try BrokerOptions.socketPath(arguments, command: command)
-        let why: String
-        do throws(DeviceAccessError) {
-            let reply = try await DeviceAccess(socketPath: path, timeout: .seconds(10))
-                .statusReport(permissions == Permission.all ? nil : permissions,
-                              user: user.uid == getuid() ? nil : String(user.uid))
-            return StatusReading(user: user, statuses: reply.permissions)
-        } catch .notPermitted(let reason) {
-            throw CommandFailure(message: reason, code: .noPermission)
-        } catch .brokerUnavailable(let reason) {
-            why = "devaccessd not reachable (\(reason))"
+    private static func status(_ query: StatusQuery, reads: EngineReads, socketPath: String) async throws(InterfaceError)
+        -> StatusReply
+    {
+        let engine = reads.readingEngine()
+        let subject = try engine.statusSubject(query)
+        // A wrong --gpsd is a usage error even where devaccessd answers.
+        _ = try reads.probeOptions()
+        guard reads.ledgerIsPrivate else { return try await engine.status(query) }
+        let asked = StatusQuery(permissions: query.permissions, user: subject.uid == getuid() ? nil : String(subject.uid))
+        let broker: any DevAccessInterface = BrokerInterface(socketPath: socketPath, timeout: .seconds(10))
+        do {
+            return try await broker.status(asked)
         } catch {
-            why = "devaccessd not reachable (\(error))"
+            // devaccessd's refusal stands; anything else: the status here, the decisions unknown.
+            if case .refused = error { throw error }
+            let reason = if case .unreachable(let text) = error { text } else { error.description }
+            var here = engine
+            here.decisionsUnknown = "devaccessd not reachable (\(reason))"
+            return try await here.status(query)
         }
-        return try await AdminAccess.call(command) { () throws(InterfaceError) in
-            try await reads.status(permissions, for: user, decisionsUnknown: why)
-        }
+    }
+
+    /// Whose statuses these are, for the rendering (its name and uid).
+    static func user(of reply: StatusReply) -> UserIdentity {
+        UserIdentity(uid: reply.uid, name: reply.user, primaryGID: 0, groups: [])
     }
 }
 
@@ -159,7 +159,7 @@ enum CheckCommand: Command {
         }
         let permission = try CommonOptions.permissions(arguments.positionals, command: spec.name)
         let reads = try CommonOptions.reads(arguments, command: spec.name)
-        let statuses = try await LocalStatus.compute(permission, reads, arguments, command: spec.name).statuses
+        let statuses = try await LocalStatus.compute(permission, reads, arguments, command: spec.name).permissions
         guard let status = statuses.first else { return .failure }
         return ExitCode(status.status)
     }

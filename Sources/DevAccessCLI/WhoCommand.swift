@@ -2,7 +2,7 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessInterface
 import DevAccessSystem
-import Glibc
+import DevAccessEngine
 
 /// `devaccess who`: the processes that hold device nodes open now. A revoke, a deny or an
 /// expiry changes the nodes' ACLs, which stops new opens but closes nothing already open:
@@ -35,28 +35,31 @@ enum WhoCommand: Command {
 
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let permissions = try CommonOptions.permissions(arguments.positionals, command: spec.name)
-        let reads = try CommonOptions.reads(arguments, command: spec.name)
-        let reports = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
-            try await reads.devices(permissions)
-        }
-        let watch = Watch(reports, allNodes: arguments.has("all-nodes"))
-        let scan = NodeHolders.scan(for: watch.nodes)
-        var notes = watch.notes
-        if scan.uninspected > 0 {
-            notes.append("\(scan.uninspected) process\(scan.uninspected == 1 ? "" : "es") could not be inspected "
-                + "(run as root to see every user's)")
-        }
-        let rows = scan.holders.flatMap { holder in
-            (watch.owners[holder.node.path] ?? []).map { WhoDocument.Holder(holder, owner: $0) }
+        // The engine in this process, with this process's credentials: devaccessd has no `who`
+        // (it would inspect every process as root); the caller sees what it may inspect itself.
+        let interface: any DevAccessInterface = try CommonOptions.reads(arguments, command: spec.name).readingEngine()
+        let document = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
+            try await interface.who(WhoQuery(permissions: permissions, allNodes: arguments.has("all-nodes")))
         }
         if arguments.has("json") {
-            console.out(try JSONOutput.encode(WhoDocument(holders: rows, uninspected: scan.uninspected, notes: notes)))
+            console.out(try JSONOutput.encode(document))
             return .success
         }
-        var text = rows.isEmpty ? "nobody holds \(watch.kinds(permissions)) open\n" : table(rows) + "\n"
-        if !notes.isEmpty { text += "\n" + notes.map { "- " + TerminalText.field($0) }.joined(separator: "\n") + "\n" }
+        let rows = document.holders
+        var text = rows.isEmpty ? "nobody holds \(kinds(permissions)) open\n" : table(rows) + "\n"
+        if !document.notes.isEmpty {
+            text += "\n" + document.notes.map { "- " + TerminalText.field($0) }.joined(separator: "\n") + "\n"
+        }
         console.out(text)
         return .success
+    }
+
+    /// "a camera or microphone node", for the line that says nobody holds one.
+    static func kinds(_ permissions: [Permission]) -> String {
+        let words = permissions.map(\.rawValue)
+        let joined = words.count <= 1 ? words.joined()
+            : words.dropLast().joined(separator: ", ") + " or " + (words.last ?? "")
+        return "a " + joined + " node"
     }
 
     /// The ACCESS column: `r`, `w`, `rw`, from the JSON word.
@@ -82,121 +85,4 @@ enum WhoCommand: Command {
             }.joined()
         }.joined(separator: "\n")
     }
-
-    /// The nodes to look for, which device of which permission each belongs to, and what to tell.
-    struct Watch {
-        struct Owner {
-            var permission: Permission
-            var device: Device
-            var role: String
-        }
-
-        var nodes: [WatchedNode] = []
-        var owners: [String: [Owner]] = [:]
-        var notes: [String] = []
-        var skippedControl = false
-
-        init(_ reports: [AdapterReport], allNodes: Bool) {
-            for report in reports {
-                if let why = report.unavailableReason {
-                    notes.append("\(report.permission.rawValue): unavailable: \(why)")
-                }
-                for device in report.devices {
-                    for node in device.nodes {
-                        guard allNodes || Self.captures(node, for: report.permission) else {
-                            skippedControl = true
-                            continue
-                        }
-                        guard let facts = node.facts, facts.kind == .characterDevice else {
-                            if case .unusable(let why) = node.state {
-                                notes.append("\(node.path) (\(report.permission.rawValue)) not examined: \(why)")
-                            }
-                            continue
-                        }
-                        if owners[node.path] == nil {
-                            nodes.append(WatchedNode(path: node.path, major: facts.major, minor: facts.minor))
-                        }
-                        owners[node.path, default: []].append(Owner(permission: report.permission, device: device,
-                                                                    role: node.role))
-                    }
-                }
-            }
-            if skippedControl {
-                notes.append("only capture nodes are listed: holding a sound card's control node records nothing "
-                    + "(--all-nodes lists those too)")
-            }
-            if let location = reports.first(where: { $0.permission == .location }) {
-                notes.append(location.devices.isEmpty
-                    ? "location: no receiver node is known; programs that read location from gpsd hold its socket, "
-                        + "not a node"
-                    : "location: programs that read gpsd hold its socket, not a node; the receiver's holder is gpsd")
-            }
-        }
-
-        /// Camera video nodes and microphone capture PCMs capture; location's receiver is its source.
-        static func captures(_ node: DeviceNode, for permission: Permission) -> Bool {
-            permission == .location ? node.role == "receiver" : node.role == "capture"
-        }
-
-        /// "a camera or microphone node", for the line that says nobody holds one.
-        func kinds(_ permissions: [Permission]) -> String {
-            let words = permissions.map(\.rawValue)
-            let joined = words.count <= 1 ? words.joined()
-                : words.dropLast().joined(separator: ", ") + " or " + (words.last ?? "")
-            return "a " + joined + " node"
-        }
-    }
-}
-
-/// `devaccess who --json` (docs/json.md).
-struct WhoDocument: Encodable {
-    struct Holder: Encodable {
-        var pid: Int32
-        var startTicks: UInt64
-        var user: String?
-        var uid: UInt32
-        var euid: UInt32
-        var program: String?
-        var programDeleted: Bool?
-        var command: String?
-        var permission: String
-        var device: String
-        var deviceName: String
-        var node: String
-        var role: String
-        var opened: String
-        var fd: Int32
-        var access: String
-        var run: Int64?
-        var runGroup: UInt32?
-
-        init(_ holder: NodeHolder, owner: WhoCommand.Watch.Owner) {
-            pid = holder.pid
-            startTicks = holder.startTicks
-            user = holder.userName
-            uid = holder.realUID
-            euid = holder.effectiveUID
-            program = holder.program
-            programDeleted = holder.programDeleted ? true : nil
-            command = holder.command
-            permission = owner.permission.rawValue
-            device = owner.device.id
-            deviceName = owner.device.name
-            node = holder.node.path
-            role = owner.role
-            opened = holder.openedPath
-            fd = holder.fd
-            access = holder.access.symbolic
-            runGroup = holder.runGroup
-            run = holder.runGroup.map(WhoDocument.runID)
-        }
-    }
-
-    var holders: [Holder]
-    var uninspected: Int
-    var notes: [String]
-
-    /// The run a group id was handed to: ids go out in order from RunGroups.first (run 1), so
-    /// this is the run's id in the ledger ('devaccess list') until 16M runs have wrapped the range.
-    static func runID(_ gid: UInt32) -> Int64 { Int64(gid - RunGroups.first) + 1 }
 }

@@ -9,7 +9,11 @@ import DevAccessCore
 public enum Authorization {
     /// What a caller asks for, as far as the judge needs to know.
     public enum Action: Sendable, Hashable {
+        /// The statuses (and their updates): the caller's own, or another user's.
         case status
+        /// Which processes hold the device nodes open, read in the caller's own process with
+        /// its own credentials (`who`): it shows no more than those let it inspect.
+        case who
         /// A request for the caller itself; `accuracy`: the location level asked.
         case request([Permission], accuracy: LocationAccuracy?)
         /// devaccessd opening a node of a device of `permission` and passing the descriptor.
@@ -59,7 +63,7 @@ public enum Authorization {
     /// A strict run gets only what it was given: devaccessd is no way around its Landlock rules.
     private static func judgeStrict(_ action: Action, caller: Caller, run: RunScope) -> Verdict {
         switch action {
-        case .status:
+        case .status, .who:
             return .allowed
         case .open(let permission):
             return run.permissions.contains(permission) ? .withinRun(run)

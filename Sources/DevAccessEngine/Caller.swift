@@ -95,10 +95,11 @@ extension Caller {
     /// The caller the kernel's `credentials` describe: its standing (`standing(of:adminGroup:)`)
     /// and the run of the first run group id among its groups (with several, a strict one).
     /// `runs` names the ledger's run of a group id; a run group id it cannot name is judged
-    /// as a strict run given nothing, so nothing unknown widens.
-    public static func identified(_ credentials: Credentials, adminGroup: String = AdminGroup.name,
+    /// as a strict run given nothing, so nothing unknown widens. `name`: the user's name
+    /// when known (nil: looked up, NSS).
+    public static func identified(_ credentials: Credentials, adminGroup: String = AdminGroup.name, name: String? = nil,
                                   runs: (UInt32) -> Run?) -> Caller {
-        let name = UserDatabase.userName(credentials.uid) ?? String(credentials.uid)
+        let name = name ?? UserDatabase.userName(credentials.uid) ?? String(credentials.uid)
         return Caller(principal: Principal(uid: credentials.uid, name: name),
                       standing: standing(of: credentials, adminGroup: adminGroup),
                       run: runScope(of: credentials, runs: runs), adminGroup: adminGroup)

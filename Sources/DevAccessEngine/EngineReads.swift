@@ -4,12 +4,13 @@ import DevAccessHardware
 import DevAccessInterface
 import DevAccessLedger
 import DevAccessSystem
+import Synchronization
 
 /// The engine's reads that need no devaccessd, in the caller's process: the devices (udev,
 /// gpsd, or in DEBUG builds a declaration file), a status from the ledger (read-only) and the
 /// policy, who opens the capture nodes without devaccess. `status`, `explain`, `check`,
 /// `devices`, `who` and `doctor` keep working without devaccessd through these; nothing here
-/// writes, and nothing decides who may read what (the caller checks that first).
+/// writes, and nothing decides who may read what (`EngineService` judges that first).
 public struct EngineReads: Sendable {
     /// Where the reads look, as the command line gave it.
     public struct Settings: Sendable {
@@ -34,6 +35,8 @@ public struct EngineReads: Sendable {
     let policyDirectory: String
     let settings: Settings
     let environment: ProcessEnvironment
+    /// Shared by the copies of these reads (one command's).
+    let lastStatus = LastStatusRead()
 
     /// Nothing is parsed or read yet: a command that needs no devices never fails on them.
     public init(_ settings: Settings, environment: ProcessEnvironment) {
@@ -85,52 +88,41 @@ public struct EngineReads: Sendable {
         return await MachineProbe.probe(permissions, options: options)
     }
 
-    /// `user`'s statuses from the devices, the ledger and the policy; nil when the ledger is
-    /// private here (root's alone): devaccessd answers for it, or `status(_:for:decisionsUnknown:)`.
-    public func status(_ permissions: [Permission], for user: UserIdentity) async throws(InterfaceError)
-        -> StatusReading?
-    {
-        _ = try probeOptions()  // a wrong --gpsd is a usage error even where devaccessd answers
-        let ledger = LedgerStatus.read(stateDirectory: stateDirectory, uid: user.uid)
-        if ledger.isPrivate { return nil }
-        return try await status(permissions, for: user, ledger: ledger)
+    /// `uid`'s decisions as the ledger here gives them (read-only); nil when the ledger is
+    /// root's alone here (devaccessd reads it).
+    func ledger(for uid: UInt32) -> LedgerReading? {
+        let reading = LedgerStatus.read(stateDirectory: stateDirectory, uid: uid)
+        return reading.isPrivate ? nil : reading
     }
 
-    /// The statuses from the devices and the policy alone, the decisions unknown (`why`).
-    public func status(_ permissions: [Permission], for user: UserIdentity, decisionsUnknown why: String)
-        async throws(InterfaceError) -> StatusReading
-    {
-        try await status(permissions, for: user, ledger: .unknown(why: why))
+    /// The policy as the files say now.
+    func policy() -> PolicyReading {
+        PolicyReading.read(directory: policyDirectory)
     }
 
-    private func status(_ permissions: [Permission], for user: UserIdentity, ledger: LedgerReading)
-        async throws(InterfaceError) -> StatusReading
-    {
-        let reports = try await devices(permissions)
-        let policy = PolicyReading.read(directory: policyDirectory)
-        var reading = StatusReading(user: user, statuses: reports.map {
-            LedgerStatus.evaluate($0, for: user, ledger: ledger, policy: policy)
-        })
-        reading.reports = reports
-        reading.ledger = ledger
-        if case .unknown(let why) = ledger { reading.decisionsUnknown = why }
-        return reading
+    /// What a status is computed from, read here: the devices of `permissions`, `ledger`
+    /// (as `ledger(for:)` read it, or the decisions unknown) and the policy. Kept for `gate`.
+    func statusInputs(_ permissions: [Permission], ledger: LedgerReading) async throws(InterfaceError) -> StatusInputs {
+        let inputs = StatusInputs(reports: try await devices(permissions), ledger: ledger, policy: policy())
+        lastStatus.keep(inputs)
+        return inputs
     }
 
     /// Who opens the capture nodes without devaccess, when camera or microphone is asked
-    /// about: from the reports probed for `reading` (or a probe of its own), the ledger's
-    /// records when `reading` read them (without a reading: the ledger here, when readable),
+    /// about: from the reports a status here probed (else a probe of its own), the ledger's
+    /// records when that status read them (without one: the ledger here, when readable),
     /// and udev's tags.
-    public func gate(_ permissions: [Permission], reading: StatusReading?) async throws(InterfaceError) -> GateReport? {
+    public func gate(_ permissions: [Permission]) async throws(InterfaceError) -> GateReport? {
         let gated = permissions.filter { $0 == .camera || $0 == .microphone }
         guard !gated.isEmpty else { return nil }
-        let reports = if let probed = reading?.reports {
+        let read = lastStatus.kept
+        let reports = if let probed = read?.reports {
             probed.filter { gated.contains($0.permission) }
         } else {
             try await devices(gated)
         }
         var records: [ACLEntryRecord]?
-        let ledger = reading == nil ? LedgerStatus.read(stateDirectory: stateDirectory) : reading?.ledger
+        let ledger = read == nil ? LedgerStatus.read(stateDirectory: stateDirectory) : read?.ledger
         switch ledger {
         case .loaded(let snapshot)?: records = snapshot.records
         case .absent?: records = []  // nothing decided yet: devaccess made no entry
@@ -143,18 +135,29 @@ public struct EngineReads: Sendable {
     }
 }
 
-/// A status computed by `EngineReads`, or given by devaccessd (`init(user:statuses:)`).
-public struct StatusReading: Sendable {
-    public var user: UserIdentity
-    public var statuses: [PermissionStatus]
-    /// Why the ledger's decisions are not in the statuses (devaccessd not reachable), if so.
-    public var decisionsUnknown: String?
-    /// The devices probed here (nil when devaccessd answered the whole status).
-    var reports: [AdapterReport]?
-    var ledger: LedgerReading?
+/// What a status is computed from: the devices' reports, the decisions as the ledger was
+/// read (or why they are unknown) and the policy. devaccessd gathers its own (kept current by
+/// its caches); the engine in the CLI's process reads them here (`EngineReads`).
+public struct StatusInputs: Sendable {
+    public var reports: [AdapterReport]
+    public var ledger: LedgerReading
+    public var policy: PolicyReading
 
-    public init(user: UserIdentity, statuses: [PermissionStatus]) {
-        self.user = user
-        self.statuses = statuses
+    public init(reports: [AdapterReport], ledger: LedgerReading, policy: PolicyReading) {
+        self.reports = reports
+        self.ledger = ledger
+        self.policy = policy
+    }
+}
+
+/// The inputs of the last status read in this process: `gate` reuses its probe and ledger read
+/// rather than probing again.
+final class LastStatusRead: Sendable {
+    private let state = Mutex<StatusInputs?>(nil)
+
+    var kept: StatusInputs? { state.withLock { $0 } }
+
+    func keep(_ inputs: StatusInputs) {
+        state.withLock { $0 = inputs }
     }
 }

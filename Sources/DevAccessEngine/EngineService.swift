@@ -24,11 +24,18 @@ public struct EngineService: DevAccessInterface {
     /// The policy an approval is planned under, as read when it came in (devaccessd's kept
     /// one); nil: the engine's own, read when the approval takes its turn (`--offline`).
     public var policy: PolicyReading?
+    /// The machine, the ledger (read-only) and the policy as read in this process, for the
+    /// reads served here (`status`, `who`); nil in devaccessd, which passes its own inputs.
+    public var reads: EngineReads?
+    /// Why the ledger's decisions are unknown when this process cannot read the ledger
+    /// (it is root's alone): the CLI says devaccessd could not be reached.
+    public var decisionsUnknown: String?
 
-    public init(caller: Caller, runner: any EngineRunner, clock: @escaping @Sendable () -> Date = { Date() },
-                policy: PolicyReading? = nil) {
+    public init(caller: Caller, runner: any EngineRunner, reads: EngineReads? = nil,
+                clock: @escaping @Sendable () -> Date = { Date() }, policy: PolicyReading? = nil) {
         self.caller = caller
         self.runner = runner
+        self.reads = reads
         self.clock = clock
         self.policy = policy
     }

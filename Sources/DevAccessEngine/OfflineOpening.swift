@@ -55,6 +55,12 @@ extension EngineReads {
 
     public var ledgerPath: String { stateDirectory + "/" + Ledger.fileName }
 
+    /// Whether the ledger is there but this process may not read it (it is root's alone):
+    /// its decisions are then devaccessd's to tell.
+    public var ledgerIsPrivate: Bool {
+        access(ledgerPath, R_OK) != 0 && (errno == EACCES || errno == EPERM)
+    }
+
     /// The ledger for reading: read-only, migrated first when an older devaccess wrote it.
     /// Under the engine lock this process is the one writer: a chain walk's checkpoint is
     /// stored (when the file can be written), as devaccessd stores its own.

@@ -9,8 +9,8 @@ import DevAccessCore
 ///   connections with it (one per request, for the peer the kernel named), and root's
 ///   `--offline` repair mode uses it in-process under the engine lock the daemon holds.
 ///
-/// `request` (the consent conversation) and `status` are served by devaccessd's
-/// conversation code and the local probes; they are not part of this protocol yet.
+/// `request` (the consent conversation) is served by devaccessd's conversation code; it is
+/// not part of this protocol yet.
 public protocol DevAccessInterface: Sendable {
     /// Record an allow or deny for a user and apply it to the nodes (admin).
     func decide(_ order: DecisionOrder) async throws(InterfaceError) -> DecisionDocument
@@ -46,6 +46,18 @@ public protocol DevAccessInterface: Sendable {
     /// The machine's position at the caller's granted accuracy (devaccessd only: it is
     /// gpsd's one client).
     func location(_ query: LocationQuery) async throws(InterfaceError) -> LocationDocument
+
+    // MARK: Reads: status, who, status updates
+    /// The statuses of some permissions (nil: all) for the caller's user, or for `query.user`
+    /// (root and administrators: anyone's; others: their own only).
+    func status(_ query: StatusQuery) async throws(InterfaceError) -> StatusReply
+    /// The processes that hold the device nodes open now, as far as the caller's own
+    /// credentials let it inspect processes (anyone; the engine in the caller's process only:
+    /// devaccessd has no `who`).
+    func who(_ query: WhoQuery) async throws(InterfaceError) -> WhoDocument
+    /// The caller's own statuses as they change: first each as it is now, then each change
+    /// (devaccessd only: it sees the changes; without it the stream fails `.unreachable`).
+    func statusUpdates(_ query: SubscribeQuery) -> StatusUpdateStream
 }
 
 /// Why an operation did not happen; each case maps to one documented exit code.

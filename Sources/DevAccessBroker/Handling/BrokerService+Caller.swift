@@ -19,6 +19,14 @@ extension BrokerService {
         Caller.identified(peer.credentials, adminGroup: adminGroup, runs: { [ledger] gid in try? ledger.run(gid: gid) })
     }
 
+    /// `caller(of:)` for a judgment made on the event loop, where every lookup delays every
+    /// connection: the uid stands for the user's name (no NSS lookup of it), which only a
+    /// refusal's sentence would show.
+    func callerOnLoop(of peer: Peer) -> Caller {
+        Caller.identified(peer.credentials, adminGroup: adminGroup, name: String(peer.uid),
+                          runs: { [ledger] gid in try? ledger.run(gid: gid) })
+    }
+
     /// The judge's verdict on `action` for `peer`; a refusal is audited and answered
     /// `permission-denied` (as every refusal is).
     func judged(_ action: Authorization.Action, operation: String, id: Int64, peer: Peer, caller: Caller,

@@ -1,16 +1,30 @@
 import DevAccessCore
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessEngine
 
 /// `subscribe`: status changes pushed to the connection, no polling.
 extension BrokerService {
-    /// Registers the subscriber and answers with its first `update` (every status asked
+    /// The engine judges the subscription (the peer's own statuses), then this registers
+    /// the subscriber and answers with its first `update` (every status asked
     /// for, cause `initial`). The request stays open: updates follow whenever the live
     /// enforcer runs and a status changed, until the client leaves.
     func subscribe(_ query: SubscribeQuery, envelope: RequestEnvelope, peer: Peer, exchange: Exchange) {
-        let permissions = query.permissions ?? Permission.all
+        // On the event loop, as every subscribe: a flood of them must not wait on handler threads.
+        let service = EngineService(caller: callerOnLoop(of: peer), runner: QueuedEngine(enforcement: enforcement))
+        let permissions: [Permission]
+        do throws(InterfaceError) {
+            permissions = try service.subscription(query)
+        } catch {
+            guard case .refused(let operation, let reason) = error else {
+                exchange.finish(.error(error.protocolError))
+                return
+            }
+            exchange.finish(refuse(operation, id: envelope.id, peer: peer, subject: nil, reason: reason))
+            return
+        }
         guard let id = subscriptions.add(peer: peer, permissions: permissions, exchange: exchange,
-                                         privileged: isUnlimited(peer)) else {
+                                         privileged: service.caller.isUnlimited) else {
             exchange.finish(refuse("subscribe", id: envelope.id, peer: peer, subject: nil,
                                    reason: "\(describe(peer)) holds \(subscriptions.limitPerUser) status subscriptions "
                                        + "already, the most one user may; close one and subscribe again",

@@ -172,6 +172,9 @@ public final class BrokerService: RequestHandler {
             return
         }
         if case .status(let query) = envelope.request, query.user == nil {
+            // The peer's own status: the engine's table lets every caller see its own (its
+            // "status, own" rows, AuthorizationMatrixTests and ReadOperationsTests), so no
+            // caller is built here; the engine computes it (`statusReply`).
             let permissions = query.permissions ?? Permission.all
             if keepsInputs {
                 // The reply kept for this uid (the kernel's) and this question, with this request's
@@ -266,23 +269,16 @@ public final class BrokerService: RequestHandler {
 
     // MARK: status
 
+    /// A status for the peer's own user, or for the user it names, judged by the engine
+    /// (`EngineService.statusSubject`), computed by it from the inputs gathered here.
     private func status(_ query: StatusQuery, id: Int64, peer: Peer) async -> Reply {
         let subject: UserIdentity
-        if let text = query.user {
-            do {
-                subject = try UserDatabase.identity(for: text)
+        if let named = query.user {
+            let service = EngineService(caller: caller(of: peer), runner: QueuedEngine(enforcement: enforcement))
+            do throws(InterfaceError) {
+                subject = try service.statusSubject(query)
             } catch {
-                switch error {
-                case .noSuchUser, .noSuchUID, .invalidUID:
-                    return .error(ProtocolError(.noSuchUser, context: "$.user", reason: error.description))
-                case .lookupFailed:
-                    return .error(ProtocolError(.internal, context: "$.user", reason: error.description))
-                }
-            }
-            if subject.uid != peer.uid && !administers(peer) {
-                return refuse("status for another user", id: id, peer: peer, subject: Principal(uid: subject.uid, name: subject.name),
-                              reason: "\(describe(peer)) may not read the status of \(subject.name) (uid \(subject.uid)): "
-                                  + "only root and members of group '\(adminGroup)' may ask about other users")
+                return statusFailure(error, named: named, id: id, peer: peer)
             }
         } else {
             subject = keptIdentity(of: peer)
@@ -291,6 +287,19 @@ public final class BrokerService: RequestHandler {
             gather(query.permissions ?? Permission.all, kept: true) { continuation.resume(returning: ($0, $1)) }
         }
         return statusReply(for: subject, reports: reports, read: read)
+    }
+
+    /// The engine's refusal (audited, for the user named), or the user named that is no user.
+    private func statusFailure(_ error: InterfaceError, named: String, id: Int64, peer: Peer) -> Reply {
+        switch error {
+        case .refused(let operation, let reason):
+            let subject = (try? UserDatabase.identity(for: named)).map { Principal(uid: $0.uid, name: $0.name) }
+            return refuse(operation, id: id, peer: peer, subject: subject, reason: reason)
+        case .badArgument(let text):
+            return .error(ProtocolError(.noSuchUser, context: "$.user", reason: text))
+        default:
+            return .error(ProtocolError(.internal, context: "$.user", reason: error.description))
+        }
     }
 
     /// Requests the probes of `permissions` and the decision read side by side (all
@@ -347,13 +356,17 @@ public final class BrokerService: RequestHandler {
     }
 
     private func statusReply(for subject: UserIdentity, reports: [AdapterReport], read: DecisionRead) -> Reply {
-        .status(StatusReply(user: subject.name, uid: subject.uid, permissions: statuses(for: subject, reports: reports,
-                                                                                       read: read)))
+        .status(EngineService.statusReply(for: subject, statusInputs(for: subject, reports: reports, read: read)))
     }
 
     func statuses(for subject: UserIdentity, reports: [AdapterReport], read: DecisionRead) -> [PermissionStatus] {
-        let reading = ledgerReading(read, uid: subject.uid)
-        return reports.map { LedgerStatus.evaluate($0, for: subject, ledger: reading, policy: read.policy) }
+        EngineService.statuses(for: subject, statusInputs(for: subject, reports: reports, read: read))
+    }
+
+    /// What the engine computes `subject`'s statuses from: the reports and the decision read
+    /// gathered here (kept current by `inputs`).
+    private func statusInputs(for subject: UserIdentity, reports: [AdapterReport], read: DecisionRead) -> StatusInputs {
+        StatusInputs(reports: reports, ledger: ledgerReading(read, uid: subject.uid), policy: read.policy)
     }
 
     /// The subject's standing decisions and the recorded ACL entries, as

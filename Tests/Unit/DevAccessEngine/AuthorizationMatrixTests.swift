@@ -47,6 +47,7 @@ struct AuthorizationMatrixTests {
         ("location street",           .location(.street), .itself,                             "A A A A A W"),
         ("location exact",            .location(.exact), .itself,                              "A A A A A R"),
         ("request for another user",  .request([.camera], accuracy: nil), .anotherUser,        "A A R R R R"),
+        ("who (own credentials)",     .who, .itself,                                           "A A A A A A"),
     ]
 
     static func symbol(_ verdict: Authorization.Verdict) -> String {

@@ -38,7 +38,7 @@ struct StatusJSONTests {
         let arguments = try ArgumentParser.parse(argv, for: StatusCommand.spec,
                                                  environment: ProcessEnvironment(fx.environment))
         let computed = try await LocalStatus.compute([.camera], try CommonOptions.reads(arguments, command: "status"),
-                                                     arguments, command: "status").statuses
+                                                     arguments, command: "status").permissions
         #expect(statuses == computed)
 
         // Not an empty equality: the node's facts, its ACL with names, and alice's evaluation came through.
