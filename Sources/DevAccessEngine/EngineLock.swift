@@ -10,7 +10,9 @@ import DevAccessInterface
 /// it at start and keeps it until it exits (the kernel drops it when the process dies,
 /// even on kill -9); root's `--offline` commands take it for their run and are refused
 /// while the daemon holds it. The file lives in the private state directory, so no
-/// other user can open it, let alone lock it.
+/// other user can open it, let alone lock it. In a state directory others can write, a
+/// user could plant one and hold it: a lock file that is not this user's own regular file
+/// is refused as such (hostile review 6: root was told "devaccessd is running").
 public final class EngineLock: Sendable {
     public static let fileName = Ledger.engineLockFileName
 
@@ -22,6 +24,8 @@ public final class EngineLock: Sendable {
         /// Another process holds it (the daemon, or another `--offline` run).
         case held(path: String)
         case cannotOpen(path: String, Errno)
+        /// Not a regular file of this process's user: planted where others can write.
+        case foreign(path: String, owner: uid_t)
 
         public var description: String {
             switch self {
@@ -30,6 +34,10 @@ public final class EngineLock: Sendable {
                     + "'devaccess --offline' command is"
             case .cannotOpen(let path, let error):
                 return "cannot open the engine lock \(path): \(error)"
+            case .foreign(let path, let owner):
+                return "the engine lock \(path) is not devaccess's own (a file of uid \(owner), or not a regular "
+                    + "file): someone else can write the state directory; remove the file and make the directory "
+                    + "writable by root alone (chmod 0700)"
             }
         }
     }
@@ -43,8 +51,13 @@ public final class EngineLock: Sendable {
         } catch {
             throw .cannotOpen(path: path, error.errno)
         }
-        let deadline = ContinuousClock.now + wait
         let fd = lock.rawValue
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .cannotOpen(path: path, .current) }
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else {
+            throw .foreign(path: path, owner: info.st_uid)
+        }
+        let deadline = ContinuousClock.now + wait
         while case .failure(let error) = valueOrErrno({ flock(fd, LOCK_EX | LOCK_NB) }) {
             guard error == .wouldBlock else { throw .cannotOpen(path: path, error) }
             guard ContinuousClock.now < deadline else { throw .held(path: path) }

@@ -35,6 +35,24 @@ public struct SocketHolderScan: Sendable, Hashable {
         }
         return group
     }
+
+    /// Who holds the socket, as far as this scan can tell, for a client the kernel says is `uid`.
+    public func holding(uid: UInt32) -> SocketHolding {
+        guard !incomplete, !holders.isEmpty else { return .unknown }
+        if let group = runGroup(uid: uid) { return .run(group) }
+        return .others(runGroups: Set(holders.flatMap { $0.groups.filter(RunGroups.contains) }))
+    }
+}
+
+/// Who holds a socket, as far as one scan can tell.
+public enum SocketHolding: Sendable, Hashable {
+    /// The processes of this run (its group id) alone, all running as the client's uid.
+    case run(UInt32)
+    /// Processes were found, not one run's alone: the run group ids any of them carries.
+    case others(runGroups: Set<UInt32>)
+    /// Nobody was found (the socket was closed, or is in flight in an SCM_RIGHTS message,
+    /// to be taken back later), or some process could not be read: any process may hold it.
+    case unknown
 }
 
 /// Finds the processes that hold a socket, by its inode (sock_diag's `idiag_inode`): the

@@ -54,6 +54,27 @@ public final class GpsdCompatibleServer: Sendable {
         /// For a connection held by the processes of run `group` alone (nil: by anyone
         /// else): the run adds its level to the user's, never takes from it; a strict run
         /// gets its own level or nothing (the judge, `Caller.judged`).
+        /// For a connection whose holders are `holding` (nil: not looked for, the user had no
+        /// runs when it came). One run's alone: as `check(forRun:)`. Shared with a strict run's
+        /// process, or held by nobody devaccessd could see (a socket in flight in an
+        /// SCM_RIGHTS message while it looked, taken back afterwards) while the user has strict
+        /// runs: nothing, since the strict run may be what holds it (hostile review 6: a
+        /// strict camera run hid its socket that way and was served its user's location).
+        func check(_ holding: SocketHolding?) -> GrantCheck {
+            switch holding {
+            case .run(let group)?:
+                return check(forRun: group)
+            case .others(let groups)? where groups.contains(where: { strictRuns[$0] != nil }):
+                return .refused("a --strict run's process holds this connection with processes outside the run; "
+                    + "connect from the run's processes alone")
+            case .unknown? where !strictRuns.isEmpty:
+                return .refused("cannot tell which processes hold this connection (none did when devaccessd looked); "
+                    + "connect again and keep the socket open")
+            case .others?, .unknown?, nil:
+                return check(forRun: nil)
+            }
+        }
+
         func check(forRun group: UInt32?) -> GrantCheck {
             if let group, var scope = strictRuns[group] {
                 scope.accuracy = runs[group]
@@ -99,7 +120,7 @@ public final class GpsdCompatibleServer: Sendable {
     /// Grant answers from lookup tasks, for the loop to apply.
     private let answers = Mutex<[(uid: UInt32, check: UserLocation)]>([])
     /// Holder scans' answers (the client's serial, the run whose alone the socket is), for the loop.
-    private let identified = Mutex<[(serial: UInt64, uid: UInt32, run: UInt32?)]>([])
+    private let identified = Mutex<[(serial: UInt64, uid: UInt32, holding: SocketHolding)]>([])
     /// Whether the loop's thread was started (once).
     private let started = Mutex(false)
     private let finished = DispatchSemaphore(value: 0)
@@ -162,13 +183,13 @@ public final class GpsdCompatibleServer: Sendable {
     private enum Holders: Hashable {
         /// Not known yet: the user has runs with location and the scan has not answered.
         case unknown
-        /// Anyone else's than one run's alone: the user's own level.
+        /// Not looked for: the user had no runs when it came (the user's own level).
         case user
-        /// Held by the processes of this run (group id) alone.
-        case run(UInt32)
+        /// What the scan found.
+        case scanned(SocketHolding)
 
-        var run: UInt32? {
-            if case .run(let group) = self { return group }
+        var holding: SocketHolding? {
+            if case .scanned(let holding) = self { return holding }
             return nil
         }
     }
@@ -321,7 +342,7 @@ public final class GpsdCompatibleServer: Sendable {
             for reply in server.identified.withLock({ answers in defer { answers.removeAll() }; return answers }) {
                 scanning.remove(reply.uid)
                 guard let fd = clients.first(where: { $0.value.serial == reply.serial })?.key else { continue }
-                clients[fd]?.holders = reply.run.map(Holders.run) ?? .user
+                clients[fd]?.holders = .scanned(reply.holding)
             }
         }
 
@@ -334,7 +355,7 @@ public final class GpsdCompatibleServer: Sendable {
                 if stale.remove(reply.uid) == nil { known[reply.uid] = (reply.check, .now) }
                 for (fd, var client) in clients where client.uid == reply.uid && !client.closing
                     && client.holders != .unknown {
-                    server.apply(reply.check.check(forRun: client.holders.run), to: &client, snapshot: snapshot)
+                    server.apply(reply.check.check(client.holders.holding), to: &client, snapshot: snapshot)
                     clients[fd] = client
                 }
             }
@@ -356,7 +377,7 @@ public final class GpsdCompatibleServer: Sendable {
                 } else if answered.contains(client.uid) {
                     continue
                 }
-                let decided = answer.check(forRun: client.holders.run)
+                let decided = answer.check(client.holders.holding)
                 if case .refused(let reason) = decided, !answer.runs.isEmpty || !answer.strictRuns.isEmpty {
                     server.refusedUnaudited(client.uid, client.peer, reason)
                 }
@@ -501,8 +522,9 @@ public final class GpsdCompatibleServer: Sendable {
         scanning.insert(client.uid)
         let (serial, uid, inode) = (client.serial, client.uid, client.inode)
         DispatchQueue.global(qos: .userInitiated).async { [self] in
-            let run = inode == 0 ? nil : SocketHolders.scan(inode: inode).runGroup(uid: uid)
-            identified.withLock { $0.append((serial, uid, run)) }
+            // Inode 0: the client closed its socket already; nobody to name.
+            let holding = inode == 0 ? SocketHolding.unknown : SocketHolders.scan(inode: inode).holding(uid: uid)
+            identified.withLock { $0.append((serial, uid, holding)) }
             signalLoop()
         }
     }

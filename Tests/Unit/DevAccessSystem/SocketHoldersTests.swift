@@ -53,6 +53,22 @@ struct SocketHoldersTests {
         #expect(run([inRun], incomplete: true) == nil)
     }
 
+    /// What the gpsd endpoint judges by: a holder set it could not see whole is `unknown`,
+    /// never "others" (served at the user's level); a shared one names every run group in it.
+    @Test func aSocketNobodyWasSeenHoldingIsUnknownAndASharedOneNamesItsRuns() {
+        let uid: UInt32 = 1234
+        let inRun = SocketHolder(pid: 10, realUID: uid, effectiveUID: uid, groups: [100, Self.runGroup])
+        let outside = SocketHolder(pid: 11, realUID: uid, effectiveUID: uid, groups: [100])
+        func holding(_ holders: [SocketHolder], incomplete: Bool = false) -> SocketHolding {
+            SocketHolderScan(holders: holders, incomplete: incomplete).holding(uid: uid)
+        }
+        #expect(holding([inRun]) == .run(Self.runGroup))
+        #expect(holding([inRun, outside]) == .others(runGroups: [Self.runGroup]))
+        #expect(holding([outside]) == .others(runGroups: []))
+        #expect(holding([]) == .unknown)
+        #expect(holding([outside], incomplete: true) == .unknown)
+    }
+
     /// The figure for docs/architecture.md: one scan with about 200 processes on the machine
     /// (sleepers are added up to that), printed, not asserted.
     @Test func oneScanWithAboutTwoHundredProcesses() throws {
