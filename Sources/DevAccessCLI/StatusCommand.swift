@@ -2,7 +2,6 @@ import DevAccessArguments
 import DevAccessCore
 import DevAccessSystem
 @_spi(CLI) import DevAccess
-import DevAccessProtocol
 import DevAccessInterface
 import FoundationEssentials
 import Glibc
