@@ -1,5 +1,4 @@
 import DevAccessCore
-import DevAccessProtocol
 
 /// `who`: the processes holding nodes of `permissions` open; `allNodes`: also the nodes
 /// that do not capture (a sound card's control node).
