@@ -119,10 +119,10 @@ extension StatusSubscriber {
         let subscriber = self
         return StatusUpdateStream(AsyncThrowingStream(bufferingPolicy: .bufferingNewest(256)) { continuation in
             continuation.onTermination = { _ in subscriber.cancellation.cancel() }
-            Task {
+            Task { () async -> Void in
                 await DetachedThread.run(name: "DevAccess updates") {
-                    let refused = subscriber.run { continuation.yield($0) }
-                    continuation.finish(throwing: refused.map(InterfaceError.init))
+                    let refused: BrokerClientError? = subscriber.run { continuation.yield($0) }
+                    continuation.finish(throwing: refused.map { failure in InterfaceError(failure) })
                 }
             }
         })
