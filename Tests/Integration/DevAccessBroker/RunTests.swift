@@ -227,6 +227,18 @@ struct RunTests {
         #expect(runs == ["exited 0", "exited 1", "exited 42", "signal 15"], "\(runs)")
     }
 
+    /// A run's grant tells its end as `request` and `list` do (issue 31): local time and the
+    /// time left, not the broker's ISO UTC text.
+    @Test func aRunsGrantTellsItsEndInLocalTimeWithTheTimeLeft() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runends")
+        let run = try Self.run(user, setup, ["--camera", "--for", "1h", "--", "/bin/true"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("devaccess: camera: allowed") && run.stderr.contains(" left"), "\(run.stderr)")
+        #expect(run.stderr.range(of: #"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z"#, options: .regularExpression) == nil,
+                "\(run.stderr)")
+    }
+
     /// A run without a permission named (and no [Program] section) is a usage error naming the
     /// options; a program not found is 127 and one that cannot be run 126, as in a shell.
     @Test func usageAndMissingProgramExitAsAShellWould() throws {
