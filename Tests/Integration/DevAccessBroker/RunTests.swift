@@ -386,6 +386,19 @@ struct RunTests {
         #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
     }
 
+    /// "No terminal to ask on" is one exit code, 77, for `request` as for `run` (issue 31:
+    /// `request` said 1, which a run's program may exit with too).
+    @Test func noTerminalToAskOnIs77ForRequestAsForRun() throws {
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("noterm")
+        let request = try user.withoutTerminal(["request", "camera"] + setup.socket)
+        #expect(request.status == 77, "\(request.stderr)")
+        #expect(request.stderr.contains("cannot ask for consent"), "\(request.stderr)")
+        let run = try Self.run(user, setup, ["--camera", "--", "/bin/true"])
+        #expect(run.status == 77, "\(run.stderr)")
+        #expect(try setup.grants(user).isEmpty)
+    }
+
     /// The trusted channel: devaccessd asks on the user's login terminal, naming the program
     /// it will start; "once" lasts for that run and ends with it.
     @Test func consentOnTheLoginTerminalNamesTheProgramAndOnceEndsWithTheRun() throws {
