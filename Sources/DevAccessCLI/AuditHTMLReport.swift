@@ -168,6 +168,7 @@ enum AuditHTMLReport {
             .intact{color:#060}
             svg{display:block;margin:.5em 0;max-width:100%}
             .legend span{display:inline-block;margin-right:1.2em}
+            .wide{overflow-x:auto;max-width:100%}
             section{page-break-inside:avoid}
             @media print{body{margin:0}}
             </style></head><body>
@@ -222,23 +223,25 @@ enum AuditHTMLReport {
             return "<tr><td>\(escape(name))</td>" + cells.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n"
         }
         func table(_ first: String, _ rows: [String]) -> String {
-            "<table><tr><th>\(first)</th>" + header.map { "<th>\($0)</th>" }.joined() + "</tr>\n" + rows.joined()
-                + "</table>\n"
+            "<div class=\"wide\"><table><tr><th>\(first)</th>" + header.map { "<th>\($0)</th>" }.joined() + "</tr>\n"
+                + rows.joined() + "</table></div>\n"
         }
         var html = table("permission", summary.permissions.map { row($0.key, $0.counts) } + [row("(all)", summary.total)])
         html += table("user", summary.users.map { item in row(item.uid.map { "\(item.key) (\($0))" } ?? item.key, item.counts) })
         if !summary.programs.isEmpty {
-            html += "<table><tr><th>program</th><th>events</th><th>event numbers</th></tr>\n"
+            html += "<div class=\"wide\"><table><tr><th>program</th><th>events</th><th>event numbers</th></tr>\n"
             for program in summary.programs {
                 html += "<tr><td>\(escape(program.program))</td><td>\(program.events)</td>"
                     + "<td>#\(program.firstEvent)…#\(program.lastEvent)</td></tr>\n"
             }
-            html += "</table>\n"
+            html += "</table></div>\n"
         }
         return html
     }
 
     static let colors = ["consent": "#2a9d3a", "auth_self": "#1f8a8a", "admin": "#2b5cc8", "policy": "#777"]
+    /// The summary table's word for a method where it differs from the ledger's.
+    static let methodWords = ["auth_self": "password"]
 
     private static func timelines(_ timeline: AuditTimeline, from: Int64, to: Int64) -> String {
         let start = min(from, to), end = max(to, start + 1_000_000)
@@ -252,7 +255,8 @@ enum AuditHTMLReport {
             let geometry = TimelineGeometry(bars: timeline.bars.filter { $0.permission == permission },
                                             marks: timeline.marks.filter { $0.permission == permission },
                                             start: start, end: end)
-            html += "<h3>\(escape(permission))</h3>\n<svg width=\"\(Int(TimelineGeometry.labelWidth + TimelineGeometry.plotWidth + 10))\" "
+            // Events of no permission (a refused request that named none) have "-".
+            html += "<h3>\(escape(permission == "-" ? "no permission" : permission))</h3>\n<svg width=\"\(Int(TimelineGeometry.labelWidth + TimelineGeometry.plotWidth + 10))\" "
                 + "height=\"\(Int(geometry.height))\" role=\"img\" aria-label=\"timeline of \(escape(permission))\" "
                 + "data-permission=\"\(escape(permission))\">\n"
                 + axis(geometry) + lanes(geometry)
@@ -266,7 +270,7 @@ enum AuditHTMLReport {
     /// What each colour and shape means.
     private static func legend() -> String {
         "<p class=\"legend\">"
-            + colors.sorted { $0.key < $1.key }.map { "<span style=\"color:\($0.value)\">■ granted by \($0.key)</span>" }
+            + colors.sorted { $0.key < $1.key }.map { "<span style=\"color:\($0.value)\">■ granted by \(methodWords[$0.key] ?? $0.key)</span>" }
                 .joined()
             + "<span style=\"color:#c00\">✕ denied</span><span style=\"color:#e07000\">▲ refused</span>"
             + "<span>| revoked</span><span style=\"color:#80c\">▬ run (devaccess run, start to end)</span>"
@@ -313,7 +317,7 @@ enum AuditHTMLReport {
         return "<rect class=\"grant\" data-grant=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
             + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" data-end=\"\(bar.end.map(String.init) ?? "")\" "
             + "x=\"\(f(x0))\" y=\"\(f(y))\" width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 3))\" "
-            + "fill=\"\(colors[bar.how] ?? "#2b5cc8")\"><title>grant \(escape(bar.grantID)) (\(escape(bar.how))), "
+            + "fill=\"\(colors[bar.how] ?? "#2b5cc8")\"><title>grant \(escape(bar.grantID)) (\(escape(methodWords[bar.how] ?? bar.how))), "
             + "event #\(bar.seq)</title></rect>\n"
     }
 

@@ -451,3 +451,20 @@ enum KnownLedger {
         ]
     }
 }
+
+extension AuditReportCommandTests {
+    /// The page an admin reads (issue 31): the legend says the summary's words ("password",
+    /// not `auth_self`), events of no permission are titled so (not "-"), and the wide
+    /// summary tables scroll inside the page instead of overflowing it.
+    @Test func theHTMLPageSaysTheTablesWordsAndKeepsItsTablesInside() throws {
+        let (fx, _) = try Self.fixture("repwords")
+        let run = try fx.run(["audit", "--format", "html", "--until", Self.iso(30)])
+        #expect(run.status == 0, "\(run.stderr)")
+        let page = run.stdout
+        #expect(page.contains("granted by password") && !page.contains("auth_self"), "\(page)")
+        #expect(!page.contains("<h3>-</h3>") && page.contains("<h3>no permission</h3>"), "\(page)")
+        let tables = page.components(separatedBy: "<table>").count - 1
+        #expect(tables > 0 && page.components(separatedBy: "<div class=\"wide\"><table>").count - 1 == tables, "\(page)")
+        #expect(page.contains(".wide{overflow-x:auto"), "\(page)")
+    }
+}
