@@ -468,3 +468,33 @@ extension AuditReportCommandTests {
         #expect(page.contains(".wide{overflow-x:auto"), "\(page)")
     }
 }
+
+extension AuditReportCommandTests {
+    /// The table tells a request's stages apart (issue 31: three identical `request` rows):
+    /// WHAT names the stage, HOW its outcome (the term asked for when received); DEVICE is
+    /// the device's id without its permission's prefix on every row, not a name on some.
+    @Test func theTableNamesEachRequestStageItsOutcomeAndOneDeviceWord() throws {
+        let fx = try AdminFixture("repstages")
+        let alice = Principal(uid: fx.alice.uid, name: fx.alice.name)
+        let ledger = try Ledger(stateDirectory: fx.state.path)
+        try ledger.append(contentsOf: [
+            AuditEvent(type: .request, actor: alice, subject: alice, permission: .camera,
+                       details: ["stage": "received", "request_id": "1", "scope": "once"]),
+            AuditEvent(type: .request, actor: alice, subject: alice, permission: .camera,
+                       details: ["stage": "prompt", "request_id": "1", "outcome": "cancel:dismissed"]),
+            AuditEvent(type: .request, actor: alice, subject: alice, permission: .camera,
+                       details: ["stage": "answered", "request_id": "1", "outcome": "undecided"]),
+            AuditEvent(type: .hotplug, actor: alice, permission: .camera, deviceID: "camera:test-a",
+                       deviceName: "Test Camera", details: ["action": "add"]),
+            AuditEvent(type: .driftSeen, actor: alice, subject: alice, permission: .camera, deviceID: "camera:test-a"),
+        ])
+        let table = try fx.run(["audit"])
+        #expect(table.status == 0, "\(table.stderr)")
+        let rows = table.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        let requests = rows.filter { $0.contains("request") }.map { row in row.drop { $0 != "request" }.prefix(3).joined(separator: " ") }
+        #expect(requests == ["request received once", "request prompt cancel:dismissed", "request answered undecided"],
+                "\(table.stdout)")
+        let devices = rows.filter { $0.contains("hotplug") || $0.contains("drift_seen") }.map { $0.contains("test-a") }
+        #expect(devices == [true, true] && !table.stdout.contains("Test Camera"), "\(table.stdout)")
+    }
+}
