@@ -153,7 +153,7 @@ final class AuditTimeline {
 enum AuditHTMLReport {
     static func page(ledger: String, chain: AuditVerifyDocument?, archives: [ArchiveVerifyDocument] = [],
                      summary: AuditSummary, timeline: AuditTimeline,
-                     filters: String, from: Int64?, to: Int64) -> String {
+                     filters: String, from: Int64?, to: Int64, events: [[String]] = [], eventCount: Int64 = 0) -> String {
         var html = """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8">
@@ -169,6 +169,7 @@ enum AuditHTMLReport {
             svg{display:block;margin:.5em 0;max-width:100%}
             .legend span{display:inline-block;margin-right:1.2em}
             .wide{overflow-x:auto;max-width:100%}
+            .events td,.events th{text-align:left;white-space:nowrap}
             section{page-break-inside:avoid}
             @media print{body{margin:0}}
             </style></head><body>
@@ -190,6 +191,7 @@ enum AuditHTMLReport {
         }
         html += "<section><h2>Summary</h2>\n" + summaryTables(summary) + "</section>\n"
         html += timelines(timeline, from: from ?? timeline.first ?? to, to: to)
+        html += eventTable(events, count: eventCount)
         return html + "</body></html>\n"
     }
 
@@ -239,9 +241,24 @@ enum AuditHTMLReport {
         return html
     }
 
+    /// At most this many events are listed (the tables above count them all).
+    static let eventLimit = 2000
+
+    /// The events as `devaccess audit` lists them, one row each.
+    private static func eventTable(_ rows: [[String]], count: Int64) -> String {
+        var html = "<section><h2>Events</h2>\n"
+        if rows.isEmpty { return html + "<p>no events</p></section>\n" }
+        if count > rows.count {
+            html += "<p>The first \(rows.count) of \(count) events; narrow the report with --since, --user or "
+                + "--permission.</p>\n"
+        }
+        html += "<div class=\"wide\"><table class=\"events\"><tr>"
+            + EventTable.header.map { "<th>\(escape($0))</th>" }.joined() + "</tr>\n"
+        for row in rows { html += "<tr>" + row.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n" }
+        return html + "</table></div></section>\n"
+    }
+
     static let colors = ["consent": "#2a9d3a", "auth_self": "#1f8a8a", "admin": "#2b5cc8", "policy": "#777"]
-    /// The summary table's word for a method where it differs from the ledger's.
-    static let methodWords = ["auth_self": "password"]
 
     private static func timelines(_ timeline: AuditTimeline, from: Int64, to: Int64) -> String {
         let start = min(from, to), end = max(to, start + 1_000_000)
@@ -270,8 +287,9 @@ enum AuditHTMLReport {
     /// What each colour and shape means.
     private static func legend() -> String {
         "<p class=\"legend\">"
-            + colors.sorted { $0.key < $1.key }.map { "<span style=\"color:\($0.value)\">■ granted by \(methodWords[$0.key] ?? $0.key)</span>" }
-                .joined()
+            + colors.sorted { $0.key < $1.key }.map { key, color in
+                "<span style=\"color:\(color)\">■ granted by \(EventTable.methodWords[key] ?? key)</span>"
+            }.joined()
             + "<span style=\"color:#c00\">✕ denied</span><span style=\"color:#e07000\">▲ refused</span>"
             + "<span>| revoked</span><span style=\"color:#80c\">▬ run (devaccess run, start to end)</span>"
             + "<span style=\"color:#80c\">● run without a recorded id</span></p>\n"
@@ -317,7 +335,7 @@ enum AuditHTMLReport {
         return "<rect class=\"grant\" data-grant=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
             + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" data-end=\"\(bar.end.map(String.init) ?? "")\" "
             + "x=\"\(f(x0))\" y=\"\(f(y))\" width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 3))\" "
-            + "fill=\"\(colors[bar.how] ?? "#2b5cc8")\"><title>grant \(escape(bar.grantID)) (\(escape(methodWords[bar.how] ?? bar.how))), "
+            + "fill=\"\(colors[bar.how] ?? "#2b5cc8")\"><title>grant \(escape(bar.grantID)) (\(escape(EventTable.methodWords[bar.how] ?? bar.how))), "
             + "event #\(bar.seq)</title></rect>\n"
     }
 

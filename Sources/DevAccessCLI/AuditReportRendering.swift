@@ -86,6 +86,9 @@ enum EventTable {
     /// Minimum widths, so pages of a long report line up.
     static let widths = [6, 19, 16, 24, 10, 20, 16, 10, 0]
 
+    /// The summary's word for a method where it differs from the ledger's (`auth_self`).
+    static let methodWords = ["auth_self": "password"]
+
     static func row(_ event: AuditEventDocument) -> [String] {
         var what = event.type
         if let decision = event.decision { what += " " + decision }
@@ -94,7 +97,7 @@ enum EventTable {
         if event.type == "request", let stage = event.details["stage"] { what += " " + stage }
         // How it was decided; for a request its outcome, or the term asked for when received;
         // for a revoke what ended it.
-        var how = event.how ?? ""
+        var how = event.how.map { methodWords[$0] ?? $0 } ?? ""
         if event.type == "request" { how = event.details["outcome"] ?? event.details["scope"] ?? "" }
         if event.type == "revoke" { how = event.details["ended_by"].map { "by " + $0 } ?? "" }
         let user = event.user.map { name in event.uid.map { "\(name) (\($0))" } ?? name } ?? "-"

@@ -498,3 +498,19 @@ extension AuditReportCommandTests {
         #expect(devices == [true, true] && !table.stdout.contains("Test Camera"), "\(table.stdout)")
     }
 }
+
+extension AuditReportCommandTests {
+    /// The HTML page lists the events as the table does (issue 31: their details were only in
+    /// the timeline's tooltips): one row per matching event, numbered as the ledger numbers them.
+    @Test func theHTMLPageHasTheEventTable() throws {
+        let (fx, _) = try Self.fixture("repevents")
+        let page = try fx.run(["audit", "--format", "html", "--until", Self.iso(30)]).stdout
+        let section = page.components(separatedBy: "<h2>Events</h2>").dropFirst().first ?? ""
+        let rows = section.components(separatedBy: "</section>").first?.components(separatedBy: "<tr><td>").dropFirst()
+            .compactMap { $0.split(separator: "<").first.map(String.init) } ?? []
+        #expect(rows == (1...18).map(String.init), "\(section)")
+        #expect(section.contains("<th>WHAT</th>"), "\(section)")
+        let some = try fx.run(["audit", "--format", "html", "--permission", "microphone"]).stdout
+        #expect(some.components(separatedBy: "<h2>Events</h2>").last?.contains("microphone") == true)
+    }
+}
