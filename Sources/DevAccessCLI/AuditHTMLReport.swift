@@ -153,7 +153,7 @@ final class AuditTimeline {
 enum AuditHTMLReport {
     static func page(ledger: String, chain: AuditVerifyDocument?, archives: [ArchiveVerifyDocument] = [],
                      summary: AuditSummary, timeline: AuditTimeline,
-                     filters: String, from: Int64?, to: Int64) -> String {
+                     filters: String, from: Int64?, to: Int64, events: [[String]] = [], eventCount: Int64 = 0) -> String {
         var html = """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8">
@@ -168,6 +168,8 @@ enum AuditHTMLReport {
             .intact{color:#060}
             svg{display:block;margin:.5em 0;max-width:100%}
             .legend span{display:inline-block;margin-right:1.2em}
+            .wide{overflow-x:auto;max-width:100%}
+            .events td,.events th{text-align:left;white-space:nowrap}
             section{page-break-inside:avoid}
             @media print{body{margin:0}}
             </style></head><body>
@@ -189,6 +191,7 @@ enum AuditHTMLReport {
         }
         html += "<section><h2>Summary</h2>\n" + summaryTables(summary) + "</section>\n"
         html += timelines(timeline, from: from ?? timeline.first ?? to, to: to)
+        html += eventTable(events, count: eventCount)
         return html + "</body></html>\n"
     }
 
@@ -222,20 +225,37 @@ enum AuditHTMLReport {
             return "<tr><td>\(escape(name))</td>" + cells.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n"
         }
         func table(_ first: String, _ rows: [String]) -> String {
-            "<table><tr><th>\(first)</th>" + header.map { "<th>\($0)</th>" }.joined() + "</tr>\n" + rows.joined()
-                + "</table>\n"
+            "<div class=\"wide\"><table><tr><th>\(first)</th>" + header.map { "<th>\($0)</th>" }.joined() + "</tr>\n"
+                + rows.joined() + "</table></div>\n"
         }
         var html = table("permission", summary.permissions.map { row($0.key, $0.counts) } + [row("(all)", summary.total)])
         html += table("user", summary.users.map { item in row(item.uid.map { "\(item.key) (\($0))" } ?? item.key, item.counts) })
         if !summary.programs.isEmpty {
-            html += "<table><tr><th>program</th><th>events</th><th>event numbers</th></tr>\n"
+            html += "<div class=\"wide\"><table><tr><th>program</th><th>events</th><th>event numbers</th></tr>\n"
             for program in summary.programs {
                 html += "<tr><td>\(escape(program.program))</td><td>\(program.events)</td>"
                     + "<td>#\(program.firstEvent)…#\(program.lastEvent)</td></tr>\n"
             }
-            html += "</table>\n"
+            html += "</table></div>\n"
         }
         return html
+    }
+
+    /// At most this many events are listed (the tables above count them all).
+    static let eventLimit = 2000
+
+    /// The events as `devaccess audit` lists them, one row each.
+    private static func eventTable(_ rows: [[String]], count: Int64) -> String {
+        var html = "<section><h2>Events</h2>\n"
+        if rows.isEmpty { return html + "<p>no events</p></section>\n" }
+        if count > rows.count {
+            html += "<p>The first \(rows.count) of \(count) events; narrow the report with --since, --user or "
+                + "--permission.</p>\n"
+        }
+        html += "<div class=\"wide\"><table class=\"events\"><tr>"
+            + EventTable.header.map { "<th>\(escape($0))</th>" }.joined() + "</tr>\n"
+        for row in rows { html += "<tr>" + row.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n" }
+        return html + "</table></div></section>\n"
     }
 
     static let colors = ["consent": "#2a9d3a", "auth_self": "#1f8a8a", "admin": "#2b5cc8", "policy": "#777"]
@@ -252,7 +272,8 @@ enum AuditHTMLReport {
             let geometry = TimelineGeometry(bars: timeline.bars.filter { $0.permission == permission },
                                             marks: timeline.marks.filter { $0.permission == permission },
                                             start: start, end: end)
-            html += "<h3>\(escape(permission))</h3>\n<svg width=\"\(Int(TimelineGeometry.labelWidth + TimelineGeometry.plotWidth + 10))\" "
+            // Events of no permission (a refused request that named none) have "-".
+            html += "<h3>\(escape(permission == "-" ? "no permission" : permission))</h3>\n<svg width=\"\(Int(TimelineGeometry.labelWidth + TimelineGeometry.plotWidth + 10))\" "
                 + "height=\"\(Int(geometry.height))\" role=\"img\" aria-label=\"timeline of \(escape(permission))\" "
                 + "data-permission=\"\(escape(permission))\">\n"
                 + axis(geometry) + lanes(geometry)
@@ -266,8 +287,9 @@ enum AuditHTMLReport {
     /// What each colour and shape means.
     private static func legend() -> String {
         "<p class=\"legend\">"
-            + colors.sorted { $0.key < $1.key }.map { "<span style=\"color:\($0.value)\">■ granted by \($0.key)</span>" }
-                .joined()
+            + colors.sorted { $0.key < $1.key }.map { key, color in
+                "<span style=\"color:\(color)\">■ granted by \(EventTable.methodWords[key] ?? key)</span>"
+            }.joined()
             + "<span style=\"color:#c00\">✕ denied</span><span style=\"color:#e07000\">▲ refused</span>"
             + "<span>| revoked</span><span style=\"color:#80c\">▬ run (devaccess run, start to end)</span>"
             + "<span style=\"color:#80c\">● run without a recorded id</span></p>\n"
@@ -313,7 +335,7 @@ enum AuditHTMLReport {
         return "<rect class=\"grant\" data-grant=\"\(escape(bar.grantID))\" data-seq=\"\(bar.seq)\" "
             + "data-lane=\"\(escape(bar.lane))\" data-start=\"\(bar.start)\" data-end=\"\(bar.end.map(String.init) ?? "")\" "
             + "x=\"\(f(x0))\" y=\"\(f(y))\" width=\"\(f(x1 - x0))\" height=\"\(f(rowHeight - 3))\" "
-            + "fill=\"\(colors[bar.how] ?? "#2b5cc8")\"><title>grant \(escape(bar.grantID)) (\(escape(bar.how))), "
+            + "fill=\"\(colors[bar.how] ?? "#2b5cc8")\"><title>grant \(escape(bar.grantID)) (\(escape(EventTable.methodWords[bar.how] ?? bar.how))), "
             + "event #\(bar.seq)</title></rect>\n"
     }
 

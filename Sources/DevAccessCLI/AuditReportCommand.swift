@@ -202,6 +202,7 @@ enum AuditReportCommand {
             query.after = next
         }
         timeline.finish()
+        let events = try await eventRows(interface, start, limit: AuditHTMLReport.eventLimit)
         let filters = ["since", "until", "user", "program", "permission", "device", "type"].compactMap { option in
             arguments.value(option).map { "--\(option) \($0)" }
         }
@@ -209,8 +210,26 @@ enum AuditReportCommand {
         sink.write(AuditHTMLReport.page(ledger: summary.ledger, chain: summary.chain, archives: summary.archives ?? [],
                                         summary: summary.summary ?? AuditSummary(),
                                         timeline: timeline, filters: filters.isEmpty ? "none" : filters.joined(separator: " "),
-                                        from: start.sinceMilliseconds.map { $0 * 1000 }, to: to))
+                                        from: start.sinceMilliseconds.map { $0 * 1000 }, to: to,
+                                        events: events, eventCount: summary.summary?.total.events ?? 0))
         return ChainNotice.warnings(summary).isEmpty ? .success : .auditBroken
+    }
+
+    /// The first `limit` matching events, as the table's rows.
+    private static func eventRows(_ interface: any DevAccessInterface, _ start: AuditReportQuery,
+                                  limit: Int) async throws -> [[String]] {
+        var query = start
+        query.mode = .events
+        query.verify = false
+        query.timeline = false
+        var rows: [[String]] = []
+        while rows.count < limit {
+            let page = try await fetch(interface, query)
+            rows += (page.events ?? []).prefix(limit - rows.count).map(EventTable.row)
+            guard let next = page.next else { break }
+            query.after = next
+        }
+        return rows
     }
 
     struct FollowHeader: Encodable {

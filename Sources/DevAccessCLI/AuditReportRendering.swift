@@ -86,18 +86,24 @@ enum EventTable {
     /// Minimum widths, so pages of a long report line up.
     static let widths = [6, 19, 16, 24, 10, 20, 16, 10, 0]
 
+    /// The summary's word for a method where it differs from the ledger's (`auth_self`).
+    static let methodWords = ["auth_self": "password"]
+
     static func row(_ event: AuditEventDocument) -> [String] {
         var what = event.type
         if let decision = event.decision { what += " " + decision }
         if event.type == "refused", let operation = event.details["operation"] { what += " " + operation }
-        // How it was decided; for a request the term asked for; for a revoke what ended it.
-        var how = event.how ?? ""
-        if event.type == "request" { how = event.details["scope"] ?? "" }
+        // A request writes a row at each stage (received, prompt, answered): say which.
+        if event.type == "request", let stage = event.details["stage"] { what += " " + stage }
+        // How it was decided; for a request its outcome, or the term asked for when received;
+        // for a revoke what ended it.
+        var how = event.how.map { methodWords[$0] ?? $0 } ?? ""
+        if event.type == "request" { how = event.details["outcome"] ?? event.details["scope"] ?? "" }
         if event.type == "revoke" { how = event.details["ended_by"].map { "by " + $0 } ?? "" }
         let user = event.user.map { name in event.uid.map { "\(name) (\($0))" } ?? name } ?? "-"
         return [String(event.seq), AuditTimeWords.local(microseconds: event.timeUsec), user,
                 event.program.map(shortProgram) ?? "-", event.permission ?? "-",
-                event.deviceName ?? event.device ?? "-", what, how.isEmpty ? "-" : how, event.actor ?? "-"]
+                event.device.map { shortDevice($0, permission: event.permission) } ?? event.deviceName ?? "-", what, how.isEmpty ? "-" : how, event.actor ?? "-"]
     }
 
     static func format(_ cells: [String]) -> String {
@@ -105,6 +111,13 @@ enum EventTable {
         cells.map(TerminalText.field).enumerated().map { index, cell in
             index == cells.count - 1 ? cell : cell + String(repeating: " ", count: max(1, widths[index] - cell.count + 2))
         }.joined()
+    }
+
+    /// The id without its permission's prefix, as `status` shows it: one word per device on
+    /// every row (events record its name on some only; `--event N` shows it).
+    static func shortDevice(_ id: String, permission: String?) -> String {
+        guard let permission, id.hasPrefix(permission + ":") else { return id }
+        return String(id.dropFirst(permission.count + 1))
     }
 
     /// The last two components: `/usr/bin/cheese` stays readable, `/opt/x/bin/app` keeps its context.

@@ -11,7 +11,8 @@ enum DecisionCommand {
     enum Decision { case allow, deny }
 
     static let device = OptionSpec(long: "device", short: nil, value: "ID",
-                                   help: "Only this device (stable id from 'devaccess devices'); default: every device.")
+                                   help: "Only this device: its stable id from 'devaccess devices', or the path of "
+                                       + "one of its nodes (/dev/video0); default: every device.")
     static let reason = OptionSpec(long: "reason", short: nil, value: "TEXT", help: "Why, for the audit trail.")
     static let adminUser = OptionSpec(long: "user", short: "u", value: "USER", help: "The user (name or uid). Required.")
     static let program = OptionSpec(long: "program", short: nil, value: "PATH",
@@ -91,16 +92,14 @@ enum DecisionCommand {
         let accuracy = try accuracyLevel(arguments, permission: permission, command: name)
         let now = Date()
         let term = try TermOptions.parse(arguments, command: name, now: now)
-        if let deviceID = arguments.value("device"), deviceID.isEmpty {
-            throw UsageError(message: "'--device' needs a device id", command: name)
-        }
+        let device = try await DeviceOption.id(arguments, permission: permission, command: name)
         let user = try AdminAccess.user(arguments, command: name, purpose: "whose access this is")
         if let reason = arguments.value("reason"), reason.utf8.count > 1024 {
             throw UsageError(message: "'--reason' is longer than 1024 bytes", command: name)
         }
         let interface = try AdminAccess.interface(arguments, command: name)
         let order = DecisionOrder(allow: decision == .allow, permission: permission, user: user,
-                                  device: arguments.value("device"),
+                                  device: device,
                                   expiresMilliseconds: term.untilMilliseconds, lastingSeconds: term.lastingSeconds,
                                   reason: arguments.value("reason"),
                                   program: try programPath(arguments, command: name), accuracy: accuracy)

@@ -50,8 +50,9 @@ enum RequestCommand: Command {
         MaxAccuracy= answers a finer request at its cap (the message says so).
         Exit codes: the status of the first permission that is not authorized afterwards
         (0 all authorized, 2 limited, 3 denied, 4 notDetermined: dismissed, timed out or
-        waiting for approval, 5 restricted, 6 unavailable); 1 when a prompt was needed but
-        there is no terminal, or on an error; 64 usage; 69 devaccessd unreachable.
+        waiting for approval, 5 restricted, 6 unavailable); 77 when a prompt was needed but
+        there is no terminal to ask on (as for 'run'); 1 on an error; 64 usage; 69 devaccessd
+        unreachable.
         Interrupted (Ctrl-C), it ends by that signal after telling the broker.
         """)
 
@@ -92,7 +93,8 @@ enum RequestCommand: Command {
         let code = try report(decision, json: arguments.has("json"), console: console,
                               style: try OutputStyle.resolve(arguments, command: spec.name))
         if let interrupted = conversation.interrupted { signals?.raiseAgain(interrupted) }
-        return conversation.prompts.noTerminal ? .failure : code
+        // One code with `run` for "no terminal to ask on": nothing was decided, nothing granted.
+        return conversation.prompts.noTerminal ? .noPermission : code
     }
 
     static func requestedScope(_ arguments: ParsedArguments) throws(UsageError) -> GrantTerm? {

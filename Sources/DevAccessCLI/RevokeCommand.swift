@@ -40,7 +40,7 @@ enum RevokeCommand: Command {
             throw UsageError(message: "'--reason' is longer than 1024 bytes", command: spec.name)
         }
         let interface = try AdminAccess.interface(arguments, command: spec.name)
-        let deviceID = arguments.value("device")
+        let deviceID = try await DeviceOption.id(arguments, permission: permission, command: spec.name)
         let order = RevokeOrder(permission: permission, user: user, device: deviceID, reason: arguments.value("reason"),
                                 program: try DecisionCommand.programPath(arguments, command: spec.name),
                                 terminate: arguments.has("terminate"))

@@ -202,15 +202,20 @@ enum RunCommand: Command {
             if case .asking(let early) = progress {
                 for number in early { relay(number, session: run.session, id: run.id) }
             }
+            // Ends in local time with the time left, as `request` and `list` tell them.
+            let time = HumanTime.now()
             for result in started.results where result.outcome == .granted {
-                console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
+                console.error("devaccess: \(result.permission.rawValue): "
+                    + TerminalText.block(time.rewritingISOTimes(in: result.message)))
             }
             return nil
         case .runEnded(let ended):
             throw ProgramExit(status: ended.exit.shellStatus)
         case .decision(let decision):
+            let time = HumanTime.now()
             for result in decision.results {
-                console.error("devaccess: \(result.permission.rawValue): \(TerminalText.block(result.message))")
+                console.error("devaccess: \(result.permission.rawValue): "
+                    + TerminalText.block(time.rewritingISOTimes(in: result.message)))
             }
             console.error("devaccess: \(run.program) was not run")
             return .noPermission

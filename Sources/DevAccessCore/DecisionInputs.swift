@@ -9,6 +9,9 @@ public struct DecisionInputs: Sendable, Hashable {
     public var ledgerAllows: [String?]
     /// A policy rule that forbids the permission: makes the status `restricted`.
     public var policyRestriction: Reason?
+    /// Programs (canonical paths) the ledger allows the permission through 'devaccess run'
+    /// only: the summary names them rather than "nothing has been decided".
+    public var programAllows: [String] = []
 
     public init(ledgerDenial: Reason? = nil, ledgerAllows: [String?] = [], policyRestriction: Reason? = nil) {
         self.ledgerDenial = ledgerDenial

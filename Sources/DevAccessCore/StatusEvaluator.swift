@@ -45,6 +45,10 @@ public enum StatusEvaluator {
                 status = .notDetermined
                 reasons.append(Reason(.summary, "\(user.name) cannot open any \(noun) device now, although "
                     + "the ledger allows it; the ACL entries are missing (see drift; 'devaccess reconcile' restores them)"))
+            } else if !inputs.programAllows.isEmpty {
+                status = .notDetermined
+                reasons.append(Reason(.summary, "\(user.name) cannot open any \(noun) device directly, only through "
+                    + "'devaccess run' of " + inputs.programAllows.joined(separator: ", ")))
             } else {
                 status = .notDetermined
                 reasons.append(Reason(.summary,

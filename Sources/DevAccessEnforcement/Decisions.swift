@@ -57,14 +57,18 @@ public struct Decisions: Sendable {
                     + "\(report.permission.rawValue) to \(grant.program?.path ?? "a program") run by \(user.name) with "
                     + "'devaccess run' only, not to \(user.name)'s other programs (" + Self.terms(grant) + ")")
             }
-        guard !standing.isEmpty else { return (.none, programReasons) }
+        var inputs = DecisionInputs()
+        // Programs allowed through 'devaccess run' only, each once: the summary names them.
+        var named = Set<String>()
+        inputs.programAllows = programGrants.filter { $0.subject.uid == uid && $0.permission == report.permission
+            && $0.decision == .allow }.compactMap(\.program?.path).filter { named.insert($0).inserted }
+        guard !standing.isEmpty else { return (inputs, programReasons) }
         let effective = report.devices.map { decision(uid: uid, permission: report.permission, deviceID: $0.id) }
         let allowed = effective.compactMap { $0 }.filter { $0.decision == .allow }
         let denied = effective.compactMap { $0 }.filter { $0.decision == .deny }
         let undecidedUsable = zip(report.devices, effective).contains { device, grant in
             grant == nil && Self.usable(device, by: user)
         }
-        var inputs = DecisionInputs()
         var seen = Set<String?>()
         inputs.ledgerAllows = allowed.map(\.deviceID).filter { seen.insert($0).inserted }
         let wholeDenial = standing.first { $0.decision == .deny && $0.deviceID == nil }

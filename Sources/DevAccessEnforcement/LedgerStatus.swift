@@ -155,6 +155,15 @@ extension LedgerStatus {
     }
 }
 
+extension LedgerStatus {
+    /// devaccessd's status while the policy files do not parse: the policy shown is the last
+    /// one that parsed, which it enforces; say so, or the status reads as if the files were fine.
+    public static func tellLastGoodPolicy(_ status: inout PermissionStatus, problem: String) {
+        status.reasons.insert(Reason(.policy, "the policy files do not parse, so devaccessd enforces the last policy "
+            + "that parsed (this status shows it) until they are fixed: \(problem)"), at: min(1, status.reasons.count))
+    }
+}
+
 /// The policy as status sees it: loaded, or why it could not be.
 public enum PolicyReading: Sendable {
     case loaded(Policy)

@@ -42,8 +42,15 @@ public final class EngineLock: Sendable {
         }
     }
 
+    /// Who takes it, written into the file once it is taken: a second devaccessd reads it to
+    /// name the running one at once, where it waits for an offline command to finish.
+    public enum Holder: String, Sendable {
+        case daemon = "devaccessd"
+        case offline = "devaccess-offline"
+    }
+
     /// Takes the lock, trying again every 50 ms for up to `wait` (zero: once).
-    public init(stateDirectory: String, wait: Duration = .zero) throws(Failure) {
+    public init(stateDirectory: String, holder: Holder = .offline, wait: Duration = .zero) throws(Failure) {
         path = stateDirectory + "/" + Self.fileName
         let lock: FileDescriptor
         do {
@@ -63,7 +70,34 @@ public final class EngineLock: Sendable {
             guard ContinuousClock.now < deadline else { throw .held(path: path) }
             usleep(50_000)
         }
+        // Its name and pid, and a record lock beside the flock: fcntl(F_GETLK) tells another
+        // process the holder's pid, so a name left by an earlier holder is never believed.
+        _ = ftruncate(fd, 0)
+        _ = FileDescriptor.writeAll(fd, "\(holder.rawValue) \(getpid())\n")
+        var record = Self.wholeFile()
+        _ = fcntl(fd, F_SETLK, &record)
         descriptor = lock
+    }
+
+    /// The pid of the devaccessd that holds the lock now; nil when it is free, or held by
+    /// something else (an offline command), or that cannot be told.
+    public static func daemonHolding(stateDirectory: String) -> Int32? {
+        let path = stateDirectory + "/" + fileName
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) else { return nil }
+        var record = wholeFile()
+        guard fcntl(file.rawValue, F_GETLK, &record) == 0, record.l_type != Int16(F_UNLCK), record.l_pid > 0,
+              let bytes = try? file.contents(path: path, limit: 64) else { return nil }
+        let words = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard words == [Substring(Holder.daemon.rawValue), Substring(String(record.l_pid))] else { return nil }
+        return record.l_pid
+    }
+
+    /// A write lock on the whole file, as fcntl(2) takes it.
+    private static func wholeFile() -> flock {
+        var record = flock()
+        record.l_type = Int16(F_WRLCK)
+        record.l_whence = Int16(SEEK_SET)
+        return record
     }
 }
 

@@ -142,6 +142,8 @@ public struct StatusInputs: Sendable {
     public var reports: [AdapterReport]
     public var ledger: LedgerReading
     public var policy: PolicyReading
+    /// devaccessd's: why the policy files do not parse while `policy` is the last good one.
+    public var brokenPolicy: String?
 
     public init(reports: [AdapterReport], ledger: LedgerReading, policy: PolicyReading) {
         self.reports = reports

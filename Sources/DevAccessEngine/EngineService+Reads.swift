@@ -56,7 +56,11 @@ extension EngineService {
     }
 
     public static func statuses(for subject: UserIdentity, _ inputs: StatusInputs) -> [PermissionStatus] {
-        inputs.reports.map { LedgerStatus.evaluate($0, for: subject, ledger: inputs.ledger, policy: inputs.policy) }
+        inputs.reports.map { report in
+            var status = LedgerStatus.evaluate(report, for: subject, ledger: inputs.ledger, policy: inputs.policy)
+            if let broken = inputs.brokenPolicy { LedgerStatus.tellLastGoodPolicy(&status, problem: broken) }
+            return status
+        }
     }
 
     // MARK: Status updates

@@ -128,13 +128,7 @@ public enum Daemon {
             throw StartFailure(message: "cannot use the state directory",
                                fields: ["error": error.description, "state_dir": directory], status: error.description)
         }
-        let engineLock: EngineLock
-        do {
-            engineLock = try EngineLock(stateDirectory: directory, wait: .seconds(10))
-        } catch {
-            throw StartFailure(message: "cannot take the engine lock", fields: ["error": "\(error)", "state_dir": directory],
-                               status: "cannot take the engine lock in \(directory)")
-        }
+        let engineLock = try takeEngineLock(directory)
         let ledger: Ledger
         do {
             ledger = try Ledger(stateDirectory: directory, busyTimeout: Ledger.writerBusyTimeout)
@@ -150,6 +144,37 @@ public enum Daemon {
                                    + options.configDirectory + "' says where)",
                                fields: ["error": problem], status: "the policy does not parse: \(problem)")
         }
+    }
+
+    /// A running devaccessd is named at once (it holds the lock until it exits: waiting
+    /// is pointless); an offline command gets 10 s to finish.
+    private static func takeEngineLock(_ directory: String) throws(StartFailure) -> EngineLock {
+        do {
+            return try EngineLock(stateDirectory: directory, holder: .daemon)
+        } catch .held {
+            try refuseIfADaemonRuns(directory)
+        } catch {
+            throw cannotTakeEngineLock(error, directory)
+        }
+        do {
+            return try EngineLock(stateDirectory: directory, holder: .daemon, wait: .seconds(10))
+        } catch {
+            try refuseIfADaemonRuns(directory)
+            throw cannotTakeEngineLock(error, directory)
+        }
+    }
+
+    private static func refuseIfADaemonRuns(_ directory: String) throws(StartFailure) {
+        guard let pid = EngineLock.daemonHolding(stateDirectory: directory) else { return }
+        throw StartFailure(message: "devaccessd is already running (pid \(pid)) on this state directory; not starting "
+                               + "another (to restart it, \(DaemonStart.stopAdvice()) first)",
+                           fields: ["pid": String(pid), "state_dir": directory],
+                           status: "devaccessd is already running (pid \(pid)) on \(directory)")
+    }
+
+    private static func cannotTakeEngineLock(_ error: EngineLock.Failure, _ directory: String) -> StartFailure {
+        StartFailure(message: "cannot take the engine lock", fields: ["error": "\(error)", "state_dir": directory],
+                     status: "cannot take the engine lock in \(directory)")
     }
 
     /// What runs while devaccessd serves, and how it stops.

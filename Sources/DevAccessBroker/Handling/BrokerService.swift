@@ -113,6 +113,7 @@ public final class BrokerService: RequestHandler {
         decisionReads = Coalescer(name: "devaccessd decisions") {
             var read = DecisionRead(grants: [], records: [], problem: nil,
                                     policy: policies.current())
+            read.brokenPolicy = policies.brokenFiles
             do throws(LedgerError) {
                 read.grants = try ledger.grants()
                 read.records = try ledger.aclEntries()
@@ -141,6 +142,8 @@ public final class BrokerService: RequestHandler {
         /// Why the ledger could not be read.
         var problem: String?
         var policy: PolicyReading
+        /// Why the policy files do not parse, while `policy` is the last good one in force.
+        var brokenPolicy: String?
 
         /// The switch that has `permission` off for everyone now, if any.
         func switchedOff(_ permission: Permission, now: Date = Date()) -> PrivacySwitch? {
@@ -366,7 +369,9 @@ public final class BrokerService: RequestHandler {
     /// What the engine computes `subject`'s statuses from: the reports and the decision read
     /// gathered here (kept current by `inputs`).
     private func statusInputs(for subject: UserIdentity, reports: [AdapterReport], read: DecisionRead) -> StatusInputs {
-        StatusInputs(reports: reports, ledger: ledgerReading(read, uid: subject.uid), policy: read.policy)
+        var inputs = StatusInputs(reports: reports, ledger: ledgerReading(read, uid: subject.uid), policy: read.policy)
+        inputs.brokenPolicy = read.brokenPolicy
+        return inputs
     }
 
     /// The subject's standing decisions and the recorded ACL entries, as

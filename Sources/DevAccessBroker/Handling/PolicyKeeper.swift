@@ -75,6 +75,12 @@ public final class PolicyKeeper: Sendable {
         return decided
     }
 
+    /// What is wrong with the files while the last good policy is applied in their place
+    /// (as `current()` last found them); nil while they parse.
+    public var brokenFiles: String? {
+        state.withLock { $0.lastGood == nil ? nil : $0.told }
+    }
+
     /// `body` is called after each reload that loaded a policy (it may lower or end grants
     /// without the ledger changing); it must return quickly.
     public func observeReloads(_ body: @escaping @Sendable () -> Void) {

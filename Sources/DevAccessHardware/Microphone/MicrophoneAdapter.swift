@@ -56,7 +56,7 @@ public enum MicrophoneAdapter {
     }
 
     static func captureDevices(card number: Int, cardDevice: UdevDevice,
-                               nodes: [UdevDevice]) -> ([Device], Reason?) {
+                               nodes: [UdevDevice], asound: String = AsoundNames.root) -> ([Device], Reason?) {
         let cardID = cardDevice.attributes["id"] ?? "card\(number)"
         let control = nodes.first { $0.sysname == "controlC\(number)" }
         let pcmNodes = Dictionary(nodes.compactMap { node -> (Int, UdevDevice)? in
@@ -74,7 +74,10 @@ public enum MicrophoneAdapter {
             cardName = alsa.name.isEmpty ? cardID : alsa.name
             driver = alsa.driver.isEmpty ? driver : alsa.driver
         } catch {
-            pcms = pcmNodes.keys.sorted().map { ($0, "") }
+            // The names alsa-lib would give, from /proc/asound: the same for every user.
+            let names = AsoundNames.read(card: number, cardID: cardID, pcms: pcmNodes.keys.sorted(), root: asound)
+            pcms = pcmNodes.keys.sorted().map { ($0, names?.pcms[$0] ?? "") }
+            cardName = names?.card ?? cardID
             note = Reason(.probe, "card \(number) (\(cardID)): \(error.description); " +
                           "capture PCMs taken from the kernel's node names")
         }

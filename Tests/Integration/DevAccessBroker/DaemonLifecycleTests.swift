@@ -107,6 +107,27 @@ extension DaemonTests {
         #expect(third.stop() == 0)
     }
 
+    /// `sudo devaccessd &` twice: the second names the first and exits at once (it waited
+    /// 10 s for the engine lock, as for an offline command, then said only "cannot take").
+    @Test func aSecondDaemonOnTheSameStateRefusesAtOnceNamingTheFirst() throws {
+        let first = try RunningDaemon()
+        let second = Process()
+        second.executableURL = URL(fileURLWithPath: RunningDaemon.binary)
+        second.arguments = ["--socket", first.socketPath, "--state-dir", first.stateDirectory, "--log-target", "stderr"]
+        let errors = Pipe()
+        second.standardError = errors
+        let started = Date()
+        try second.run()
+        second.waitUntilExit()
+        let seconds = Date().timeIntervalSince(started)
+        #expect(second.terminationStatus == 1)
+        #expect(seconds < 2, "took \(seconds) s")
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("devaccessd is already running (pid \(first.pid))"), "\(message)")
+        #expect(try first.client().hello().server.hasPrefix("devaccessd"), "the first broker still serves")
+        #expect(first.stop() == 0)
+    }
+
     @Test func somethingElseAtTheSocketPathIsLeftAlone() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path + "/broker.sock"

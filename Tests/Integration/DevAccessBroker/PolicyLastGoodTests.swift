@@ -47,6 +47,20 @@ struct PolicyLastGoodTests {
         #expect(setup.daemon.log.contains("the policy parses again and is in force"), "\(setup.daemon.log)")
     }
 
+    /// devaccessd's own status (a user's, which it answers) says the files are broken and the
+    /// last good policy is enforced (issue 31: it said nothing, as if the files were fine).
+    @Test func theBrokersStatusSaysTheFilesAreBrokenAndTheLastGoodPolicyIsEnforced() throws {
+        let setup = try RequestSetup(policy: "[camera]\nDefault=deny\n")
+        let user = try TestUser("lastgoodst")
+        try Data("[camera]\nDefault=maybe\n".utf8).write(to: URL(fileURLWithPath: setup.config.path + "/devaccess.conf"))
+        let env = ["DEVACCESS_TEST_DEVICES": setup.devices, "DEVACCESS_SOCKET": setup.daemon.socketPath,
+                   "DEVACCESS_STATE_DIR": setup.stateDirectory, "DEVACCESS_GPSD": "127.0.0.1:9"]
+        let status = try user.devaccess(["status", "camera"], environment: env)
+        #expect(status.stdout.contains("restricted"), "the last good policy: \(status.stdout) \(status.stderr)")
+        #expect(status.stdout.contains("the policy files do not parse") && status.stdout.contains("devaccess.conf:2")
+                && status.stdout.contains("devaccessd enforces the last policy that parsed"), "\(status.stdout)")
+    }
+
     @Test func policyCheckNamesErrorsAndWarnsAboutNamesThatMatchNobody() throws {
         let config = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: config.path + "/conf.d", withIntermediateDirectories: true)

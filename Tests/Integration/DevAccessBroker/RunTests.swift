@@ -227,6 +227,18 @@ struct RunTests {
         #expect(runs == ["exited 0", "exited 1", "exited 42", "signal 15"], "\(runs)")
     }
 
+    /// A run's grant tells its end as `request` and `list` do (issue 31): local time and the
+    /// time left, not the broker's ISO UTC text.
+    @Test func aRunsGrantTellsItsEndInLocalTimeWithTheTimeLeft() throws {
+        let setup = try Self.setup()
+        let user = try TestUser("runends")
+        let run = try Self.run(user, setup, ["--camera", "--for", "1h", "--", "/bin/true"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("devaccess: camera: allowed") && run.stderr.contains(" left"), "\(run.stderr)")
+        #expect(run.stderr.range(of: #"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z"#, options: .regularExpression) == nil,
+                "\(run.stderr)")
+    }
+
     /// A run without a permission named (and no [Program] section) is a usage error naming the
     /// options; a program not found is 127 and one that cannot be run 126, as in a shell.
     @Test func usageAndMissingProgramExitAsAShellWould() throws {
@@ -372,6 +384,19 @@ struct RunTests {
         #expect(!FileManager.default.fileExists(atPath: ran))
         #expect(try setup.grants(user).isEmpty)
         #expect(try setup.ledger().runs(uid: user.uid, includeEnded: true).isEmpty)
+    }
+
+    /// "No terminal to ask on" is one exit code, 77, for `request` as for `run` (issue 31:
+    /// `request` said 1, which a run's program may exit with too).
+    @Test func noTerminalToAskOnIs77ForRequestAsForRun() throws {
+        let setup = try Self.setup("[camera]\nDefault=ask\n")
+        let user = try TestUser("noterm")
+        let request = try user.withoutTerminal(["request", "camera"] + setup.socket)
+        #expect(request.status == 77, "\(request.stderr)")
+        #expect(request.stderr.contains("cannot ask for consent"), "\(request.stderr)")
+        let run = try Self.run(user, setup, ["--camera", "--", "/bin/true"])
+        #expect(run.status == 77, "\(run.stderr)")
+        #expect(try setup.grants(user).isEmpty)
     }
 
     /// The trusted channel: devaccessd asks on the user's login terminal, naming the program

@@ -139,6 +139,39 @@ struct AdminCommandTests {
         #expect(table.stdout.contains("microphone") && table.stdout.contains("deny") && !table.stdout.contains("camera"))
     }
 
+    /// `--device` takes a device node's path as well as the id (issue 31): the path's device
+    /// number (st_rdev, through a symlink too) names the device among the permission's
+    /// devices; a path that is no node of one of them is a usage error naming it.
+    @Test func deviceTakesANodePathMatchedByItsDeviceNumber() throws {
+        let fx = try AdminFixture("devpath")
+        try fx.camera("video0")  // 1:3
+        let video1 = fx.nodes.path + "/video1"
+        try TestProcess.setup("mknod", ["-m", "0600", video1, "c", "1", "7"])
+        try fx.declare(name: "video1", path: video1, minor: 7)
+        let link = fx.nodes.path + "/usb-camera-video-index0"
+        #expect(symlink(video1, link) == 0)
+        for path in [video1, link] {
+            let granted = try fx.run(["grant", "camera", "--user", fx.alice.name, "--device", path])
+            #expect(granted.status == 0, "\(path): \(granted.stderr)")
+        }
+        let all = try #require(try fx.json(try fx.run(["list", "--all", "--json"]))["grants"] as? [[String: Any]])
+        #expect(all.map { $0["device"] as? String } == ["camera:test-video1", "camera:test-video1"], "\(all)")
+        let revoked = try fx.run(["revoke", "camera", "--user", fx.alice.name, "--device", video1])
+        #expect(revoked.status == 0 && revoked.stdout.contains("revoked"), "\(revoked.stdout) \(revoked.stderr)")
+        #expect((try fx.json(try fx.run(["list", "--json"]))["grants"] as? [Any])?.isEmpty == true)
+
+        // Another node with no camera's number (1:5), a file that is no node, no file at all.
+        let zero = fx.nodes.path + "/zero"
+        try TestProcess.setup("mknod", ["-m", "0600", zero, "c", "1", "5"])
+        for path in [zero, fx.devicesFile, fx.nodes.path + "/missing"] {
+            let refused = try fx.run(["grant", "camera", "--user", fx.alice.name, "--device", path])
+            #expect(refused.status == 64, "\(path): \(refused.stderr)")
+            #expect(refused.stderr.contains("'\(path)'") && refused.stderr.contains("devaccess devices camera"),
+                    "\(path): \(refused.stderr)")
+        }
+        #expect((try fx.json(try fx.run(["list", "--json"]))["grants"] as? [Any])?.isEmpty == true)
+    }
+
     @Test func stateDirOptionWinsOverTheEnvironment() throws {
         let fx = try AdminFixture("statedir")
         try fx.camera("video0")

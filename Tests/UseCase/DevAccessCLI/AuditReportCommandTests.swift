@@ -451,3 +451,66 @@ enum KnownLedger {
         ]
     }
 }
+
+extension AuditReportCommandTests {
+    /// The page an admin reads (issue 31): the legend says the summary's words ("password",
+    /// not `auth_self`), events of no permission are titled so (not "-"), and the wide
+    /// summary tables scroll inside the page instead of overflowing it.
+    @Test func theHTMLPageSaysTheTablesWordsAndKeepsItsTablesInside() throws {
+        let (fx, _) = try Self.fixture("repwords")
+        let run = try fx.run(["audit", "--format", "html", "--until", Self.iso(30)])
+        #expect(run.status == 0, "\(run.stderr)")
+        let page = run.stdout
+        #expect(page.contains("granted by password") && !page.contains("auth_self"), "\(page)")
+        #expect(!page.contains("<h3>-</h3>") && page.contains("<h3>no permission</h3>"), "\(page)")
+        let tables = page.components(separatedBy: "<table>").count - 1
+        #expect(tables > 0 && page.components(separatedBy: "<div class=\"wide\"><table>").count - 1 == tables, "\(page)")
+        #expect(page.contains(".wide{overflow-x:auto"), "\(page)")
+    }
+}
+
+extension AuditReportCommandTests {
+    /// The table tells a request's stages apart (issue 31: three identical `request` rows):
+    /// WHAT names the stage, HOW its outcome (the term asked for when received); DEVICE is
+    /// the device's id without its permission's prefix on every row, not a name on some.
+    @Test func theTableNamesEachRequestStageItsOutcomeAndOneDeviceWord() throws {
+        let fx = try AdminFixture("repstages")
+        let alice = Principal(uid: fx.alice.uid, name: fx.alice.name)
+        let ledger = try Ledger(stateDirectory: fx.state.path)
+        try ledger.append(contentsOf: [
+            AuditEvent(type: .request, actor: alice, subject: alice, permission: .camera,
+                       details: ["stage": "received", "request_id": "1", "scope": "once"]),
+            AuditEvent(type: .request, actor: alice, subject: alice, permission: .camera,
+                       details: ["stage": "prompt", "request_id": "1", "outcome": "cancel:dismissed"]),
+            AuditEvent(type: .request, actor: alice, subject: alice, permission: .camera,
+                       details: ["stage": "answered", "request_id": "1", "outcome": "undecided"]),
+            AuditEvent(type: .hotplug, actor: alice, permission: .camera, deviceID: "camera:test-a",
+                       deviceName: "Test Camera", details: ["action": "add"]),
+            AuditEvent(type: .driftSeen, actor: alice, subject: alice, permission: .camera, deviceID: "camera:test-a"),
+        ])
+        let table = try fx.run(["audit"])
+        #expect(table.status == 0, "\(table.stderr)")
+        let rows = table.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        let requests = rows.filter { $0.contains("request") }.map { row in row.drop { $0 != "request" }.prefix(3).joined(separator: " ") }
+        #expect(requests == ["request received once", "request prompt cancel:dismissed", "request answered undecided"],
+                "\(table.stdout)")
+        let devices = rows.filter { $0.contains("hotplug") || $0.contains("drift_seen") }.map { $0.contains("test-a") }
+        #expect(devices == [true, true] && !table.stdout.contains("Test Camera"), "\(table.stdout)")
+    }
+}
+
+extension AuditReportCommandTests {
+    /// The HTML page lists the events as the table does (issue 31: their details were only in
+    /// the timeline's tooltips): one row per matching event, numbered as the ledger numbers them.
+    @Test func theHTMLPageHasTheEventTable() throws {
+        let (fx, _) = try Self.fixture("repevents")
+        let page = try fx.run(["audit", "--format", "html", "--until", Self.iso(30)]).stdout
+        let section = page.components(separatedBy: "<h2>Events</h2>").dropFirst().first ?? ""
+        let rows = section.components(separatedBy: "</section>").first?.components(separatedBy: "<tr><td>").dropFirst()
+            .compactMap { $0.split(separator: "<").first.map(String.init) } ?? []
+        #expect(rows == (1...18).map(String.init), "\(section)")
+        #expect(section.contains("<th>WHAT</th>"), "\(section)")
+        let some = try fx.run(["audit", "--format", "html", "--permission", "microphone"]).stdout
+        #expect(some.components(separatedBy: "<h2>Events</h2>").last?.contains("microphone") == true)
+    }
+}

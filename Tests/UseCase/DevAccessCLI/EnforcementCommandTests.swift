@@ -109,6 +109,20 @@ struct EnforcementCommandTests {
         #expect(try fx.run(["check", "camera", "--user", fx.alice.name]).status == 3)
     }
 
+    /// After a program grant the summary says how the user gets the camera (issue 31: it said
+    /// "nothing has been decided" beside the line showing the grant).
+    @Test func aProgramGrantIsNamedInTheSummaryNotNothingDecided() throws {
+        let fx = try AdminFixture("cliprog")
+        try fx.camera("video0")
+        #expect(try fx.run(["grant", "camera", "--user", fx.alice.name, "--program", "/bin/sh"]).status == 0)
+        let program = URL(fileURLWithPath: "/bin/sh").resolvingSymlinksInPath().path
+        let status = try fx.run(["status", "camera", "--user", fx.alice.name])
+        #expect(status.stdout.contains("\(fx.alice.name) cannot open any camera device directly, only through "
+            + "'devaccess run' of \(program)"), "\(status.stdout)")
+        #expect(!status.stdout.contains("nothing has been decided"), "\(status.stdout)")
+        #expect(try fx.run(["check", "camera", "--user", fx.alice.name]).status == 4, "still notDetermined")
+    }
+
     @Test func foreignEntryIsNeverRemoved() throws {
         let fx = try AdminFixture("cliforeign")
         let bob = try TestUser("clifb")
