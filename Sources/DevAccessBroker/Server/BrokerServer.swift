@@ -95,6 +95,8 @@ public final class BrokerServer: Sendable {
     private let log: BrokerLog
     private let listenerDescriptor: CInt
     private let wakeDescriptor: CInt
+    /// The eventfd, owned here: closed when the server goes (tasks still answering may wake it until then).
+    private let wakeOwner: FileDescriptor
     private let mailbox = Mutex<Mailbox>(Mailbox())
     /// The thread running the loop (pthread_self; 0 before `run`): what it posts itself
     /// (a status answered from kept inputs, inline) needs no wake-up, it is drained before
@@ -145,6 +147,7 @@ public final class BrokerServer: Sendable {
         self.log = log
         listenerDescriptor = listener.descriptor
         wakeDescriptor = wake
+        wakeOwner = FileDescriptor(owning: wake)
         listenerBox = ListenerBox(listener)
     }
 
@@ -187,8 +190,8 @@ public final class BrokerServer: Sendable {
     }
 
     deinit {
-        // Only now: tasks still answering hold the server and may post until they end.
-        Socket.close(wakeDescriptor)
+        // Only now: tasks still answering hold the server and may post until they end
+        // (the eventfd, `wakeOwner`, closes with the server).
         listenerBox.close()
     }
 
@@ -397,7 +400,7 @@ public final class BrokerServer: Sendable {
                 }
             }
             if passedCount > 0 {
-                connection.receivedDescriptors += passed.prefix(Int(passedCount))
+                connection.receivedDescriptors.adopt(passed.prefix(Int(passedCount)))
             }
             if truncated != 0 || connection.receivedDescriptors.count > RunOrder.descriptorCount {
                 // More descriptors than any message carries: not a client of this protocol.
@@ -496,7 +499,7 @@ public final class BrokerServer: Sendable {
             }
             // Descriptors belong to a `run`, which takes exactly three; any other message
             // that brought some is refused (and they are closed).
-            var descriptors: [CInt] = []
+            var descriptors = FileDescriptors()
             if case .run = envelope.request {
                 guard connection.receivedDescriptors.count == RunOrder.descriptorCount else {
                     connection.closeReceivedDescriptors()
@@ -506,8 +509,7 @@ public final class BrokerServer: Sendable {
                             + "stderr) with its first byte; nothing was run"), forceClose: true)
                     return
                 }
-                descriptors = connection.receivedDescriptors
-                connection.receivedDescriptors = []
+                descriptors = connection.receivedDescriptors.take()
             } else if !connection.receivedDescriptors.isEmpty {
                 connection.closeReceivedDescriptors()
                 reject(connection, id: envelope.id, version: envelope.version, ProtocolError(

@@ -1,5 +1,6 @@
 import Glibc
 import DevAccessProtocol
+import DevAccessSystem
 
 /// One client connection. Owned by the event loop thread; never shared.
 final class Connection {
@@ -37,7 +38,7 @@ final class Connection {
     /// has `messageTimeout` from there, however slowly its bytes keep coming.
     var partialSince: ContinuousClock.Instant?
     /// Descriptors received (SCM_RIGHTS) and not yet given to a request: a `run` takes them.
-    var receivedDescriptors: [CInt] = []
+    var receivedDescriptors = FileDescriptors()
     /// The request in flight is a running `run`: the client's messages are its `run-signal`s.
     var relayingSignals = false
 
@@ -51,8 +52,7 @@ final class Connection {
     }
 
     func closeReceivedDescriptors() {
-        for descriptor in receivedDescriptors { Glibc.close(descriptor) }
-        receivedDescriptors = []
+        receivedDescriptors.take().close()
     }
 
     init(id: UInt64, descriptor: CInt, peer: Peer, now: ContinuousClock.Instant) {
