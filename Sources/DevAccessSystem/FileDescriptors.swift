@@ -16,6 +16,11 @@ public struct FileDescriptors: ~Copyable, Sendable {
         rawValues.append(contentsOf: more)
     }
 
+    /// The first one, to a new owner (it is no longer owned here). There must be one.
+    public mutating func removeFirst() -> FileDescriptor {
+        FileDescriptor(owning: rawValues.removeFirst())
+    }
+
     /// All of them, to a new owner; none are left here.
     public mutating func take() -> FileDescriptors {
         defer { rawValues = [] }

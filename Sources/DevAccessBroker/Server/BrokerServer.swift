@@ -316,13 +316,14 @@ public final class BrokerServer: Sendable {
         }
 
         mutating func admit(_ fd: CInt) {
+            // Closed on every way out that does not hand it to its connection.
+            let socket = FileDescriptor(owning: fd)
             let peer: Peer
             switch Peer.identify(socket: fd) {
             case .success(let identified):
                 peer = identified
             case .failure(let error):
                 log.warning("connection without peer credentials refused", ["error": error.description])
-                Socket.close(fd)
                 return
             }
             if (perUser[peer.accountable] ?? 0) >= server.limits.maxConnectionsPerUser
@@ -352,10 +353,9 @@ public final class BrokerServer: Sendable {
                     .busy, context: "connection", reason: refusal))))
                 line.append(0x0a)
                 _ = line.withUnsafeBytes { Socket.send(fd, $0) }
-                Socket.close(fd)
                 return
             }
-            let connection = Connection(id: nextID, descriptor: fd, peer: peer, now: ContinuousClock.now)
+            let connection = Connection(id: nextID, socket: socket, peer: peer, now: ContinuousClock.now)
             nextID += 1
             connections[connection.id] = connection
             perUser[peer.accountable, default: 0] += 1
@@ -597,20 +597,17 @@ public final class BrokerServer: Sendable {
             while connection.hasOutput {
                 // A descriptor goes with the first byte of its reply: send up to that byte
                 // plainly, then that byte alone with the descriptor.
-                let passing = connection.outgoingDescriptors.first
+                let position = connection.outgoingPositions.first
                 let result: Result<Int, Errno>
-                if let passing, passing.position == connection.outboxOffset {
+                if position == connection.outboxOffset, let passing = connection.outgoingDescriptors.rawValues.first {
                     result = connection.outbox.withUnsafeBytes { raw in
                         DescriptorPassing.send(connection.descriptor, UnsafeRawBufferPointer(
                             rebasing: raw[connection.outboxOffset..<connection.outboxOffset + 1]),
-                            descriptors: [passing.descriptor])
+                            descriptors: [passing])
                     }
-                    if case .success(1) = result {
-                        Socket.close(passing.descriptor)
-                        connection.outgoingDescriptors.removeFirst()
-                    }
+                    if case .success(1) = result { connection.closeSentDescriptor() }
                 } else {
-                    let end = passing?.position ?? connection.outbox.count
+                    let end = position ?? connection.outbox.count
                     result = connection.outbox.withUnsafeBytes { raw in
                         Socket.send(connection.descriptor, UnsafeRawBufferPointer(rebasing: raw[connection.outboxOffset..<end]))
                     }
@@ -691,7 +688,7 @@ public final class BrokerServer: Sendable {
             detachExchange(connection, stopping ? .shutdown : .closed)
             connection.closeReceivedDescriptors()
             connection.closeOutgoingDescriptors()
-            Socket.close(connection.descriptor)
+            connection.closeSocket()
             if log.isEnabled(.debug) {
                 log.debug("client disconnected", ["connection": String(connection.id), "uid": String(connection.peer.uid)])
             }
@@ -711,7 +708,7 @@ public final class BrokerServer: Sendable {
                 // The client left meanwhile, or broke the conversation: nobody reads this.
                 guard let connection = connections[completion.connection], connection.exchange != nil,
                       connection.exchangeSerial == completion.serial else {
-                    if let descriptor = completion.descriptor { Socket.close(descriptor) }
+                    if let descriptor = completion.descriptor { FileDescriptor(owning: descriptor).close() }
                     continue
                 }
                 if completion.update && connection.outboxFull {

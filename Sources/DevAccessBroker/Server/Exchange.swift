@@ -87,7 +87,7 @@ public final class Exchange: Sendable {
             return !state.finished
         }
         guard first else {
-            if let descriptor { Socket.close(descriptor) }
+            if let descriptor { FileDescriptor(owning: descriptor).close() }
             return
         }
         closeUntakenDescriptors()
