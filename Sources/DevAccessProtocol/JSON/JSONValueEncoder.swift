@@ -8,26 +8,19 @@
 /// nothing is `{}`. What the round trip refused is refused: NaN and infinities, U+0000 in a
 /// string, nesting deeper than `JSONParser.maximumDepth`. `JSONEncoder`'s Foundation special
 /// cases (`Data` as base64, `URL` as a string) are not made: no wire document holds either.
+/// A value that cannot be encoded is an `internal` error whose context is where, as `$.key[index]`.
 public enum JSONValueEncoder {
-    public struct UnencodableValue: Error, Sendable, Hashable, CustomStringConvertible {
-        /// Where, as `$.key[index]`.
-        public var path: String
-        public var reason: String
-
-        public var description: String { "\(path): \(reason)" }
-    }
-
-    public static func encode(_ value: some Encodable) throws(UnencodableValue) -> JSONValue {
+    public static func encode(_ value: some Encodable) throws(ProtocolError) -> JSONValue {
         let root = Node()
         do {
             try NodeEncoder(node: root, codingPath: []).encodeValue(value)
-        } catch let error as UnencodableValue {
+        } catch let error as ProtocolError {
             throw error
         } catch {
-            throw UnencodableValue(path: "$", reason: "\(error)")
+            throw ProtocolError(.internal, context: "$", reason: "\(error)")
         }
         guard root.kind != .empty else {
-            throw UnencodableValue(path: "$", reason: "\(type(of: value)) encoded nothing")
+            throw ProtocolError(.internal, context: "$", reason: "\(type(of: value)) encoded nothing")
         }
         return try root.value(depth: 0, path: "$")
     }
@@ -70,7 +63,7 @@ private final class Node {
         return node
     }
 
-    func value(depth: Int, path: String) throws(JSONValueEncoder.UnencodableValue) -> JSONValue {
+    func value(depth: Int, path: String) throws(ProtocolError) -> JSONValue {
         switch kind {
         case .scalar:
             return scalar
@@ -94,8 +87,8 @@ private final class Node {
         }
     }
 
-    private static func tooDeep(_ path: String) -> JSONValueEncoder.UnencodableValue {
-        JSONValueEncoder.UnencodableValue(path: path, reason: "nested deeper than \(JSONParser.maximumDepth) levels")
+    private static func tooDeep(_ path: String) -> ProtocolError {
+        ProtocolError(.internal, context: path, reason: "nested deeper than \(JSONParser.maximumDepth) levels")
     }
 }
 
@@ -137,9 +130,9 @@ private enum Scalar {
         return .number(parsed)
     }
 
-    static func unencodable(_ path: [any CodingKey], _ reason: String) -> JSONValueEncoder.UnencodableValue {
+    static func unencodable(_ path: [any CodingKey], _ reason: String) -> ProtocolError {
         let text = path.map { key in key.intValue.map { "[\($0)]" } ?? "." + key.stringValue }.joined()
-        return JSONValueEncoder.UnencodableValue(path: "$" + text, reason: reason)
+        return ProtocolError(.internal, context: "$" + text, reason: reason)
     }
 }
 

@@ -86,12 +86,12 @@ struct JSONValueEncoderTests {
     /// "cannot encode the result" instead of sending a line the client cannot read.
     @Test func refusesWhatTheRoundTripRefused() throws {
         #expect(throws: (any Error).self) { try Self.roundTrip(["n": Double.nan]) }
-        #expect(throws: JSONValueEncoder.UnencodableValue.self) { try JSONValueEncoder.encode(["n": Double.nan]) }
-        #expect(throws: JSONValueEncoder.UnencodableValue.self) { try JSONValueEncoder.encode([Float.infinity]) }
+        #expect(throws: ProtocolError.self) { try JSONValueEncoder.encode(["n": Double.nan]) }
+        #expect(throws: ProtocolError.self) { try JSONValueEncoder.encode([Float.infinity]) }
 
         #expect(throws: JSONParser.SyntaxError.self) { try Self.roundTrip(["text": "a\u{0}b"]) }
-        let nul = #expect(throws: JSONValueEncoder.UnencodableValue.self) { try JSONValueEncoder.encode(["text": "a\u{0}b"]) }
-        #expect(nul?.path == "$.text")
+        let nul = #expect(throws: ProtocolError.self) { try JSONValueEncoder.encode(["text": "a\u{0}b"]) }
+        #expect(nul?.context == "$.text" && nul?.code == .internal)
 
         var allowed = JSONValue.array([])
         for _ in 1..<JSONParser.maximumDepth { allowed = .array([allowed]) }
@@ -100,7 +100,7 @@ struct JSONValueEncoderTests {
         #expect(try JSONValueEncoder.encode(fits) == allowed)
         let tooDeep = Nested(depth: JSONParser.maximumDepth + 1)
         #expect(throws: JSONParser.SyntaxError.self) { try Self.roundTrip(tooDeep) }
-        #expect(throws: JSONValueEncoder.UnencodableValue.self) { try JSONValueEncoder.encode(tooDeep) }
+        #expect(throws: ProtocolError.self) { try JSONValueEncoder.encode(tooDeep) }
     }
 
     /// Arrays nested `depth` levels deep, the innermost empty.
@@ -115,7 +115,7 @@ struct JSONValueEncoderTests {
     @Test func aValueThatEncodesNothingIsRefusedAtTheTopAndEmptyBelow() throws {
         struct Silent: Encodable { func encode(to encoder: any Encoder) throws {} }
         #expect(throws: (any Error).self) { try Self.roundTrip(Silent()) }
-        #expect(throws: JSONValueEncoder.UnencodableValue.self) { try JSONValueEncoder.encode(Silent()) }
+        #expect(throws: ProtocolError.self) { try JSONValueEncoder.encode(Silent()) }
         #expect(try JSONValueEncoder.encode(["s": Silent()]) == Self.roundTrip(["s": Silent()]))
         #expect(try JSONValueEncoder.encode(["s": Silent()]) == .object([JSONMember("s", .object([]))]))
     }
