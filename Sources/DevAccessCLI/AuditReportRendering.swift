@@ -10,22 +10,23 @@ import DevAccessSystem
 /// terminal, a pager (Pager: `$DEVACCESS_PAGER`, `$PAGER`, else `less -FRX`).
 final class ReportSink {
     private var descriptor: CInt
-    private let ownsDescriptor: Bool
+    /// `--output`'s file, owned here (closed by `finish`).
+    private var file: FileDescriptor?
     private var pager: Pager?
 
     /// `pager`: page on a terminal (Pager decides whether and with what).
     init(path: String?, pager arguments: ParsedArguments? = nil) throws {
         if let path {
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            guard fd >= 0 else {
-                throw CommandFailure(message: "cannot write the report: \(SystemCallError.current("open", path: path))",
-                                     code: .failure)
+            let opened: FileDescriptor
+            do {
+                opened = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode: 0o600)
+            } catch {
+                throw CommandFailure(message: "cannot write the report: \(error)", code: .failure)
             }
-            descriptor = fd
-            ownsDescriptor = true
+            descriptor = opened.rawValue
+            file = consume opened
             return
         }
-        ownsDescriptor = false
         pager = arguments.flatMap(Pager.start)
         descriptor = pager?.descriptor ?? STDOUT_FILENO
     }
@@ -34,9 +35,7 @@ final class ReportSink {
 
     /// Closes the file or the pager's pipe, and waits for the pager to quit.
     func finish() {
-        if ownsDescriptor, descriptor != STDOUT_FILENO {
-            close(descriptor)
-        }
+        file = nil
         descriptor = STDOUT_FILENO
         pager?.finish()
         pager = nil

@@ -20,12 +20,15 @@ final class Pager {
         return "less -FRX"
     }
 
-    /// Where the text goes now: the pager's pipe.
+    /// Where the text goes now: the pager's pipe (open until `finish`).
     let descriptor: CInt
+    /// The pipe's writing end, owned here: `finish` closes it so the pager sees the end.
+    private var pipe: FileDescriptor?
     private let pid: pid_t
 
-    private init(descriptor: CInt, pid: pid_t) {
-        self.descriptor = descriptor
+    private init(pipe: consuming FileDescriptor, pid: pid_t) {
+        descriptor = pipe.rawValue
+        self.pipe = consume pipe
         self.pid = pid
     }
 
@@ -35,27 +38,24 @@ final class Pager {
         guard !arguments.has("no-pager"), isatty(STDOUT_FILENO) == 1,
               let command = command(environment: arguments.environment) else { return nil }
         var fds: [CInt] = [-1, -1]
-        guard pipe(&fds) == 0 else { return nil }
+        guard Glibc.pipe(&fds) == 0 else { return nil }
+        let reader = FileDescriptor(owning: fds[0]), writer = FileDescriptor(owning: fds[1])
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         // less without options of its own: exit when the text fits, keep colours, no screen clearing.
         setenv("LESS", "FRX", 0)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, reader.rawValue, STDIN_FILENO)
         let words = ["/bin/sh", "-c", command]
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid = pid_t()
-        guard posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ) == 0 else {
-            close(fds[0])
-            close(fds[1])
-            return nil
-        }
-        close(fds[0])
+        guard posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ) == 0 else { return nil }
+        reader.close()
         // Quitting the pager early closes the pipe: writes then fail (EPIPE) instead of killing us.
         signal(SIGPIPE, SIG_IGN)
-        return Pager(descriptor: fds[1], pid: pid)
+        return Pager(pipe: writer, pid: pid)
     }
 
     /// `text` (made safe for a terminal) through a pager when there is to be one, else to stdout.
@@ -74,7 +74,7 @@ final class Pager {
     func finish() {
         guard !finished else { return }
         finished = true
-        close(descriptor)
+        pipe = nil
         var status: Int32 = 0
         _ = valueOrErrno { waitpid(pid, &status, 0) }
     }

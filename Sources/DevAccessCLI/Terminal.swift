@@ -64,6 +64,8 @@ final class SignalPipe: Sendable {
 /// input, which may be a pipe or a file that nobody typed for this question.
 final class Terminal {
     let descriptor: CInt
+    /// /dev/tty, owned here: closed when the terminal goes.
+    private let owner: FileDescriptor
     private var saved: termios?
 
     enum OpenError: Error, CustomStringConvertible {
@@ -87,11 +89,12 @@ final class Terminal {
 
     private init(descriptor: CInt) {
         self.descriptor = descriptor
+        owner = FileDescriptor(owning: descriptor)
     }
 
     deinit {
+        // Before `owner` closes the descriptor.
         restoreEcho()
-        close(descriptor)
     }
 
     func write(_ text: String) {

@@ -27,14 +27,9 @@ enum ConsentChannel {
         var source: String
         /// The device node itself (devpts instance and inode): the same number can name a
         /// terminal of another devpts instance (a user namespace's).
-        var node: Node
+        var node: FileKey
         /// The session the requester must stay in (the login's), when known.
         var session: Int32?
-    }
-
-    struct Node: Sendable, Hashable {
-        var device: UInt64
-        var inode: UInt64
     }
 
     /// Why there is no trusted channel; said to the user and recorded.
@@ -145,18 +140,17 @@ enum ConsentChannel {
     }
 
     /// The device node at `path` (not following a symlink).
-    static func node(_ path: String) -> Node? {
+    static func node(_ path: String) -> FileKey? {
         var info = stat()
         guard lstat(path, &info) == 0 else { return nil }
-        return Node(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        return FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
     }
 
     /// Whether process `pid` has `node` open on one of its first descriptors (a login and a
     /// program run on a terminal have it on 0, 1 or 2; a few more are looked at).
-    static func holds(_ pid: Int32, _ node: Node) -> Bool {
+    static func holds(_ pid: Int32, _ node: FileKey) -> Bool {
         (0..<16).contains { fd in
-            (try? CharacterDevice.at("/proc/\(pid)/fd/\(fd)", following: true))?.node
-                == FileKey(device: node.device, inode: node.inode)
+            (try? CharacterDevice.at("/proc/\(pid)/fd/\(fd)", following: true))?.node == node
         }
     }
 

@@ -27,7 +27,7 @@ final class TerminalPrompt: Sendable {
 
     let path: String
     /// The node the question must go to (checked on the opened descriptor).
-    let node: ConsentChannel.Node
+    let node: FileKey
     /// The login's session the requester must stay in, when known.
     let session: Int32?
     let owner: UInt32
@@ -109,7 +109,7 @@ final class TerminalPrompt: Sendable {
             throw Refusal(message: "\(path): \(error.errno)")
         }
         guard let device = try? CharacterDevice.of(descriptor.rawValue), device.owner == owner,
-              isatty(descriptor.rawValue) == 1, device.node == FileKey(device: node.device, inode: node.inode) else {
+              isatty(descriptor.rawValue) == 1, device.node == node else {
             throw Refusal(message: "\(path) is no longer the user's terminal")
         }
         return OpenTerminal(descriptor: descriptor, device: device.number)

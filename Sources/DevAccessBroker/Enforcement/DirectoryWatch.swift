@@ -26,6 +26,8 @@ final class DirectoryWatch {
     }
 
     let descriptor: CInt
+    /// The inotify instance, owned here: closed when the watch goes.
+    private let owner: FileDescriptor
     /// Per watch descriptor: its directory and which entries matter for what. One
     /// directory may serve both purposes (one inotify watch, masks added together).
     private var watches: [CInt: (directory: String, names: [String: Purpose])] = [:]
@@ -35,9 +37,8 @@ final class DirectoryWatch {
         let fd = inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK))
         guard fd >= 0 else { throw Errno.current }
         descriptor = fd
+        owner = FileDescriptor(owning: fd)
     }
-
-    deinit { _ = Glibc.close(descriptor) }
 
     /// Watches `directory` for `names` appearing, disappearing or (for the ledger) being
     /// written. Not recursive; the directory must exist.

@@ -99,6 +99,8 @@ public final class LiveEnforcer: Sendable {
     let log: BrokerLog
     private let mailbox = Mutex(Mailbox())
     let wakeDescriptor: CInt
+    /// The eventfd, owned here: closed when the enforcer goes.
+    private let wakeOwner: FileDescriptor
     private let finished = DispatchSemaphore(value: 0)
     private let udev = UdevWatch()
     private let phase = Mutex(Phase.new)
@@ -134,10 +136,9 @@ public final class LiveEnforcer: Sendable {
         self.enforcer = enforcer
         self.log = log
         self.options = options
-        wakeDescriptor = try Socket.makeEventFD()
+        wakeOwner = FileDescriptor(owning: try Socket.makeEventFD())
+        wakeDescriptor = wakeOwner.rawValue
     }
-
-    deinit { Socket.close(wakeDescriptor) }
 
     /// Calls `observer` on the worker thread after each run (an operation handed to
     /// `perform`, or a reconcile for hotplug, expiry, policy, process exit, ...) with its

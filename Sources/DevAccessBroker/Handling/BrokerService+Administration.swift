@@ -73,12 +73,11 @@ extension BrokerService {
         return Principal(uid: identity.uid, name: identity.name)
     }
 
-    /// A result document as a JSON value for the `result` reply (the same encoder `--json` uses).
+    /// A result document as a JSON value for the `result` reply, encoded once: the tree
+    /// `--json`'s JSONEncoder prints, built without the bytes.
     static func json(_ document: some Encodable) throws(InterfaceError) -> JSONValue {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {
-            return try JSONParser.parse(try encoder.encode(document))
+            return try JSONValueEncoder.encode(document)
         } catch {
             throw .failed("cannot encode the result: \(error)")
         }

@@ -38,12 +38,12 @@ extension BrokerService {
     }
 
     func run(_ order: RunOrder, envelope: RequestEnvelope, peer: Peer, exchange: Exchange?) async -> Reply {
-        let streams = exchange?.takeDescriptors() ?? []
-        // Kept open until the run ends, on purpose: while devaccessd (root) holds the caller's
-        // stdin/stdout/stderr, a socket the caller passed as one of them never counts as the
-        // run's alone at the gpsd endpoint (SocketHolders), even if the caller hides its own
-        // copy from /proc. RunLocationHostileTests.aSocketHiddenFromTheScanIsNotServedAtTheRunsLevel.
-        defer { for descriptor in streams { Glibc.close(descriptor) } }
+        // Owned here and kept open until the run ends (they close when this returns), on
+        // purpose: while devaccessd (root) holds the caller's stdin/stdout/stderr, a socket the
+        // caller passed as one of them never counts as the run's alone at the gpsd endpoint
+        // (SocketHolders), even if the caller hides its own copy from /proc.
+        // RunLocationHostileTests.aSocketHiddenFromTheScanIsNotServedAtTheRunsLevel.
+        let streams: FileDescriptors = if let exchange { exchange.takeDescriptors() } else { FileDescriptors() }
         guard let exchange, streams.count == RunOrder.descriptorCount else {
             return .error(ProtocolError(.badMessage, context: "run",
                 reason: "'run' needs its conversation and the caller's stdin, stdout and stderr; nothing was run"))
@@ -63,8 +63,8 @@ extension BrokerService {
         case .success(let permissions): order.permissions = permissions
         case .failure(let error): return .error(error)
         }
-        return await decideRun(order, program: program, streams: streams, user: user, id: envelope.id, peer: peer,
-                               caller: caller,
+        return await decideRun(order, program: program, streams: streams.rawValues, user: user, id: envelope.id,
+                               peer: peer, caller: caller,
                                exchange: exchange, enforcement: enforcement)
     }
 

@@ -28,6 +28,8 @@ import DevAccessSystem
 final class PolicyFilesWatch: Sendable {
     let directory: String
     private let descriptor: CInt
+    /// The inotify instance, owned here (none when `keeps` is false or it failed).
+    private let owner: FileDescriptor?
     private struct State {
         /// Bumped by every event that may mean the files changed.
         var generation: UInt64 = 1
@@ -44,10 +46,7 @@ final class PolicyFilesWatch: Sendable {
         self.directory = directory
         self.failWatchesWith = failWatchesWith
         descriptor = keeps ? inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK)) : -1
-    }
-
-    deinit {
-        if descriptor >= 0 { _ = Glibc.close(descriptor) }
+        owner = descriptor >= 0 ? FileDescriptor(owning: descriptor) : nil
     }
 
     /// What a read begins under: nil when a read now cannot be kept (see the type's list).

@@ -67,7 +67,7 @@ struct RunProgram {
         switch inspect(located, requested: requested) {
         case .success(let program): return .success(program)
         case .failure(let problem):
-            Glibc.close(located)
+            FileDescriptor(owning: located).close()
             return .failure(problem)
         }
     }
@@ -96,8 +96,8 @@ struct RunProgram {
         if Int64(info.st_size) <= ProgramDigest.auditLimit {
             let readable = Glibc.open(procPath, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
             if readable >= 0 {
-                sha = try? ProgramDigest.sha256(descriptor: readable, limit: ProgramDigest.auditLimit)
-                Glibc.close(readable)
+                let file = FileDescriptor(owning: readable)
+                sha = try? ProgramDigest.sha256(descriptor: file.rawValue, limit: ProgramDigest.auditLimit)
             }
         }
         return .success(RunProgram(path: path, descriptor: located, untrustedWhy: flaw, sha256: sha))

@@ -173,6 +173,8 @@ final class StatusInputsCache: Sendable {
 
     private let state = Mutex(State())
     private let descriptor: CInt
+    /// The inotify instance, owned here (none when inotify_init1 failed).
+    private let owner: FileDescriptor?
     private let log: BrokerLog
     private let policyDirectory: String
     private let ledgerDirectory: String?
@@ -197,6 +199,7 @@ final class StatusInputsCache: Sendable {
         nsswitchPath = accountsDirectory + "/nsswitch.conf"
         self.failWatchesWith = failWatchesWith
         descriptor = inotify_init1(CInt(IN_CLOEXEC) | CInt(IN_NONBLOCK))
+        owner = descriptor >= 0 ? FileDescriptor(owning: descriptor) : nil
         if descriptor < 0 {
             let problem = Errno.current.description
             log.warning("status inputs cannot be watched (inotify_init1 failed); every status reads the machine "
@@ -207,9 +210,6 @@ final class StatusInputsCache: Sendable {
         }
     }
 
-    deinit {
-        if descriptor >= 0 { _ = Glibc.close(descriptor) }
-    }
 
     // MARK: lookups (each reads the inotify queue first)
 

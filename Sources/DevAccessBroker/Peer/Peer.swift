@@ -113,13 +113,13 @@ public struct Peer: Sendable, Hashable {
             }
             peer.pidfdSource = "pidfd_open"
         }
-        defer { Socket.close(pidfd) }
+        let pin = FileDescriptor(owning: pidfd)
         guard let pinned = PinnedProcess(pid: peer.pid) else {
             peer.programProblem = "/proc/\(peer.pid): \(Errno.current)"
             return
         }
         let directory = pinned.descriptor
-        switch ProgramIdentity.read(pid: peer.pid, directory: directory, pinnedBy: pidfd) {
+        switch ProgramIdentity.read(pid: peer.pid, directory: directory, pinnedBy: pin.rawValue) {
         case .success(let identity):
             // The pidfd's process was alive after the reads: the directory is the peer's.
             peer.identity = identity

@@ -96,6 +96,8 @@ public final class BrokerServer: Sendable {
     private let log: BrokerLog
     private let listenerDescriptor: CInt
     private let wakeDescriptor: CInt
+    /// The eventfd, owned here: closed when the server goes (tasks still answering may wake it until then).
+    private let wakeOwner: FileDescriptor
     private let mailbox = Mutex<Mailbox>(Mailbox())
     /// The thread running the loop (pthread_self; 0 before `run`): what it posts itself
     /// (a status answered from kept inputs, inline) needs no wake-up, it is drained before
@@ -146,6 +148,7 @@ public final class BrokerServer: Sendable {
         self.log = log
         listenerDescriptor = listener.descriptor
         wakeDescriptor = wake
+        wakeOwner = FileDescriptor(owning: wake)
         listenerBox = ListenerBox(listener)
     }
 
@@ -188,8 +191,8 @@ public final class BrokerServer: Sendable {
     }
 
     deinit {
-        // Only now: tasks still answering hold the server and may post until they end.
-        Socket.close(wakeDescriptor)
+        // Only now: tasks still answering hold the server and may post until they end
+        // (the eventfd, `wakeOwner`, closes with the server).
         listenerBox.close()
     }
 
@@ -314,13 +317,14 @@ public final class BrokerServer: Sendable {
         }
 
         mutating func admit(_ fd: CInt) {
+            // Closed on every way out that does not hand it to its connection.
+            let socket = FileDescriptor(owning: fd)
             let peer: Peer
             switch Peer.identify(socket: fd) {
             case .success(let identified):
                 peer = identified
             case .failure(let error):
                 log.warning("connection without peer credentials refused", ["error": error.description])
-                Socket.close(fd)
                 return
             }
             if (perUser[peer.accountable] ?? 0) >= server.limits.maxConnectionsPerUser
@@ -350,10 +354,9 @@ public final class BrokerServer: Sendable {
                     .busy, context: "connection", reason: refusal))))
                 line.append(0x0a)
                 _ = line.withUnsafeBytes { Socket.send(fd, $0) }
-                Socket.close(fd)
                 return
             }
-            let connection = Connection(id: nextID, descriptor: fd, peer: peer, now: ContinuousClock.now)
+            let connection = Connection(id: nextID, socket: socket, peer: peer, now: ContinuousClock.now)
             nextID += 1
             connections[connection.id] = connection
             perUser[peer.accountable, default: 0] += 1
@@ -398,7 +401,7 @@ public final class BrokerServer: Sendable {
                 }
             }
             if passedCount > 0 {
-                connection.receivedDescriptors += passed.prefix(Int(passedCount))
+                connection.receivedDescriptors.adopt(passed.prefix(Int(passedCount)))
             }
             if truncated != 0 || connection.receivedDescriptors.count > RunOrder.descriptorCount {
                 // More descriptors than any message carries: not a client of this protocol.
@@ -497,7 +500,7 @@ public final class BrokerServer: Sendable {
             }
             // Descriptors belong to a `run`, which takes exactly three; any other message
             // that brought some is refused (and they are closed).
-            var descriptors: [CInt] = []
+            var descriptors = FileDescriptors()
             if case .run = envelope.request {
                 guard connection.receivedDescriptors.count == RunOrder.descriptorCount else {
                     connection.closeReceivedDescriptors()
@@ -507,8 +510,7 @@ public final class BrokerServer: Sendable {
                             + "stderr) with its first byte; nothing was run"), forceClose: true)
                     return
                 }
-                descriptors = connection.receivedDescriptors
-                connection.receivedDescriptors = []
+                descriptors = connection.receivedDescriptors.take()
             } else if !connection.receivedDescriptors.isEmpty {
                 connection.closeReceivedDescriptors()
                 reject(connection, id: envelope.id, version: envelope.version, ProtocolError(
@@ -596,20 +598,17 @@ public final class BrokerServer: Sendable {
             while connection.hasOutput {
                 // A descriptor goes with the first byte of its reply: send up to that byte
                 // plainly, then that byte alone with the descriptor.
-                let passing = connection.outgoingDescriptors.first
+                let position = connection.outgoingPositions.first
                 let result: Result<Int, Errno>
-                if let passing, passing.position == connection.outboxOffset {
+                if position == connection.outboxOffset, let passing = connection.outgoingDescriptors.rawValues.first {
                     result = connection.outbox.withUnsafeBytes { raw in
                         DescriptorPassing.send(connection.descriptor, UnsafeRawBufferPointer(
                             rebasing: raw[connection.outboxOffset..<connection.outboxOffset + 1]),
-                            descriptors: [passing.descriptor])
+                            descriptors: [passing])
                     }
-                    if case .success(1) = result {
-                        Socket.close(passing.descriptor)
-                        connection.outgoingDescriptors.removeFirst()
-                    }
+                    if case .success(1) = result { connection.closeSentDescriptor() }
                 } else {
-                    let end = passing?.position ?? connection.outbox.count
+                    let end = position ?? connection.outbox.count
                     result = connection.outbox.withUnsafeBytes { raw in
                         Socket.send(connection.descriptor, UnsafeRawBufferPointer(rebasing: raw[connection.outboxOffset..<end]))
                     }
@@ -690,7 +689,7 @@ public final class BrokerServer: Sendable {
             detachExchange(connection, stopping ? .shutdown : .closed)
             connection.closeReceivedDescriptors()
             connection.closeOutgoingDescriptors()
-            Socket.close(connection.descriptor)
+            connection.closeSocket()
             if log.isEnabled(.debug) {
                 log.debug("client disconnected", ["connection": String(connection.id), "uid": String(connection.peer.uid)])
             }
@@ -710,7 +709,7 @@ public final class BrokerServer: Sendable {
                 // The client left meanwhile, or broke the conversation: nobody reads this.
                 guard let connection = connections[completion.connection], connection.exchange != nil,
                       connection.exchangeSerial == completion.serial else {
-                    if let descriptor = completion.descriptor { Socket.close(descriptor) }
+                    if let descriptor = completion.descriptor { FileDescriptor(owning: descriptor).close() }
                     continue
                 }
                 if completion.update && connection.outboxFull {

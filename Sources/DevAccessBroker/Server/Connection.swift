@@ -1,5 +1,6 @@
 import Glibc
 import DevAccessProtocol
+import DevAccessSystem
 
 /// One client connection. Owned by the event loop thread; never shared.
 final class Connection {
@@ -17,6 +18,8 @@ final class Connection {
 
     let id: UInt64
     let descriptor: CInt
+    /// The client's socket, owned here: `closeSocket` closes it when the loop drops the client.
+    private var socket: FileDescriptor?
     let peer: Peer
     var framer = LineFramer(maxLineLength: BrokerProtocol.maxRequestSize)
     var outbox: [UInt8] = []
@@ -37,27 +40,39 @@ final class Connection {
     /// has `messageTimeout` from there, however slowly its bytes keep coming.
     var partialSince: ContinuousClock.Instant?
     /// Descriptors received (SCM_RIGHTS) and not yet given to a request: a `run` takes them.
-    var receivedDescriptors: [CInt] = []
+    var receivedDescriptors = FileDescriptors()
     /// The request in flight is a running `run`: the client's messages are its `run-signal`s.
     var relayingSignals = false
 
-    /// Descriptors to pass (SCM_RIGHTS) with the outbox byte at `position` (an `opened`
-    /// reply's first), in order; closed here once sent, or when the connection closes.
-    var outgoingDescriptors: [(position: Int, descriptor: CInt)] = []
+    /// Descriptors to pass (SCM_RIGHTS), in order, each with the outbox byte at the same
+    /// place in `outgoingPositions` (an `opened` reply's first); owned here until sent, or
+    /// until the connection closes.
+    var outgoingDescriptors = FileDescriptors()
+    var outgoingPositions: [Int] = []
 
     func closeOutgoingDescriptors() {
-        for passing in outgoingDescriptors { Glibc.close(passing.descriptor) }
-        outgoingDescriptors = []
+        outgoingDescriptors.take().close()
+        outgoingPositions = []
+    }
+
+    /// The first descriptor waiting, once it was sent: the client has its own copy now.
+    func closeSentDescriptor() {
+        outgoingDescriptors.removeFirst().close()
+        outgoingPositions.removeFirst()
+    }
+
+    func closeSocket() {
+        socket = nil
     }
 
     func closeReceivedDescriptors() {
-        for descriptor in receivedDescriptors { Glibc.close(descriptor) }
-        receivedDescriptors = []
+        receivedDescriptors.take().close()
     }
 
-    init(id: UInt64, descriptor: CInt, peer: Peer, now: ContinuousClock.Instant) {
+    init(id: UInt64, socket: consuming FileDescriptor, peer: Peer, now: ContinuousClock.Instant) {
         self.id = id
-        self.descriptor = descriptor
+        descriptor = socket.rawValue
+        self.socket = consume socket
         self.peer = peer
         lastActivity = now
     }
@@ -90,7 +105,10 @@ final class Connection {
             outbox.removeAll(keepingCapacity: true)
             outboxOffset = 0
         }
-        if let descriptor { outgoingDescriptors.append((position: outbox.count, descriptor: descriptor)) }
+        if let descriptor {
+            outgoingDescriptors.adopt([descriptor])
+            outgoingPositions.append(outbox.count)
+        }
         outbox.append(contentsOf: line)
         outbox.append(0x0a)
     }

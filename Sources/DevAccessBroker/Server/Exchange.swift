@@ -2,6 +2,7 @@ import Glibc
 import Synchronization
 import DevAccessProtocol
 import DevAccessInterface
+import DevAccessSystem
 
 /// One request's conversation with its client, as the handler sees it.
 ///
@@ -48,13 +49,13 @@ public final class Exchange: Sendable {
     private let server: BrokerServer
     private let state = Mutex(State())
 
-    private struct State {
+    private struct State: ~Copyable {
         var finished = false
         var departure: Departure?
         var listener: Listener?
         var signalHandler: (@Sendable (Int32) -> Void)?
         /// Descriptors that came with the request (a `run`'s stdin, stdout, stderr).
-        var descriptors: [CInt] = []
+        var descriptors = FileDescriptors()
     }
 
     init(server: BrokerServer, connection: UInt64, serial: UInt64, request: RequestEnvelope) {
@@ -87,7 +88,7 @@ public final class Exchange: Sendable {
             return !state.finished
         }
         guard first else {
-            if let descriptor { Socket.close(descriptor) }
+            if let descriptor { FileDescriptor(owning: descriptor).close() }
             return
         }
         closeUntakenDescriptors()
@@ -118,13 +119,10 @@ public final class Exchange: Sendable {
         if let departed { listener(.departed(departed)) }
     }
 
-    /// The descriptors that came with the request, handed over once: the caller owns (and
-    /// closes) them from here.
-    public func takeDescriptors() -> [CInt] {
-        state.withLock { state in
-            defer { state.descriptors = [] }
-            return state.descriptors
-        }
+    /// The descriptors that came with the request, handed over once: the caller owns them
+    /// from here (they close when it lets them go).
+    public func takeDescriptors() -> FileDescriptors {
+        state.withLock { $0.descriptors.take() }
     }
 
     /// Calls `handler` with each `run-signal` the client sends from now on (a run's program
@@ -146,8 +144,11 @@ public final class Exchange: Sendable {
         listener?(.answer(answer))
     }
 
-    func attach(_ descriptors: [CInt]) {
-        state.withLock { $0.descriptors = descriptors }
+    func attach(_ descriptors: consuming FileDescriptors) {
+        var given: FileDescriptors? = consume descriptors
+        state.withLock { state in
+            if let descriptors = given.take() { state.descriptors = descriptors }
+        }
     }
 
     func deliver(signal: Int32) {
@@ -157,7 +158,7 @@ public final class Exchange: Sendable {
 
     /// Closes descriptors nobody took (the request ended before its handler took them).
     func closeUntakenDescriptors() {
-        for descriptor in takeDescriptors() { Socket.close(descriptor) }
+        takeDescriptors().close()
     }
 
     func depart(_ departure: Departure) {

@@ -99,12 +99,12 @@ final class Listener: Sendable {
             throw ListenError(path: path, problem: "something that is not a socket is there; not removing it")
         }
         guard let (address, length) = sockaddr_un.make(path) else { return }
-        let probe = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
-        guard probe >= 0 else { return }
-        defer { Socket.close(probe) }
+        let opened = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        guard opened >= 0 else { return }
+        let probe = FileDescriptor(owning: opened)
         var target = address
         let rc = withUnsafePointer(to: &target) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe.rawValue, $0, length) }
         }
         if rc == 0 {
             throw ListenError(path: path, problem: "another broker accepts connections there (is devaccessd already running?)")

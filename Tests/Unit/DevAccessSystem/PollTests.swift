@@ -1,7 +1,7 @@
 import Glibc
-import Synchronization
 import Testing
 import DevAccessSystem
+import DevAccessTestSupport
 
 /// `Poll`: the one place with poll(2)'s deadline arithmetic and its EINTR retry.
 @Suite(.serialized) struct PollTests {
@@ -36,24 +36,13 @@ import DevAccessSystem
         var ends: [CInt] = [0, 0]
         #expect(pipe(&ends) == 0)
         defer { close(ends[0]); close(ends[1]) }
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in }
-        sigemptyset(&action.sa_mask)
-        var previous = sigaction()
-        #expect(sigaction(SIGUSR2, &action, &previous) == 0)
-        defer { sigaction(SIGUSR2, &previous, nil) }
-        let waiter = pthread_self()
-        let sent = Atomic<Int>(0)
-        try DetachedThread.start {
-            for _ in 0..<5 {
-                usleep(20_000)
-                if pthread_kill(waiter, SIGUSR2) == 0 { sent.add(1, ordering: .sequentiallyConsistent) }
-            }
-        }
         let started = ContinuousClock.now
-        let ready = try Poll.wait(for: .readable(ends[0]), until: started + .milliseconds(300))
-        #expect(sent.load(ordering: .sequentiallyConsistent) == 5, "the signals came while poll waited")
-        #expect(ready == false)
+        let interrupted = try SignalInterruptions.interrupting {
+            try Poll.wait(for: .readable(ends[0]), until: started + .milliseconds(300))
+        }
+        #expect(interrupted.handlerInstalled)
+        #expect(interrupted.sent == 5, "the signals came while poll waited")
+        #expect(interrupted.result == false)
         #expect(ContinuousClock.now - started >= .milliseconds(300), "interrupted, the wait went on to its deadline")
     }
 }

@@ -2,35 +2,16 @@ import Glibc
 import Synchronization
 import Testing
 import DevAccessSystem
+import DevAccessTestSupport
 
 /// The wrappers that take EINTR (and EAGAIN where waiting is right) off their callers:
 /// `FileDescriptor.writeAll(until:)`, `ThreadSleep`, `NonBlockingConnect`.
 @Suite(.serialized) struct RetryingCallsTests {
-    /// Sends SIGUSR2 (a handler without SA_RESTART) to this thread five times, 20 ms apart,
-    /// while `body` runs; returns how many were sent.
-    private func interrupting(_ body: () throws -> Void) throws -> Int {
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in }
-        sigemptyset(&action.sa_mask)
-        var previous = sigaction()
-        #expect(sigaction(SIGUSR2, &action, &previous) == 0)
-        defer { sigaction(SIGUSR2, &previous, nil) }
-        let waiter = pthread_self()
-        let sent = Atomic<Int>(0)
-        try DetachedThread.start {
-            for _ in 0..<5 {
-                usleep(20_000)
-                if pthread_kill(waiter, SIGUSR2) == 0 { sent.add(1, ordering: .sequentiallyConsistent) }
-            }
-        }
-        try body()
-        return sent.load(ordering: .sequentiallyConsistent)
-    }
-
     @Test func aSleepGoesOnAfterASignal() throws {
         let started = ContinuousClock.now
-        let sent = try interrupting { ThreadSleep.sleep(for: .milliseconds(300)) }
-        #expect(sent == 5, "the signals came while it slept")
+        let interrupted = SignalInterruptions.interrupting { ThreadSleep.sleep(for: .milliseconds(300)) }
+        #expect(interrupted.handlerInstalled)
+        #expect(interrupted.sent == 5, "the signals came while it slept")
         #expect(ContinuousClock.now - started >= .milliseconds(300), "interrupted, the sleep went on for the time left")
     }
 
