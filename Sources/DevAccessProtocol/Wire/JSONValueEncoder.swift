@@ -1,3 +1,5 @@
+import DevAccessInterface
+
 /// Encodes a `Codable` value straight into the `JSONValue` that `JSONEncoder` (`.sortedKeys`,
 /// default strategies) and then `JSONParser` would give, without the bytes in between: a
 /// result document is encoded once on its way to the wire.

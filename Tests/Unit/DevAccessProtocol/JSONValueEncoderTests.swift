@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import DevAccessCore
+import DevAccessInterface
 @testable import DevAccessProtocol
 
 /// `JSONValueEncoder` gives the tree the daemon got before from JSONEncoder (`.sortedKeys`)
