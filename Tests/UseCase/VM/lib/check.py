@@ -1853,7 +1853,12 @@ def check_status_time(c):
                 c.timing[f"status_time_{k.replace('-', '_')}_over_tools"] = round(p50[k] / anchor, 2)
 
 
-SCENARIOS = {"hotplug-acl": check_hotplug_acl, "status-time": check_status_time, "single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
+def check_pipewire_spike(c):
+    """Issue 28 step 0 (see scenarios/pipewire-spike.sh)."""
+    c.expect(True, "stub")
+
+
+SCENARIOS = {"pipewire-spike": check_pipewire_spike, "hotplug-acl": check_hotplug_acl, "status-time": check_status_time, "single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
              "gate": check_gate, "run": check_run, "switch": check_switch, "snapshot": check_snapshot}
 
 
