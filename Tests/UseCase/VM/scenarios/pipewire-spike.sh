@@ -7,21 +7,23 @@
 # wireplumber and pipewire-pulse of pwuser run as one process tree that carries pwgate (here
 # setpriv --groups; devaccess would start it as a run). Root plays a 440 Hz sine into
 # hw:Loopback,0,0 the whole time; it comes out of hw:Loopback,1,0.
-#   a0 pwuser's own arecord of hw:0,1,0 (hw:Loopback,1,0) and open(2) of the capture PCM and
-#      the control node: EACCES; the same user with pwgate records (the ACL is the way in)
+#   a0 pwuser's own arecord -D hw:Loopback,1,0 fails: alsa-lib's card lookup gets EACCES on
+#      the control node (strace shows the kernel's answer), and open(2) of the capture PCM and of
+#      the control node get EACCES; the same user with pwgate records (the ACL is the way in)
 #   c  what WirePlumber 0.4.13 needs here, stock configuration: with and without a session
 #      bus (dbus-run-session), with and without /run/systemd/{seats,sessions,users}
 #   h  the tree started naively (the user's HOME and config, dbus-run-session): programs the
 #      user chooses run inside it and open the hardware (pipewire.conf.d context.exec,
 #      WirePlumber Lua package.loadlib, a D-Bus service file in $XDG_RUNTIME_DIR)
 #   g  the tree started hardened (env -i, root-owned config dirs, no user HOME, no session
-#      bus, no /run/systemd), the same hostile files in place: none runs. With the gate on the
-#      capture PCMs and control node only, PipeWire shows no ALSA device (its monitor wants
-#      every PCM of a card); once the playback PCMs name pwgate too, the card appears with no
-#      restart. Time to start; RSS of each process
+#      bus, no /run/systemd), the same hostile files in place: none runs. The gate names every
+#      PCM of the card (playback too: PipeWire's ALSA monitor skips a card unless access(2)
+#      allows the control node and all its PCMs; c1-c4 had the capture PCMs only and never
+#      showed the card). Time to start; RSS of each process
 #   b  pwuser's plain pw-record and parecord (no pwgate) record the sine through the gated
 #      instance; who holds which /dev/snd node meanwhile; arecord still EACCES meanwhile;
 #      a same-uid pidfd_getfd(2) of the open capture PCM (Yama ptrace_scope decides)
+#   e  the gate's entry taken off one playback PCM while the tree runs: the card goes away
 # Checked by check_pipewire_spike in Tests/UseCase/VM/lib/check.py (recordings judged per 10 ms).
 U=pwuser
 G=pwgate
@@ -51,6 +53,7 @@ rec versions dpkg-query -W pipewire wireplumber pipewire-pulse pulseaudio-utils 
 # The gate: capture PCMs and control node name pwgate, nothing else (a devaccess microphone run's set).
 for n in /dev/snd/pcmC0D*c "$CTL"; do setfacl -m "g:$G:rw" "$n"; done
 rec nodes stat -c '%n %U %G %a' /dev/snd/controlC0 /dev/snd/pcmC0D0c /dev/snd/pcmC0D0p /dev/snd/pcmC0D1c /dev/snd/pcmC0D1p
+rec udev-card udevadm info -q property -p /sys/class/sound/card0
 rec nodes-getfacl getfacl -n -p /dev/snd/controlC0 /dev/snd/pcmC0D0c /dev/snd/pcmC0D0p /dev/snd/pcmC0D1c /dev/snd/pcmC0D1p
 
 USER_ENV=(env -i PATH=/usr/bin:/bin LC_ALL=C.UTF-8 USER="$U" LOGNAME="$U" HOME="$HOMEDIR" XDG_RUNTIME_DIR="$RUNDIR")
@@ -68,12 +71,11 @@ try:
 except OSError as e:
     print(errno.errorcode.get(e.errno, str(e.errno)))
 EOF
-# By card number: looking the name "Loopback" up needs the control node too (ENODEV without it).
-ARECORD=(arecord -D hw:0,1,0 -d 1 -f S16_LE -c 2 -r 48000 -t raw)
+ARECORD=(arecord -D hw:Loopback,1,0 -d 1 -f S16_LE -c 2 -r 48000 -t raw)
 
 mark a0
 rec a0-arecord as_user "${ARECORD[@]}" /dev/null
-rec a0-arecord-byname as_user arecord -D hw:Loopback,1,0 -d 1 -f S16_LE -c 2 -r 48000 -t raw /dev/null
+rec a0-arecord-strace as_user strace -f -e trace=access,open,openat "${ARECORD[@]}" /dev/null
 rec a0-open as_user python3 "$SPIKE/open.py" "$CAP"
 rec a0-open-ctl as_user python3 "$SPIKE/open.py" "$CTL"
 rec a0-gate-arecord as_gate "${ARECORD[@]}" /dev/null
@@ -289,26 +291,19 @@ gated_start() {
     USER="$U" LOGNAME="$U" HOME=/nonexistent XDG_CONFIG_HOME=/nonexistent XDG_DATA_HOME=/nonexistent \
     XDG_STATE_HOME="$SPIKE/state-$U" XDG_RUNTIME_DIR="$RUNDIR" \
     PIPEWIRE_CONFIG_DIR="$CFG/pipewire" WIREPLUMBER_CONFIG_DIR="$CFG/wireplumber" \
-    DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent "$@"
+    DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent WIREPLUMBER_DEBUG="2,spa.alsa:4,script/alsa:4" "$@"
 }
 
 # No logind directories for the hardened tree: Bluetooth, which loads the logind plugin, is off.
 rm -rf /run/systemd
 
+# The monitor checks access(2) on the control node and every pcmC0D* node, playback too.
+for n in /dev/snd/pcmC0D*p; do setfacl -m "g:$G:rw" "$n"; done
+rec g-access as_gate python3 -c 'import glob, os
+for p in sorted(glob.glob("/dev/snd/*C0*")): print(p, os.access(p, os.R_OK | os.W_OK))'
 mark g-start
 start_tree g gated_start
-ANY_SETTLED=1 wait_tree g 120
-pwdump >"$OUT/g-pwdump-capture-only.json" || true
-# The monitor checks access(2) on the control node and every pcmC0D* node, playback too, and
-# watches /dev/snd for attribute changes: the playback PCMs get the gate group's entry now.
-mark g-playback-acl
-cp "$OUT/g-times.tsv" "$OUT/g-times-capture-only.tsv"
-cp "$OUT/g-nodes.out" "$OUT/g-nodes-capture-only.out"
-T0=${EPOCHREALTIME/./}
-for n in /dev/snd/pcmC0D*p; do setfacl -m "g:$G:rw" "$n"; done
-wait_tree g 120
-mv "$OUT/g-times.tsv" "$OUT/g-times-after-playback-acl.tsv"
-mv "$OUT/g-times-capture-only.tsv" "$OUT/g-times.tsv"
+wait_tree g 180
 rec g-getfacl getfacl -n -p /dev/snd/controlC0 /dev/snd/pcmC0D0c /dev/snd/pcmC0D0p /dev/snd/pcmC0D1c /dev/snd/pcmC0D1p
 pwdump >"$OUT/g-pwdump.json" || true
 tree_procs g >"$OUT/g-procs-idle.tsv"
@@ -360,9 +355,11 @@ if fd < 0:
 print("got-fd", fd, os.readlink(f"/proc/self/fd/{fd}"))
 EOF
 
+mkdir -p "$SPIKE/rec"
+chown "$U" "$SPIKE/rec"
 mark b-pw-record
 as_user timeout -s INT 10 pw-record --target "$target" --rate 48000 --channels 2 --format s16 \
-  "$SPIKE/b-pw-record.wav" >"$OUT/b-pw-record.out" 2>"$OUT/b-pw-record.err" </dev/null &
+  "$SPIKE/rec/b-pw-record.wav" >"$OUT/b-pw-record.out" 2>"$OUT/b-pw-record.err" </dev/null &
 rec_pid=$!
 sleep 5
 fds_now b-fds-pw-record
@@ -376,10 +373,19 @@ tree_procs g >"$OUT/g-procs-recording.tsv"
 
 mark b-parecord
 rec b-parecord as_user timeout -s INT 10 parecord -d "$target" --rate=48000 --channels=2 --format=s16le \
-  --file-format=wav "$SPIKE/b-parecord.wav"
+  --file-format=wav "$SPIKE/rec/b-parecord.wav"
 tree_procs g >"$OUT/g-procs-after.tsv"
-cp "$SPIKE"/b-*.wav "$OUT/" 2>/dev/null || true
+cp "$SPIKE"/rec/b-*.wav "$OUT/" 2>/dev/null || true
 ls -la "$SPIKE/grab" >"$OUT/g-grab.out" 2>&1
+
+# e: one playback PCM loses the gate's entry; the monitor (inotify on /dev/snd) drops the card.
+mark e-playback-acl-off
+setfacl -x "g:$G" /dev/snd/pcmC0D0p
+sleep 5
+source_nodes >"$OUT/e-nodes-off.out" || true
+setfacl -m "g:$G:rw" /dev/snd/pcmC0D0p
+sleep 5
+source_nodes >"$OUT/e-nodes-on.out" || true
 
 mark g-stop
 stop_tree g
