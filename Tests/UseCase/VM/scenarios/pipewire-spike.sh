@@ -5,8 +5,8 @@
 # and a user pwuser outside group audio. The capture PCMs and the control node get one ACL
 # entry, for a dedicated group pwgate (as `devaccess run` names a run's group). pipewire,
 # wireplumber and pipewire-pulse of pwuser run as one process tree that carries pwgate (here
-# setpriv --groups; devaccess would start it as a run). Root plays a 440 Hz sine into
-# hw:Loopback,0,0 the whole time; it comes out of hw:Loopback,1,0.
+# setpriv --groups; devaccess would start it as a run).
+# Root plays a 440 Hz sine into hw:Loopback,0,0 from step b on; it comes out of hw:Loopback,1,0.
 #   a0 pwuser's own arecord -D hw:Loopback,1,0 fails: alsa-lib's card lookup gets EACCES on
 #      the control node (strace shows the kernel's answer), and open(2) of the capture PCM and of
 #      the control node get EACCES; the same user with pwgate records (the ACL is the way in)
@@ -23,7 +23,8 @@
 #   b  pwuser's plain pw-record and parecord (no pwgate) record the sine through the gated
 #      instance; who holds which /dev/snd node meanwhile; arecord still EACCES meanwhile;
 #      a same-uid pidfd_getfd(2) of the open capture PCM (Yama ptrace_scope decides)
-#   e  the gate's entry taken off one playback PCM while the tree runs: the card goes away
+#   e  the sine stopped, the gate's entry taken off one playback PCM while the tree runs: the
+#      card goes away; put back: it comes back (no restart)
 # Checked by check_pipewire_spike in Tests/UseCase/VM/lib/check.py (recordings judged per 10 ms).
 U=pwuser
 G=pwgate
@@ -81,7 +82,8 @@ rec a0-open-ctl as_user python3 "$SPIKE/open.py" "$CTL"
 rec a0-gate-arecord as_gate "${ARECORD[@]}" /dev/null
 probe_opens "$U" a0 "$CAP" /dev/snd/pcmC0D0c "$CTL"
 
-# The sine, 440 Hz at half scale (RMS 11585), played by root for the whole scenario.
+# The sine, 440 Hz at half scale (RMS 11585), played by root once the gated tree has the card:
+# PipeWire's ALSA monitor also leaves a card alone while any of its substreams is open.
 cat >"$SPIKE/sine.py" <<'EOF'
 import math, struct, sys
 one = b"".join(struct.pack("<hh", v, v) for v in
@@ -92,10 +94,6 @@ try:
 except BrokenPipeError:
     pass
 EOF
-# Above the tree's priority, with a 1 s buffer: a gap in what it plays is not PipeWire's.
-python3 "$SPIKE/sine.py" | nice -n -10 aplay -q -D hw:Loopback,0,0 --buffer-time=1000000 \
-  -f S16_LE -c 2 -r 48000 -t raw - 2>"$OUT/sine.err" &
-sine=$!
 
 # tree.sh DIR: the instance, started inside whatever wraps it (setpriv, dbus-run-session):
 # pipewire, then wireplumber and pipewire-pulse once its socket is there; pids and exit
@@ -291,7 +289,7 @@ gated_start() {
     USER="$U" LOGNAME="$U" HOME=/nonexistent XDG_CONFIG_HOME=/nonexistent XDG_DATA_HOME=/nonexistent \
     XDG_STATE_HOME="$SPIKE/state-$U" XDG_RUNTIME_DIR="$RUNDIR" \
     PIPEWIRE_CONFIG_DIR="$CFG/pipewire" WIREPLUMBER_CONFIG_DIR="$CFG/wireplumber" \
-    DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent WIREPLUMBER_DEBUG="2,spa.alsa:4,script/alsa:4" "$@"
+    DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent WIREPLUMBER_DEBUG=4 "$@"
 }
 
 # No logind directories for the hardened tree: Bluetooth, which loads the logind plugin, is off.
@@ -304,6 +302,10 @@ for p in sorted(glob.glob("/dev/snd/*C0*")): print(p, os.access(p, os.R_OK | os.
 mark g-start
 start_tree g gated_start
 wait_tree g 180
+# Above the tree's priority, with a 1 s buffer: a gap in what it plays is not PipeWire's.
+python3 "$SPIKE/sine.py" | nice -n -10 aplay -q -D hw:Loopback,0,0 --buffer-time=1000000 \
+  -f S16_LE -c 2 -r 48000 -t raw - 2>"$OUT/sine.err" &
+sine=$!
 rec g-getfacl getfacl -n -p /dev/snd/controlC0 /dev/snd/pcmC0D0c /dev/snd/pcmC0D0p /dev/snd/pcmC0D1c /dev/snd/pcmC0D1p
 pwdump >"$OUT/g-pwdump.json" || true
 tree_procs g >"$OUT/g-procs-idle.tsv"
@@ -378,6 +380,8 @@ tree_procs g >"$OUT/g-procs-after.tsv"
 cp "$SPIKE"/rec/b-*.wav "$OUT/" 2>/dev/null || true
 ls -la "$SPIKE/grab" >"$OUT/g-grab.out" 2>&1
 
+kill "$sine" 2>/dev/null || true
+wait "$sine" 2>/dev/null || true
 # e: one playback PCM loses the gate's entry; the monitor (inotify on /dev/snd) drops the card.
 mark e-playback-acl-off
 setfacl -x "g:$G" /dev/snd/pcmC0D0p
@@ -389,7 +393,5 @@ source_nodes >"$OUT/e-nodes-on.out" || true
 
 mark g-stop
 stop_tree g
-kill "$sine" 2>/dev/null || true
-wait "$sine" 2>/dev/null || true
 cp "$SPIKE/tree.sh" "$CFG/wireplumber/main.lua.d/51-gated.lua" "$OUT/"
 mark finished
