@@ -1960,7 +1960,7 @@ def check_pipewire_spike(c):
 
     # (a) the kernel refuses the user's own opens.
     c.expect(c.rc("a0-arecord") not in (None, 0) and "audio open error" in (c.text("a0-arecord.err") or ""),
-             "a: pwuser's arecord -D hw:Loopback,1,0 records nothing", c.text("a0-arecord.err"))
+             "a: pwuser's arecord -D hw:Loopback,0,0 records nothing", c.text("a0-arecord.err"))
     eacces = [l for l in (c.text("a0-arecord-strace.err") or "").splitlines()
               if "/dev/snd/controlC0" in l and "EACCES" in l]
     c.expect(bool(eacces), "a: under strace, the kernel answers arecord's access/open of /dev/snd/controlC0 with EACCES",
@@ -1995,7 +1995,8 @@ def check_pipewire_spike(c):
         ident = c.text(f"h-grab/{vector}.id") or ""
         c.expect(f"{gid}(pwgate)" in ident and (c.text(f"h-grab/{vector}.rc") or "").strip() == "0",
                  f"h: naive start: the user's own program ran by {vector} carries pwgate and records", ident)
-        check_recording(c, f"h-grab/{vector}.raw", f"h: {vector}'s recording", raw=True, min_good=50)
+        size = os.path.getsize(c.path(f"h-grab/{vector}.raw")) if os.path.isfile(c.path(f"h-grab/{vector}.raw")) else 0
+        c.equal(size, 192000, f"h: {vector}'s program read 1 s of capture from hw:Loopback,0,0 (bytes)")
 
     # (g) the hardened start: none of it runs; the ALSA monitor wants every PCM of the card.
     grabbed = [l for l in (c.text("g-grab.out") or "").splitlines() if l.endswith((".id", ".rc"))]
@@ -2016,7 +2017,7 @@ def check_pipewire_spike(c):
     c.expect("alsa_input" in (c.text("e-nodes-on.out") or ""),
              "e: the entry back: the sources come back", c.text("e-nodes-on.out"))
     target = (c.text("b-target.out") or "").strip()
-    c.expect(target.startswith("alsa_input"), "g: a PipeWire source reads hw:0,1 (hw:Loopback,1,0)", full)
+    c.expect(target.startswith("alsa_input"), "g: the card has a PipeWire source (ACP's front:0, hw:Loopback,0,0)", full)
     procs = proc_table(c, "g-procs-idle.tsv")
     for p in ("pipewire", "wireplumber", "pipewire-pulse"):
         c.expect(p in procs and procs[p][1] is not None and gid in procs[p][1],
@@ -2024,8 +2025,8 @@ def check_pipewire_spike(c):
 
     # (b) the user's plain PipeWire and PulseAudio clients record through the gated tree.
     fds = [l.split("\t") for l in (c.text("b-fds-pw-record.tsv") or "").splitlines()]
-    c.expect(any(f[0] == "pipewire" and f[-1] == "/dev/snd/pcmC0D1c" for f in fds),
-             "b: during pw-record the pipewire process holds /dev/snd/pcmC0D1c", fds)
+    c.expect(any(f[0] == "pipewire" and f[-1] == "/dev/snd/pcmC0D0c" for f in fds),
+             "b: during pw-record the pipewire process holds /dev/snd/pcmC0D0c", fds)
     c.timing["fds_idle"] = (c.text("b-fds-idle.tsv") or "").strip().splitlines()
     c.timing["fds_recording"] = (c.text("b-fds-pw-record.tsv") or "").strip().splitlines()
     c.expect(c.rc("b-pw-record") in (0, 124), "b: pw-record ran until stopped", c.text("b-pw-record.err"))

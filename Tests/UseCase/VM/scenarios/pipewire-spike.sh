@@ -6,8 +6,9 @@
 # entry, for a dedicated group pwgate (as `devaccess run` names a run's group). pipewire,
 # wireplumber and pipewire-pulse of pwuser run as one process tree that carries pwgate (here
 # setpriv --groups; devaccess would start it as a run).
-# Root plays a 440 Hz sine into hw:Loopback,0,0 from step b on; it comes out of hw:Loopback,1,0.
-#   a0 pwuser's own arecord -D hw:Loopback,1,0 fails: alsa-lib's card lookup gets EACCES on
+# Root plays a 440 Hz sine into hw:Loopback,1,0 from step b on; it comes out of hw:Loopback,0,0,
+# the capture PCM (pcmC0D0c) of the ACP profile WirePlumber picks for the card (front:0).
+#   a0 pwuser's own arecord -D hw:Loopback,0,0 fails: alsa-lib's card lookup gets EACCES on
 #      the control node (strace shows the kernel's answer), and open(2) of the capture PCM and of
 #      the control node get EACCES; the same user with pwgate records (the ACL is the way in)
 #   c  what WirePlumber 0.4.13 needs here, stock configuration: with and without a session
@@ -29,7 +30,7 @@
 U=pwuser
 G=pwgate
 SPIKE=/run/pwspike
-CAP=/dev/snd/pcmC0D1c
+CAP=/dev/snd/pcmC0D0c
 CTL=/dev/snd/controlC0
 
 cp "$VM_TREE/udev-rules/72-devaccess-deny-by-default.rules" /etc/udev/rules.d/
@@ -72,7 +73,7 @@ try:
 except OSError as e:
     print(errno.errorcode.get(e.errno, str(e.errno)))
 EOF
-ARECORD=(arecord -D hw:Loopback,1,0 -d 1 -f S16_LE -c 2 -r 48000 -t raw)
+ARECORD=(arecord -D hw:Loopback,0,0 -d 1 -f S16_LE -c 2 -r 48000 -t raw)
 
 mark a0
 rec a0-arecord as_user "${ARECORD[@]}" /dev/null
@@ -80,7 +81,7 @@ rec a0-arecord-strace as_user strace -f -e trace=access,open,openat "${ARECORD[@
 rec a0-open as_user python3 "$SPIKE/open.py" "$CAP"
 rec a0-open-ctl as_user python3 "$SPIKE/open.py" "$CTL"
 rec a0-gate-arecord as_gate "${ARECORD[@]}" /dev/null
-probe_opens "$U" a0 "$CAP" /dev/snd/pcmC0D0c "$CTL"
+probe_opens "$U" a0 "$CAP" /dev/snd/pcmC0D1c "$CTL"
 
 # The sine, 440 Hz at half scale (RMS 11585), played by root once the gated tree has the card:
 # PipeWire's ALSA monitor also leaves a card alone while any of its substreams is open.
@@ -263,8 +264,7 @@ rm -rf "${SPIKE:?}/grab"/*
 
 # --- g: the hardened start --------------------------------------------------------------
 # Root-owned copies of the stock configuration; WirePlumber's D-Bus users (device
-# reservation, the portal permission store, Bluetooth with its logind plugin) turned off,
-# the Loopback card on its pro-audio profile (a node per PCM, so hw:Loopback,1,0 is one).
+# reservation, the portal permission store, Bluetooth with its logind plugin) turned off.
 CFG=$SPIKE/config
 mkdir -p "$CFG"
 cp -a /usr/share/pipewire "$CFG/pipewire"
@@ -272,10 +272,6 @@ cp -a /usr/share/wireplumber "$CFG/wireplumber"
 cat >"$CFG/wireplumber/main.lua.d/51-gated.lua" <<'EOF'
 alsa_monitor.properties["alsa.reserve"] = false
 default_access.properties["enable-flatpak-portal"] = false
-table.insert(alsa_monitor.rules, {
-  matches = { { { "device.name", "matches", "alsa_card.*" } } },
-  apply_properties = { ["device.profile"] = "pro-audio" },
-})
 EOF
 echo '-- Bluetooth (and with it the logind plugin) off in the gated instance' \
   >"$CFG/wireplumber/bluetooth.lua.d/90-enable-all.lua"
@@ -303,7 +299,7 @@ mark g-start
 start_tree g gated_start
 wait_tree g 180
 # Above the tree's priority, with a 1 s buffer: a gap in what it plays is not PipeWire's.
-python3 "$SPIKE/sine.py" | nice -n -10 aplay -q -D hw:Loopback,0,0 --buffer-time=1000000 \
+python3 "$SPIKE/sine.py" | nice -n -10 aplay -q -D hw:Loopback,1,0 --buffer-time=1000000 \
   -f S16_LE -c 2 -r 48000 -t raw - 2>"$OUT/sine.err" &
 sine=$!
 rec g-getfacl getfacl -n -p /dev/snd/controlC0 /dev/snd/pcmC0D0c /dev/snd/pcmC0D0p /dev/snd/pcmC0D1c /dev/snd/pcmC0D1p
@@ -315,8 +311,8 @@ mark a1
 rec a1-arecord as_user "${ARECORD[@]}" /dev/null
 rec a1-open as_user python3 "$SPIKE/open.py" "$CAP"
 
-# The recording target: the Audio/Source node on hw:0,1 (hw:Loopback,1,0's PCM).
-target=$(awk '$2 ~ /^alsa_input/ && ($3 ~ /^hw:0,1/ || $4 == "1") { print $2; exit }' "$OUT/g-nodes.out")
+# The recording target: the card's Audio/Source node (front:0, i.e. hw:Loopback,0,0's PCM).
+target=$(awk '$2 ~ /^alsa_input/ { print $2; exit }' "$OUT/g-nodes.out")
 echo "${target:-none}" >"$OUT/b-target.out"
 
 # fds_now NAME: which process of the tree holds which /dev/snd node.
