@@ -2024,9 +2024,12 @@ def check_pipewire_spike(c):
                  f"g: {p} runs and carries the gate group", procs.get(p))
 
     # (b) the user's plain PipeWire and PulseAudio clients record through the gated tree.
-    fds = [l.split("\t") for l in (c.text("b-fds-pw-record.tsv") or "").splitlines()]
-    c.expect(any(f[0] == "pipewire" and f[-1] == "/dev/snd/pcmC0D0c" for f in fds),
-             "b: during pw-record the pipewire process holds /dev/snd/pcmC0D0c", fds)
+    tree_pids = {v[0]: p for p, v in procs.items()}
+    holders = [l.split("\t") for l in (c.text("b-pcm-holders.tsv") or "").splitlines()]
+    cap = [h for h in holders if len(h) == 3 and h[2] == "/dev/snd/pcmC0D0c" and h[0] != "aplay"]
+    c.expect(bool(cap) and all(h[1] in tree_pids for h in cap),
+             "b: during pw-record /dev/snd/pcmC0D0c is held by a process of the gated tree and no other", holders)
+    c.timing["pcm_holders"] = holders
     c.timing["fds_idle"] = (c.text("b-fds-idle.tsv") or "").strip().splitlines()
     c.timing["fds_recording"] = (c.text("b-fds-pw-record.tsv") or "").strip().splitlines()
     c.expect(c.rc("b-pw-record") in (0, 124), "b: pw-record ran until stopped", c.text("b-pw-record.err"))

@@ -359,11 +359,27 @@ mark b-pw-record
 as_user timeout -s INT 10 pw-record --target "$target" --rate 48000 --channels 2 --format s16 \
   "$SPIKE/rec/b-pw-record.wav" >"$OUT/b-pw-record.out" 2>"$OUT/b-pw-record.err" </dev/null &
 rec_pid=$!
-sleep 5
-fds_now b-fds-pw-record
-rec b-arecord-during as_user "${ARECORD[@]}" /dev/null
-rec b-open-during as_user python3 "$SPIKE/open.py" "$CAP"
-rec b-steal as_user python3 "$SPIKE/steal.py" "$(cat "$SPIKE/g/pipewire.pid")" "$CAP"
+# Every process holding a PCM while pw-record runs (sampled), and the user's steal attempts on it.
+: >"$OUT/b-pcm-holders.tsv"
+while kill -0 "$rec_pid" 2>/dev/null; do
+  for fd in /proc/[0-9]*/fd/*; do
+    l=$(readlink "$fd" 2>/dev/null) || continue
+    if [[ $l == /dev/snd/pcm* ]]; then
+      pid=${fd#/proc/}
+      pid=${pid%%/*}
+      printf '%s\t%s\t%s\n' "$(cat "/proc/$pid/comm" 2>/dev/null)" "$pid" "$l" >>"$OUT/b-pcm-holders.tsv"
+    fi
+  done
+  holder=$(awk -F'\t' -v cap="$CAP" '$3 == cap && $1 != "aplay" { print $2; exit }' "$OUT/b-pcm-holders.tsv")
+  if [[ -n $holder && ! -e $OUT/b-steal.out ]]; then
+    fds_now b-fds-pw-record
+    rec b-arecord-during as_user "${ARECORD[@]}" /dev/null
+    rec b-open-during as_user python3 "$SPIKE/open.py" "$CAP"
+    rec b-steal as_user python3 "$SPIKE/steal.py" "$holder" "$CAP"
+  fi
+  sleep 0.3
+done
+sort -u -o "$OUT/b-pcm-holders.tsv" "$OUT/b-pcm-holders.tsv"
 rc=0
 wait "$rec_pid" || rc=$?
 echo "$rc" >"$OUT/b-pw-record.rc"
