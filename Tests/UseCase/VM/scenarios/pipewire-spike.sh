@@ -356,20 +356,19 @@ EOF
 mkdir -p "$SPIKE/rec"
 chown "$U" "$SPIKE/rec"
 mark b-pw-record
-as_user timeout -s INT 10 pw-record --target "$target" --rate 48000 --channels 2 --format s16 \
+as_user timeout -s INT 15 pw-record --target "$target" --rate 48000 --channels 2 --format s16 \
   "$SPIKE/rec/b-pw-record.wav" >"$OUT/b-pw-record.out" 2>"$OUT/b-pw-record.err" </dev/null &
 rec_pid=$!
 # Every process holding a PCM while pw-record runs (sampled), and the user's steal attempts on it.
 : >"$OUT/b-pcm-holders.tsv"
 while kill -0 "$rec_pid" 2>/dev/null; do
-  for fd in /proc/[0-9]*/fd/*; do
-    l=$(readlink "$fd" 2>/dev/null) || continue
-    if [[ $l == /dev/snd/pcm* ]]; then
-      pid=${fd#/proc/}
-      pid=${pid%%/*}
-      printf '%s\t%s\t%s\n' "$(cat "/proc/$pid/comm" 2>/dev/null)" "$pid" "$l" >>"$OUT/b-pcm-holders.tsv"
-    fi
-  done
+  # One find(1) a round: a readlink per descriptor is too slow under TCG to see a 6 s stream.
+  find /proc/[0-9]*/fd -lname '/dev/snd/pcm*' -printf '%p\t%l\n' 2>/dev/null \
+    | while IFS=$'\t' read -r fd l; do
+        pid=${fd#/proc/}
+        pid=${pid%%/*}
+        printf '%s\t%s\t%s\n' "$(cat "/proc/$pid/comm" 2>/dev/null)" "$pid" "$l"
+      done >>"$OUT/b-pcm-holders.tsv" || true
   holder=$(awk -F'\t' -v cap="$CAP" '$3 == cap && $1 != "aplay" { print $2; exit }' "$OUT/b-pcm-holders.tsv")
   if [[ -n $holder && ! -e $OUT/b-steal.out ]]; then
     fds_now b-fds-pw-record
