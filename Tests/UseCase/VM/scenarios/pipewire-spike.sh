@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# OPT-IN: not in the default list; run it by name: run-scenarios.sh --timeout 480 pipewire-spike
+# OPT-IN: not in the default list; run it by name: run-scenarios.sh --timeout 900 pipewire-spike
 # Issue 28, step 0: who may open the hardware when capture goes through PipeWire. snd-aloop
 # (card 0, "Loopback") under the opt-in deny-by-default rules; its nodes stay root:audio 0660
 # and a user pwuser outside group audio. The capture PCMs and the control node get one ACL
