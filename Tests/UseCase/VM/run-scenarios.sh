@@ -8,6 +8,7 @@
 #   --bin PATH   devaccess binary to test (default .build/debug/devaccess)
 #   --timeout S  kill a VM after S seconds and fail its scenario (default 240)
 #   --verbose    print passing expectations too, not only failures
+# Without SCENARIO, every scenario except those marked OPT-IN (run them by name).
 # Exit 0 only if every expectation of every scenario passed.
 set -euo pipefail
 
@@ -21,7 +22,7 @@ verbose=0
 die() { printf 'run-scenarios: %s\n' "$*" >&2; exit 2; }
 
 usage() {
-  sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
   exit "${1:-0}"
 }
 
@@ -30,6 +31,14 @@ all_scenarios() {
   for f in "$vm_dir"/scenarios/*.sh; do
     f=${f##*/}
     printf '%s\n' "${f%.sh}"
+  done
+}
+
+# The default list: scenarios whose file has no "# OPT-IN" line (as udev-rules/ marks opt-in rules).
+default_scenarios() {
+  local s
+  for s in $(all_scenarios); do
+    grep -q '^# OPT-IN' "$vm_dir/scenarios/$s.sh" || printf '%s\n' "$s"
   done
 }
 
@@ -46,7 +55,7 @@ while (($#)); do
     *) scenarios+=("$1"); shift ;;
   esac
 done
-((${#scenarios[@]})) || mapfile -t scenarios < <(all_scenarios)
+((${#scenarios[@]})) || mapfile -t scenarios < <(default_scenarios)
 for s in "${scenarios[@]}"; do
   [[ -f $vm_dir/scenarios/$s.sh ]] || die "no such scenario '$s' (have: $(all_scenarios | tr '\n' ' '))"
 done

@@ -1853,7 +1853,207 @@ def check_status_time(c):
                 c.timing[f"status_time_{k.replace('-', '_')}_over_tools"] = round(p50[k] / anchor, 2)
 
 
-SCENARIOS = {"hotplug-acl": check_hotplug_acl, "status-time": check_status_time, "single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
+SINE_HZ = 440
+SINE_RMS = 16384 / 2 ** 0.5  # the sine pipewire-spike.sh plays, half scale
+
+
+def pcm_s16(c, name, raw=False):
+    """(frames as [(left, right)...] sample arrays, rate) of a recorded S16 stereo file, or None."""
+    import array
+    import wave
+    path = c.path(name)
+    if not os.path.isfile(path):
+        return None
+    if raw:
+        with open(path, "rb") as f:
+            data, rate, nch = f.read(), 48000, 2
+    else:
+        try:
+            with wave.open(path) as w:
+                if w.getsampwidth() != 2:
+                    return None
+                nch, rate = w.getnchannels(), w.getframerate()
+                data = w.readframes(w.getnframes())
+        except (wave.Error, EOFError):
+            return None
+    samples = array.array("h")
+    samples.frombytes(data[: len(data) - len(data) % 2])
+    if sys.byteorder != "little":
+        samples.byteswap()
+    return [samples[ch::nch] for ch in range(nch)], rate
+
+
+def sine_windows(channels, rate):
+    """The recording judged per 10 ms window: each window of each channel carries the sine
+    (its RMS within 30 % of the recording's median window RMS, which must not be silence, and
+    440 Hz by zero crossings) or not. Returns a dict of counts and the RMS ratio to the sine played."""
+    n = rate // 100
+    windows = min(len(ch) for ch in channels) // n
+    rms, good = [], []
+    for w in range(windows):
+        ok_all = True
+        for ch in channels:
+            seg = ch[w * n:(w + 1) * n]
+            r = (sum(v * v for v in seg) / n) ** 0.5
+            if ch is channels[0]:
+                rms.append(r)
+            crossings = sum(1 for a, b in zip(seg, seg[1:]) if (a < 0) != (b < 0))
+            ok_all = ok_all and abs(crossings - 2 * SINE_HZ / 100) <= 3 and r > 0
+        good.append(ok_all)
+    median = statistics.median(rms) if rms else 0
+    good = [g and median > 100 and abs(r - median) <= 0.3 * median for g, r in zip(good, rms)]
+    first = good.index(True) if True in good else None
+    after = good[first:] if first is not None else []
+    longest_gap = run = 0
+    for g in after:
+        run = 0 if g else run + 1
+        longest_gap = max(longest_gap, run)
+    return {"windows": windows, "good": sum(good), "first_good_ms": None if first is None else first * 10,
+            "good_after_first": round(sum(after) / len(after), 3) if after else 0.0,
+            "longest_gap_ms": longest_gap * 10, "median_rms": round(median),
+            "rms_ratio_to_played": round(median / SINE_RMS, 3)}
+
+
+def check_recording(c, name, what, raw=False, min_good=100):
+    """NAME holds the sine: at least MIN_GOOD good 10 ms windows, and 95 % of the windows
+    from the first good one on are good."""
+    pcm = pcm_s16(c, name, raw)
+    if not c.expect(pcm is not None, f"{what}: a readable S16 recording {name}", "missing or not S16 WAV"):
+        return None
+    st = sine_windows(*pcm)
+    c.timing[f"recording_{name}"] = st
+    c.expect(st["good"] >= min_good and st["good_after_first"] >= 0.95,
+             f"{what}: the 440 Hz sine in the 10 ms windows (at least {min_good} good, 95 % from the first good on)", st)
+    return st
+
+
+def proc_table(c, name):
+    """tree_procs TSV -> {process: (pid, groups list or None if gone, rss kB, hwm kB)}"""
+    out = {}
+    for line in (c.text(name) or "").splitlines():
+        f = line.split("\t")
+        if len(f) >= 5:
+            out[f[0]] = (f[1], f[2].split(), int(f[3] or 0), int(f[4] or 0))
+        elif len(f) >= 3:
+            out[f[0]] = (f[1], None, 0, 0)
+    return out
+
+
+def times_tsv(c, name):
+    return dict(line.split("\t", 1) for line in (c.text(name) or "").splitlines() if "\t" in line)
+
+
+def check_pipewire_spike(c):
+    """Issue 28 step 0 (scenarios/pipewire-spike.sh): the user is refused by the kernel, the
+    gated PipeWire tree opens the hardware and the user's PipeWire clients record from it."""
+    gid = (c.text("gate-gid") or "").strip()
+    c.expect(gid.isdigit(), "the gate group exists", gid)
+    c.expect("audio" not in (c.text("id.out") or "") and "pwgate" not in (c.text("id.out") or ""),
+             "pwuser is in neither audio nor pwgate", c.text("id.out"))
+    for line in (c.text("nodes.out") or "").splitlines():
+        c.expect(line.endswith(" root audio 660"), "deny-by-default: the node is root:audio 0660", line)
+    acl = c.text("nodes-getfacl.out") or ""
+    for node in ("controlC0", "pcmC0D0c", "pcmC0D1c"):
+        block = acl.split(f"# file: /dev/snd/{node}")[-1].split("# file:")[0]
+        c.expect(f"group:{gid}:rw-" in block and "user:" not in block.replace("user::", ""),
+                 f"/dev/snd/{node} names the gate group and no user", block.strip())
+
+    # (a) the kernel refuses the user's own opens.
+    c.expect(c.rc("a0-arecord") not in (None, 0) and "audio open error" in (c.text("a0-arecord.err") or ""),
+             "a: pwuser's arecord -D hw:Loopback,0,0 records nothing", c.text("a0-arecord.err"))
+    eacces = [l for l in (c.text("a0-arecord-strace.err") or "").splitlines()
+              if "/dev/snd/controlC0" in l and "EACCES" in l]
+    c.expect(bool(eacces), "a: under strace, the kernel answers arecord's access/open of /dev/snd/controlC0 with EACCES",
+             c.stderr_tail("a0-arecord-strace"))
+    c.timing["arecord_eacces"] = eacces[:2]
+    for name in ("a0-open", "a0-open-ctl", "a1-open", "b-open-during"):
+        c.equal((c.text(name + ".out") or "").strip(), "EACCES", f"a: {name}: open(2) as pwuser")
+    for name in ("a1-arecord", "b-arecord-during"):
+        c.expect(c.rc(name) not in (None, 0) and "audio open error" in (c.text(name + ".err") or ""),
+                 f"a: {name}: pwuser's arecord records nothing while the gated tree runs", c.text(name + ".err"))
+    opens = parse_opens(c.text("a0-opens.tsv") or "")
+    c.expect(bool(opens) and all(o == "denied" for n in opens.values() for o in n.values()),
+             "a: every open of the capture PCMs and the control node as pwuser is denied", opens)
+    c.equal(c.rc("a0-gate-arecord"), 0, "a: the same user with the gate group records (the ACL is the way in)")
+
+    # (c) what WirePlumber needs: stock configuration.
+    for name, label in (("c1", "no session bus, no /run/systemd"), ("c2", "a session bus, no /run/systemd")):
+        log = c.text(f"{name}/wireplumber.log") or ""
+        c.expect((c.text(f"{name}/wireplumber.rc") or "").strip() == "70"
+                 and "failed to start systemd logind monitor" in log,
+                 f"c: stock wireplumber with {label} exits 70 (its logind plugin)", log[-400:])
+    c4 = times_tsv(c, "c4-times.tsv")
+    c.expect(c4.get("settled", "none") != "none" and proc_table(c, "c4-procs.tsv").get("wireplumber", ("", None))[1],
+             "c: stock wireplumber with a session bus and /run/systemd/{seats,sessions,users} runs", c4)
+    log = c.text("c3/wireplumber.log") or ""
+    c.expect((c.text("c3/wireplumber.rc") or "").strip() == "70" and "Cannot autolaunch D-Bus" in log,
+             "c: stock wireplumber with /run/systemd but no session bus exits 70 (no bus)", log[-400:])
+
+    # (h) a naive start runs the user's programs with the gate group.
+    c.equal(c.rc("h-cc"), 0, "h: cc built the user's library (the loadlib vector)")
+    for vector in ("pipewire-exec", "wireplumber-loadlib", "dbus-activation"):
+        ident = c.text(f"h-grab/{vector}.id") or ""
+        c.expect(f"{gid}(pwgate)" in ident and (c.text(f"h-grab/{vector}.rc") or "").strip() == "0",
+                 f"h: naive start: the user's own program ran by {vector} carries pwgate and records", ident)
+        size = os.path.getsize(c.path(f"h-grab/{vector}.raw")) if os.path.isfile(c.path(f"h-grab/{vector}.raw")) else 0
+        c.equal(size, 192000, f"h: {vector}'s program read 1 s of capture from hw:Loopback,0,0 (bytes)")
+
+    # (g) the hardened start: none of it runs; the ALSA monitor wants every PCM of the card.
+    grabbed = [l for l in (c.text("g-grab.out") or "").splitlines() if l.endswith((".id", ".rc"))]
+    c.equal(grabbed, [], "g: hardened start: none of the user's files ran a program")
+    env = c.text("g/env") or ""
+    for want in ("HOME=/nonexistent", "XDG_CONFIG_HOME=/nonexistent", "PIPEWIRE_CONFIG_DIR=/run/pwspike/config/pipewire",
+                 "WIREPLUMBER_CONFIG_DIR=/run/pwspike/config/wireplumber"):
+        c.expect(want in env.splitlines(), f"g: the tree's environment has {want}", env)
+    cap_only = c.text("c4-nodes.out") or ""
+    c.expect("settled" in cap_only and " device " not in cap_only and "alsa_input" not in cap_only,
+             "c: gate on the capture PCMs + control only: WirePlumber runs, PipeWire shows no ALSA device", cap_only)
+    full = c.text("g-nodes.out") or ""
+    c.expect(" device " in full and "alsa_input" in full,
+             "g: with every PCM of the card naming the gate group, the card and its sources appear", full)
+    c.expect("alsa_input" not in (c.text("e-nodes-off.out") or "x alsa_input"),
+             "e: one playback PCM without the gate's entry: the card's sources go away (no restart)",
+             c.text("e-nodes-off.out"))
+    c.expect("alsa_input" in (c.text("e-nodes-on.out") or ""),
+             "e: the entry back: the sources come back", c.text("e-nodes-on.out"))
+    target = (c.text("b-target.out") or "").strip()
+    c.expect(target.startswith("alsa_input"), "g: the card has a PipeWire source (ACP's front:0, hw:Loopback,0,0)", full)
+    procs = proc_table(c, "g-procs-idle.tsv")
+    for p in ("pipewire", "wireplumber", "pipewire-pulse"):
+        c.expect(p in procs and procs[p][1] is not None and gid in procs[p][1],
+                 f"g: {p} runs and carries the gate group", procs.get(p))
+
+    # (b) the user's plain PipeWire and PulseAudio clients record through the gated tree.
+    tree_pids = {v[0]: p for p, v in procs.items()}
+    holders = [l.split("\t") for l in (c.text("b-pcm-holders.tsv") or "").splitlines()]
+    cap = [h for h in holders if len(h) == 3 and h[2] == "/dev/snd/pcmC0D0c" and h[0] != "aplay"]
+    c.expect(bool(cap) and all(h[1] in tree_pids for h in cap),
+             "b: during pw-record /dev/snd/pcmC0D0c is held by a process of the gated tree and no other", holders)
+    c.timing["pcm_holders"] = holders
+    c.timing["fds_idle"] = (c.text("b-fds-idle.tsv") or "").strip().splitlines()
+    c.timing["fds_recording"] = (c.text("b-fds-pw-record.tsv") or "").strip().splitlines()
+    c.expect(c.rc("b-pw-record") in (0, 124), "b: pw-record ran until stopped", c.text("b-pw-record.err"))
+    check_recording(c, "b-pw-record.wav", "b: pwuser's plain pw-record (no gate group)")
+    c.expect(c.rc("b-parecord") in (0, 124), "b: parecord ran until stopped", c.stderr_tail("b-parecord"))
+    check_recording(c, "b-parecord.wav", "b: pwuser's plain parecord (pipewire-pulse)")
+
+    # What the same uid can still do: take the open descriptor (Yama decides).
+    scope = (c.text("ptrace-scope") or "").strip()
+    steal = (c.text("b-steal.out") or "").strip()
+    c.timing["ptrace_scope"] = scope
+    c.timing["steal"] = steal
+    want = "got-fd" if scope == "0" else "pidfd_getfd EPERM"
+    c.expect(steal.startswith(want), f"b: pidfd_getfd of pipewire's capture PCM as pwuser with ptrace_scope={scope}: {want}", steal)
+
+    # Figures.
+    g = times_tsv(c, "g-times.tsv")
+    c.timing["start_ms"] = {"socket": g.get("socket"), "pulse_socket": g.get("pulse"),
+                            "wireplumber_settled": g.get("settled"), "alsa_source": g.get("source")}
+    for label, name in (("idle", "g-procs-idle.tsv"), ("recording", "g-procs-recording.tsv")):
+        c.timing[f"rss_kb_{label}"] = {p: v[2] for p, v in proc_table(c, name).items()}
+
+
+SCENARIOS = {"pipewire-spike": check_pipewire_spike, "hotplug-acl": check_hotplug_acl, "status-time": check_status_time, "single": check_single, "access": check_access, "hotplug": check_hotplug, "grant": check_grant,
              "gate": check_gate, "run": check_run, "switch": check_switch, "snapshot": check_snapshot}
 
 
@@ -1927,6 +2127,8 @@ def main():
     switches = [f"{k[7:]} {t[k]}" for k in sorted(t) if k.startswith("switch_")]
     if switches:
         timing += f"; privacy switch: {', '.join(switches)}"
+    if "start_ms" in t:
+        timing += f"; gated PipeWire start ms {t['start_ms']}; RSS kB idle {t.get('rss_kb_idle')}"
     for key, label in (("own_uevent_to_event_ms", "udevadm-seen uevent->devaccess event ms"),
                        ("uevent_to_udev_done_ms", "uevent->udevd done ms")):
         if key in t:
