@@ -388,7 +388,7 @@ final class StatusInputsCache: Sendable {
         // other name, with no event on the policy directory: such a read is not kept. (Checked
         // after the read. A symlink put in place since is an event on the directory; a second
         // hard link made since is not, as link() tells only watches on the file itself: that
-        // read stays kept until the next live-enforcer run; a known limit, docs/architecture.md.)
+        // read stays kept until the next live-enforcer run; a known limit, docs/mechanisms.md.)
         guard policyFilesHaveSingleNames() else { return }
         state.withLock { state in
             let fresh = ensure(paths, &state)

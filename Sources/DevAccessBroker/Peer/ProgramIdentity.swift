@@ -11,7 +11,7 @@ import DevAccessSystem
 /// loader) is a file only root can have written (`RootInstalledFile`), and the process
 /// is the same one, running the same executable, from the first read to the last. A
 /// deleted or memfd-backed executable mapping is not trusted. Anonymous executable memory
-/// (JIT) is not judged; interpreters are judged as themselves (docs/architecture.md).
+/// (JIT) is not judged; interpreters are judged as themselves (docs/mechanisms.md).
 public struct ProgramIdentity: Sendable, Hashable {
     public var pid: Int32
     public var parent: Int32

@@ -13,7 +13,7 @@ public struct RunOrder: Sendable, Hashable {
     public var program: String
     /// argv, argv[0] included.
     public var arguments: [String]
-    /// "NAME=value" entries; the broker removes what could inject code (docs/architecture.md).
+    /// "NAME=value" entries; the broker removes what could inject code (docs/mechanisms.md).
     public var environment: [String]
     public var directory: String
     public var umask: UInt32
