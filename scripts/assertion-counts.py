@@ -35,7 +35,7 @@ def counts(rev):
     for path, text in files(rev).items():
         if path.endswith('.swift'):
             pattern = SWIFT
-        elif path == 'Tests/UseCase/VM/lib/check.py':
+        elif path.endswith('VM/lib/check.py'):
             pattern = PYTHON
         else:
             continue
