@@ -147,7 +147,7 @@ struct HostileReview7Tests {
         let setup = try RunTests.setup(Self.queuePolicy)
         let erin = try TestUser("h7race")
         for _ in 0..<5 {
-            let queued = try erin.withoutTerminal(["request", "microphone"] + setup.socket)
+            let queued = try erin.withoutTerminal(["request", "microphone", "--for", "1h"] + setup.socket)
             #expect(queued.status == 4, "\(queued.stdout) \(queued.stderr)")
             let request = try #require(try setup.ledger().pendingRequests().first { $0.isWaiting })
             let id = String(request.id)
@@ -158,9 +158,10 @@ struct HostileReview7Tests {
                 """, "sh", TestProcess.devaccessBinary, id, setup.daemon.socketPath, String(erin.uid)])
             #expect(racing.status == 0)
             let after = try #require(try setup.ledger().pendingRequest(id: request.id))
-            let grants = try setup.grants(erin).filter { $0.revoked == nil && $0.isActive(at: Date()) }
+            let all = try setup.grants(erin)
+            let grants = all.filter { $0.revoked == nil && $0.isActive(at: Date()) }
             switch after.resolution {
-            case .approved?: #expect(grants.count == 1, "approved with grants \(grants)")
+            case .approved?: #expect(grants.count == 1, "approved with grants \(grants), of \(all)")
             case .withdrawn?: #expect(grants.isEmpty, "withdrawn but granted: \(grants)")
             default: Issue.record("request \(request.id) ended \(after.resolution?.rawValue ?? "waiting")")
             }
