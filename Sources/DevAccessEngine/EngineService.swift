@@ -197,6 +197,11 @@ public struct EngineService: DevAccessInterface {
 
     public func withdraw(_ action: PendingAction) async throws(InterfaceError) -> WithdrawDocument {
         let caller = self.caller
+        // A strict run's user's requests are its user's business, as its grants are (hostile
+        // review 7: a strict camera run withdrew its user's queued microphone request).
+        if !caller.may(.administer) {
+            try require(.ownDecisions, "withdraw", "withdraw \(caller.principal)'s request \(action.pending)")
+        }
         let outcome = try await runner.run("withdraw") {
             (engine) throws(EnforcementError) -> (Result<WithdrawDocument, InterfaceError>, EnforcementReport) in
             let ledger = engine.ledger
