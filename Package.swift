@@ -127,7 +127,7 @@ let package = Package(
                     path: "Tests/Integration/DevAccessBroker"),
         .testTarget(name: "DevAccessEngineTests",
                     dependencies: ["DevAccessEngine", "DevAccessCore", "DevAccessLedger", "DevAccessProtocol",
-                                   "DevAccessEnforcement", "DevAccessInterface"],
+                                   "DevAccessEnforcement", "DevAccessInterface", "DevAccessSystem"],
                     path: "Tests/Unit/DevAccessEngine"),
         .testTarget(name: "DevAccessSystemTests",
                     dependencies: ["DevAccessSystem", "DevAccessLaunch", "DevAccessCore", "DevAccessTestSupport"],

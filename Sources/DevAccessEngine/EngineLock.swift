@@ -83,7 +83,15 @@ public final class EngineLock: Sendable {
     /// something else (an offline command), or that cannot be told.
     public static func daemonHolding(stateDirectory: String) -> Int32? {
         let path = stateDirectory + "/" + fileName
-        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) else { return nil }
+        // Non-blocking, and only a file of the lock's own kind: a FIFO or another user's file
+        // planted in its place names no daemon and cannot hold this open (hostile review 7).
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) else {
+            return nil
+        }
+        var info = stat()
+        guard fstat(file.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else {
+            return nil
+        }
         var record = wholeFile()
         guard fcntl(file.rawValue, F_GETLK, &record) == 0, record.l_type != Int16(F_UNLCK), record.l_pid > 0,
               let bytes = try? file.contents(path: path, limit: 64) else { return nil }
