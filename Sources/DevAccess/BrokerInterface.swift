@@ -4,7 +4,7 @@ import DevAccessProtocol
 
 /// `DevAccessInterface` over devaccessd's socket: each operation is one
 /// request, answered by a `result` whose document is decoded into its type. SPI for the
-/// CLI's administrative commands (see ``BrokerSession``); the engine (`EngineService`)
+/// CLI's commands (see ``BrokerSession``); the engine (`EngineService`)
 /// is the other implementation, for `--offline`.
 @_spi(CLI) public struct BrokerInterface: DevAccessInterface {
     public let socketPath: String
@@ -90,6 +90,45 @@ import DevAccessProtocol
             return try DeviceAccess(socketPath: socketPath, timeout: timeout).locationDocument(query)
         } catch {
             throw InterfaceError(error)
+        }
+    }
+
+    // MARK: What devaccessd alone does: request, open, run
+
+    /// The library's request loop (`DeviceAccess.converse`), `conversation` answering.
+    public func request(_ request: AccessRequest,
+                        conversation: any RequestConversation) async throws(InterfaceError) -> DecisionReply {
+        var handler = ContractConversation(conversation: conversation)
+        do {
+            return try DeviceAccess(socketPath: socketPath, timeout: timeout).request(request, conversation: &handler)
+        } catch let error as InterfaceError {
+            throw error
+        } catch {
+            throw .failed("\(error)")
+        }
+    }
+
+    public func open(_ order: OpenOrder) async throws(InterfaceError) -> OpenedNode {
+        do {
+            let (reply, descriptor) = try BrokerSession(socketPath: socketPath, timeout: timeout).open(order)
+            return OpenedNode(reply, owning: descriptor)
+        } catch {
+            throw InterfaceError(error)
+        }
+    }
+
+    public func run(_ order: RunOrder, streams: StandardStreams,
+                    conversation: any RunConversation) async throws(InterfaceError) -> RunOutcome {
+        do {
+            let session = try BrokerSession(socketPath: socketPath, timeout: timeout)
+            let id = try session.startRun(order, descriptors: [streams.input, streams.output, streams.error])
+            return try BrokerRun(session: session, id: id, order: order, conversation: conversation).follow()
+        } catch let error as BrokerClientError {
+            throw InterfaceError(conversation: error)
+        } catch let error as InterfaceError {
+            throw error
+        } catch {
+            throw .failed("\(error)")
         }
     }
 

@@ -112,7 +112,7 @@ public struct DeviceAccess: Sendable {
                                   accuracy: permissions.contains(.location) ? accuracy : nil)
         let socketPath = self.socketPath, timeout = self.timeout
         let decision = try await offload { cancellation throws(DeviceAccessError) in
-            try RequestConversation(socketPath: socketPath, timeout: timeout, cancellation: cancellation).run(order)
+            try UnattendedRequest(socketPath: socketPath, timeout: timeout, cancellation: cancellation).run(order)
         }
         let results = RequestResults(results: decision.results.map { result in
             PermissionResult(result, status: decision.permissions.first { $0.permission == result.permission })

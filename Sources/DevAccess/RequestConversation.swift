@@ -5,11 +5,11 @@ import DevAccessInterface
 /// What a request does between devaccessd's replies: answer the prompts it sends over the
 /// connection, note that the request waits for an administrator, decide how long to wait.
 ///
-/// SPI for the devaccess CLI, which shows the prompts on the caller's terminal and stops at
-/// a signal (`@_spi(CLI) import DevAccess`). ``DeviceAccess``'s own handler shows none: it
-/// answers `cancel` with `no-terminal` (`ask` prompts never come here: devaccessd asks on
-/// the user's login terminal itself; a `password` prompt for `auth_self` does).
-@_spi(CLI) public protocol RequestConversationHandler {
+/// ``DeviceAccess``'s own handler shows no prompt: it answers `cancel` with `no-terminal`
+/// (`ask` prompts never come here: devaccessd asks on the user's login terminal itself; a
+/// `password` prompt for `auth_self` does). ``ContractConversation`` carries the contract's
+/// `RequestConversation` (the CLI's terminal) on this same loop.
+protocol RequestConversationHandler {
     /// A descriptor to watch next to the socket (a signal pipe); nil: none.
     var watched: CInt? { get }
     /// How long to wait for the next reply; nil: as long as it takes.
@@ -34,7 +34,7 @@ extension DeviceAccess {
     /// - Throws: devaccessd's failures as `InterfaceError(conversation:)` states them (its
     ///   error frame, one of `handler`'s answers that did not go through), and whatever else
     ///   `handler` throws.
-    @_spi(CLI) public func request<Handler: RequestConversationHandler>(
+    func request<Handler: RequestConversationHandler>(
         _ order: AccessRequest, conversation handler: inout Handler
     ) throws -> DecisionReply {
         do {
@@ -74,6 +74,44 @@ extension DeviceAccess {
     }
 }
 
+/// The contract's `RequestConversation` (BrokerInterface.request) as a handler of the loop
+/// above: its prompts answered on ``SessionPromptLine``, its errors the contract's.
+struct ContractConversation: RequestConversationHandler {
+    let conversation: any RequestConversation
+
+    var watched: CInt? { conversation.watched }
+
+    func waitLimit(waitingForAdmin: Bool) -> Duration? { conversation.waitLimit(waitingForAdmin: waitingForAdmin) }
+
+    func limitPassed() -> any Error { conversation.limitPassed() }
+
+    func watchedIsReady(waitingForAdmin: Bool) throws { try conversation.watchedIsReady(waitingForAdmin: waitingForAdmin) }
+
+    func prompt(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws {
+        try conversation.prompt(prompt, line: SessionPromptLine(session: session, prompt: prompt, id: id))
+    }
+
+    func queued(_ reply: QueuedReply) { conversation.queued(reply) }
+}
+
+/// A prompt's connection (request or run): devaccessd's socket, and the answer sent on it.
+struct SessionPromptLine: PromptLine {
+    let session: BrokerSession
+    let prompt: PromptMessage
+    let id: Int64
+
+    var pollDescriptor: CInt { session.pollDescriptor }
+    var hasBufferedReply: Bool { session.hasBufferedReply }
+
+    func answer(_ answer: PromptAnswer.Answer) throws(InterfaceError) {
+        do {
+            try session.answer(prompt, answer, to: id)
+        } catch {
+            throw InterfaceError(conversation: error)
+        }
+    }
+}
+
 /// ``DeviceAccess``'s own conversation: no prompt shown, no limit on the wait (cancelling
 /// the task ends it), and a request it queued is withdrawn when the task is cancelled.
 ///
@@ -84,7 +122,7 @@ extension DeviceAccess {
 /// answered `interrupted` and the wait goes on: devaccessd may queue after it), then
 /// withdraws what it queued, and only then lets go. An `ask` prompt on the login terminal sends no
 /// reply until decided: it closes after the grace, when the connection ends.
-struct RequestConversation {
+struct UnattendedRequest {
     let socketPath: String
     let timeout: Duration
     let cancellation: CallCancellation
@@ -111,7 +149,7 @@ struct RequestConversation {
         func waitLimit(waitingForAdmin: Bool) -> Duration? {
             guard let cancelledAt else { return nil }
             if answered { return .zero }
-            return RequestConversation.grace - cancelledAt.duration(to: .now)
+            return UnattendedRequest.grace - cancelledAt.duration(to: .now)
         }
 
         func limitPassed() -> any Error { Cancelled() }

@@ -82,12 +82,13 @@ enum RequestCommand: Command {
         let signals = SignalPipe.install()
         let order = AccessRequest(permissions: permissions, reason: text, scope: scope, wait: arguments.has("wait"),
                                   accuracy: accuracy)
-        // The library's request, with this command's side of the conversation: the terminal.
-        var conversation = TerminalConversation(path: path, signals: signals, console: console)
+        // The contract's request, with this command's side of the conversation: the terminal.
+        let conversation = TerminalConversation(path: path, signals: signals, console: console)
+        let broker: any DevAccessInterface = BrokerInterface(socketPath: path, timeout: .seconds(30))
         let decision: DecisionReply
         do {
-            decision = try DeviceAccess(socketPath: path, timeout: .seconds(30)).request(order, conversation: &conversation)
-        } catch let error as InterfaceError {
+            decision = try await broker.request(order, conversation: conversation)
+        } catch {
             throw failure(error)
         }
         let code = try report(decision, json: arguments.has("json"), console: console,
@@ -156,10 +157,10 @@ enum RequestCommand: Command {
     }
 }
 
-/// `devaccess request`'s side of the library's request conversation: prompts shown at the
+/// `devaccess request`'s side of the contract's request conversation: prompts shown at the
 /// caller's terminal, a signal (Ctrl-C) ends the wait, at most 300 s unless an
 /// administrator is waited for.
-struct TerminalConversation: RequestConversationHandler {
+final class TerminalConversation: RequestConversation {
     let path: String
     let signals: SignalPipe?
     let console: Console
@@ -179,8 +180,9 @@ struct TerminalConversation: RequestConversationHandler {
     /// The broker answers within its prompt timeout; only an approval may take longer.
     func waitLimit(waitingForAdmin: Bool) -> Duration? { waitingForAdmin ? nil : .seconds(300) }
 
-    func limitPassed() -> any Error {
-        CommandFailure(message: "devaccessd at \(path) did not answer the request within 300 s", code: .brokerUnreachable)
+    /// devaccessd runs but did not answer: exit 69 with this sentence alone (`failure`).
+    func limitPassed() -> InterfaceError {
+        .brokerBusy("devaccessd at \(path) did not answer the request within 300 s")
     }
 
     func watchedIsReady(waitingForAdmin: Bool) {
@@ -191,8 +193,8 @@ struct TerminalConversation: RequestConversationHandler {
         signals.raiseAgain(number)
     }
 
-    mutating func prompt(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws {
-        if case .interrupted(let number) = try prompts.show(prompt, session: session, id: id) { interrupted = number }
+    func prompt(_ prompt: PromptMessage, line: any PromptLine) throws(InterfaceError) {
+        if case .interrupted(let number) = try prompts.show(prompt, line: line) { interrupted = number }
     }
 
     func queued(_ queued: QueuedReply) {
@@ -228,7 +230,7 @@ struct PromptSession {
     static let keys: [ConsentChoice: String] = [.allow(.once): "o", .allow(.duration): "f", .allow(.always): "a",
                                                 .deny: "d"]
 
-    mutating func show(_ prompt: PromptMessage, session: BrokerSession, id: Int64) throws -> Outcome {
+    mutating func show(_ prompt: PromptMessage, line: any PromptLine) throws(InterfaceError) -> Outcome {
         if terminal == nil {
             switch Terminal.open() {
             case .success(let opened):
@@ -237,7 +239,7 @@ struct PromptSession {
                 noTerminal = true
                 console.error("devaccess: cannot ask for consent: \(error); run the request from a terminal, or ask "
                     + "an administrator ('devaccess grant')")
-                try answer(prompt, .cancel(.noTerminal), session, id)
+                try line.answer(.cancel(.noTerminal))
                 return .answered
             }
         }
@@ -251,11 +253,11 @@ struct PromptSession {
             let keys = prompt.choices.compactMap { Self.keys[$0.choice] }.joined(separator: ", ")
             while true {
                 terminal.write("Answer \(keys) within \(prompt.timeout) s (Ctrl-C or Ctrl-D: no decision): ")
-                let input = read(terminal, session)
-                guard case .line(let text) = input else { return try finish(prompt, input, terminal, session, id) }
+                let input = read(terminal, line)
+                guard case .line(let text) = input else { return try finish(input, terminal, line) }
                 let word = text.trimmingWhitespace().lowercased()
                 if let choice = prompt.choices.first(where: { Self.keys[$0.choice] == word || $0.choice.word == word }) {
-                    try answer(prompt, .choice(choice.choice), session, id)
+                    try line.answer(.choice(choice.choice))
                     return .answered
                 }
                 terminal.write("Please answer with one of: \(keys).\n")
@@ -264,46 +266,37 @@ struct PromptSession {
             terminal.write("Password for \(TerminalText.block(prompt.user)) (within \(prompt.timeout) s; Enter alone: "
                 + "no decision): ")
             terminal.disableEcho()
-            let input = read(terminal, session)
+            let input = read(terminal, line)
             terminal.restoreEcho()
             terminal.write("\n")
-            guard case .line(let password) = input else { return try finish(prompt, input, terminal, session, id) }
+            guard case .line(let password) = input else { return try finish(input, terminal, line) }
             // An empty line dismisses the prompt: it is no password to check (nor a wrong one).
-            try answer(prompt, password.isEmpty ? .cancel(.dismissed) : .password(password), session, id)
+            try line.answer(password.isEmpty ? .cancel(.dismissed) : .password(password))
             return .answered
         }
     }
 
-    private func read(_ terminal: Terminal, _ session: BrokerSession) -> Terminal.Input {
+    private func read(_ terminal: Terminal, _ line: any PromptLine) -> Terminal.Input {
         // A reply already buffered (the prompt timed out) makes the socket look idle.
-        if session.hasBufferedReply { return .other }
-        return terminal.readLine(signals: signals, other: session.pollDescriptor)
+        if line.hasBufferedReply { return .other }
+        return terminal.readLine(signals: signals, other: line.pollDescriptor)
     }
 
     /// The prompt ended without an answer typed: tell the broker why (it records no decision).
-    private func finish(_ prompt: PromptMessage, _ input: Terminal.Input, _ terminal: Terminal,
-                        _ session: BrokerSession, _ id: Int64) throws -> Outcome {
+    private func finish(_ input: Terminal.Input, _ terminal: Terminal,
+                        _ line: any PromptLine) throws(InterfaceError) -> Outcome {
         terminal.write("\n")
         switch input {
         case .line:
             return .answered
         case .endOfInput:
-            try answer(prompt, .cancel(.endOfInput), session, id)
+            try line.answer(.cancel(.endOfInput))
             return .answered
         case .signal(let number):
-            try answer(prompt, .cancel(.interrupted), session, id)
+            try line.answer(.cancel(.interrupted))
             return .interrupted(number)
         case .other:
             return .ended
-        }
-    }
-
-    private func answer(_ prompt: PromptMessage, _ value: PromptAnswer.Answer, _ session: BrokerSession,
-                        _ id: Int64) throws {
-        do {
-            try session.answer(prompt, value, to: id)
-        } catch {
-            throw RequestCommand.failure(InterfaceError(conversation: error))
         }
     }
 }

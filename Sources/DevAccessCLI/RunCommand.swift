@@ -75,17 +75,36 @@ enum RunCommand: Command {
     static func run(_ arguments: ParsedArguments, console: Console) async throws -> ExitCode {
         let order = try order(arguments)
         let path = try BrokerOptions.socketPath(arguments, command: spec.name)
-        let signals = SignalPipe.install(relayed)
-        let session: BrokerSession
-        let id: Int64
+        let conversation = RunTerminal(path: path, signals: SignalPipe.install(relayed), console: console)
+        let broker: any DevAccessInterface = BrokerInterface(socketPath: path, timeout: .seconds(30))
+        let outcome: RunOutcome
         do {
-            session = try BrokerSession(socketPath: path, timeout: .seconds(30))
-            id = try session.startRun(order, descriptors: [0, 1, 2])
+            outcome = try await broker.run(order, streams: .inherited, conversation: conversation)
+        } catch .badArgument where order.permissions.isEmpty {
+            throw UsageError(message: "name what \(order.program) gets (--camera, --microphone, --location): no "
+                + "[Program] section of the policy declares it; nothing was run", command: spec.name)
         } catch {
-            throw RequestCommand.failure(InterfaceError(conversation: error))
+            throw RequestCommand.failure(error)
         }
-        return try follow(StartedRun(session: session, id: id, program: order.program, permissions: order.permissions,
-                                     socketPath: path, signals: signals), console: console)
+        return try ended(outcome, program: order.program, console: console)
+    }
+
+    /// The program's exit status thrown as a `ProgramExit`, or the code when it was not run.
+    static func ended(_ outcome: RunOutcome, program: String, console: Console) throws -> ExitCode {
+        switch outcome {
+        case .ended(let ended):
+            throw ProgramExit(status: ended.exit.shellStatus)
+        case .notRun(let decision):
+            let time = HumanTime.now()
+            for result in decision.results {
+                console.error("devaccess: \(result.permission.rawValue): "
+                    + TerminalText.block(time.rewritingISOTimes(in: result.message)))
+            }
+            console.error("devaccess: \(program) was not run")
+            return .noPermission
+        case .stopped:
+            return .failure
+        }
     }
 
     /// The permissions asked for and the location accuracy, checked against each other.
@@ -126,106 +145,61 @@ enum RunCommand: Command {
                         strict: arguments.has("strict"), accuracy: accuracy)
     }
 
-    /// A run devaccessd accepted: the connection it goes on, and what this process relays.
-    struct StartedRun {
-        let session: BrokerSession
-        let id: Int64
-        let program: String
-        /// What the command line named; none: the policy's [Program] section declares it.
-        let permissions: [Permission]
-        let socketPath: String
+    /// This command's side of the run: prompts at the caller's terminal, signals kept while
+    /// the program is not known to run (relayed once it is), or the end.
+    final class RunTerminal: RunConversation {
+        let path: String
         let signals: SignalPipe?
-    }
+        let console: Console
+        var prompts: PromptSession
+        /// Signals that came while asking, relayed once the program runs.
+        var early: [Int32] = []
 
-    /// Where the run is: asking (the signals that came meanwhile, relayed once it runs), or
-    /// running.
-    enum Progress {
-        case asking(early: [Int32])
-        case running
-    }
-
-    /// Follows the run's events until the program ends (its exit status is thrown as a
-    /// `ProgramExit`), it was not run, or this process is interrupted before it started.
-    static func follow(_ run: StartedRun, console: Console) throws -> ExitCode {
-        var prompts = PromptSession(signals: run.signals, console: console)
-        var progress = Progress.asking(early: [])
-        while true {
-            let event: BrokerSession.Event
-            do {
-                let deadline: ContinuousClock.Instant? = if case .running = progress { nil } else { .now + .seconds(300) }
-                event = try run.session.next(to: run.id, deadline: deadline, watching: run.signals?.readDescriptor)
-            } catch {
-                throw RequestCommand.failure(InterfaceError(conversation: error))
-            }
-            switch event {
-            case .watched:
-                guard let number = run.signals?.take() else { continue }
-                guard let next = signalled(number, run, progress) else { return .failure }
-                progress = next
-            case .timedOut:
-                throw CommandFailure(message: "devaccessd at \(run.socketPath) did not start the program within 300 s",
-                                     code: .brokerUnreachable)
-            case .reply(.prompt(let prompt)):
-                if case .interrupted(let number) = try prompts.show(prompt, session: run.session, id: run.id) {
-                    run.signals?.raiseAgain(number)
-                }
-            case .reply(let reply):
-                if let exit = try answered(reply, run, progress, console: console) { return exit }
-                progress = .running
-            }
+        init(path: String, signals: SignalPipe?, console: Console) {
+            self.path = path
+            self.signals = signals
+            self.console = console
+            prompts = PromptSession(signals: signals, console: console)
         }
-    }
 
-    /// A signal to this process: relayed while the program runs, kept until it starts when it
-    /// does not mean "stop", and otherwise the end (nil): leaving withdraws the request, the
-    /// broker asks nobody further.
-    static func signalled(_ number: Int32, _ run: StartedRun, _ progress: Progress) -> Progress? {
-        switch progress {
-        case .running:
-            relay(number, session: run.session, id: run.id)
-            return .running
-        case .asking(let early) where keptUntilStarted.contains(number):
-            // The program may have started already, its `run-started` not read yet.
-            return .asking(early: early + [number])
-        case .asking:
-            run.signals?.raiseAgain(number)
-            return nil
+        var watched: CInt? { signals?.readDescriptor }
+        var startLimit: Duration? { .seconds(300) }
+
+        /// devaccessd runs but did not start the program: exit 69 with this sentence alone.
+        func limitPassed() -> InterfaceError {
+            .brokerBusy("devaccessd at \(path) did not start the program within 300 s")
         }
-    }
 
-    /// A reply other than a prompt. The run started (nil: follow on, now running), it was not
-    /// run (the exit code), or it ended or failed (thrown).
-    static func answered(_ reply: BrokerSession.Reply, _ run: StartedRun, _ progress: Progress,
-                         console: Console) throws -> ExitCode? {
-        switch reply {
-        case .runStarted(let started):
-            if case .asking(let early) = progress {
-                for number in early { relay(number, session: run.session, id: run.id) }
+        /// A signal to this process: relayed while the program runs, kept until it starts when
+        /// it does not mean "stop", and otherwise the end (false): leaving withdraws the request,
+        /// the broker asks nobody further.
+        func watchedIsReady(running: Bool, signals relay: any RunSignals) -> Bool {
+            guard let number = signals?.take() else { return true }
+            if running {
+                RunCommand.relay(number, to: relay)
+            } else if RunCommand.keptUntilStarted.contains(number) {
+                // The program may have started already, its `run-started` not read yet.
+                early.append(number)
+            } else {
+                signals?.raiseAgain(number)
+                return false
             }
+            return true
+        }
+
+        func prompt(_ prompt: PromptMessage, line: any PromptLine) throws(InterfaceError) {
+            if case .interrupted(let number) = try prompts.show(prompt, line: line) { signals?.raiseAgain(number) }
+        }
+
+        func started(_ reply: RunStartedReply, signals relay: any RunSignals) {
+            for number in early { RunCommand.relay(number, to: relay) }
+            early = []
             // Ends in local time with the time left, as `request` and `list` tell them.
             let time = HumanTime.now()
-            for result in started.results where result.outcome == .granted {
+            for result in reply.results where result.outcome == .granted {
                 console.error("devaccess: \(result.permission.rawValue): "
                     + TerminalText.block(time.rewritingISOTimes(in: result.message)))
             }
-            return nil
-        case .runEnded(let ended):
-            throw ProgramExit(status: ended.exit.shellStatus)
-        case .decision(let decision):
-            let time = HumanTime.now()
-            for result in decision.results {
-                console.error("devaccess: \(result.permission.rawValue): "
-                    + TerminalText.block(time.rewritingISOTimes(in: result.message)))
-            }
-            console.error("devaccess: \(run.program) was not run")
-            return .noPermission
-        case .error(let error) where run.permissions.isEmpty && error.context == "$.permissions":
-            throw UsageError(message: "name what \(run.program) gets (--camera, --microphone, --location): no "
-                + "[Program] section of the policy declares it; nothing was run", command: spec.name)
-        case .error(let error):
-            throw RequestCommand.failure(InterfaceError(conversation: .rejected(error)))
-        default:
-            throw CommandFailure(message: "devaccessd answered a run with '\(reply.type)'")
         }
     }
 
@@ -240,8 +214,8 @@ enum RunCommand: Command {
 
     /// Sends `number` to the program. Ctrl-Z stops it and then this process, as a shell's
     /// job would stop; SIGCONT (fg) is relayed when it continues us.
-    static func relay(_ number: Int32, session: BrokerSession, id: Int64) {
-        try? session.signal(number, run: id)
+    static func relay(_ number: Int32, to program: any RunSignals) {
+        program.relay(number)
         if number == SIGTSTP { raise(SIGSTOP) }
     }
 

@@ -9,8 +9,8 @@ import DevAccessCore
 ///   connections with it (one per request, for the peer the kernel named), and root's
 ///   `--offline` repair mode uses it in-process under the engine lock the daemon holds.
 ///
-/// `request` (the consent conversation) is served by devaccessd's conversation code; it is
-/// not part of this protocol yet.
+/// `request`, `open` and `run` need devaccessd (it asks consent on the login terminal, opens
+/// the node, starts and tracks the program): the engine in-process answers them `.unreachable`.
 public protocol DevAccessInterface: Sendable {
     /// Record an allow or deny for a user and apply it to the nodes (admin).
     func decide(_ order: DecisionOrder) async throws(InterfaceError) -> DecisionDocument
@@ -47,6 +47,18 @@ public protocol DevAccessInterface: Sendable {
     /// gpsd's one client).
     func location(_ query: LocationQuery) async throws(InterfaceError) -> LocationDocument
 
+    // MARK: What needs devaccessd: request, open, run
+    /// Ask for permissions for the caller; `conversation` answers what devaccessd asks on
+    /// the connection. Returns when each permission is decided (or queued, without `wait`).
+    func request(_ request: AccessRequest,
+                 conversation: any RequestConversation) async throws(InterfaceError) -> DecisionReply
+    /// A node of a device the caller holds a grant for, opened by devaccessd and handed over.
+    func open(_ order: OpenOrder) async throws(InterfaceError) -> OpenedNode
+    /// Have devaccessd start a program as the caller with the permissions decided for it,
+    /// its standard streams `streams`; returns when the program ended or was not run.
+    func run(_ order: RunOrder, streams: StandardStreams,
+             conversation: any RunConversation) async throws(InterfaceError) -> RunOutcome
+
     // MARK: Reads: status, who, status updates
     /// The statuses of some permissions (nil: all) for the caller's user, or for `query.user`
     /// (root and administrators: anyone's; others: their own only).
@@ -74,7 +86,8 @@ public enum InterfaceError: Error, Sendable, Hashable, CustomStringConvertible {
     case ledgerUnusable(String)
     /// devaccessd cannot be reached (exit 69).
     case unreachable(String)
-    /// devaccessd runs but turned the connection away (too many); try again (exit 69).
+    /// devaccessd runs but turned the connection away (too many), or did not answer within a
+    /// conversation's limit; try again (exit 69).
     case brokerBusy(String)
     /// What was asked for is not there now (gpsd down, no fix) (exit 6).
     case unavailable(String)
