@@ -253,7 +253,10 @@ extension LoginSessions {
                 #expect(run.output.contains("camera      authorized"), "the new status is printed")
                 if seconds == 0 {
                     // Once: while the login shell that ran the CLI ran; the session has ended.
-                    #expect(run.output.contains("Allow once (while "), "\(run.output)")
+                    // Issue 31: the CLI's parent is the login shell: "once" read as a single use.
+                    #expect(run.output.contains("Allow until you close this shell, /usr/bin/dash (pid "),
+                            "\(run.output)")
+                    #expect(!run.output.contains("Allow once"), "\(run.output)")
                     #expect(try within(2) { try !user.canOpen(setup.camera, .read) } != nil)
                 } else {
                     #expect(try user.canOpen(setup.camera, .readWrite), "the kernel lets \(user.name) in")
