@@ -212,6 +212,8 @@ struct PromptSession {
     private var terminal: Terminal?
     /// A prompt came and there was no terminal to show it on.
     private(set) var noTerminal = false
+    /// The prompt shown last: a password asked again shows only what changed below it.
+    private var shown: PromptMessage?
 
     init(signals: SignalPipe?, console: Console) {
         self.signals = signals
@@ -244,7 +246,8 @@ struct PromptSession {
             }
         }
         guard let terminal else { return .answered }
-        terminal.write("\n" + TerminalText.block(prompt.text) + "\n")
+        terminal.write(TerminalText.block(PromptText.toShow(prompt, after: shown)) + "\n")
+        shown = prompt
         switch prompt.kind {
         case .ask:
             for choice in prompt.choices {
@@ -268,7 +271,7 @@ struct PromptSession {
             terminal.disableEcho()
             let input = read(terminal, line)
             terminal.restoreEcho()
-            terminal.write("\n")
+            terminal.write(PromptText.afterPassword(input))
             guard case .line(let password) = input else { return try finish(input, terminal, line) }
             // An empty line dismisses the prompt: it is no password to check (nor a wrong one).
             try line.answer(password.isEmpty ? .cancel(.dismissed) : .password(password))

@@ -86,9 +86,14 @@ public struct ResolvedTerm: Sendable, Hashable {
     }
 
     /// "once (while bash (pid 812) runs)", "once (while … runs, at most 8h)", "for 1h",
-    /// "for 8h (the longest the policy allows)", "always".
-    public func text(holder: String? = nil) -> String {
+    /// "for 8h (the longest the policy allows)", "always". `shell`: the holder is the shell a
+    /// person typed the request in, "until you close this shell, /usr/bin/bash (pid 812)"
+    /// ("once" would read as a single use).
+    public func text(holder: String? = nil, shell: Bool = false) -> String {
         switch term {
+        case .once where shell:
+            return "until you close this shell" + (holder.map { ", \($0)" } ?? "")
+                + (cap.map { ", at most \(DurationText.format(seconds: $0))" } ?? "")
         case .once:
             var text = "once (while \(holder ?? "the program that asked") runs"
             if let cap { text += ", at most \(DurationText.format(seconds: cap))" }

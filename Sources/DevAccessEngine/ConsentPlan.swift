@@ -9,8 +9,9 @@ import DevAccessInterface
 public enum ConsentPlan {
     /// What an `ask` prompt offers: once; for a time (the request's, else the shortest
     /// Keep=, under the shortest MaxDuration=); always, where no MaxDuration= applies; deny.
+    /// `shell`: the holder is the shell the request was typed in (`ResolvedTerm.text`).
     public static func askChoices(_ policies: [PolicyDecision], scope: GrantTerm?, holder: String?,
-                                  now: Double) -> [PromptChoice] {
+                                  shell: Bool = false, now: Double) -> [PromptChoice] {
         let cap = policies.compactMap(\.maxDurationSeconds).filter { $0 > 0 }.min()
         var forSeconds: Int64
         switch scope {
@@ -22,7 +23,7 @@ public enum ConsentPlan {
         if let cap { forSeconds = min(forSeconds, cap) }
         let once = ResolvedTerm(.once).capped(cap)
         let longest = cap == forSeconds ? " (the longest the policy allows)" : ""
-        var choices = [PromptChoice(allow: .once, label: "Allow \(once.text(holder: holder))"),
+        var choices = [PromptChoice(allow: .once, label: "Allow \(once.text(holder: holder, shell: shell))"),
                        PromptChoice(allow: .duration(seconds: forSeconds),
                                     label: "Allow for \(DurationText.format(seconds: forSeconds))\(longest), until "
                                         + HumanTime(now: now).moment(now + Double(forSeconds)))]
@@ -91,10 +92,10 @@ public enum ConsentPlan {
 
     /// The terms a password allows `group` for: the request's, under each permission's
     /// policy; and their one text when they read the same.
-    public static func passwordTerms(_ group: [Permission], scope: GrantTerm?, holder: String?,
+    public static func passwordTerms(_ group: [Permission], scope: GrantTerm?, holder: String?, shell: Bool = false,
                                      policies: (Permission) -> PolicyDecision) -> (terms: [ResolvedTerm], text: String?) {
         let terms = group.map { policies($0).term(scope) }
-        let texts = terms.map { $0.text(holder: holder) }
+        let texts = terms.map { $0.text(holder: holder, shell: shell) }
         return (terms, Set(texts).count == 1 ? texts.first : nil)
     }
 

@@ -167,7 +167,8 @@ extension GrantDocument {
     }
 
     public var term: String {
-        if let pid = whilePid { return "once, while pid \(pid) runs" + (expires.map { ", until \($0)" } ?? "") }
+        // "once" would read as a single use: the grant lasts as long as that process.
+        if let pid = whilePid { return "until pid \(pid) exits" + (expires.map { ", at most until \($0)" } ?? "") }
         return scope == "always" ? "always" : expires.map { "until \($0)" } ?? scope
     }
 }

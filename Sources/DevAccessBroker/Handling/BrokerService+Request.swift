@@ -49,6 +49,8 @@ struct RequestContext: Sendable {
     let holder: ProcessHolder?
     /// "bash (pid 812)": the holder, for people.
     let holderName: String?
+    /// The holder is the shell the CLI was typed in (`RequestHolder.isShell`).
+    var holderIsShell = false
     /// With location among the permissions: the level asked and the level a grant records.
     var location: LocationAsk? = nil
     /// The request's audit events not written yet: they are written together before the
@@ -135,7 +137,7 @@ extension BrokerService {
         var context = RequestContext(request: request, caller: caller, wireID: id, peer: peer, requester: requester,
                                      user: user,
                                      exchange: exchange, devices: Self.promptDevices(reports), holder: asked?.holder,
-                                     holderName: asked?.name)
+                                     holderName: asked?.name, holderIsShell: asked?.shell ?? false)
         if request.permissions.contains(.location) {
             context.location = LocationAsk(asked: request.accuracy ?? .exact, policy: policy.requestDecision(
                 for: .location, user: user, program: requester.policyProgram))
@@ -431,7 +433,8 @@ extension BrokerService {
     func askConsent(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                     number: inout Int64) async -> GroupOutcome {
         let choices = ConsentPlan.askChoices(group.map(policies), scope: context.request.scope,
-                                             holder: context.holderName, now: Date().timeIntervalSince1970)
+                                             holder: context.holderName, shell: context.holderIsShell,
+                                             now: Date().timeIntervalSince1970)
         number += 1
         flushAudit(context)
         var outcome = ["kind": "ask", "prompt": String(number)]
@@ -519,7 +522,8 @@ extension BrokerService {
     func confirmPassword(_ group: [Permission], context: RequestContext, policies: (Permission) -> PolicyDecision,
                          number: inout Int64, instead: String? = nil) async -> GroupOutcome {
         let (terms, termText) = ConsentPlan.passwordTerms(group, scope: context.request.scope,
-                                                          holder: context.holderName, policies: policies)
+                                                          holder: context.holderName, shell: context.holderIsShell,
+                                                          policies: policies)
         let attempts = Int64(max(1, settings.passwordAttempts))
         for attempt in 1...attempts {
             // After wrong passwords (from any request of this user) the next check waits;

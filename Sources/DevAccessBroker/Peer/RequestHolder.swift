@@ -11,7 +11,8 @@ import DevAccessLedger
 enum RequestHolder {
     /// The holder and its name for people ("/usr/bin/bash (pid 812)"); nil when the process
     /// that asked is gone already (then nothing is granted `once`).
-    static func find(_ peer: Peer, requester: Requester) -> (holder: ProcessHolder, name: String)? {
+    /// `shell`: the CLI's parent is a shell listed in /etc/shells (`isShell`).
+    static func find(_ peer: Peer, requester: Requester) -> (holder: ProcessHolder, name: String, shell: Bool)? {
         // The process that connected, and no later one that was given its pid: without its
         // start time from the accept there is nothing to tie a `once` grant to.
         guard let bootID = ProcessTable.bootID(), let own = ProcessTable.entry(peer.pid),
@@ -29,7 +30,16 @@ enum RequestHolder {
         }
         guard !entry.hasExited else { return nil }
         let program = requester.program ?? executable(pid)
-        return (ProcessHolder(pid: pid, startTicks: entry.startTicks, bootID: bootID), "\(program) (pid \(pid))")
+        return (ProcessHolder(pid: pid, startTicks: entry.startTicks, bootID: bootID), "\(program) (pid \(pid))",
+                requester.cli != nil && isShell(program))
+    }
+
+    /// Whether `program` is a shell listed in /etc/shells: a `once` grant of the shell a
+    /// person typed `devaccess request` in lasts until they close it, and the prompt says
+    /// so (wording only: the grant is the same).
+    static func isShell(_ program: String) -> Bool {
+        guard let listed = try? String(contentsOfFile: "/etc/shells", encoding: .utf8) else { return false }
+        return listed.split(separator: "\n").contains { $0.trimmingWhitespace() == program }
     }
 
     private static func executable(_ pid: Int32) -> String {

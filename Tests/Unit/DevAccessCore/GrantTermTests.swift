@@ -92,4 +92,14 @@ struct GrantTermTests {
         #expect(ResolvedTerm(.duration(seconds: 5400)).text() == "for 1h30m")
         #expect(ResolvedTerm(.always).text() == "always")
     }
+
+    /// Issue 31: a `once` grant of the shell a person typed `devaccess request` in lasts until
+    /// that shell closes, and says so: "once" reads as a single use.
+    @Test func onceForAShellSaysUntilYouCloseThisShell() {
+        #expect(ResolvedTerm(.once).text(holder: "/usr/bin/bash (pid 812)", shell: true)
+            == "until you close this shell, /usr/bin/bash (pid 812)")
+        #expect(ResolvedTerm(.once).capped(8 * Self.hour).text(holder: "/usr/bin/bash (pid 812)", shell: true)
+            == "until you close this shell, /usr/bin/bash (pid 812), at most 8h")
+        #expect(ResolvedTerm(.once).text(holder: nil, shell: true) == "until you close this shell")
+    }
 }

@@ -20,6 +20,17 @@ import DevAccessEngine
         #expect(choices[3].label == "Deny (remembered: you are not asked again)")
     }
 
+    /// Issue 31: asked from a shell, the first choice lasts until that shell closes, and says so.
+    @Test func onceForAShellIsOfferedAsUntilYouCloseThisShell() {
+        let choices = ConsentPlan.askChoices([PolicyDecision(action: .ask)], scope: nil,
+                                             holder: "/usr/bin/bash (pid 812)", shell: true, now: Self.now)
+        #expect(choices[0].choice == .allow(.once))
+        #expect(choices[0].label == "Allow until you close this shell, /usr/bin/bash (pid 812)")
+        let terms = ConsentPlan.passwordTerms([.camera], scope: nil, holder: "/usr/bin/bash (pid 812)", shell: true,
+                                              policies: { _ in PolicyDecision(action: .authSelf) })
+        #expect(terms.text == "until you close this shell, /usr/bin/bash (pid 812)")
+    }
+
     @Test func maxDurationTakesAlwaysAwayAndCapsTheTimeOffered() {
         let capped = PolicyDecision(action: .ask, maxDurationSeconds: 1800)
         let choices = ConsentPlan.askChoices([PolicyDecision(action: .ask), capped], scope: .always, holder: nil,
