@@ -63,13 +63,13 @@ enum LocationCommand: Command {
             }
             query.waitMilliseconds = seconds * 1000
         }
-        // Through the library's `location`, as a program would ask: the document as devaccessd
-        // wrote it (for --json), the failure as the protocol says it (for the exit codes).
-        let access = DeviceAccess(socketPath: try BrokerOptions.socketPath(arguments, command: spec.name),
-                                  timeout: .seconds(30))
+        // Through the contract, as a program would ask: the document as devaccessd wrote it
+        // (for --json), the failure as the contract says it (for the exit codes).
+        let access: any DevAccessInterface = BrokerInterface(
+            socketPath: try BrokerOptions.socketPath(arguments, command: spec.name), timeout: .seconds(30))
         guard arguments.has("watch") else {
             let document = try await AdminAccess.call(spec.name) { () throws(InterfaceError) in
-                try read(access, query)
+                try await access.location(query)
             }
             console.out(arguments.has("json") ? try JSONOutput.encode(document) : text(document))
             return .success
@@ -81,7 +81,7 @@ enum LocationCommand: Command {
         while true {
             let answer: LocationDocument?
             do throws(InterfaceError) {
-                answer = try read(access, query)
+                answer = try await access.location(query)
             } catch {
                 answer = nil
                 switch error {
@@ -103,15 +103,6 @@ enum LocationCommand: Command {
                 }
             }
             try await Task.sleep(for: .seconds(1))
-        }
-    }
-
-    /// One position; a failure as the interface states it (AdminAccess maps it to exit codes).
-    static func read(_ access: DeviceAccess, _ query: LocationQuery) throws(InterfaceError) -> LocationDocument {
-        do {
-            return try access.locationDocument(query)
-        } catch {
-            throw InterfaceError(error)
         }
     }
 
