@@ -158,14 +158,15 @@ enum ResolveCommand {
 
     /// Runs one queue operation, with the queue's documented exit codes: 64 for a request
     /// that is not waiting (unknown or resolved already), 77 refused, 69 devaccessd not
-    /// reached; any other failure 1.
+    /// reached, 75 the ledger busy and 74 unusable (as every admin command); any other failure 1.
     static func call<R>(_ command: String, _ body: () async throws(InterfaceError) -> R) async throws -> R {
         do {
             return try await body()
         } catch {
             switch error {
             case .notFound(let text): throw CommandFailure(message: text, code: .usage)
-            case .refused, .brokerBusy, .unreachable: throw AdminAccess.failure(error, command: command)
+            case .refused, .brokerBusy, .unreachable, .busy, .ledgerUnusable:
+                throw AdminAccess.failure(error, command: command)
             default: throw CommandFailure(message: error.description)
             }
         }

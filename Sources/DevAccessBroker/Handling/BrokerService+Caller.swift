@@ -21,10 +21,15 @@ extension BrokerService {
 
     /// `caller(of:)` for a judgment made on the event loop, where every lookup delays every
     /// connection: the uid stands for the user's name (no NSS lookup of it), which only a
-    /// refusal's sentence would show.
+    /// refusal's sentence would show, and the ledger (whose reads can wait on a long report)
+    /// is read only for root's and administrators' processes that carry a run group id, as
+    /// `isUnlimited` reads it: there a strict run limits them. Anyone else's run is left
+    /// unnamed, judged as a strict run given nothing: the loop asks only for the caller's own
+    /// statuses, which every caller may follow, and such a caller is limited either way.
     func callerOnLoop(of peer: Peer) -> Caller {
-        Caller.identified(peer.credentials, adminGroup: adminGroup, name: String(peer.uid),
-                          runs: { [ledger] gid in try? ledger.run(gid: gid) })
+        let unlimited = Caller.standing(of: peer.credentials, adminGroup: adminGroup).isUnlimited
+        return Caller.identified(peer.credentials, adminGroup: adminGroup, name: String(peer.uid),
+                                 runs: { [ledger] gid in unlimited ? try? ledger.run(gid: gid) : nil })
     }
 
     /// The judge's verdict on `action` for `peer`; a refusal is audited and answered
