@@ -5,8 +5,9 @@ import DevAccessCore
 import DevAccessTestSupport
 
 /// `devaccess who` through the real binary, while real processes of real users hold real
-/// nodes open. The nodes are 1:7 (/dev/full) and 1:5 (/dev/zero): they open, and unlike
-/// /dev/null's 1:3 no other process on the machine holds them.
+/// nodes open. The nodes are 1:8 (/dev/random) and 1:9 (/dev/urandom) made elsewhere: they
+/// open, and `who` finds holders by device number machine-wide, so these are numbers no other
+/// test's nodes use (NodeHoldersTests' 1:7 holder was listed here when both ran at once).
 @Suite(.serialized, .enabled(if: getuid() == 0, "needs root: test users, device nodes"))
 struct WhoCommandTests {
     let fx: AdminFixture
@@ -16,8 +17,8 @@ struct WhoCommandTests {
     }
 
     private func camera(_ name: String) throws -> String {
-        let path = try fx.nodes.makeNode(name, major: 1, minor: 7)
-        try fx.declare(name: name, path: path, major: 1, minor: 7)
+        let path = try fx.nodes.makeNode(name, major: 1, minor: 8)
+        try fx.declare(name: name, path: path, major: 1, minor: 8)
         return path
     }
 
@@ -28,8 +29,8 @@ struct WhoCommandTests {
 
     @Test func rootSeesEveryHolderWithItsAccessAndItsRun() throws {
         let node = try camera("video0")
-        let other = try fx.nodes.makeNode("elsewhere", major: 1, minor: 5)
-        try fx.declare(name: "mic0", path: other, permission: "microphone", major: 1, minor: 5)
+        let other = try fx.nodes.makeNode("elsewhere", major: 1, minor: 9)
+        try fx.declare(name: "mic0", path: other, permission: "microphone", major: 1, minor: 9)
         let runGroup = RunGroups.first + 41
         let writer = try BackgroundProcess(shell: "exec 3<>'\(node)'; exec /bin/sleep 60", as: fx.alice)
         let reader = try BackgroundProcess(shell: "exec 5<'\(node)'; exec /bin/sleep 60", as: fx.alice)
